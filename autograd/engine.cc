@@ -1,0 +1,224 @@
+#include "autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/ops.h"
+
+namespace weft::autograd {
+namespace {
+
+struct BackwardState {
+  std::vector<std::function<void()>> callbacks;
+};
+thread_local BackwardState* t_state = nullptr;
+
+struct NodeCompare {
+  bool operator()(Node* a, Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+Shape expected_shape(const Edge& e) {
+  if (auto* acc = dynamic_cast<AccumulateGrad*>(e.node.get())) return acc->leaf()->sizes();
+  return e.node->outputs.at(e.input_nr).sizes;
+}
+
+void accumulate(Tensor& slot, const Tensor& g) {
+  if (!g.defined()) return;
+  if (!slot.defined()) slot = g;
+  else slot = add(slot, g);
+}
+
+struct Capture {
+  Node* node;
+  uint32_t input_nr;
+};
+
+// Runs the graph. When `captures` is non-null, gradients arriving at the given
+// (node, input) pairs are stored into `captured` and AccumulateGrad never runs.
+void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads, bool retain_graph,
+             const std::vector<Capture>* captures, std::vector<Tensor>* captured) {
+  NoGradGuard no_grad;  // backward formulas build no graph (first-order autograd)
+  // 1. dependency counts over the reachable graph (iterative DFS)
+  std::unordered_map<Node*, int> deps;
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack;
+  for (const Edge& r : roots)
+    if (seen.insert(r.node.get()).second) stack.push_back(r.node.get());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges) {
+      if (!e.valid()) continue;
+      ++deps[e.node.get()];
+      if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+    }
+  }
+  // 2. seed input buffers
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  auto buffer_for = [&](Node* n) -> std::vector<Tensor>& {
+    auto& b = buffers[n];
+    if (b.empty()) b.resize(std::max<size_t>(1, n->outputs.size()));
+    return b;
+  };
+  std::priority_queue<Node*, std::vector<Node*>, NodeCompare> ready;
+  std::unordered_set<Node*> queued;
+  std::vector<std::shared_ptr<Node>> keep_alive;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    keep_alive.push_back(roots[i].node);
+    accumulate(buffer_for(roots[i].node.get())[roots[i].input_nr], root_grads[i]);
+  }
+  for (const Edge& r : roots)
+    if (deps[r.node.get()] == 0 && queued.insert(r.node.get()).second) ready.push(r.node.get());
+
+  // 3. run
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    std::vector<Tensor> inputs = std::move(buffer_for(node));
+    buffers.erase(node);
+    if (captures) {
+      for (size_t c = 0; c < captures->size(); ++c)
+        if ((*captures)[c].node == node) accumulate((*captured)[c], inputs[(*captures)[c].input_nr]);
+    }
+    bool is_acc = dynamic_cast<AccumulateGrad*>(node) != nullptr;
+    std::vector<Tensor> outputs;
+    bool any_defined = false;
+    for (auto& g : inputs) any_defined |= g.defined();
+    if (!(is_acc && captures) && any_defined) {
+      // tensor hooks on this node's outputs, then retained grads
+      for (size_t i = 0; i < node->pre_hooks.size() && i < inputs.size(); ++i) {
+        if (!node->pre_hooks[i] || !inputs[i].defined()) continue;
+        for (auto& hook : node->pre_hooks[i]->snapshot()) {
+          Tensor r = hook(inputs[i]);
+          if (r.defined()) inputs[i] = r;
+        }
+      }
+      for (size_t i = 0; i < node->retained.size() && i < inputs.size(); ++i) {
+        if (auto impl = node->retained[i].lock()) {
+          AutogradMeta& m = impl->ensure_autograd_meta();
+          if (inputs[i].defined()) m.grad = m.grad.defined() ? add(m.grad, inputs[i]) : inputs[i].clone();
+        }
+      }
+      if (!is_acc) {
+        for (size_t i = 0; i < inputs.size(); ++i)
+          if (!inputs[i].defined() && i < node->outputs.size())
+            inputs[i] = zeros(node->outputs[i].sizes, {node->outputs[i].dtype, node->outputs[i].device});
+      }
+      outputs = node->apply(std::move(inputs));
+      if (!retain_graph) node->release_saved();
+    }
+    if (!is_acc) {
+      WEFT_INTERNAL_ASSERT(outputs.empty() || outputs.size() == node->next_edges.size(), node->name(),
+                           " returned ", outputs.size(), " gradients for ", node->next_edges.size(), " inputs");
+    }
+    for (size_t j = 0; j < node->next_edges.size(); ++j) {
+      const Edge& e = node->next_edges[j];
+      if (!e.valid()) continue;
+      Node* next = e.node.get();
+      if (j < outputs.size() && outputs[j].defined()) {
+        Tensor g = outputs[j];
+        Shape want = expected_shape(e);
+        WEFT_CHECK(g.sizes() == want, "autograd: ", node->name(), " returned a gradient of shape ",
+                   shape_str(g.sizes()), " for input ", j, ", expected ", shape_str(want));
+        accumulate(buffer_for(next)[e.input_nr], g);
+      }
+      if (--deps[next] == 0 && queued.insert(next).second) ready.push(next);
+    }
+  }
+}
+
+// Runs `fn` as one backward pass: end-of-backward callbacks fire afterwards.
+template <typename F>
+void with_backward_state(F&& fn) {
+  WEFT_CHECK(t_state == nullptr, "backward: re-entrant backward on the same thread is not supported");
+  BackwardState state;
+  t_state = &state;
+  try {
+    fn();
+  } catch (...) {
+    t_state = nullptr;
+    throw;
+  }
+  // callbacks may queue further callbacks; run until none are left
+  for (size_t i = 0; i < state.callbacks.size(); ++i) {
+    auto cb = state.callbacks[i];
+    try {
+      cb();
+    } catch (...) {
+      t_state = nullptr;
+      throw;
+    }
+  }
+  t_state = nullptr;
+}
+
+void make_roots(const char* op, const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                std::vector<Edge>& edges, std::vector<Tensor>& gs) {
+  WEFT_CHECK(grads.empty() || grads.size() == roots.size(), op, ": got ", grads.size(), " gradients for ",
+             roots.size(), " tensors");
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    WEFT_CHECK(r.defined(), op, ": tensor ", i, " is undefined");
+    Edge e = gradient_edge(r);
+    WEFT_CHECK(e.valid(), op, ": element ", i, " of tensors does not require grad and does not have a grad_fn");
+    Tensor g = grads.empty() ? Tensor() : grads[i];
+    if (!g.defined()) {
+      WEFT_CHECK(r.numel() == 1, op, ": grad can be implicitly created only for scalar outputs, got shape ",
+                 shape_str(r.sizes()), "; pass an explicit gradient");
+      g = ones(r.sizes(), r.options());
+    } else {
+      WEFT_CHECK(g.sizes() == r.sizes(), op, ": gradient shape ", shape_str(g.sizes()),
+                 " does not match tensor shape ", shape_str(r.sizes()));
+      g = g.detach().to(r.dtype());
+    }
+    edges.push_back(e);
+    gs.push_back(g);
+  }
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+  std::vector<Edge> edges;
+  std::vector<Tensor> gs;
+  make_roots("backward", roots, grads, edges, gs);
+  with_backward_state([&] { execute(edges, gs, retain_graph, nullptr, nullptr); });
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+  std::vector<Edge> edges;
+  std::vector<Tensor> gs;
+  make_roots("grad", outputs, grad_outputs, edges, gs);
+  std::vector<Capture> caps;
+  std::vector<std::shared_ptr<Node>> keep;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    WEFT_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "grad: input ", i, " does not require grad");
+    Edge e = gradient_edge(inputs[i]);
+    keep.push_back(e.node);
+    caps.push_back({e.node.get(), e.input_nr});
+  }
+  std::vector<Tensor> captured(inputs.size());
+  with_backward_state([&] { execute(edges, gs, retain_graph, &caps, &captured); });
+  for (size_t i = 0; i < captured.size(); ++i)
+    WEFT_CHECK(allow_unused || captured[i].defined(), "grad: input ", i,
+               " was not used in the graph; pass allow_unused=true to get an undefined gradient");
+  return captured;
+}
+
+void queue_callback(std::function<void()> cb) {
+  WEFT_CHECK(t_state != nullptr, "queue_callback: can only be called while backward is running");
+  t_state->callbacks.push_back(std::move(cb));
+}
+
+bool in_backward() { return t_state != nullptr; }
+
+}  // namespace weft::autograd
+
+namespace weft {
+// Tensor::backward is declared in core/tensor.h and defined here, by the engine.
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward({*this}, {gradient}, retain_graph);
+}
+}  // namespace weft

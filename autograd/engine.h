@@ -1,0 +1,42 @@
+// The autograd engine: walks the graph recorded by ops (core/autograd_meta.h)
+// from the roots back to the leaves.
+//
+// Contract:
+// - Iterative (an explicit ready queue, no recursion): arbitrarily deep graphs
+//   cannot overflow the stack. Nodes run once all their consumers have run,
+//   newest first (by sequence number) among those ready.
+// - Gradients flowing into one node input are summed. Tensor hooks on non-leaf
+//   outputs run before the node; leaf hooks and post-accumulate hooks run in
+//   AccumulateGrad.
+// - Saved tensors are released after a node runs unless retain_graph; running
+//   backward again through a released node is an error.
+// - Callbacks queued with queue_callback() during backward run once, in order,
+//   after the whole graph has run (DDP waits for its buckets there).
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "core/autograd_meta.h"
+#include "core/tensor.h"
+
+namespace weft::autograd {
+
+// Accumulates d(sum of roots * grads)/d(leaf) into every reachable leaf's .grad.
+// A root without a gradient must be a one-element tensor (gradient 1).
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {}, bool retain_graph = false);
+
+// Returns d(outputs)/d(inputs) without touching any .grad. An input the outputs
+// do not depend on gets an undefined tensor when allow_unused, else an error.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool allow_unused = false);
+
+// Queues `cb` to run at the end of the backward pass currently executing on
+// this thread. Calling it outside backward is an error.
+void queue_callback(std::function<void()> cb);
+
+// True while a backward pass runs on this thread.
+bool in_backward();
+
+}  // namespace weft::autograd

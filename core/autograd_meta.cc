@@ -1,0 +1,143 @@
+#include "core/autograd_meta.h"
+
+#include "core/ops.h"
+
+namespace weft {
+namespace {
+thread_local bool t_grad_enabled = true;
+std::atomic<uint64_t> g_sequence{0};
+}  // namespace
+
+bool GradMode::is_enabled() { return t_grad_enabled; }
+void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
+
+Node::Node() : sequence_nr_(g_sequence.fetch_add(1, std::memory_order_relaxed)) {}
+
+AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
+  WEFT_INTERNAL_ASSERT(grads.size() == 1);
+  Tensor g = std::move(grads[0]);
+  AutogradMeta& meta = leaf_->ensure_autograd_meta();
+  if (meta.hooks) {
+    for (auto& hook : meta.hooks->snapshot()) {
+      Tensor r = hook(g);
+      if (r.defined()) g = r;
+    }
+  }
+  if (g.defined()) {
+    NoGradGuard no_grad;
+    if (!meta.grad.defined()) {
+      // Own the buffer: the incoming gradient may alias another tensor.
+      meta.grad = g.clone();
+    } else {
+      meta.grad.add_(g);
+    }
+  }
+  if (meta.post_accumulate_hooks) {
+    Tensor self(leaf_);
+    for (auto& hook : meta.post_accumulate_hooks->snapshot()) hook(self);
+  }
+  return {};
+}
+
+std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grads) {
+  WEFT_CHECK(backward_ != nullptr, "Trying to backward through the graph a second time (node ", name_,
+             "): its saved tensors were freed after the first backward. Pass retain_graph=true to the "
+             "first backward() if you need to backward twice.");
+  return backward_(grads);
+}
+
+SavedTensor::SavedTensor(const Tensor& t) {
+  if (!t.defined()) return;
+  data_ = t.detach();
+  version_ = t.version();
+}
+
+Tensor SavedTensor::get(const std::string& node_name) const {
+  if (!data_.defined()) return data_;
+  WEFT_CHECK(data_.version() == version_, node_name,
+             ": a tensor saved for backward (shape ", shape_str(data_.sizes()), ", dtype ", data_.dtype(),
+             ") was modified by an in-place operation: saved at version ", version_, ", now at version ",
+             data_.version(), ".");
+  return data_;
+}
+
+bool any_requires_grad(std::initializer_list<Tensor> inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined()) return {};
+  AutogradMeta* meta = t.impl()->autograd_meta();
+  if (!meta) return {};
+  if (meta->grad_fn) return {meta->grad_fn, static_cast<uint32_t>(meta->output_nr)};
+  if (!meta->requires_grad) return {};
+  std::shared_ptr<Node> acc = meta->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    meta->grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+void set_history(const std::vector<Tensor>& outputs, const std::shared_ptr<Node>& node) {
+  node->outputs.clear();
+  node->pre_hooks.assign(outputs.size(), nullptr);
+  node->retained.assign(outputs.size(), {});
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    if (!out.defined()) {
+      node->outputs.push_back({});
+      continue;
+    }
+    node->outputs.push_back({out.sizes(), out.dtype(), out.device()});
+    if (!is_floating(out.dtype())) continue;  // integer outputs carry no gradient
+    AutogradMeta& meta = out.impl()->ensure_autograd_meta();
+    meta.requires_grad = true;
+    meta.grad_fn = node;
+    meta.output_nr = static_cast<int>(i);
+  }
+}
+
+void record_function(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                     FunctionNode::Backward backward) {
+  if (!any_requires_grad(inputs)) return;
+  auto node = std::make_shared<FunctionNode>(name, std::move(backward));
+  node->next_edges.reserve(inputs.size());
+  for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
+  set_history(outputs, node);
+}
+
+void check_inplace(const char* op, const Tensor& self) {
+  if (!GradMode::is_enabled() || !self.requires_grad()) return;
+  WEFT_CHECK(!self.is_leaf(), op, ": a leaf tensor that requires grad (shape ", shape_str(self.sizes()),
+             ") cannot be modified in place; wrap the update in NoGradGuard");
+  WEFT_CHECK(!self.impl()->is_view(), op, ": in-place modification of a view of a tensor that requires grad "
+             "(shape ", shape_str(self.sizes()), ") is not supported by weft's autograd; use the out-of-place op");
+}
+
+void record_inplace(const char* name, Tensor& self, const std::vector<Tensor>& other_inputs,
+                    FunctionNode::Backward backward) {
+  self.bump_version();
+  std::vector<Tensor> inputs;
+  inputs.reserve(other_inputs.size() + 1);
+  inputs.push_back(self);
+  for (const Tensor& t : other_inputs) inputs.push_back(t);
+  if (!any_requires_grad(inputs)) return;
+  auto node = std::make_shared<FunctionNode>(name, std::move(backward));
+  for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
+  set_history({self}, node);
+}
+
+}  // namespace weft

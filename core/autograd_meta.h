@@ -1,0 +1,162 @@
+// The graph's data structures that ops record into: Node, Edge, AutogradMeta,
+// SavedTensor, grad mode, and the helpers an op uses to attach its backward.
+//
+// Contract: core only *records* the graph. Everything that walks it (the engine,
+// backward(), end-of-backward callbacks, custom functions, checkpointing,
+// gradcheck) lives in //autograd. An op declares its backward next to its
+// forward with record_function(...); see core/ops/*.cc.
+//
+// Note [saved tensors]: a node saves detached aliases of its inputs/outputs
+// (same storage, no autograd history), so saving an op's own output makes no
+// reference cycle. Each SavedTensor remembers the storage version at save time;
+// unpacking after an in-place write is an error naming the node.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/hooks.h"
+#include "core/tensor.h"
+
+namespace weft {
+
+using TensorHook = std::function<Tensor(const Tensor&)>;
+using PostAccumulateHook = std::function<void(const Tensor&)>;
+using TensorHookList = HookList<TensorHook>;
+
+struct Edge {
+  std::shared_ptr<Node> node;
+  uint32_t input_nr = 0;
+  bool valid() const { return node != nullptr; }
+};
+
+struct OutputMeta {
+  Shape sizes;
+  DType dtype = DType::Float32;
+  Device device = kCPU;
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  Node();
+  virtual ~Node() = default;
+  virtual std::string name() const = 0;
+  // grads[i] is the gradient w.r.t. forward output i (undefined means zero, and
+  // apply() sees zeros of the right shape filled in by the engine). Returns one
+  // gradient per next_edges entry (undefined where there is none).
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
+  // Drops saved tensors once backward is done with this node (retain_graph=false).
+  virtual void release_saved() {}
+
+  std::vector<Edge> next_edges;
+  std::vector<OutputMeta> outputs;
+  // Tensor hooks registered on non-leaf outputs, by output index.
+  std::vector<std::shared_ptr<TensorHookList>> pre_hooks;
+  // Outputs whose .grad should be kept (retain_grad), by index: weak refs.
+  std::vector<std::weak_ptr<TensorImpl>> retained;
+  uint64_t sequence_nr() const { return sequence_nr_; }
+
+ private:
+  uint64_t sequence_nr_;
+};
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;
+  int output_nr = 0;
+  std::weak_ptr<Node> grad_accumulator;  // leaves only; shared by all uses
+  std::shared_ptr<TensorHookList> hooks;  // leaf tensor hooks
+  std::shared_ptr<HookList<PostAccumulateHook>> post_accumulate_hooks;
+};
+
+// Accumulates into a leaf's .grad, running the leaf's tensor hooks first and its
+// post-accumulate hooks after. Holds the leaf strongly: the graph keeps it alive.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
+  std::string name() const override { return "AccumulateGrad"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  const std::shared_ptr<TensorImpl>& leaf() const { return leaf_; }
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+// A node whose backward is a closure (what record_function creates).
+class FunctionNode final : public Node {
+ public:
+  using Backward = std::function<std::vector<Tensor>(const std::vector<Tensor>& grads)>;
+  FunctionNode(std::string name, Backward backward) : name_(std::move(name)), backward_(std::move(backward)) {}
+  std::string name() const override { return name_; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  void release_saved() override { backward_ = nullptr; }
+
+ private:
+  std::string name_;
+  Backward backward_;
+};
+
+// ---- grad mode ----
+struct GradMode {
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+};
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
+  ~NoGradGuard() { GradMode::set_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+class EnableGradGuard {
+ public:
+  EnableGradGuard() : prev_(GradMode::is_enabled()) { GradMode::set_enabled(true); }
+  ~EnableGradGuard() { GradMode::set_enabled(prev_); }
+
+ private:
+  bool prev_;
+};
+
+// ---- saved tensors (Note [saved tensors]) ----
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  SavedTensor(const Tensor& t);  // NOLINT(google-explicit-constructor)
+  // Returns the saved value; errors if it was modified in place since saving.
+  Tensor get(const std::string& node_name) const;
+  bool defined() const { return data_.defined(); }
+
+ private:
+  Tensor data_;
+  uint64_t version_ = 0;
+};
+
+// ---- recording helpers used by ops ----
+// True when grad mode is on and any input requires grad.
+bool any_requires_grad(std::initializer_list<Tensor> inputs);
+bool any_requires_grad(const std::vector<Tensor>& inputs);
+// The edge a gradient for `t` flows into (grad_fn, or the leaf's accumulator).
+Edge gradient_edge(const Tensor& t);
+// Makes `outputs` results of `node`: sets grad_fn/output_nr and the node's output metadata.
+void set_history(const std::vector<Tensor>& outputs, const std::shared_ptr<Node>& node);
+// Declares the backward of an op producing `outputs` from `inputs`. `backward`
+// receives one gradient per output (zeros filled in where unused) and returns one
+// per input (undefined where the input needs none). No-op unless grad is needed.
+void record_function(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                     FunctionNode::Backward backward);
+// Rejects in-place writes that autograd cannot honour (leaf requiring grad under
+// grad mode; a view of a tensor that requires grad), naming the op.
+void check_inplace(const char* op, const Tensor& self);
+// After an in-place op on `self`: bump the version and, if grad is needed, chain
+// `self`'s history through a node named `name`.
+void record_inplace(const char* name, Tensor& self, const std::vector<Tensor>& other_inputs,
+                    FunctionNode::Backward backward);
+
+}  // namespace weft

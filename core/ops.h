@@ -1,0 +1,214 @@
+// The op surface: every tensor operation weft offers, as free functions.
+//
+// Contract: each op is declared here once and defined in one file under
+// core/ops/ (named in the section comments), where it infers shapes and dtypes,
+// dispatches to the kernel registered for (device, dtype) (core/dispatch.h) and
+// declares its backward with record_function (core/autograd_meta.h). Errors name
+// the op and the offending shapes/dtypes/devices. Ops that take `dim` accept
+// negative dims. Binary ops broadcast like NumPy and promote dtypes like PyTorch.
+#pragma once
+
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "core/scalar.h"
+#include "core/tensor.h"
+
+namespace weft {
+
+// ---- factories (core/ops/factory.cc) ----
+Tensor empty(const Shape& sizes, const TensorOptions& opts = {});
+Tensor zeros(const Shape& sizes, const TensorOptions& opts = {});
+Tensor ones(const Shape& sizes, const TensorOptions& opts = {});
+Tensor full(const Shape& sizes, const Scalar& value, const TensorOptions& opts = {});
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, const Scalar& value);
+// [start, end) with `step`; dtype int64 unless opts say otherwise.
+Tensor arange(const Scalar& end, const TensorOptions& opts = {DType::Int64});
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1,
+              const TensorOptions& opts = {DType::Int64});
+Tensor linspace(double start, double end, int64_t steps, const TensorOptions& opts = {});
+Tensor eye(int64_t n, const TensorOptions& opts = {});
+// A 0-dim tensor holding `value` (wrapped_number marks it as coming from C++).
+Tensor scalar_tensor(const Scalar& value, const TensorOptions& opts = {});
+Tensor wrapped_scalar(const Scalar& value, DType dtype, Device device);
+// Copies `values` into a new tensor of shape `sizes` (default: 1-D).
+template <typename T>
+Tensor tensor(const std::vector<T>& values, const Shape& sizes = {}, const TensorOptions& opts = {dtype_of<T>});
+Tensor tensor(std::initializer_list<float> values, const Shape& sizes = {});
+// Wraps external memory without copying; `deleter` runs when the last view dies.
+Tensor from_blob(void* data, const Shape& sizes, DType dtype, std::function<void(void*)> deleter = nullptr);
+
+// ---- random (core/ops/random.cc; Philox, see core/rng.h) ----
+Tensor rand(const Shape& sizes, const TensorOptions& opts = {});   // U[0, 1)
+Tensor randn(const Shape& sizes, const TensorOptions& opts = {});  // N(0, 1)
+Tensor randint(int64_t low, int64_t high, const Shape& sizes, const TensorOptions& opts = {DType::Int64});
+Tensor randperm(int64_t n, const TensorOptions& opts = {DType::Int64});
+Tensor bernoulli(const Tensor& p);
+Tensor& uniform_(Tensor& t, double low = 0.0, double high = 1.0);
+Tensor& normal_(Tensor& t, double mean = 0.0, double std = 1.0);
+// Inverted dropout: zeroes with probability p and scales survivors by 1/(1-p).
+Tensor dropout(const Tensor& x, double p, bool training = true);
+
+// ---- copies and conversions (core/ops/copy.cc) ----
+Tensor to_dtype(const Tensor& t, DType dtype);
+Tensor to_device(const Tensor& t, Device device);
+Tensor clone(const Tensor& t);
+Tensor contiguous(const Tensor& t);
+// Copies src into dst (broadcasting src to dst's shape, converting dtype).
+Tensor& copy_(Tensor& dst, const Tensor& src);
+Tensor& fill_(Tensor& t, const Scalar& value);
+Tensor& zero_(Tensor& t);
+
+// ---- views (core/ops/view.cc); all share storage with the input ----
+Tensor view(const Tensor& t, const Shape& shape);
+Tensor reshape(const Tensor& t, const Shape& shape);  // a view when possible, else a copy
+Tensor flatten(const Tensor& t, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor transpose(const Tensor& t, int64_t d0, int64_t d1);
+Tensor permute(const Tensor& t, const std::vector<int64_t>& dims);
+Tensor slice(const Tensor& t, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+             int64_t step = 1);
+Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& t, int64_t dim, int64_t index);
+Tensor expand(const Tensor& t, const Shape& sizes);  // -1 keeps a size
+Tensor squeeze(const Tensor& t);
+Tensor squeeze(const Tensor& t, int64_t dim);
+Tensor unsqueeze(const Tensor& t, int64_t dim);
+// Sums `grad` over broadcast dims so it has shape `sizes` (inverse of expand).
+Tensor sum_to(const Tensor& grad, const Shape& sizes);
+
+// ---- elementwise (core/ops/unary.cc, core/ops/binary.cc) ----
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);  // a + alpha * b
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);  // a - alpha * b
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);  // true division: ints give float32
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Scalar& exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor rsqrt(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor sign(const Tensor& a);
+Tensor relu(const Tensor& a);
+enum class GeluApproximation { None, Tanh };
+Tensor gelu(const Tensor& a, GeluApproximation approximate = GeluApproximation::None);
+Tensor silu(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor clamp(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// comparisons give bool
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& a);
+// in place (bump the version counter; autograd-aware)
+Tensor& add_(Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor& sub_(Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor& mul_(Tensor& a, const Tensor& b);
+Tensor& div_(Tensor& a, const Tensor& b);
+Tensor& neg_(Tensor& a);
+Tensor& exp_(Tensor& a);
+Tensor& sqrt_(Tensor& a);
+Tensor& relu_(Tensor& a);
+Tensor& sigmoid_(Tensor& a);
+Tensor& tanh_(Tensor& a);
+Tensor& clamp_(Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max);
+// a <- a + value * t1 * t2 and a <- a + value * t1 / t2 (optimizers use these)
+Tensor& addcmul_(Tensor& a, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
+Tensor& addcdiv_(Tensor& a, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
+// a <- a + weight * (end - a)
+Tensor& lerp_(Tensor& a, const Tensor& end, const Scalar& weight);
+
+// ---- reductions (core/ops/reduce.cc); empty dims = all dims ----
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false,
+           std::optional<DType> dtype = std::nullopt);
+Tensor mean(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor prod(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor amax(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// (values, indices); on ties the first index wins
+std::tuple<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim = false);
+std::tuple<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& a);  // over all elements
+Tensor min(const Tensor& a);
+// no dim: index into the flattened tensor
+Tensor argmax(const Tensor& a, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& a, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+// correction 1 = unbiased (PyTorch's default)
+Tensor var(const Tensor& a, const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor std(const Tensor& a, const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor norm(const Tensor& a, double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+bool equal(const Tensor& a, const Tensor& b);  // same shape and exactly equal values
+
+// ---- softmax (core/ops/softmax.cc) ----
+Tensor softmax(const Tensor& a, int64_t dim);
+Tensor log_softmax(const Tensor& a, int64_t dim);
+
+// ---- linear algebra (core/ops/matmul.cc; GEMM through Eigen on CPU) ----
+// 1-D·1-D dot, 2-D mm, batched with broadcasting of batch dims, vector promotion.
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+// y = x W^T + b  (W: (out, in)); bias may be undefined
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- indexing and joining (core/ops/index.cc, core/ops/join.cc) ----
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
+Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
+// out[index[i]] += src[i] along dim (index_select's adjoint)
+Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim = 0);
+Tensor one_hot(const Tensor& index, int64_t num_classes = -1);  // int64 result
+Tensor masked_fill(const Tensor& a, const Tensor& mask, const Scalar& value);
+Tensor& masked_fill_(Tensor& a, const Tensor& mask, const Scalar& value);
+Tensor tril(const Tensor& a, int64_t diagonal = 0);
+Tensor triu(const Tensor& a, int64_t diagonal = 0);
+
+// ---- operators ----
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, const Scalar& b);
+Tensor operator-(const Tensor& a, const Scalar& b);
+Tensor operator*(const Tensor& a, const Scalar& b);
+Tensor operator/(const Tensor& a, const Scalar& b);
+Tensor operator+(const Scalar& a, const Tensor& b);
+Tensor operator-(const Scalar& a, const Tensor& b);
+Tensor operator*(const Scalar& a, const Tensor& b);
+Tensor operator/(const Scalar& a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Scalar& b);
+Tensor operator<(const Tensor& a, const Scalar& b);
+Tensor operator>(const Tensor& a, const Scalar& b);
+
+}  // namespace weft
+
+#include "core/tensor_methods.h"

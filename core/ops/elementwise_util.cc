@@ -1,0 +1,39 @@
+#include "core/ops/elementwise_util.h"
+
+#include "core/autograd_meta.h"
+
+namespace weft::detail {
+namespace {
+int category(DType d) { return d == DType::Bool ? 0 : is_floating(d) ? 2 : 1; }
+}  // namespace
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  bool wa = a.impl()->is_wrapped_number() || (a.dim() == 0 && b.dim() > 0);
+  bool wb = b.impl()->is_wrapped_number() || (b.dim() == 0 && a.dim() > 0);
+  if (wa == wb) return promote_types(a.dtype(), b.dtype());
+  const Tensor& scalar = wa ? a : b;
+  const Tensor& tensor = wa ? b : a;
+  if (category(scalar.dtype()) > category(tensor.dtype())) {
+    if (!scalar.impl()->is_wrapped_number()) return scalar.dtype();
+    return category(scalar.dtype()) == 2 ? DType::Float32 : DType::Int64;
+  }
+  return tensor.dtype();
+}
+
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  WEFT_CHECK(a.device() == b.device() || a.impl()->is_wrapped_number() || b.impl()->is_wrapped_number(), op,
+             ": expected all tensors on the same device, got ", a.device(), " and ", b.device());
+}
+
+Shape prepare_binary(const char* op, const Tensor& a, const Tensor& b, DType compute, Tensor& a_out, Tensor& b_out) {
+  WEFT_CHECK(a.defined() && b.defined(), op, ": undefined tensor argument");
+  check_same_device(op, a, b);
+  Shape shape = broadcast_shapes(op, a.sizes(), b.sizes());
+  Device dev = a.impl()->is_wrapped_number() ? b.device() : a.device();
+  NoGradGuard ng;
+  a_out = expand(a.detach().to(compute).to(dev), shape);
+  b_out = expand(b.detach().to(compute).to(dev), shape);
+  return shape;
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,22 @@
+// Shared front-end steps for elementwise ops: result dtype, broadcasting and
+// input preparation. Used by core/ops/binary.cc and core/ops/unary.cc.
+#pragma once
+
+#include <array>
+
+#include "core/ops.h"
+
+namespace weft::detail {
+
+// PyTorch-style result type of a binary op: wrapped C++ numbers only raise the
+// category (bool < integral < floating) of a tensor, never its width.
+DType result_type(const Tensor& a, const Tensor& b);
+
+// Checks devices match, broadcasts, converts both inputs to `compute` dtype and
+// expands them to the common shape. Returns the shape.
+Shape prepare_binary(const char* op, const Tensor& a, const Tensor& b, DType compute, Tensor& a_out, Tensor& b_out);
+
+// Checks that `t` lives on `dev`; the error names the op and both devices.
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+
+}  // namespace weft::detail

@@ -1,0 +1,46 @@
+#include "core/tensor_impl.h"
+
+#include "core/autograd_meta.h"
+
+namespace weft {
+namespace {
+std::atomic<int64_t> g_live{0};
+}
+
+TensorImpl::TensorImpl(Storage storage, int64_t offset, Shape sizes, Shape strides, DType dtype)
+    : storage_(std::move(storage)), offset_(offset), sizes_(std::move(sizes)), strides_(std::move(strides)),
+      dtype_(dtype) {
+  refresh();
+  g_live.fetch_add(1, std::memory_order_relaxed);
+}
+
+TensorImpl::~TensorImpl() { g_live.fetch_sub(1, std::memory_order_relaxed); }
+
+int64_t TensorImpl::live_count() { return g_live.load(); }
+
+void TensorImpl::set_sizes_strides(Shape sizes, Shape strides, int64_t offset) {
+  sizes_ = std::move(sizes);
+  strides_ = std::move(strides);
+  offset_ = offset;
+  refresh();
+}
+
+void TensorImpl::refresh() {
+  WEFT_INTERNAL_ASSERT(sizes_.size() == strides_.size());
+  numel_ = numel_of(sizes_);
+  contiguous_ = true;
+  int64_t expected = 1;
+  for (int64_t i = static_cast<int64_t>(sizes_.size()) - 1; i >= 0; --i) {
+    if (sizes_[i] == 1) continue;
+    if (strides_[i] != expected) { contiguous_ = false; break; }
+    expected *= sizes_[i];
+  }
+  if (numel_ == 0) contiguous_ = true;
+}
+
+AutogradMeta& TensorImpl::ensure_autograd_meta() {
+  if (!autograd_meta_) autograd_meta_ = std::make_unique<AutogradMeta>();
+  return *autograd_meta_;
+}
+
+}  // namespace weft

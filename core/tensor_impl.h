@@ -1,0 +1,69 @@
+// TensorImpl: what a Tensor handle points to. Storage + offset + sizes + strides +
+// dtype, plus the autograd metadata slot (defined in core/autograd_meta.h).
+//
+// Contract: sizes/strides/offset are in elements. Views are separate TensorImpls
+// sharing one Storage (and so one version counter). live_count() counts live
+// TensorImpls, which the leak tests watch.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/shape.h"
+#include "core/storage.h"
+
+namespace weft {
+
+struct AutogradMeta;
+
+class TensorImpl {
+ public:
+  TensorImpl(Storage storage, int64_t offset, Shape sizes, Shape strides, DType dtype);
+  ~TensorImpl();
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+
+  const Storage& storage() const { return storage_; }
+  int64_t offset() const { return offset_; }
+  const Shape& sizes() const { return sizes_; }
+  const Shape& strides() const { return strides_; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return storage_->device(); }
+  int64_t numel() const { return numel_; }
+  int64_t dim() const { return static_cast<int64_t>(sizes_.size()); }
+  bool is_contiguous() const { return contiguous_; }
+  void* data() const {
+    return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(element_size(dtype_));
+  }
+
+  // Metadata changes (used by views and by in-place resizing ops such as set_).
+  void set_sizes_strides(Shape sizes, Shape strides, int64_t offset);
+
+  bool is_view() const { return is_view_; }
+  void set_is_view(bool v) { is_view_ = v; }
+  // A 0-dim tensor made from a C++ number: it does not raise the result dtype
+  // category of a tensor it meets (x_int * 2 stays int, x_f16 * 2.0 stays f16).
+  bool is_wrapped_number() const { return wrapped_number_; }
+  void set_wrapped_number(bool v) { wrapped_number_ = v; }
+
+  AutogradMeta* autograd_meta() const { return autograd_meta_.get(); }
+  AutogradMeta& ensure_autograd_meta();
+
+  static int64_t live_count();
+
+ private:
+  void refresh();
+  Storage storage_;
+  int64_t offset_;
+  Shape sizes_, strides_;
+  DType dtype_;
+  int64_t numel_ = 1;
+  bool contiguous_ = true;
+  bool is_view_ = false;
+  bool wrapped_number_ = false;
+  std::unique_ptr<AutogradMeta> autograd_meta_;
+};
+
+}  // namespace weft

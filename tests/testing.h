@@ -1,0 +1,58 @@
+// Test helpers: comparing tensors against hand-computed values, and asserting
+// that an expression throws weft::Error whose message contains given text.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/ops.h"
+
+namespace weft::testing {
+
+// Values of `t` (any dtype, any strides) as doubles in row-major order.
+inline std::vector<double> values(const Tensor& t) {
+  Tensor c = t.detach().to(DType::Float64).contiguous();
+  const double* p = c.data_ptr<double>();
+  return std::vector<double>(p, p + c.numel());
+}
+
+inline ::testing::AssertionResult tensor_near(const Tensor& t, const std::vector<double>& expected,
+                                              double tol = 1e-6) {
+  auto v = values(t);
+  if (v.size() != expected.size())
+    return ::testing::AssertionFailure() << "size " << v.size() << " != expected " << expected.size();
+  for (size_t i = 0; i < v.size(); ++i) {
+    double diff = std::abs(v[i] - expected[i]);
+    bool both_nan = std::isnan(v[i]) && std::isnan(expected[i]);
+    bool both_inf = std::isinf(v[i]) && v[i] == expected[i];
+    if (!both_nan && !both_inf && !(diff <= tol * (1.0 + std::abs(expected[i]))))
+      return ::testing::AssertionFailure() << "element " << i << ": " << v[i] << " != expected " << expected[i]
+                                           << " (tensor " << t << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+inline ::testing::AssertionResult tensors_near(const Tensor& a, const Tensor& b, double tol = 1e-6) {
+  if (a.sizes() != b.sizes())
+    return ::testing::AssertionFailure() << "shape " << shape_str(a.sizes()) << " != " << shape_str(b.sizes());
+  return tensor_near(a, values(b), tol);
+}
+
+}  // namespace weft::testing
+
+// EXPECT_WEFT_ERROR(stmt, "substring"): stmt throws weft::Error containing substring.
+#define EXPECT_WEFT_ERROR(stmt, substr)                                                          \
+  do {                                                                                           \
+    bool thrown_ = false;                                                                        \
+    try {                                                                                        \
+      stmt;                                                                                      \
+    } catch (const ::weft::Error& e_) {                                                          \
+      thrown_ = true;                                                                            \
+      EXPECT_NE(std::string(e_.what()).find(substr), std::string::npos)                          \
+          << "error message was: " << e_.what();                                                 \
+    }                                                                                            \
+    EXPECT_TRUE(thrown_) << "expected weft::Error containing '" << substr << "' from: " #stmt;  \
+  } while (0)
