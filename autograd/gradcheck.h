@@ -1,0 +1,34 @@
+// gradcheck: compares autograd's gradients with central finite differences.
+//
+// Contract: `fn` maps float64 inputs to one output tensor. For a fixed pseudo-
+// random projection v of the output, the analytical vector-Jacobian product
+// (one backward with grad_output v) is compared with the numerical one,
+// ((f(x + eps e_i) - f(x - eps e_i)) . v) / (2 eps) for every input element i.
+// Inputs that do not require grad are not perturbed.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace weft::autograd {
+
+struct GradcheckOptions {
+  double eps = 1e-6;
+  double atol = 1e-5;
+  double rtol = 1e-3;
+  uint64_t seed = 0;
+};
+
+struct GradcheckResult {
+  bool ok = true;
+  std::string message;  // on failure: which input, which element, both values
+  explicit operator bool() const { return ok; }
+};
+
+GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                          const std::vector<Tensor>& inputs, const GradcheckOptions& opts = {});
+
+}  // namespace weft::autograd
