@@ -1,0 +1,38 @@
+// safetensors: the Hugging Face tensor file format, read and written by weft.
+//
+// Layout: 8-byte little-endian header length N, N bytes of JSON mapping each
+// tensor name to {"dtype", "shape", "data_offsets": [begin, end)} (offsets
+// relative to the data section) plus an optional "__metadata__" string map,
+// then the raw little-endian data. weft writes names in sorted order, pads the
+// header with spaces to 8 bytes, and writes atomically (io/atomic_file.h).
+// Loading validates everything (header length, JSON, dtypes, shapes, offsets
+// in range, sizes matching shapes, no overlap, no holes) and reports the file
+// and the offending tensor; it never reads out of bounds.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace weft::io {
+
+struct SafetensorsFile {
+  std::map<std::string, Tensor> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+// Encodes to bytes / decodes from bytes (`source` names the origin in errors).
+std::string safetensors_serialize(const std::map<std::string, Tensor>& tensors,
+                                  const std::map<std::string, std::string>& metadata = {});
+SafetensorsFile safetensors_deserialize(const std::string& bytes, const std::string& source = "<memory>");
+
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+SafetensorsFile load_safetensors(const std::string& path);
+
+// The safetensors dtype string for a weft dtype ("F32", "BF16", ...) and back.
+std::string safetensors_dtype(DType d);
+DType dtype_from_safetensors(const std::string& s, const std::string& source);
+
+}  // namespace weft::io
