@@ -25,6 +25,12 @@ void TensorImpl::set_sizes_strides(Shape sizes, Shape strides, int64_t offset) {
   refresh();
 }
 
+void TensorImpl::set_data(const TensorImpl& other) {
+  storage_ = other.storage_;
+  dtype_ = other.dtype_;
+  set_sizes_strides(other.sizes_, other.strides_, other.offset_);
+}
+
 void TensorImpl::refresh() {
   WEFT_INTERNAL_ASSERT(sizes_.size() == strides_.size());
   numel_ = numel_of(sizes_);

@@ -40,6 +40,10 @@ class TensorImpl {
 
   // Metadata changes (used by views and by in-place resizing ops such as set_).
   void set_sizes_strides(Shape sizes, Shape strides, int64_t offset);
+  // Makes this impl refer to `other`'s data (storage, geometry, dtype) while
+  // keeping its own identity and autograd metadata: Module::to() uses it so
+  // handles held by layers follow the conversion (PyTorch's set_data).
+  void set_data(const TensorImpl& other);
 
   bool is_view() const { return is_view_; }
   void set_is_view(bool v) { is_view_ = v; }

@@ -1,0 +1,63 @@
+// Neural-network ops: convolution, pooling, normalisation, embedding and losses,
+// as differentiable free functions (the functional forms the nn layers call).
+//
+// Contract: like core/ops.h — each op is defined once in core/ops/ (file named
+// in the section comment) with shape checks naming the op and shapes, a CPU
+// kernel registered in a KernelTable per dtype, and its backward. Layouts are
+// PyTorch's: NCHW images, (N, C) or (N, C, L) for batch norm, weights (out, in/groups, kH, kW).
+#pragma once
+
+#include <array>
+#include <optional>
+
+#include "core/ops.h"
+
+namespace weft {
+
+// ---- convolution (core/ops/conv.cc; im2col + GEMM on CPU) ----
+// x: (N, C_in, H, W), weight: (C_out, C_in / groups, kH, kW), bias: (C_out) or undefined
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0},
+              std::array<int64_t, 2> dilation = {1, 1}, int64_t groups = 1);
+
+// ---- pooling (core/ops/pool.cc) ----
+// stride defaults to kernel_size (stride {0, 0} means "same as kernel")
+Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel_size, std::array<int64_t, 2> stride = {0, 0},
+                  std::array<int64_t, 2> padding = {0, 0}, std::array<int64_t, 2> dilation = {1, 1},
+                  bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel_size, std::array<int64_t, 2> stride = {0, 0},
+                  std::array<int64_t, 2> padding = {0, 0}, bool ceil_mode = false, bool count_include_pad = true);
+Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
+
+// ---- normalisation (core/ops/norm.cc) ----
+// x: (N, C) or (N, C, *). In training mode uses batch statistics and, when
+// running_mean/var are defined, updates them in place with `momentum`
+// (unbiased variance, like PyTorch); in eval mode uses the running statistics.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
+// Normalises over the trailing dims given by normalized_shape.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+
+// ---- embedding (core/ops/embedding.cc) ----
+// weight: (num_embeddings, dim); indices: int64 of any shape -> (*indices.shape, dim)
+Tensor embedding(const Tensor& indices, const Tensor& weight);
+
+// ---- losses (core/ops/loss.cc) ----
+enum class Reduction { None, Mean, Sum };
+// logits: (N, C) or (N, C, d1...), target: int64 class indices (N) / (N, d1...)
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::Mean,
+                     int64_t ignore_index = -100, double label_smoothing = 0.0);
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = Reduction::Mean,
+                int64_t ignore_index = -100);
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        Reduction reduction = Reduction::Mean,
+                                        const Tensor& pos_weight = Tensor());
+
+// ---- attention (core/ops/attention.cc) ----
+// q, k, v: (B, H, T, D). Causal masking when is_causal; softmax(q k^T / sqrt(D)) v.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal = false,
+                                    double dropout_p = 0.0, bool training = true);
+
+}  // namespace weft
