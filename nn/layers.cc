@@ -1,0 +1,105 @@
+#include "nn/layers.h"
+
+#include "core/autograd_meta.h"
+#include "nn/init.h"
+
+namespace weft::nn {
+
+namespace {
+// PyTorch's default for Linear/Conv: kaiming_uniform(a=sqrt(5)) weight, and a
+// bias uniform in +-1/sqrt(fan_in).
+void default_reset(Tensor& weight, Tensor& bias) {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    int64_t fan_in = init::fans(weight).first;
+    double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+    init::uniform_(bias, -bound, bound);
+  }
+}
+}  // namespace
+
+Linear::Linear(int64_t in, int64_t out, bool with_bias) : Module("Linear"), in_features(in), out_features(out) {
+  WEFT_CHECK(in >= 0 && out >= 0, "Linear: feature counts must be non-negative, got in=", in, " out=", out);
+  weight = register_parameter("weight", empty({out, in}));
+  if (with_bias) bias = register_parameter("bias", empty({out}));
+  reset_parameters();
+}
+void Linear::reset_parameters() { default_reset(weight, bias); }
+Tensor Linear::forward(const Tensor& x) {
+  WEFT_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: input of shape ", shape_str(x.sizes()),
+             " does not end in in_features=", in_features);
+  return linear(x, weight, bias);
+}
+std::string Linear::extra_repr() const {
+  return "in_features=" + std::to_string(in_features) + ", out_features=" + std::to_string(out_features) +
+         ", bias=" + (bias.defined() ? "true" : "false");
+}
+
+Conv2d::Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> k, const Conv2dOptions& opts)
+    : Module("Conv2d"), in_channels(in), out_channels(out), kernel_size(k), options(opts) {
+  WEFT_CHECK(opts.groups > 0 && in % opts.groups == 0 && out % opts.groups == 0, "Conv2d: in_channels ", in,
+             " and out_channels ", out, " must both be divisible by groups ", opts.groups);
+  WEFT_CHECK(k[0] > 0 && k[1] > 0, "Conv2d: kernel size must be positive, got ", k[0], "x", k[1]);
+  weight = register_parameter("weight", empty({out, in / opts.groups, k[0], k[1]}));
+  if (opts.bias) bias = register_parameter("bias", empty({out}));
+  reset_parameters();
+}
+void Conv2d::reset_parameters() { default_reset(weight, bias); }
+Tensor Conv2d::forward(const Tensor& x) {
+  return conv2d(x, weight, bias, options.stride, options.padding, options.dilation, options.groups);
+}
+std::string Conv2d::extra_repr() const {
+  return std::to_string(in_channels) + ", " + std::to_string(out_channels) + ", kernel_size=(" +
+         std::to_string(kernel_size[0]) + ", " + std::to_string(kernel_size[1]) + "), stride=(" +
+         std::to_string(options.stride[0]) + ", " + std::to_string(options.stride[1]) + "), padding=(" +
+         std::to_string(options.padding[0]) + ", " + std::to_string(options.padding[1]) + ")";
+}
+
+BatchNorm::BatchNorm(const char* type, int64_t lo, int64_t hi, int64_t c, double eps, double momentum, bool affine,
+                     bool track)
+    : Module(type), num_features(c), eps(eps), momentum(momentum), dims_lo_(lo), dims_hi_(hi) {
+  if (affine) {
+    weight = register_parameter("weight", ones({c}));
+    bias = register_parameter("bias", zeros({c}));
+  }
+  if (track) {
+    running_mean = register_buffer("running_mean", zeros({c}));
+    running_var = register_buffer("running_var", ones({c}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, {DType::Int64}));
+  }
+}
+Tensor BatchNorm::forward(const Tensor& x) {
+  WEFT_CHECK(x.dim() >= dims_lo_ && x.dim() <= dims_hi_, type_name(), ": expected ",
+             dims_lo_ == dims_hi_ ? std::to_string(dims_lo_) : std::to_string(dims_lo_) + "D or " + std::to_string(dims_hi_),
+             "D input, got shape ", shape_str(x.sizes()));
+  WEFT_CHECK(x.size(1) == num_features, type_name(), ": input has ", x.size(1), " channels (shape ",
+             shape_str(x.sizes()), ") but the layer was built for ", num_features);
+  bool use_batch_stats = is_training() || !running_mean.defined();
+  if (is_training() && num_batches_tracked.defined()) {
+    NoGradGuard ng;
+    num_batches_tracked.add_(1);
+  }
+  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats,
+                    momentum, eps);
+}
+std::string BatchNorm::extra_repr() const {
+  return std::to_string(num_features) + ", eps=" + std::to_string(eps) + ", momentum=" + std::to_string(momentum);
+}
+
+LayerNorm::LayerNorm(Shape shape, double eps, bool affine) : Module("LayerNorm"), normalized_shape(shape), eps(eps) {
+  if (affine) {
+    weight = register_parameter("weight", ones(shape));
+    bias = register_parameter("bias", zeros(shape));
+  }
+}
+
+Dropout::Dropout(double p) : Module("Dropout"), p(p) {
+  WEFT_CHECK(p >= 0.0 && p <= 1.0, "Dropout: probability has to be between 0 and 1, but got ", p);
+}
+
+Embedding::Embedding(int64_t n, int64_t dim) : Module("Embedding") {
+  weight = register_parameter("weight", empty({n, dim}));
+  init::normal_(weight, 0.0, 1.0);
+}
+
+}  // namespace weft::nn

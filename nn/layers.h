@@ -1,0 +1,166 @@
+// The basic layers: Linear, Conv2d, pooling, normalisation, Dropout, Embedding,
+// activations and Flatten. Defaults (initialisation, eps, momentum) match
+// PyTorch so a ported model trains the same.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <memory>
+
+#include "core/nn_ops.h"
+#include "nn/module.h"
+
+namespace weft::nn {
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;  // (*, in) -> (*, out)
+  std::string extra_repr() const override;
+  void reset_parameters();
+  Tensor weight;  // (out, in)
+  Tensor bias;    // (out) or undefined
+  int64_t in_features, out_features;
+};
+
+struct Conv2dOptions {
+  std::array<int64_t, 2> stride{1, 1};
+  std::array<int64_t, 2> padding{0, 0};
+  std::array<int64_t, 2> dilation{1, 1};
+  int64_t groups = 1;
+  bool bias = true;
+};
+
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, std::array<int64_t, 2> kernel_size,
+         const Conv2dOptions& opts = {});
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv2dOptions& opts = {})
+      : Conv2d(in_channels, out_channels, {kernel_size, kernel_size}, opts) {}
+  Tensor forward(const Tensor& x) override;  // (N, C_in, H, W) -> (N, C_out, H', W')
+  std::string extra_repr() const override;
+  void reset_parameters();
+  Tensor weight;  // (C_out, C_in / groups, kH, kW)
+  Tensor bias;    // (C_out) or undefined
+  int64_t in_channels, out_channels;
+  std::array<int64_t, 2> kernel_size;
+  Conv2dOptions options;
+};
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(std::array<int64_t, 2> kernel_size, std::array<int64_t, 2> stride = {0, 0},
+                     std::array<int64_t, 2> padding = {0, 0})
+      : Module("MaxPool2d"), kernel_size(kernel_size), stride(stride), padding(padding) {}
+  explicit MaxPool2d(int64_t k) : MaxPool2d({k, k}) {}
+  Tensor forward(const Tensor& x) override { return max_pool2d(x, kernel_size, stride, padding); }
+  std::array<int64_t, 2> kernel_size, stride, padding;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(std::array<int64_t, 2> kernel_size, std::array<int64_t, 2> stride = {0, 0},
+                     std::array<int64_t, 2> padding = {0, 0})
+      : Module("AvgPool2d"), kernel_size(kernel_size), stride(stride), padding(padding) {}
+  explicit AvgPool2d(int64_t k) : AvgPool2d({k, k}) {}
+  Tensor forward(const Tensor& x) override { return avg_pool2d(x, kernel_size, stride, padding); }
+  std::array<int64_t, 2> kernel_size, stride, padding;
+};
+
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(std::array<int64_t, 2> output_size)
+      : Module("AdaptiveAvgPool2d"), output_size(output_size) {}
+  Tensor forward(const Tensor& x) override { return adaptive_avg_pool2d(x, output_size); }
+  std::array<int64_t, 2> output_size;
+};
+
+// BatchNorm over dim 1 of (N, C) / (N, C, L) (1d) or (N, C, H, W) (2d).
+class BatchNorm : public Module {
+ public:
+  BatchNorm(const char* type, int64_t expected_dims_lo, int64_t expected_dims_hi, int64_t num_features,
+            double eps, double momentum, bool affine, bool track_running_stats);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  Tensor weight, bias;                               // (C)
+  Tensor running_mean, running_var, num_batches_tracked;  // buffers
+  int64_t num_features;
+  double eps, momentum;
+
+ private:
+  int64_t dims_lo_, dims_hi_;
+};
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true)
+      : BatchNorm("BatchNorm1d", 2, 3, num_features, eps, momentum, affine, track_running_stats) {}
+};
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true)
+      : BatchNorm("BatchNorm2d", 4, 4, num_features, eps, momentum, affine, track_running_stats) {}
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  explicit LayerNorm(int64_t dim, double eps = 1e-5) : LayerNorm(Shape{dim}, eps) {}
+  Tensor forward(const Tensor& x) override { return layer_norm(x, normalized_shape, weight, bias, eps); }
+  Tensor weight, bias;
+  Shape normalized_shape;
+  double eps;
+};
+
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override { return dropout(x, p, is_training()); }
+  std::string extra_repr() const override { return "p=" + std::to_string(p); }
+  double p;
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  Tensor forward(const Tensor& indices) override { return embedding(indices, weight); }
+  Tensor weight;  // (num_embeddings, embedding_dim), N(0, 1) like PyTorch
+};
+
+// Activations.
+class ReLU : public Module {
+ public:
+  ReLU() : Module("ReLU") {}
+  Tensor forward(const Tensor& x) override { return relu(x); }
+};
+class GELU : public Module {
+ public:
+  explicit GELU(GeluApproximation approximate = GeluApproximation::None) : Module("GELU"), approximate(approximate) {}
+  Tensor forward(const Tensor& x) override { return gelu(x, approximate); }
+  GeluApproximation approximate;
+};
+class SiLU : public Module {
+ public:
+  SiLU() : Module("SiLU") {}
+  Tensor forward(const Tensor& x) override { return silu(x); }
+};
+class Tanh : public Module {
+ public:
+  Tanh() : Module("Tanh") {}
+  Tensor forward(const Tensor& x) override { return weft::tanh(x); }
+};
+class Sigmoid : public Module {
+ public:
+  Sigmoid() : Module("Sigmoid") {}
+  Tensor forward(const Tensor& x) override { return sigmoid(x); }
+};
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1)
+      : Module("Flatten"), start_dim(start_dim), end_dim(end_dim) {}
+  Tensor forward(const Tensor& x) override { return flatten(x, start_dim, end_dim); }
+  int64_t start_dim, end_dim;
+};
+
+}  // namespace weft::nn

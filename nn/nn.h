@@ -1,0 +1,9 @@
+// Umbrella header for the nn package.
+#pragma once
+
+#include "core/nn_ops.h"
+#include "nn/container.h"
+#include "nn/init.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+#include "nn/transformer.h"
