@@ -1,0 +1,36 @@
+// Shared helpers for weft's benchmarks: deterministic input tensors and the byte
+// and flop counts each workload is measured by (the torch peer in
+// bench/ops_vs_torch.py uses the same counts, so the numbers compare).
+#pragma once
+
+#include <cstdint>
+
+#include "core/ops.h"
+
+namespace weft::bench {
+
+// A float32 tensor of `sizes` filled with a fixed pseudo-random sequence in
+// [lo, hi) (a 64-bit LCG; no dependence on weft's RNG ops).
+inline Tensor filled(const Shape& sizes, float lo = -1.f, float hi = 1.f, uint64_t seed = 42) {
+  Tensor t = empty(sizes);
+  float* p = t.data_ptr<float>();
+  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    float u = static_cast<float>(s >> 40) / static_cast<float>(1ull << 24);  // [0, 1)
+    p[i] = lo + (hi - lo) * u;
+  }
+  return t;
+}
+
+// Workload sizes (keep in sync with bench/ops_vs_torch.py).
+inline constexpr int64_t kGemmN = 1024;             // sgemm (N, N) x (N, N)
+inline constexpr int64_t kAddN = int64_t{1} << 24;  // elementwise add of 2^24 floats
+inline constexpr int64_t kSoftmaxRows = 4096;       // softmax over the last dim of (R, C)
+inline constexpr int64_t kSoftmaxCols = 4096;
+
+inline double gemm_flops() { return 2.0 * kGemmN * kGemmN * kGemmN; }
+inline double add_bytes() { return 3.0 * kAddN * sizeof(float); }                            // read a, b; write out
+inline double softmax_bytes() { return 2.0 * kSoftmaxRows * kSoftmaxCols * sizeof(float); }  // read x; write out
+
+}  // namespace weft::bench

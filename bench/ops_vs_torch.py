@@ -1,0 +1,137 @@
+"""weft vs PyTorch on the same CPU workloads, with the same thread count.
+
+Run through ./bazelw run //bench:ops_vs_torch (bench/ops_vs_torch.sh finds or
+installs torch). Runs the weft timing binary (bench/ops_weft.cc; JSON lines) and
+the equivalent torch code, each with warm-up and the median of several timed
+repetitions, and prints one line per workload:
+  <workload>: weft=<value> torch=<value> <unit> speedup=<weft/torch>
+Units are higher-is-better (GFLOP/s, GB/s), so speedup > 1 means weft is faster.
+Work counts match bench/bench_util.h: sgemm 2 N^3 flops; add 3 arrays of 2^24
+floats moved; softmax reads and writes a (4096, 4096) float32 array.
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+GEMM_N = 1024
+ADD_N = 1 << 24
+SM_ROWS, SM_COLS = 4096, 4096
+F32 = 4
+
+WORKLOADS = [
+    # name, unit, work per call (flops or bytes)
+    ("sgemm_1024", "GFLOP/s", 2.0 * GEMM_N ** 3),
+    ("add_large", "GB/s", 3.0 * ADD_N * F32),
+    ("softmax_4096", "GB/s", 2.0 * SM_ROWS * SM_COLS * F32),
+]
+
+
+def filled(torch, shape, lo, hi, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(shape, generator=g, dtype=torch.float32) * (hi - lo) + lo
+
+
+def torch_runs(torch):
+    a = filled(torch, (GEMM_N, GEMM_N), -1, 1, 1)
+    b = filled(torch, (GEMM_N, GEMM_N), -1, 1, 2)
+    x = filled(torch, (ADD_N,), -1, 1, 3)
+    y = filled(torch, (ADD_N,), -1, 1, 4)
+    s = filled(torch, (SM_ROWS, SM_COLS), -3, 3, 5)
+    return {
+        "sgemm_1024": lambda: torch.matmul(a, b),
+        "add_large": lambda: torch.add(x, y),
+        "softmax_4096": lambda: torch.softmax(s, dim=-1),
+    }
+
+
+def time_torch(fn, warmup, reps):
+    for _ in range(warmup):
+        fn()
+    ms = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        out = fn()
+        t1 = time.perf_counter()
+        del out  # free outside the timed region, like ops_weft
+        ms.append((t1 - t0) * 1e3)
+    return statistics.median(ms)
+
+
+def run_weft(weft_bin, threads, warmup, reps, names):
+    cmd = [weft_bin, "--threads", str(threads), "--warmup", str(warmup), "--reps", str(reps),
+           "--only", ",".join(names)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    results = {}
+    for line in proc.stdout.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            results[r.get("workload")] = r
+    if proc.returncode != 0:
+        sys.stderr.write(f"ops_vs_torch: {weft_bin} exited with {proc.returncode}\n{proc.stderr}")
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--weft-bin", required=True, help="path to the ops_weft binary")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads for both (default: cores)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--only", default="", help="comma-separated workload names")
+    args = ap.parse_args()
+
+    names = [w[0] for w in WORKLOADS]
+    if args.only:
+        names = [n for n in names if n in args.only.split(",")]
+
+    # weft first, in its own process, so the two never compete for cores.
+    weft = run_weft(args.weft_bin, args.threads, args.warmup, args.reps, names)
+
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    import torch  # after OMP_NUM_THREADS, so its pools start at the right size
+
+    torch.set_num_threads(args.threads)
+    runs = torch_runs(torch)
+    blas = ""
+    try:
+        cfg = torch.__config__.show()
+        m = re.search(r"BLAS_INFO=([^,\s]+)", cfg)
+        blas = f"BLAS={m.group(1)}" if m else ""
+    except Exception:  # noqa: BLE001 (informational only)
+        pass
+    print(f"torch {torch.__version__} ({os.path.dirname(os.path.dirname(torch.__file__))}) {blas}; "
+          f"threads={args.threads} (torch.get_num_threads()={torch.get_num_threads()}) on "
+          f"{platform.machine()} with {os.cpu_count()} cores; median of {args.reps} after {args.warmup} warm-up")
+
+    failed = False
+    with torch.no_grad():
+        for name, unit, work in WORKLOADS:
+            if name not in names:
+                continue
+            t_ms = time_torch(runs[name], args.warmup, args.reps)
+            torch_val = work * 1e-9 / (t_ms * 1e-3)
+            w = weft.get(name, {})
+            if "value" in w:
+                weft_val = float(w["value"])
+                print(f"{name}: weft={weft_val:.2f} torch={torch_val:.2f} {unit} "
+                      f"speedup={weft_val / torch_val:.2f}")
+            else:
+                failed = True
+                why = w.get("error", "no result from ops_weft")
+                print(f"{name}: weft=n/a torch={torch_val:.2f} {unit} speedup=n/a ({why})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

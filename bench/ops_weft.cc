@@ -1,0 +1,127 @@
+// ops_weft: a plain timing binary for the weft side of bench/ops_vs_torch.py.
+//
+// Usage: ops_weft [--threads N] [--reps R] [--warmup W] [--only NAME[,NAME...]]
+// Runs each workload W times to warm up, then R timed times, and prints one JSON
+// line per workload: {"workload": ..., "value": ..., "unit": ..., "median_ms": ...,
+// "min_ms": ..., "threads": ...}. `value` is higher-is-better (GFLOP/s or GB/s,
+// computed from the median time). Threads default to the number of cores.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "core/error.h"
+#include "core/ops.h"
+#include "core/parallel.h"
+
+namespace weft::bench {
+namespace {
+
+struct Workload {
+  std::string name;
+  std::string unit;
+  double work;  // flops or bytes per call
+  std::function<void()> setup;
+  std::function<void()> run;
+};
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20) out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int run_main(int argc, char** argv) {
+  int threads = static_cast<int>(std::thread::hardware_concurrency());
+  int reps = 15, warmup = 3;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto next = [&](const char* what) -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "ops_weft: %s needs a value\n", what);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--threads") threads = std::stoi(next("--threads"));
+    else if (arg == "--reps") reps = std::max(1, std::stoi(next("--reps")));
+    else if (arg == "--warmup") warmup = std::max(0, std::stoi(next("--warmup")));
+    else if (arg == "--only") only = next("--only");
+    else {
+      std::fprintf(stderr, "usage: ops_weft [--threads N] [--reps R] [--warmup W] [--only NAME[,NAME...]]\n");
+      return 2;
+    }
+  }
+  if (threads < 1) threads = 1;
+  set_num_threads(threads);
+
+  Tensor ga, gb, aa, ab, sx, out;
+  std::vector<Workload> workloads = {
+      {"sgemm_1024", "GFLOP/s", gemm_flops(),
+       [&] {
+         ga = filled({kGemmN, kGemmN}, -1, 1, 1);  // (N, N)
+         gb = filled({kGemmN, kGemmN}, -1, 1, 2);  // (N, N)
+       },
+       [&] { out = matmul(ga, gb); }},
+      {"add_large", "GB/s", add_bytes(),
+       [&] {
+         aa = filled({kAddN}, -1, 1, 3);  // (2^24,)
+         ab = filled({kAddN}, -1, 1, 4);  // (2^24,)
+       },
+       [&] { out = add(aa, ab); }},
+      {"softmax_4096", "GB/s", softmax_bytes(),
+       [&] {
+         sx = filled({kSoftmaxRows, kSoftmaxCols}, -3, 3, 5);
+       },  // (R, C)
+       [&] { out = softmax(sx, -1); }},
+  };
+
+  for (Workload& w : workloads) {
+    if (!only.empty() && ("," + only + ",").find("," + w.name + ",") == std::string::npos) continue;
+    try {
+      w.setup();
+      for (int i = 0; i < warmup; ++i) w.run();
+      out = Tensor();
+      std::vector<double> ms;
+      for (int i = 0; i < reps; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        w.run();
+        auto t1 = std::chrono::steady_clock::now();
+        out = Tensor();  // free the result outside the timed region
+        ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      }
+      double med = median(ms);
+      double value = w.work * 1e-9 / (med * 1e-3);  // GFLOP/s or GB/s
+      std::printf(
+          "{\"workload\": \"%s\", \"value\": %.3f, \"unit\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, "
+          "\"threads\": %d, \"reps\": %d}\n",
+          w.name.c_str(), value, w.unit.c_str(), med, *std::min_element(ms.begin(), ms.end()), threads, reps);
+    } catch (const std::exception& e) {
+      std::printf("{\"workload\": \"%s\", \"error\": \"%s\"}\n", w.name.c_str(), json_escape(e.what()).c_str());
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace weft::bench
+
+int main(int argc, char** argv) { return weft::bench::run_main(argc, argv); }
