@@ -17,6 +17,7 @@ namespace weft {
 
 // Kernel signatures: outputs are contiguous and freshly allocated (or checked contiguous).
 using RandomFillKernel = KernelTable<void(const Tensor& out, PhiloxState s, double a, double b)>;
+using RandintKernel = KernelTable<void(const Tensor& out, PhiloxState s, int64_t low, int64_t high)>;
 using BernoulliKernel = KernelTable<void(const Tensor& out, const Tensor& p, PhiloxState s)>;
 
 #define WEFT_RANDOM_TABLE(type, name) \
@@ -26,7 +27,7 @@ using BernoulliKernel = KernelTable<void(const Tensor& out, const Tensor& p, Phi
   }
 WEFT_RANDOM_TABLE(RandomFillKernel, uniform_)
 WEFT_RANDOM_TABLE(RandomFillKernel, normal_)
-WEFT_RANDOM_TABLE(RandomFillKernel, randint)
+WEFT_RANDOM_TABLE(RandintKernel, randint)
 WEFT_RANDOM_TABLE(RandomFillKernel, dropout_mask)
 WEFT_RANDOM_TABLE(BernoulliKernel, bernoulli)
 
@@ -50,9 +51,20 @@ void philox_for_each(int64_t n, PhiloxState s, const F& f) {
   });
 }
 
+// Uniform in [0, 1) at opmath precision (for comparisons and transforms).
 template <typename T>
 opmath_t<T> uniform_of(const uint32_t* v) {
   if constexpr (std::is_same_v<T, double>) return uniform_double(v[0], v[1]);
+  else return uniform_float(v[0]);
+}
+
+// Uniform in [0, 1) with as many random bits as T's significand holds, so the
+// value is exactly representable in T and never rounds up to 1.
+template <typename T>
+opmath_t<T> uniform_repr(const uint32_t* v) {
+  if constexpr (std::is_same_v<T, double>) return uniform_double(v[0], v[1]);
+  else if constexpr (std::is_same_v<T, BFloat16>) return static_cast<float>(v[0] >> 24) * (1.0f / 256.0f);
+  else if constexpr (std::is_same_v<T, Half>) return static_cast<float>(v[0] >> 21) * (1.0f / 2048.0f);
   else return uniform_float(v[0]);
 }
 
@@ -62,10 +74,10 @@ void cpu_uniform(const Tensor& out, PhiloxState s, double low, double high) {
   T* p = out.data_ptr<T>();
   M lo = static_cast<M>(low), range = static_cast<M>(high - low);
   philox_for_each<kUniformValues<T>>(out.numel(), s, [&](int64_t i, const uint32_t* v) {
-    M x = lo + range * uniform_of<T>(v);
-    // rounding can reach `high` in low precision; keep the interval half-open
-    if (!(x < static_cast<M>(high)) && range > M(0)) x = lo;
-    p[i] = static_cast<T>(x);
+    T x = static_cast<T>(lo + range * uniform_repr<T>(v));
+    // rounding of low + range * u can reach `high`; keep the interval half-open
+    if (!(static_cast<M>(x) < static_cast<M>(high)) && range > M(0)) x = static_cast<T>(lo);
+    p[i] = x;
   });
 }
 
@@ -85,13 +97,12 @@ void cpu_normal(const Tensor& out, PhiloxState s, double mean, double std) {
 }
 
 template <typename T>
-void cpu_randint(const Tensor& out, PhiloxState s, double low_d, double high_d) {
+void cpu_randint(const Tensor& out, PhiloxState s, int64_t low, int64_t high) {
   T* p = out.data_ptr<T>();
-  int64_t low = static_cast<int64_t>(low_d);
-  uint64_t range = static_cast<uint64_t>(static_cast<int64_t>(high_d) - low);
+  uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   philox_for_each<2>(out.numel(), s, [&](int64_t i, const uint32_t* v) {
     uint64_t x = (static_cast<uint64_t>(v[0]) << 32) | v[1];
-    p[i] = static_cast<T>(static_cast<double>(low + static_cast<int64_t>(x % range)));
+    p[i] = static_cast<T>(static_cast<opmath_t<T>>(low + static_cast<int64_t>(x % range)));
   });
 }
 
@@ -178,7 +189,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& sizes, const TensorOption
   Tensor t = empty(sizes, {opts.dtype, opts.device});
   auto fn = randint_table().lookup(t.device(), t.dtype());
   PhiloxState s = default_generator().reserve(static_cast<uint64_t>(t.numel()) * 2);
-  fn(t, s, static_cast<double>(low), static_cast<double>(high));
+  fn(t, s, low, high);
   return finish(t, opts);
 }
 

@@ -16,7 +16,7 @@ using testing::tensor_near;
 using testing::values;
 
 // Exact equality of shape and values (reference helper; no library ops).
-bool equal(const Tensor& a, const Tensor& b) { return a.sizes() == b.sizes() && values(a) == values(b); }
+bool same_values(const Tensor& a, const Tensor& b) { return a.sizes() == b.sizes() && values(a) == values(b); }
 
 TEST(Philox, KnownAnswerVectorsFromRandom123) {
   PhiloxCounter z = philox4x32_10({0, 0, 0, 0}, {0, 0});
@@ -59,17 +59,17 @@ TEST(Generator, SameSeedSameNumbers) {
   manual_seed(42);
   Tensor a2 = rand({1000});
   Tensor b2 = randn({1000});
-  EXPECT_TRUE(equal(a, a2));
-  EXPECT_TRUE(equal(b, b2));
+  EXPECT_TRUE(same_values(a, a2));
+  EXPECT_TRUE(same_values(b, b2));
   manual_seed(43);
-  EXPECT_FALSE(equal(rand({1000}), a));
+  EXPECT_FALSE(same_values(rand({1000}), a));
 }
 
 TEST(Generator, ConsecutiveDrawsDiffer) {
   manual_seed(1);
   Tensor a = rand({5});
   Tensor b = rand({5});
-  EXPECT_FALSE(equal(a, b));
+  EXPECT_FALSE(same_values(a, b));
   EXPECT_EQ(default_generator().offset(), 16u);  // two draws of 5 values, each rounded to 8
 }
 
@@ -92,7 +92,7 @@ TEST(Generator, ThreadCountIndependent) {
   set_num_threads(2);
   auto two = draw();
   set_num_threads(saved);
-  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(equal(one[i], two[i])) << "draw " << i;
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(same_values(one[i], two[i])) << "draw " << i;
 }
 
 TEST(Generator, StateSaveRestore) {
@@ -102,7 +102,7 @@ TEST(Generator, StateSaveRestore) {
   Tensor a = randn({64});
   set_rng_state(s);
   Tensor b = randn({64});
-  EXPECT_TRUE(equal(a, b));
+  EXPECT_TRUE(same_values(a, b));
   // bytes round trip
   auto bytes = s.to_bytes();
   ASSERT_EQ(bytes.size(), 16u);
@@ -222,10 +222,10 @@ TEST(Randperm, IsAPermutation) {
   }
   Tensor a = randperm(1000);
   Tensor b = randperm(1000);
-  EXPECT_FALSE(equal(a, b));
+  EXPECT_FALSE(same_values(a, b));
   manual_seed(99);
   randperm(0), randperm(1), randperm(2), randperm(17), randperm(1000);
-  EXPECT_TRUE(equal(randperm(1000), a));
+  EXPECT_TRUE(same_values(randperm(1000), a));
   EXPECT_EQ(randperm(5, {DType::Int32}).dtype(), DType::Int32);
   EXPECT_WEFT_ERROR(randperm(-1), "must be non-negative");
 }
