@@ -16,6 +16,10 @@
 // - The node is recorded even if no input requires grad, so parameters inside fn
 //   still get gradients (the outputs then report requires_grad; if nothing in
 //   fn needs grad, backward recomputes and does nothing).
+// - The recomputed graph is backpropagated by a nested backward, so a leaf used
+//   both inside and outside one checkpointed segment accumulates (and runs its
+//   post-accumulate hooks) once per graph it appears in; end-of-backward
+//   callbacks still run once, after the outermost backward.
 // - fn must be deterministic given its inputs and the RNG state; backward
 //   through the same checkpoint twice needs retain_graph on the first backward.
 #pragma once
