@@ -131,7 +131,13 @@ void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_gra
 // Runs `fn` as one backward pass: end-of-backward callbacks fire afterwards.
 template <typename F>
 void with_backward_state(F&& fn) {
-  WEFT_CHECK(t_state == nullptr, "backward: re-entrant backward on the same thread is not supported");
+  // A backward started from inside a running backward (activation checkpointing
+  // recomputes and backprops inside a node) is part of the outer pass: callbacks it
+  // queues run once, at the end of the outermost backward.
+  if (t_state != nullptr) {
+    fn();
+    return;
+  }
   BackwardState state;
   t_state = &state;
   try {

@@ -12,6 +12,9 @@
 //   backward again through a released node is an error.
 // - Callbacks queued with queue_callback() during backward run once, in order,
 //   after the whole graph has run (DDP waits for its buckets there).
+// - A backward started while another runs on the same thread (activation
+//   checkpointing backprops through its recomputed graph inside a node) runs
+//   nested as part of the outer pass; its queued callbacks run at the outer end.
 #pragma once
 
 #include <functional>

@@ -6,12 +6,37 @@ namespace weft {
 namespace {
 thread_local bool t_grad_enabled = true;
 std::atomic<uint64_t> g_sequence{0};
+std::atomic<int64_t> g_live_nodes{0};
 }  // namespace
 
 bool GradMode::is_enabled() { return t_grad_enabled; }
 void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
 
-Node::Node() : sequence_nr_(g_sequence.fetch_add(1, std::memory_order_relaxed)) {}
+Node::Node() : sequence_nr_(g_sequence.fetch_add(1, std::memory_order_relaxed)) {
+  g_live_nodes.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Note [iterative node destruction]: a graph is a chain of shared_ptr<Node>, so
+// letting each ~Node release its next_edges recursively overflows the stack on
+// long chains (100k ops). Instead, each destructor moves the children it solely
+// owns onto a local stack and releases them one by one after stealing their
+// own solely-owned children, so recursion depth stays constant.
+Node::~Node() {
+  g_live_nodes.fetch_sub(1, std::memory_order_relaxed);
+  std::vector<std::shared_ptr<Node>> stack;
+  auto steal = [&stack](Node* n) {
+    for (Edge& e : n->next_edges)
+      if (e.node && e.node.use_count() == 1) stack.push_back(std::move(e.node));
+  };
+  steal(this);
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    steal(n.get());
+  }  // each n dies here with no solely-owned children left
+}
+
+int64_t Node::live_count() { return g_live_nodes.load(); }
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
 

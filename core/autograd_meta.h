@@ -42,7 +42,12 @@ struct OutputMeta {
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
-  virtual ~Node() = default;
+  // Frees long chains iteratively (Note [iterative node destruction]).
+  virtual ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  // Number of live Nodes in the process (leak tests watch it).
+  static int64_t live_count();
   virtual std::string name() const = 0;
   // grads[i] is the gradient w.r.t. forward output i (undefined means zero, and
   // apply() sees zeros of the right shape filled in by the engine). Returns one

@@ -8,6 +8,7 @@ int category(DType d) { return d == DType::Bool ? 0 : is_floating(d) ? 2 : 1; }
 }  // namespace
 
 DType result_type(const Tensor& a, const Tensor& b) {
+  WEFT_CHECK(a.defined() && b.defined(), "elementwise op: undefined tensor argument");
   bool wa = a.impl()->is_wrapped_number() || (a.dim() == 0 && b.dim() > 0);
   bool wb = b.impl()->is_wrapped_number() || (b.dim() == 0 && a.dim() > 0);
   if (wa == wb) return promote_types(a.dtype(), b.dtype());

@@ -1,0 +1,108 @@
+// Error reporting: each class of bad input raises weft::Error naming the op and
+// the offending shapes/dtypes/devices (never a crash or silent garbage).
+#include <cstdlib>
+
+#include "core/dispatch.h"
+#include "core/storage.h"
+#include "tests/testing.h"
+
+namespace weft {
+namespace {
+
+TEST(Errors, ShapeMismatchInBroadcast) {
+  EXPECT_WEFT_ERROR(add(ones({2, 3}), ones({4})), "[2, 3]");
+  EXPECT_WEFT_ERROR(mul(ones({2, 3}), ones({3, 2})), "mul");
+  Tensor a = ones({3});
+  EXPECT_WEFT_ERROR(a.add_(ones({2, 3})), "doesn't match the broadcast shape");
+}
+
+TEST(Errors, DTypeMismatch) {
+  Tensor i = ones({2}, {DType::Int64});
+  EXPECT_WEFT_ERROR(i.add_(ones({2})), "result type float32 can't be cast to the desired output type int64");
+  EXPECT_WEFT_ERROR(ones({2}).data_ptr<double>(), "data_ptr: tensor has dtype float32 but float64");
+  Tensor g = ones({2});
+  EXPECT_WEFT_ERROR(g.set_grad(ones({2}, {DType::Float64})), "set_grad: gradient dtype float64");
+  EXPECT_WEFT_ERROR(g.set_grad(ones({3})), "set_grad: gradient shape [3]");
+}
+
+// A stand-in device allocator (host memory) so tensors can claim to live on CUDA
+// in a CPU-only build; only device bookkeeping is exercised, never data access.
+class FakeCudaAllocator : public Allocator {
+ public:
+  void* allocate(size_t n) override { return std::malloc(n ? n : 1); }
+  void deallocate(void* p, size_t) override { std::free(p); }
+};
+
+TEST(Errors, DeviceMismatch) {
+  static FakeCudaAllocator fake;
+  Allocator* prev = nullptr;
+  try {
+    prev = get_allocator(Device(DeviceType::CUDA, 0));
+  } catch (const Error&) {
+    prev = nullptr;
+  }
+  set_allocator(DeviceType::CUDA, &fake);
+  Tensor c = empty({2}, {DType::Float32, Device(DeviceType::CUDA, 0)});
+  EXPECT_WEFT_ERROR(add(ones({2}), c), "expected all tensors on the same device");
+  EXPECT_WEFT_ERROR(mul(c, ones({2})), "got cuda:0 and cpu");
+  set_allocator(DeviceType::CUDA, prev);
+}
+
+TEST(Errors, BadDims) {
+  Tensor a = ones({2, 3});
+  EXPECT_WEFT_ERROR(a.transpose(0, 2), "dim 2 out of range for a tensor with 2 dims");
+  EXPECT_WEFT_ERROR(a.size(-3), "out of range");
+  EXPECT_WEFT_ERROR(sum(a, {0, 0}), "appears more than once");
+  EXPECT_WEFT_ERROR(sum(a, {5}), "sum: dim 5 out of range");
+  EXPECT_WEFT_ERROR(empty({2, -1}), "negative dimension");
+}
+
+TEST(Errors, OutOfRangeSelect) {
+  Tensor a = ones({2, 3});
+  EXPECT_WEFT_ERROR(a.select(1, 3), "select: index 3 out of range for dimension 1 of size 3");
+  EXPECT_WEFT_ERROR(a.select(0, -3), "index -3 out of range");
+  EXPECT_WEFT_ERROR(a[2], "out of range");
+}
+
+TEST(Errors, ItemOfManyElements) {
+  EXPECT_WEFT_ERROR(ones({2, 2}).item<float>(), "a tensor with 4 elements (shape [2, 2]) cannot be converted");
+  EXPECT_EQ(ones({1, 1}).item<float>(), 1.0f);
+}
+
+TEST(Errors, RequiresGradOnIntegerTensor) {
+  Tensor i = ones({2}, {DType::Int64});
+  EXPECT_WEFT_ERROR(i.requires_grad_(true), "only floating point tensors can require gradients, got dtype int64");
+  EXPECT_WEFT_ERROR(ones({2}, {DType::Int32, kCPU, true}), "got dtype int32");
+  Tensor x = ones({2}).requires_grad_(true);
+  Tensor y = x * 2.0;
+  EXPECT_WEFT_ERROR(y.requires_grad_(false), "only leaf tensors can have requires_grad changed");
+}
+
+TEST(Errors, MissingKernel) {
+  // through each op's kernel table: a dtype with no registered kernel
+  EXPECT_WEFT_ERROR(neg(ones({2}, {DType::Bool})), "neg has no kernel for cpu/bool");
+  Tensor i = zeros({3}, {DType::Int64});
+  EXPECT_WEFT_ERROR(uniform_(i), "uniform_ has no kernel for cpu/int64");
+  EXPECT_WEFT_ERROR(normal_(i), "normal_ has no kernel for cpu/int64");
+  // a table looked up directly
+  using Sig = void(const Tensor&);
+  KernelTable<Sig> table("my_op");
+  EXPECT_FALSE(table.has(DeviceType::CPU, DType::Float32));
+  EXPECT_WEFT_ERROR(table.lookup(kCPU, DType::Float16), "my_op has no kernel for cpu/float16");
+}
+
+TEST(Errors, UndefinedTensor) {
+  Tensor u;
+  EXPECT_FALSE(u.defined());
+  EXPECT_WEFT_ERROR(u.sizes(), "undefined tensor");
+  EXPECT_WEFT_ERROR(add(u, ones({1})), "undefined tensor");
+}
+
+TEST(Errors, ViewAndReshapeSizes) {
+  Tensor a = ones({2, 3});
+  EXPECT_WEFT_ERROR(a.view({4}), "shape [4] is invalid for input of size 6");
+  EXPECT_WEFT_ERROR(a.reshape({-1, 4}), "is invalid for input of size 6");
+}
+
+}  // namespace
+}  // namespace weft
