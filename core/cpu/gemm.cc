@@ -1,0 +1,88 @@
+// Eigen-backed GEMM (see core/cpu/gemm.h and Note [gemm determinism]).
+// Eigen's own OpenMP threading is switched off here: weft shares out row blocks
+// itself so results are independent of the thread count.
+#define EIGEN_DONT_PARALLELIZE
+#include "core/cpu/gemm.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+
+#include "core/parallel.h"
+
+namespace weft::cpu {
+namespace {
+
+template <typename T, int Order>
+using CMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, 0, Eigen::OuterStride<>>;
+template <typename T>
+using OutMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
+
+// Operand layout: row-major (true) or col-major (false), and its leading dimension.
+struct Layout {
+  bool row_major;
+  int64_t ld;
+};
+Layout layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if ((cs == 1 || cols <= 1) && (rows <= 1 || rs >= cols)) return {true, rows <= 1 ? std::max<int64_t>(cols, 1) : rs};
+  return {false, cols <= 1 ? std::max<int64_t>(rows, 1) : cs};
+}
+
+// Rows of C per block, from the shape only (Note [gemm determinism]).
+int64_t rows_per_block(int64_t m, int64_t n, int64_t k) {
+  if (m < 64 || m * n * k < (int64_t(1) << 18)) return m;
+  int64_t rb = (m + 7) / 8;
+  rb = (rb + 31) / 32 * 32;
+  return std::max<int64_t>(rb, 32);
+}
+
+template <typename T, int OA, int OB>
+void run(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
+         bool parallel) {
+  CMap<T, OA> A(a, m, k, Eigen::OuterStride<>(lda));
+  CMap<T, OB> B(b, k, n, Eigen::OuterStride<>(ldb));
+  OutMap<T> C(c, m, n, Eigen::OuterStride<>(ldc));
+  const int64_t rb = rows_per_block(m, n, k);
+  const int64_t blocks = (m + rb - 1) / rb;
+  auto body = [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      int64_t r0 = blk * rb, len = std::min(rb, m - r0);
+      C.middleRows(r0, len).noalias() = A.middleRows(r0, len) * B;
+    }
+  };
+  if (parallel) parallel_for(0, blocks, 1, body);
+  else body(0, blocks);
+}
+
+template <typename T>
+void gemm_impl(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t b_rs,
+               int64_t b_cs, T* c, int64_t ldc, bool parallel) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
+    return;
+  }
+  Layout la = layout_of(m, k, a_rs, a_cs), lb = layout_of(k, n, b_rs, b_cs);
+  if (la.row_major && lb.row_major) run<T, Eigen::RowMajor, Eigen::RowMajor>(m, n, k, a, la.ld, b, lb.ld, c, ldc, parallel);
+  else if (la.row_major) run<T, Eigen::RowMajor, Eigen::ColMajor>(m, n, k, a, la.ld, b, lb.ld, c, ldc, parallel);
+  else if (lb.row_major) run<T, Eigen::ColMajor, Eigen::RowMajor>(m, n, k, a, la.ld, b, lb.ld, c, ldc, parallel);
+  else run<T, Eigen::ColMajor, Eigen::ColMajor>(m, n, k, a, la.ld, b, lb.ld, c, ldc, parallel);
+}
+
+}  // namespace
+
+bool gemm_layout_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  bool row = (cs == 1 || cols <= 1) && (rows <= 1 || rs >= cols);
+  bool col = (rs == 1 || rows <= 1) && (cols <= 1 || cs >= rows);
+  return row || col;
+}
+
+void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs,
+          int64_t b_cs, float* c, int64_t ldc, bool parallel) {
+  gemm_impl(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, parallel);
+}
+void gemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t a_rs, int64_t a_cs, const double* b,
+          int64_t b_rs, int64_t b_cs, double* c, int64_t ldc, bool parallel) {
+  gemm_impl(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, parallel);
+}
+
+}  // namespace weft::cpu
