@@ -318,7 +318,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, const Scalar& value) {
              mask.defined() ? std::string(dtype_name(mask.dtype())) : std::string("undefined"));
   Shape shape = broadcast_shapes("masked_fill", a.sizes(), mask.sizes());
   Tensor out = empty(shape, a.options());
-  masked_fill_table()(a.device(), a.dtype(), out, expand(a.detach(), shape), expand(mask.detach(), shape));
+  masked_fill_table()(a.device(), a.dtype(), out, expand(a.detach(), shape), expand(mask.detach(), shape), value);
   Shape in = a.sizes();
   Tensor m = mask.detach();
   record_function("MaskedFillBackward", {a}, {out}, [in, m](const std::vector<Tensor>& g) {
@@ -334,7 +334,7 @@ Tensor& masked_fill_(Tensor& a, const Tensor& mask, const Scalar& value) {
   Shape shape = broadcast_shapes("masked_fill_", a.sizes(), mask.sizes());
   WEFT_CHECK(shape == a.sizes(), "masked_fill_: mask shape ", shape_str(mask.sizes()),
              " does not broadcast to self shape ", shape_str(a.sizes()));
-  masked_fill_table()(a.device(), a.dtype(), a, a.detach(), expand(mask.detach(), shape));
+  masked_fill_table()(a.device(), a.dtype(), a, a.detach(), expand(mask.detach(), shape), value);
   Tensor m = mask.detach();
   record_inplace("MaskedFillBackward", a, {}, [m](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{masked_fill(g[0], m, 0)};
