@@ -40,6 +40,7 @@ namespace {
 // Walks flat positions [b, e) of `shape` row-major, keeping K strided offsets.
 template <size_t K, typename F>
 void walk(const Shape& shape, const std::array<const int64_t*, K>& strides, int64_t b, int64_t e, F&& f) {
+  if (b >= e) return;
   const int64_t nd = static_cast<int64_t>(shape.size());
   std::vector<int64_t> c(nd, 0);
   std::array<int64_t, K> off{};

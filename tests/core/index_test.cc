@@ -72,6 +72,23 @@ TEST(Index, IndexSelectAndAdd) {
   EXPECT_EQ(v[2999], 2);
 }
 
+TEST(Index, EmptyAndHalf) {
+  Tensor a = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor e = i64({}, {2, 0});
+  EXPECT_EQ(gather(a, 1, e).sizes(), (Shape{2, 0}));
+  EXPECT_TRUE(tensor_near(scatter_add(a, 1, e, zeros({2, 0})), {1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(index_select(a, 0, i64({}, {0})).sizes(), (Shape{0, 3}));
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    Tensor h = a.to(dt);
+    EXPECT_TRUE(tensor_near(scatter_add(h, 1, i64({0, 0}, {1, 2}), tensor({0.5, 0.25}, {1, 2}).to(dt)),
+                            {1.75, 2, 3, 4, 5, 6}, 1e-2));
+    EXPECT_TRUE(tensor_near(index_add(h, 0, i64({1}), ones({1, 3}, {dt})), {1, 2, 3, 5, 6, 7}, 1e-2));
+    EXPECT_TRUE(tensor_near(masked_fill(h, boolt({0, 1, 0}), -2), {1, -2, 3, 4, -2, 6}, 1e-2));
+    EXPECT_TRUE(tensor_near(tril(h), {1, 0, 0, 4, 5, 0}, 1e-2));
+    EXPECT_EQ(index_select(h, 1, i64({2})).dtype(), dt);
+  }
+}
+
 TEST(Index, OneHot) {
   Tensor o = one_hot(i64({0, 2, 1}));
   EXPECT_EQ(o.dtype(), DType::Int64);
