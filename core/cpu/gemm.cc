@@ -27,12 +27,21 @@ Layout layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   return {false, cols <= 1 ? std::max<int64_t>(rows, 1) : cs};
 }
 
-// Rows of C per block, from the shape only (Note [gemm determinism]).
-int64_t rows_per_block(int64_t m, int64_t n, int64_t k) {
-  if (m < 64 || m * n * k < (int64_t(1) << 18)) return m;
-  int64_t rb = (m + 7) / 8;
-  rb = (rb + 31) / 32 * 32;
-  return std::max<int64_t>(rb, 32);
+// The block grid (Note [gemm determinism] in gemm.h): from the shape only, up to
+// 8 blocks (enough for 2..8 threads) of at least ~2^17 multiply-adds each.
+struct Grid {
+  int64_t rb, cb;  // rows / columns per block
+};
+Grid grid_for(int64_t m, int64_t n, int64_t k) {
+  int64_t work = m * n * k;
+  int64_t blocks = std::min<int64_t>(8, work >> 17);
+  if (blocks <= 1) return {m, n};
+  if (m >= n) {
+    int64_t rb = std::max<int64_t>(32, ((m + blocks - 1) / blocks + 31) / 32 * 32);
+    return {std::min(rb, m), n};
+  }
+  int64_t cb = std::max<int64_t>(64, ((n + blocks - 1) / blocks + 63) / 64 * 64);
+  return {m, std::min(cb, n)};
 }
 
 template <typename T, int OA, int OB>
@@ -41,16 +50,17 @@ void run(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, i
   CMap<T, OA> A(a, m, k, Eigen::OuterStride<>(lda));
   CMap<T, OB> B(b, k, n, Eigen::OuterStride<>(ldb));
   OutMap<T> C(c, m, n, Eigen::OuterStride<>(ldc));
-  const int64_t rb = rows_per_block(m, n, k);
-  const int64_t blocks = (m + rb - 1) / rb;
+  const Grid g = grid_for(m, n, k);
+  const int64_t nr = (m + g.rb - 1) / g.rb, nc = (n + g.cb - 1) / g.cb;
   auto body = [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {
-      int64_t r0 = blk * rb, len = std::min(rb, m - r0);
-      C.middleRows(r0, len).noalias() = A.middleRows(r0, len) * B;
+      int64_t r0 = (blk / nc) * g.rb, c0 = (blk % nc) * g.cb;
+      int64_t rl = std::min(g.rb, m - r0), cl = std::min(g.cb, n - c0);
+      C.block(r0, c0, rl, cl).noalias() = A.middleRows(r0, rl) * B.middleCols(c0, cl);
     }
   };
-  if (parallel) parallel_for(0, blocks, 1, body);
-  else body(0, blocks);
+  if (parallel) parallel_for(0, nr * nc, 1, body);
+  else body(0, nr * nc);
 }
 
 template <typename T>

@@ -5,10 +5,10 @@
 // (rs == 1) with a leading dimension covering its inner size -- check with
 // gemm_layout_ok() and copy to contiguous otherwise. C is row-major with leading
 // dimension ldc and is overwritten. This is the only translation unit that
-// includes Eigen (compile time). Note [gemm determinism]: the rows of C are cut
-// into blocks chosen from the shape alone, each block is one single-threaded
-// Eigen product, and threads only share out whole blocks, so the result does not
-// depend on the thread count. `parallel` = false runs the blocks inline (used
+// includes Eigen (compile time). Note [gemm determinism]: C is cut into blocks
+// (of rows when C is tall, of columns when wide) chosen from the shape alone;
+// each block is one single-threaded Eigen product and threads only share out
+// whole blocks, so the result does not depend on the thread count. `parallel` = false runs the blocks inline (used
 // when the caller already parallelises over a batch).
 #pragma once
 

@@ -207,16 +207,21 @@ TEST(Matmul, BackwardBroadcastSumsBatch) {
 
 TEST(Matmul, ThreadCountDoesNotChangeResult) {
   Tensor a = rnd({300, 200}, DType::Float32, 31), b = rnd({200, 150}, DType::Float32, 32);
+  Tensor w1 = rnd({40, 300}, DType::Float32, 33), w2 = rnd({300, 900}, DType::Float32, 34);  // wide C
   int prev = get_num_threads();
   set_num_threads(1);
   Tensor c1 = mm(a, b);
+  Tensor wide1 = mm(w1, w2);
   Tensor cb1 = matmul(rnd({5, 70, 60}, DType::Float32, 1), rnd({60, 90}, DType::Float32, 2).t().contiguous().t());
   set_num_threads(std::max(2, prev));
   Tensor c2 = mm(a, b);
+  Tensor wide2 = mm(w1, w2);
   Tensor cb2 = matmul(rnd({5, 70, 60}, DType::Float32, 1), rnd({60, 90}, DType::Float32, 2).t().contiguous().t());
   set_num_threads(prev);
   EXPECT_EQ(values(c1), values(c2));
   EXPECT_EQ(values(cb1), values(cb2));
+  EXPECT_EQ(values(wide1), values(wide2));
+  EXPECT_TRUE(tensor_near(wide2, naive(w1, w2), 1e-5));
 }
 
 // Throughput report (not a pass/fail threshold: the machine is shared).
@@ -229,6 +234,19 @@ TEST(Matmul, Sgemm1024Throughput) {
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double gflops = 2.0 * 1024 * 1024 * 1024 * reps / s / 1e9;
   std::printf("sgemm 1024: %.1f GFLOP/s (%d threads)\n", gflops, get_num_threads());
+  // other common shapes (MLP layer and its backward, attention-sized bmm, wide C)
+  auto rate = [](const Tensor& x, const Tensor& y, const char* what) {
+    Tensor r = matmul(x, y);
+    auto s0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 5; ++i) r = matmul(x, y);
+    double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+    double flops = 2.0 * x.numel() / x.size(-1) * x.size(-1) * y.size(-1) * 5;
+    std::printf("%s: %.1f GFLOP/s\n", what, flops / sec / 1e9);
+  };
+  rate(rnd({128, 784}, DType::Float32), rnd({784, 512}, DType::Float32), "mlp fwd 128x784x512");
+  rate(rnd({128, 784}, DType::Float32).t(), rnd({128, 512}, DType::Float32), "mlp gradW (transposed) 784x128x512");
+  rate(rnd({96, 64, 64}, DType::Float32), rnd({96, 64, 64}, DType::Float32), "bmm 96x64x64x64");
+  rate(rnd({32, 1024}, DType::Float32), rnd({1024, 4096}, DType::Float32), "wide 32x1024x4096");
   auto va = values(a.slice(0, 0, 4)), vb = values(b);
   auto vc = values(c.slice(0, 0, 4));
   for (int i = 0; i < 4; ++i)
