@@ -6,6 +6,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <type_traits>
 
 #include "core/parallel.h"
 
@@ -44,38 +45,48 @@ Grid grid_for(int64_t m, int64_t n, int64_t k) {
   return {m, std::min(cb, n)};
 }
 
+// Computes every (matrix, block) pair of the batch; matrix i reads A at
+// a + a_off[i], B at b + b_off[i] and writes C at c + i * c_stride.
 template <typename T, int OA, int OB>
-void run(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
-         bool parallel) {
-  CMap<T, OA> A(a, m, k, Eigen::OuterStride<>(lda));
-  CMap<T, OB> B(b, k, n, Eigen::OuterStride<>(ldb));
-  OutMap<T> C(c, m, n, Eigen::OuterStride<>(ldc));
+void run(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k, const T* a,
+         int64_t lda, const T* b, int64_t ldb, T* c, int64_t c_stride, int64_t ldc) {
   const Grid g = grid_for(m, n, k);
-  const int64_t nr = (m + g.rb - 1) / g.rb, nc = (n + g.cb - 1) / g.cb;
+  const int64_t nr = (m + g.rb - 1) / g.rb, nc = (n + g.cb - 1) / g.cb, per = nr * nc;
   auto body = [&](int64_t b0, int64_t b1) {
-    for (int64_t blk = b0; blk < b1; ++blk) {
+    for (int64_t w = b0; w < b1; ++w) {
+      int64_t i = w / per, blk = w % per;
+      CMap<T, OA> A(a + a_off[i], m, k, Eigen::OuterStride<>(lda));
+      CMap<T, OB> B(b + b_off[i], k, n, Eigen::OuterStride<>(ldb));
+      OutMap<T> C(c + i * c_stride, m, n, Eigen::OuterStride<>(ldc));
       int64_t r0 = (blk / nc) * g.rb, c0 = (blk % nc) * g.cb;
       int64_t rl = std::min(g.rb, m - r0), cl = std::min(g.cb, n - c0);
       C.block(r0, c0, rl, cl).noalias() = A.middleRows(r0, rl) * B.middleCols(c0, cl);
     }
   };
-  if (parallel) parallel_for(0, nr * nc, 1, body);
-  else body(0, nr * nc);
+  parallel_for(0, batch * per, 1, body);
 }
 
 template <typename T>
-void gemm_impl(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t b_rs,
-               int64_t b_cs, T* c, int64_t ldc, bool parallel) {
-  if (m == 0 || n == 0) return;
+void gemm_impl(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
+               const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t b_rs, int64_t b_cs, T* c,
+               int64_t c_stride, int64_t ldc) {
+  if (m == 0 || n == 0 || batch == 0) return;
   if (k == 0) {
-    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
+    for (int64_t x = 0; x < batch; ++x)
+      for (int64_t i = 0; i < m; ++i) std::fill(c + x * c_stride + i * ldc, c + x * c_stride + i * ldc + n, T(0));
     return;
   }
   Layout la = layout_of(m, k, a_rs, a_cs), lb = layout_of(k, n, b_rs, b_cs);
-  if (la.row_major && lb.row_major) run<T, Eigen::RowMajor, Eigen::RowMajor>(m, n, k, a, la.ld, b, lb.ld, c, ldc, parallel);
-  else if (la.row_major) run<T, Eigen::RowMajor, Eigen::ColMajor>(m, n, k, a, la.ld, b, lb.ld, c, ldc, parallel);
-  else if (lb.row_major) run<T, Eigen::ColMajor, Eigen::RowMajor>(m, n, k, a, la.ld, b, lb.ld, c, ldc, parallel);
-  else run<T, Eigen::ColMajor, Eigen::ColMajor>(m, n, k, a, la.ld, b, lb.ld, c, ldc, parallel);
+  auto go = [&](auto oa, auto ob) {
+    run<T, decltype(oa)::value, decltype(ob)::value>(batch, a_off, b_off, m, n, k, a, la.ld, b, lb.ld, c, c_stride,
+                                                       ldc);
+  };
+  using RowT = std::integral_constant<int, Eigen::RowMajor>;
+  using ColT = std::integral_constant<int, Eigen::ColMajor>;
+  if (la.row_major && lb.row_major) go(RowT{}, RowT{});
+  else if (la.row_major) go(RowT{}, ColT{});
+  else if (lb.row_major) go(ColT{}, RowT{});
+  else go(ColT{}, ColT{});
 }
 
 }  // namespace
@@ -86,13 +97,15 @@ bool gemm_layout_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   return row || col;
 }
 
-void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs,
-          int64_t b_cs, float* c, int64_t ldc, bool parallel) {
-  gemm_impl(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, parallel);
+void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
+                  const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
+                  int64_t c_stride, int64_t ldc) {
+  gemm_impl(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc);
 }
-void gemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t a_rs, int64_t a_cs, const double* b,
-          int64_t b_rs, int64_t b_cs, double* c, int64_t ldc, bool parallel) {
-  gemm_impl(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, parallel);
+void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
+                  const double* a, int64_t a_rs, int64_t a_cs, const double* b, int64_t b_rs, int64_t b_cs, double* c,
+                  int64_t c_stride, int64_t ldc) {
+  gemm_impl(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc);
 }
 
 }  // namespace weft::cpu

@@ -8,8 +8,7 @@
 // includes Eigen (compile time). Note [gemm determinism]: C is cut into blocks
 // (of rows when C is tall, of columns when wide) chosen from the shape alone;
 // each block is one single-threaded Eigen product and threads only share out
-// whole blocks, so the result does not depend on the thread count. `parallel` = false runs the blocks inline (used
-// when the caller already parallelises over a batch).
+// whole blocks, so the result does not depend on the thread count.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +17,14 @@ namespace weft::cpu {
 
 bool gemm_layout_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs);
 
-void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
-          int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool parallel = true);
-void gemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t a_rs, int64_t a_cs, const double* b,
-          int64_t b_rs, int64_t b_cs, double* c, int64_t ldc, bool parallel = true);
+// Batched: matrix i of A starts at a + a_off[i], of B at b + b_off[i] (offsets in
+// elements; broadcast batches may repeat offsets); C_i at c + i * c_stride. All
+// (matrix, block) pairs are shared out over the threads together.
+void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
+                  const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
+                  int64_t c_stride, int64_t ldc);
+void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
+                  const double* a, int64_t a_rs, int64_t a_cs, const double* b, int64_t b_rs, int64_t b_cs, double* c,
+                  int64_t c_stride, int64_t ldc);
 
 }  // namespace weft::cpu

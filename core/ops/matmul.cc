@@ -63,17 +63,8 @@ void cpu_matmul_float(const Tensor& out, const Tensor& a_in, const Tensor& b_in)
   const T* pb = b.data_ptr<T>();
   T* pc = out.data_ptr<T>();
   const int64_t ars = a.stride(-2), acs = a.stride(-1), brs = b.stride(-2), bcs = b.stride(-1);
-  auto one = [&](int64_t i, bool par) {
-    cpu::gemm(M, N, K, pa + oa[i], ars, acs, pb + ob[i], brs, bcs, pc + i * M * N, N, par);
-  };
-  // The arithmetic per matrix is the same either way (Note [gemm determinism]).
-  if (B >= get_num_threads() && B > 1) {
-    parallel_for(0, B, 1, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) one(i, false);
-    });
-  } else {
-    for (int64_t i = 0; i < B; ++i) one(i, true);
-  }
+  // every (matrix, block) pair goes to the thread pool at once (Note [gemm determinism])
+  cpu::gemm_batched(B, oa.data(), ob.data(), M, N, K, pa, ars, acs, pb, brs, bcs, pc, M * N, N);
 }
 
 template <typename T>
