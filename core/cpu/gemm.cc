@@ -29,7 +29,8 @@ Layout layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
 }
 
 // The block grid (Note [gemm determinism] in gemm.h): from the shape only, up to
-// 8 blocks (enough for 2..8 threads) of at least ~2^17 multiply-adds each.
+// 8 blocks (enough for 2..8 threads) of at least ~2^17 multiply-adds each;
+// column blocks unless C is narrow.
 struct Grid {
   int64_t rb, cb;  // rows / columns per block
 };
@@ -37,7 +38,9 @@ Grid grid_for(int64_t m, int64_t n, int64_t k) {
   int64_t work = m * n * k;
   int64_t blocks = std::min<int64_t>(8, work >> 17);
   if (blocks <= 1) return {m, n};
-  if (m >= n) {
+  // Prefer column blocks: with row-major C, Eigen packs B once per column block
+  // (a row split would repack all of B in every block).
+  if (n < 128 && m >= 64) {
     int64_t rb = std::max<int64_t>(32, ((m + blocks - 1) / blocks + 31) / 32 * 32);
     return {std::min(rb, m), n};
   }

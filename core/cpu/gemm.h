@@ -6,7 +6,7 @@
 // gemm_layout_ok() and copy to contiguous otherwise. C is row-major with leading
 // dimension ldc and is overwritten. This is the only translation unit that
 // includes Eigen (compile time). Note [gemm determinism]: C is cut into blocks
-// (of rows when C is tall, of columns when wide) chosen from the shape alone;
+// (of columns, or of rows when C is narrow) chosen from the shape alone;
 // each block is one single-threaded Eigen product and threads only share out
 // whole blocks, so the result does not depend on the thread count.
 #pragma once
