@@ -1,0 +1,114 @@
+// Eigen-backed GEMM (see core/cpu/gemm.h and Note [gemm determinism]).
+// Eigen's own OpenMP threading is switched off here: weft shares out row blocks
+// itself so results are independent of the thread count.
+#define EIGEN_DONT_PARALLELIZE
+#include "core/cpu/gemm.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <type_traits>
+
+#include "core/parallel.h"
+
+namespace weft::cpu {
+namespace {
+
+template <typename T, int Order>
+using CMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, 0, Eigen::OuterStride<>>;
+template <typename T>
+using OutMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
+
+// Operand layout: row-major (true) or col-major (false), and its leading dimension.
+struct Layout {
+  bool row_major;
+  int64_t ld;
+};
+Layout layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if ((cs == 1 || cols <= 1) && (rows <= 1 || rs >= cols)) return {true, rows <= 1 ? std::max<int64_t>(cols, 1) : rs};
+  return {false, cols <= 1 ? std::max<int64_t>(rows, 1) : cs};
+}
+
+// The block grid (Note [gemm determinism] in gemm.h): from the shape only, up to
+// 8 blocks (enough for 2..8 threads) of at least ~2^17 multiply-adds each;
+// column blocks unless C is narrow.
+struct Grid {
+  int64_t rb, cb;  // rows / columns per block
+};
+Grid grid_for(int64_t m, int64_t n, int64_t k) {
+  int64_t work = m * n * k;
+  int64_t blocks = std::min<int64_t>(8, work >> 17);
+  if (blocks <= 1) return {m, n};
+  // Prefer column blocks: with row-major C, Eigen packs B once per column block
+  // (a row split would repack all of B in every block).
+  if (n < 128 && m >= 64) {
+    int64_t rb = std::max<int64_t>(32, ((m + blocks - 1) / blocks + 31) / 32 * 32);
+    return {std::min(rb, m), n};
+  }
+  int64_t cb = std::max<int64_t>(64, ((n + blocks - 1) / blocks + 63) / 64 * 64);
+  return {m, std::min(cb, n)};
+}
+
+// Computes every (matrix, block) pair of the batch; matrix i reads A at
+// a + a_off[i], B at b + b_off[i] and writes C at c + i * c_stride.
+template <typename T, int OA, int OB>
+void run(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k, const T* a,
+         int64_t lda, const T* b, int64_t ldb, T* c, int64_t c_stride, int64_t ldc) {
+  const Grid g = grid_for(m, n, k);
+  const int64_t nr = (m + g.rb - 1) / g.rb, nc = (n + g.cb - 1) / g.cb, per = nr * nc;
+  auto body = [&](int64_t b0, int64_t b1) {
+    for (int64_t w = b0; w < b1; ++w) {
+      int64_t i = w / per, blk = w % per;
+      CMap<T, OA> A(a + a_off[i], m, k, Eigen::OuterStride<>(lda));
+      CMap<T, OB> B(b + b_off[i], k, n, Eigen::OuterStride<>(ldb));
+      OutMap<T> C(c + i * c_stride, m, n, Eigen::OuterStride<>(ldc));
+      int64_t r0 = (blk / nc) * g.rb, c0 = (blk % nc) * g.cb;
+      int64_t rl = std::min(g.rb, m - r0), cl = std::min(g.cb, n - c0);
+      C.block(r0, c0, rl, cl).noalias() = A.middleRows(r0, rl) * B.middleCols(c0, cl);
+    }
+  };
+  parallel_for(0, batch * per, 1, body);
+}
+
+template <typename T>
+void gemm_impl(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
+               const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t b_rs, int64_t b_cs, T* c,
+               int64_t c_stride, int64_t ldc) {
+  if (m == 0 || n == 0 || batch == 0) return;
+  if (k == 0) {
+    for (int64_t x = 0; x < batch; ++x)
+      for (int64_t i = 0; i < m; ++i) std::fill(c + x * c_stride + i * ldc, c + x * c_stride + i * ldc + n, T(0));
+    return;
+  }
+  Layout la = layout_of(m, k, a_rs, a_cs), lb = layout_of(k, n, b_rs, b_cs);
+  auto go = [&](auto oa, auto ob) {
+    run<T, decltype(oa)::value, decltype(ob)::value>(batch, a_off, b_off, m, n, k, a, la.ld, b, lb.ld, c, c_stride,
+                                                       ldc);
+  };
+  using RowT = std::integral_constant<int, Eigen::RowMajor>;
+  using ColT = std::integral_constant<int, Eigen::ColMajor>;
+  if (la.row_major && lb.row_major) go(RowT{}, RowT{});
+  else if (la.row_major) go(RowT{}, ColT{});
+  else if (lb.row_major) go(ColT{}, RowT{});
+  else go(ColT{}, ColT{});
+}
+
+}  // namespace
+
+bool gemm_layout_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  bool row = (cs == 1 || cols <= 1) && (rows <= 1 || rs >= cols);
+  bool col = (rs == 1 || rows <= 1) && (cols <= 1 || cs >= rows);
+  return row || col;
+}
+
+void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
+                  const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
+                  int64_t c_stride, int64_t ldc) {
+  gemm_impl(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc);
+}
+void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
+                  const double* a, int64_t a_rs, int64_t a_cs, const double* b, int64_t b_rs, int64_t b_cs, double* c,
+                  int64_t c_stride, int64_t ldc) {
+  gemm_impl(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc);
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,122 @@
+// Joining and splitting: cat, stack, split (by size / by sizes), chunk.
+//
+// Contract: cat promotes mixed dtypes like binary ops and requires equal sizes
+// except along `dim` (the error names the offending tensor's index and both
+// shapes). Its backward hands each input the narrow()ed slice of the gradient,
+// converted back to the input's dtype. stack = cat of unsqueeze()d inputs.
+// split/chunk return narrow() views (differentiable through narrow's backward).
+#include <numeric>
+
+#include "core/autograd_meta.h"
+#include "core/ops.h"
+
+namespace weft {
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  WEFT_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
+  for (size_t i = 0; i < tensors.size(); ++i) WEFT_CHECK(tensors[i].defined(), "cat: tensor ", i, " is undefined");
+  const Tensor& t0 = tensors[0];
+  WEFT_CHECK(t0.dim() > 0, "cat: zero-dimensional tensor (index 0) cannot be concatenated");
+  int64_t d = wrap_dim("cat", dim, t0.dim());
+  DType dt = t0.dtype();
+  int64_t total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    WEFT_CHECK(t.device() == t0.device(), "cat: tensor ", i, " is on ", t.device(), " but tensor 0 is on ",
+               t0.device());
+    bool ok = t.dim() == t0.dim();
+    for (int64_t k = 0; ok && k < t.dim(); ++k) ok = k == d || t.size(k) == t0.size(k);
+    WEFT_CHECK(ok, "cat: tensor ", i, " has shape ", shape_str(t.sizes()), " but tensor 0 has shape ",
+               shape_str(t0.sizes()), "; sizes must match except in dimension ", d);
+    dt = promote_types(dt, t.dtype());
+    total += t.size(d);
+  }
+  Shape out_shape = t0.sizes();
+  out_shape[d] = total;
+  Tensor out = empty(out_shape, {dt, t0.device()});
+  std::vector<int64_t> offsets;
+  std::vector<DType> dtypes;
+  {
+    NoGradGuard ng;
+    int64_t off = 0;
+    for (const Tensor& t : tensors) {
+      offsets.push_back(off);
+      dtypes.push_back(t.dtype());
+      if (t.size(d) > 0) {
+        Tensor part = narrow(out, d, off, t.size(d));
+        copy_(part, t.detach());
+      }
+      off += t.size(d);
+    }
+  }
+  std::vector<int64_t> lens;
+  for (const Tensor& t : tensors) lens.push_back(t.size(d));
+  record_function("CatBackward", tensors, {out}, [d, offsets, lens, dtypes](const std::vector<Tensor>& g) {
+    std::vector<Tensor> r;
+    for (size_t i = 0; i < offsets.size(); ++i) {
+      if (!is_floating(dtypes[i])) { r.emplace_back(); continue; }
+      r.push_back(narrow(g[0], d, offsets[i], lens[i]).to(dtypes[i]));
+    }
+    return r;
+  });
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  WEFT_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    WEFT_CHECK(tensors[i].defined(), "stack: tensor ", i, " is undefined");
+    WEFT_CHECK(tensors[i].sizes() == tensors[0].sizes(), "stack: tensor ", i, " has shape ",
+               shape_str(tensors[i].sizes()), " but tensor 0 has shape ", shape_str(tensors[0].sizes()),
+               "; stack needs equal shapes");
+  }
+  int64_t d = wrap_dim("stack", dim, tensors[0].dim() + 1);
+  std::vector<Tensor> us;
+  us.reserve(tensors.size());
+  for (const Tensor& t : tensors) us.push_back(unsqueeze(t, d));
+  return cat(us, d);
+}
+
+std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
+  WEFT_CHECK(a.dim() > 0, "split: cannot split a 0-dim tensor");
+  int64_t d = wrap_dim("split", dim, a.dim());
+  int64_t n = a.size(d);
+  WEFT_CHECK(split_size > 0 || (split_size == 0 && n == 0), "split: split_size must be positive, got ", split_size,
+             " (shape ", shape_str(a.sizes()), ")");
+  std::vector<Tensor> out;
+  if (n == 0) {
+    out.push_back(narrow(a, d, 0, 0));
+    return out;
+  }
+  for (int64_t s = 0; s < n; s += split_size) out.push_back(narrow(a, d, s, std::min(split_size, n - s)));
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim) {
+  WEFT_CHECK(a.dim() > 0, "split: cannot split a 0-dim tensor");
+  int64_t d = wrap_dim("split", dim, a.dim());
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    WEFT_CHECK(s >= 0, "split: sizes must be non-negative, got ", shape_str(sizes));
+    total += s;
+  }
+  WEFT_CHECK(total == a.size(d), "split: sizes ", shape_str(sizes), " sum to ", total, " but dimension ", d,
+             " of shape ", shape_str(a.sizes()), " has size ", a.size(d));
+  std::vector<Tensor> out;
+  int64_t off = 0;
+  for (int64_t s : sizes) {
+    out.push_back(narrow(a, d, off, s));
+    off += s;
+  }
+  return out;
+}
+
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
+  WEFT_CHECK(chunks > 0, "chunk: chunks must be positive, got ", chunks);
+  WEFT_CHECK(a.dim() > 0, "chunk: cannot chunk a 0-dim tensor");
+  int64_t d = wrap_dim("chunk", dim, a.dim());
+  int64_t n = a.size(d);
+  return split(a, (n + chunks - 1) / chunks, d);
+}
+
+}  // namespace weft

@@ -1,0 +1,213 @@
+// Linear algebra: matmul (torch.matmul semantics), mm, bmm, linear.
+//
+// Contract: every product goes through one internal op, matmul_nd, on operands
+// with >= 2 dims whose batch dims (all but the last two) broadcast. Its CPU
+// kernel reads strided operands; float32/float64 use the Eigen GEMM in
+// core/cpu/gemm.cc without copying plain transposes, float16/bfloat16 compute in
+// float32, integers use a simple loop. Backward: dA = sum_to(dC B^T, A),
+// dB = sum_to(A^T dC, B), so broadcast batch dims are summed back.
+#include <algorithm>
+
+#include "core/autograd_meta.h"
+#include "core/cpu/gemm.h"
+#include "core/dispatch.h"
+#include "core/ops.h"
+#include "core/parallel.h"
+
+namespace weft {
+
+// out: contiguous (batch..., M, N); a: (batch..., M, K); b: (batch..., K, N);
+// a and b any strides (broadcast batch dims have stride 0).
+using MatmulKernel = KernelTable<void(const Tensor& out, const Tensor& a, const Tensor& b)>;
+MatmulKernel& matmul_table() {
+  static MatmulKernel t("matmul");
+  return t;
+}
+
+namespace {
+
+// Storage offsets (in elements) of each batch matrix of `t` (dims 0..nd-3).
+std::vector<int64_t> batch_offsets(const Tensor& t) {
+  const int64_t nb = t.dim() - 2;
+  int64_t count = 1;
+  for (int64_t d = 0; d < nb; ++d) count *= t.size(d);
+  std::vector<int64_t> offs(count, 0);
+  std::vector<int64_t> idx(nb, 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    offs[i] = off;
+    for (int64_t d = nb - 1; d >= 0; --d) {
+      ++idx[d];
+      off += t.stride(d);
+      if (idx[d] < t.size(d)) break;
+      off -= t.stride(d) * t.size(d);
+      idx[d] = 0;
+    }
+  }
+  return offs;
+}
+
+// A copy of `t` when its matrices are not plain row- or col-major.
+Tensor gemm_ready(const Tensor& t) {
+  int64_t r = t.size(-2), c = t.size(-1);
+  return cpu::gemm_layout_ok(r, c, t.stride(-2), t.stride(-1)) ? t : t.contiguous();
+}
+
+template <typename T>
+void cpu_matmul_float(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = gemm_ready(a_in), b = gemm_ready(b_in);
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  std::vector<int64_t> oa = batch_offsets(a), ob = batch_offsets(b);
+  const int64_t B = static_cast<int64_t>(oa.size());
+  const T* pa = a.data_ptr<T>();
+  const T* pb = b.data_ptr<T>();
+  T* pc = out.data_ptr<T>();
+  const int64_t ars = a.stride(-2), acs = a.stride(-1), brs = b.stride(-2), bcs = b.stride(-1);
+  // every (matrix, block) pair goes to the thread pool at once (Note [gemm determinism])
+  cpu::gemm_batched(B, oa.data(), ob.data(), M, N, K, pa, ars, acs, pb, brs, bcs, pc, M * N, N);
+}
+
+template <typename T>
+void cpu_matmul_half(const Tensor& out, const Tensor& a, const Tensor& b) {
+  NoGradGuard ng;
+  Tensor af = a.to(DType::Float32), bf = b.to(DType::Float32);
+  Tensor of = empty(out.sizes(), {DType::Float32, out.device()});
+  cpu_matmul_float<float>(of, af, bf);
+  Tensor o = out;
+  copy_(o, of);
+}
+
+template <typename T>
+void cpu_matmul_int(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  std::vector<int64_t> oa = batch_offsets(a), ob = batch_offsets(b);
+  const int64_t B = static_cast<int64_t>(oa.size());
+  const T* pa = a.data_ptr<T>();
+  const T* pb = b.data_ptr<T>();
+  T* pc = out.data_ptr<T>();
+  const int64_t ars = a.stride(-2), acs = a.stride(-1), brs = b.stride(-2), bcs = b.stride(-1);
+  parallel_for(0, B * M, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N * K, 1)), [&](int64_t s, int64_t e) {
+    for (int64_t r = s; r < e; ++r) {
+      int64_t bi = r / M, i = r % M;
+      const T* arow = pa + oa[bi] + i * ars;
+      const T* bm = pb + ob[bi];
+      T* crow = pc + r * N;
+      for (int64_t j = 0; j < N; ++j) crow[j] = 0;
+      for (int64_t p = 0; p < K; ++p) {
+        T av = arow[p * acs];
+        const T* brow = bm + p * brs;
+        for (int64_t j = 0; j < N; ++j) crow[j] += av * brow[j * bcs];
+      }
+    }
+  });
+}
+
+template <typename T>
+void cpu_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) cpu_matmul_float<T>(out, a, b);
+  else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) cpu_matmul_half<T>(out, a, b);
+  else cpu_matmul_int<T>(out, a, b);
+}
+WEFT_REGISTER_KERNEL(matmul_table(), DeviceType::CPU, kNumericTypes, cpu_matmul);
+
+Shape batch_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); }
+
+void check_pair(const char* op, const Tensor& a, const Tensor& b) {
+  WEFT_CHECK(a.defined() && b.defined(), op, ": undefined tensor argument");
+  WEFT_CHECK(a.dtype() == b.dtype(), op, ": expected both operands to have the same dtype, got ", a.dtype(),
+             " (shape ", shape_str(a.sizes()), ") and ", b.dtype(), " (shape ", shape_str(b.sizes()), ")");
+  WEFT_CHECK(a.device() == b.device(), op, ": operands are on different devices: ", a.device(), " and ",
+             b.device());
+}
+
+void check_inner(const char* op, const Tensor& a, const Tensor& b) {
+  int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  WEFT_CHECK(ka == kb, op, ": shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
+             " cannot be multiplied (inner dimensions ", ka, " and ", kb, " differ)");
+}
+
+Tensor mT(const Tensor& t) { return transpose(t, -2, -1); }
+
+// The one product op: a (..., M, K) @ b (..., K, N) with broadcast batch dims.
+Tensor matmul_nd(const char* op, const char* node, const Tensor& a, const Tensor& b) {
+  check_pair(op, a, b);
+  check_inner(op, a, b);
+  Shape batch = broadcast_shapes(op, batch_of(a), batch_of(b));
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  Shape ea = batch, eb = batch, eo = batch;
+  ea.insert(ea.end(), {M, K});
+  eb.insert(eb.end(), {K, N});
+  eo.insert(eo.end(), {M, N});
+  Tensor out = empty(eo, {a.dtype(), a.device()});
+  matmul_table()(a.device(), a.dtype(), out, expand(a.detach(), ea), expand(b.detach(), eb));
+  if (any_requires_grad({a, b})) {
+    SavedTensor sa = b.requires_grad() ? SavedTensor(a) : SavedTensor();
+    SavedTensor sb = a.requires_grad() ? SavedTensor(b) : SavedTensor();
+    Shape za = a.sizes(), zb = b.sizes();
+    std::string name = node;
+    record_function(node, {a, b}, {out}, [sa, sb, za, zb, name](const std::vector<Tensor>& g) {
+      Tensor ga, gb;
+      if (sb.defined()) ga = sum_to(matmul_nd("matmul", "MatmulBackward", g[0], mT(sb.get(name))), za);
+      if (sa.defined()) gb = sum_to(matmul_nd("matmul", "MatmulBackward", mT(sa.get(name)), g[0]), zb);
+      return std::vector<Tensor>{ga, gb};
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  WEFT_CHECK(a.defined() && b.defined(), "matmul: undefined tensor argument");
+  WEFT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dimension, got shapes ",
+             shape_str(a.sizes()), " and ", shape_str(b.sizes()));
+  check_pair("matmul", a, b);
+  check_inner("matmul", a, b);
+  if (a.dim() == 1 && b.dim() == 1)  // dot
+    return reshape(matmul_nd("matmul", "MatmulBackward", unsqueeze(a, 0), unsqueeze(b, 1)), {});
+  if (a.dim() == 1)  // (K) @ (..., K, N) -> (..., N)
+    return squeeze(matmul_nd("matmul", "MatmulBackward", unsqueeze(a, 0), b), -2);
+  if (b.dim() <= 2) {
+    // (..., M, K) @ (K, N) or (K): fold the batch into the rows (one big GEMM).
+    Shape out_shape(a.sizes().begin(), a.sizes().end() - 1);
+    int64_t rows = numel_of(out_shape);
+    Tensor a2 = a.dim() == 2 ? a : reshape(a, {rows, a.size(-1)});
+    Tensor b2 = b.dim() == 1 ? unsqueeze(b, 1) : b;
+    Tensor r = matmul_nd("matmul", "MatmulBackward", a2, b2);
+    if (b.dim() == 2) out_shape.push_back(b.size(1));
+    return a.dim() == 2 && b.dim() == 2 ? r : reshape(r, out_shape);
+  }
+  if (b.dim() == 1) return squeeze(matmul_nd("matmul", "MatmulBackward", a, unsqueeze(b, 1)), -1);
+  return matmul_nd("matmul", "MatmulBackward", a, b);
+}
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  WEFT_CHECK(a.defined() && b.defined(), "mm: undefined tensor argument");
+  WEFT_CHECK(a.dim() == 2 && b.dim() == 2, "mm: expected 2-D operands, got shapes ", shape_str(a.sizes()), " and ",
+             shape_str(b.sizes()));
+  return matmul_nd("mm", "MmBackward", a, b);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  WEFT_CHECK(a.defined() && b.defined(), "bmm: undefined tensor argument");
+  WEFT_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D operands, got shapes ", shape_str(a.sizes()),
+             " and ", shape_str(b.sizes()));
+  WEFT_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: shapes ", shape_str(a.sizes()), " and ",
+             shape_str(b.sizes()));
+  return matmul_nd("bmm", "BmmBackward", a, b);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  WEFT_CHECK(x.defined() && weight.defined(), "linear: undefined input or weight");
+  WEFT_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features), got shape ",
+             shape_str(weight.sizes()));
+  WEFT_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input shape ", shape_str(x.sizes()),
+             " does not end in in_features = ", weight.size(1), " of weight shape ", shape_str(weight.sizes()));
+  if (bias.defined())
+    WEFT_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias shape ", shape_str(bias.sizes()),
+               " does not match out_features = ", weight.size(0), " of weight shape ", shape_str(weight.sizes()));
+  Tensor y = matmul(x, transpose(weight, 0, 1));
+  return bias.defined() ? add(y, bias) : y;
+}
+
+}  // namespace weft
