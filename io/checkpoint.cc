@@ -14,8 +14,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "core/ops.h"
 #include "io/atomic_file.h"
@@ -161,8 +162,9 @@ CheckpointContents deserialize_checkpoint(const std::string& bytes, const std::s
     const bool weft = header.is_object() && header.contains("__metadata__") && header["__metadata__"].is_object() &&
                       header["__metadata__"].contains("weft.format");
     WEFT_CHECK(!weft, where, " is corrupted: its header checksum (", kHeaderCrcKey, ") is missing or damaged");
-    WEFT_ERROR(where, " is not a weft checkpoint: its safetensors header has no weft metadata (weft.format); "
-                      "use io::load_safetensors for plain tensor files");
+    WEFT_ERROR(where,
+               " is not a weft checkpoint: its safetensors header has no weft metadata (weft.format); "
+               "use io::load_safetensors for plain tensor files");
   }
   {
     const std::string stored = bytes.substr(hpos, 8);
@@ -257,8 +259,8 @@ void check_model_state(const std::map<std::string, Tensor>& loaded,
     const Tensor& got = it->second;
     if (got.sizes() != t.sizes() || got.dtype() != t.dtype()) {
       std::ostringstream os;
-      os << k << ": checkpoint " << shape_str(got.sizes()) << " " << got.dtype() << " vs model "
-         << shape_str(t.sizes()) << " " << t.dtype();
+      os << k << ": checkpoint " << shape_str(got.sizes()) << " " << got.dtype() << " vs model " << shape_str(t.sizes())
+         << " " << t.dtype();
       mismatched.push_back(os.str());
     }
   }

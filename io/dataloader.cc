@@ -72,8 +72,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   WEFT_CHECK(dataset_ != nullptr, "DataLoader: dataset is null");
   WEFT_CHECK(options_.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ", options_.batch_size);
   WEFT_CHECK(options_.num_workers >= 0, "DataLoader: num_workers must be >= 0, got ", options_.num_workers);
-  WEFT_CHECK(options_.prefetch_factor >= 1, "DataLoader: prefetch_factor must be >= 1, got ",
-             options_.prefetch_factor);
+  WEFT_CHECK(options_.prefetch_factor >= 1, "DataLoader: prefetch_factor must be >= 1, got ", options_.prefetch_factor);
 }
 
 DataLoader::~DataLoader() { stop_epoch(); }

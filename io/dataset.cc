@@ -17,8 +17,8 @@ TensorDataset::TensorDataset(const Tensor& data, const Tensor& targets) {
     WEFT_CHECK(targets.dim() >= 1, "TensorDataset: targets must have a leading example dim, got shape ",
                shape_str(targets.sizes()));
     WEFT_CHECK(targets.size(0) == size_, "TensorDataset: data has ", size_, " examples (shape ",
-               shape_str(data.sizes()), ") but targets have ", targets.size(0), " (shape ",
-               shape_str(targets.sizes()), ")");
+               shape_str(data.sizes()), ") but targets have ", targets.size(0), " (shape ", shape_str(targets.sizes()),
+               ")");
     targets_ = targets.detach();
   }
 }

@@ -2,11 +2,11 @@
 // message naming the failure; interrupted saves keep the previous checkpoint.
 #include "io/checkpoint.h"
 
-#include <gtest/gtest.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+
+#include <gtest/gtest.h>
 
 #include "core/ops.h"
 #include "io/atomic_file.h"
@@ -22,7 +22,8 @@ namespace fs = std::filesystem;
 
 std::string temp_dir() {
   const char* t = std::getenv("TEST_TMPDIR");
-  std::string d = std::string(t ? t : "/tmp") + "/ckpt_test_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::string d =
+      std::string(t ? t : "/tmp") + "/ckpt_test_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -130,8 +131,8 @@ TEST(Checkpoint, FlippedHeaderByteIsRefused) {
   uint64_t hl = 0;
   for (int i = 0; i < 8; ++i) hl |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
   // A shape digit, a dtype letter, a metadata value, a name: every one is caught.
-  for (const std::string& needle : {std::string("[2,3]"), std::string("\"F64\""), std::string("\"12\""),
-                                    std::string("model.0.bias")}) {
+  for (const std::string& needle :
+       {std::string("[2,3]"), std::string("\"F64\""), std::string("\"12\""), std::string("model.0.bias")}) {
     size_t pos = bytes.find(needle);
     ASSERT_NE(pos, std::string::npos) << needle;
     ASSERT_LT(pos, 8 + hl);
@@ -206,8 +207,8 @@ TEST(Checkpoint, InterruptedSaveKeepsPreviousCheckpoint) {
 }
 
 TEST(CheckModelState, ReportsMissingUnexpectedAndMismatched) {
-  std::map<std::string, Tensor> loaded{{"a", zeros({2, 3})}, {"b", zeros({4})}, {"extra", zeros({1})},
-                                       {"c", zeros({2}, {DType::Float64})}};
+  std::map<std::string, Tensor> loaded{
+      {"a", zeros({2, 3})}, {"b", zeros({4})}, {"extra", zeros({1})}, {"c", zeros({2}, {DType::Float64})}};
   std::vector<std::pair<std::string, Tensor>> expected{
       {"a", zeros({2, 3})}, {"b", zeros({5})}, {"c", zeros({2})}, {"gone", zeros({1})}};
   EXPECT_WEFT_ERROR(check_model_state(loaded, expected, "p.ckpt"), "checkpoint 'p.ckpt' does not match the model");

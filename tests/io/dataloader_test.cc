@@ -2,14 +2,14 @@
 // exit and error propagation.
 #include "io/dataloader.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <set>
 #include <stdexcept>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "core/ops.h"
 #include "io/transforms.h"
@@ -22,7 +22,6 @@ using weft::testing::values;
 
 // Example i: data = [i, 10 * i] (float32), target = i (int64).
 std::shared_ptr<TensorDataset> make_dataset(int64_t n) {
-  Tensor idx = arange(0, n, 1, {DType::Float32});
   Tensor data = empty({n, 2});
   float* p = data.data_ptr<float>();
   for (int64_t i = 0; i < n; ++i) {
@@ -93,11 +92,11 @@ TEST(DataLoader, ShuffleVisitsEveryIndexOnceAndIsSeeded) {
   std::sort(sorted.begin(), sorted.end());
   std::vector<int64_t> expect(n);
   for (int64_t i = 0; i < n; ++i) expect[i] = i;
-  EXPECT_EQ(sorted, expect);   // every index exactly once
-  EXPECT_NE(fa, expect);       // actually shuffled
-  EXPECT_EQ(ea, eb);           // same seed, same batches
-  EXPECT_NE(fa, flat(ec));     // another seed, another order
-  EXPECT_EQ(ea, run_epoch(a)); // the epoch does not advance on its own
+  EXPECT_EQ(sorted, expect);    // every index exactly once
+  EXPECT_NE(fa, expect);        // actually shuffled
+  EXPECT_EQ(ea, eb);            // same seed, same batches
+  EXPECT_NE(fa, flat(ec));      // another seed, another order
+  EXPECT_EQ(ea, run_epoch(a));  // the epoch does not advance on its own
   a.set_epoch(1);
   auto e1 = flat(run_epoch(a));
   EXPECT_NE(e1, fa);  // different epochs differ

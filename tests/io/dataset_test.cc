@@ -66,8 +66,8 @@ TEST(Collate, NonContiguousExamplesAndDtypes) {
   EXPECT_EQ(s.sizes(), (Shape{2, 2, 3}));
   EXPECT_EQ(s.dtype(), DType::Float64);
   EXPECT_TRUE(tensor_near(s, {0, 2, 4, 1, 3, 5, 6, 8, 10, 7, 9, 11}));
-  for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32, DType::UInt8,
-                   DType::Bool}) {
+  for (DType dt :
+       {DType::Float32, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32, DType::UInt8, DType::Bool}) {
     Tensor u = ones({2}, {dt}), v = zeros({2}, {dt});
     Tensor st = stack_tensors({u, v, u});
     EXPECT_EQ(st.dtype(), dt);

@@ -1,9 +1,9 @@
 // Fashion-MNIST from the Debian package files; errors for missing data.
 #include "io/fashion_mnist.h"
 
-#include <gtest/gtest.h>
-
 #include <filesystem>
+
+#include <gtest/gtest.h>
 
 #include "core/ops.h"
 #include "io/dataloader.h"

@@ -1,9 +1,9 @@
 // Image transforms against hand-computed values; determinism of random ones.
 #include "io/transforms.h"
 
-#include <gtest/gtest.h>
-
 #include <set>
+
+#include <gtest/gtest.h>
 
 #include "core/ops.h"
 #include "tests/testing.h"
