@@ -64,7 +64,7 @@ TEST(ClipGrad, NonContiguousGradAndNoGrads) {
   ASSERT_FALSE(a.grad().is_contiguous());
   double total = clip_grad_norm_({a}, 1.0);
   EXPECT_NEAR(total, 5.0, 1e-6);
-  EXPECT_TRUE(tensor_near(a.grad(), {0.6, 0.0, 0.0, 0.8, 0.0, 0.0}, 1e-6));
+  EXPECT_TRUE(tensor_near(a.grad(), {0.6, 0.8, 0.0, 0.0, 0.0, 0.0}, 1e-6));  // row-major (3, 2)
   Tensor b = zeros({2});
   b.requires_grad_(true);
   EXPECT_EQ(clip_grad_norm_({b}, 1.0), 0.0);
