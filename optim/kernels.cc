@@ -15,6 +15,7 @@
 #include "optim/kernels.h"
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/parallel.h"
@@ -42,27 +43,94 @@ namespace {
 
 constexpr int64_t kOptimGrain = 8192;
 
+// Calls f(std::bool_constant<b0>{}, ...) for runtime flags, so each loop body is
+// branch-free (the vectoriser needs straight-line code).
+template <typename F>
+void with_flags(F&& f) {
+  f();
+}
+template <typename F, typename... Bs>
+void with_flags(F&& f, bool b, Bs... rest) {
+  if (b) {
+    with_flags([&](auto... c) { f(std::true_type{}, c...); }, rest...);
+  } else {
+    with_flags([&](auto... c) { f(std::false_type{}, c...); }, rest...);
+  }
+}
+
+template <typename T>
+struct SGDConsts {
+  T wd, mom, one_minus_damp, neg_lr;
+};
+
+template <typename T, bool kWd, bool kMom, bool kNesterov, bool kInit>
+void sgd_loop(T* __restrict p, const T* __restrict g, T* __restrict b, const SGDConsts<T> c, int64_t begin,
+              int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    T d = g[i];
+    if constexpr (kWd) d = std::fma(p[i], c.wd, d);  // grad.add(param, alpha=wd)
+    if constexpr (kMom) {
+      T bi;
+      if constexpr (kInit) {
+        bi = d;  // torch.clone(grad)
+      } else {
+        const T scaled = b[i] * c.mom;                 // buf.mul_(mom)
+        bi = std::fma(d, c.one_minus_damp, scaled);  // .add_(grad, alpha=1-damp)
+      }
+      b[i] = bi;
+      if constexpr (kNesterov) d = std::fma(bi, c.mom, d);  // grad.add(buf, alpha=mom)
+      else d = bi;
+    }
+    p[i] = std::fma(d, c.neg_lr, p[i]);  // param.add_(grad, alpha=-lr)
+  }
+}
+
 template <typename T>
 void sgd_step_cpu(const Tensor& param, const Tensor& grad, const Tensor& buf, const SGDStepArgs& a) {
   T* p = param.data_ptr<T>();
   const T* g = grad.data_ptr<T>();
   T* b = buf.defined() ? buf.data_ptr<T>() : nullptr;
-  const T wd = static_cast<T>(a.weight_decay), mom = static_cast<T>(a.momentum);
-  const T one_minus_damp = static_cast<T>(1.0 - a.dampening), neg_lr = static_cast<T>(-a.lr);
-  const bool use_wd = a.weight_decay != 0, use_mom = a.momentum != 0, nesterov = a.nesterov, init = a.init_buffer;
-  parallel_for(0, param.numel(), kOptimGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      T d = g[i];
-      if (use_wd) d = std::fma(p[i], wd, d);  // grad.add(param, alpha=wd)
-      if (use_mom) {
-        const T scaled = b[i] * mom;                                  // buf.mul_(mom)
-        const T bi = init ? d : std::fma(d, one_minus_damp, scaled);  // .add_(grad, alpha=1-damp)
-        b[i] = bi;
-        d = nesterov ? std::fma(bi, mom, d) : bi;  // grad.add(buf, alpha=mom) or buf
-      }
-      p[i] = std::fma(d, neg_lr, p[i]);  // param.add_(grad, alpha=-lr)
-    }
-  });
+  const SGDConsts<T> c{static_cast<T>(a.weight_decay), static_cast<T>(a.momentum),
+                       static_cast<T>(1.0 - a.dampening), static_cast<T>(-a.lr)};
+  const bool use_mom = a.momentum != 0;
+  with_flags(
+      [&](auto wd, auto mom, auto nesterov, auto init) {
+        parallel_for(0, param.numel(), kOptimGrain, [&](int64_t begin, int64_t end) {
+          sgd_loop<T, decltype(wd)::value, decltype(mom)::value, decltype(nesterov)::value, decltype(init)::value>(
+              p, g, b, c, begin, end);
+        });
+      },
+      a.weight_decay != 0, use_mom, use_mom && a.nesterov, use_mom && a.init_buffer);
+}
+
+template <typename T>
+struct AdamConsts {
+  T decay, wd, w, one_minus_w, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size;
+};
+
+template <typename T, bool kWd, bool kDecoupled, bool kSmallW>
+void adam_loop(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, const AdamConsts<T> c,
+               int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    T pi = p[i], gi = g[i];
+    if constexpr (kWd && kDecoupled) pi = pi * c.decay;        // param.mul_(1 - lr * wd)
+    if constexpr (kWd && !kDecoupled) gi = std::fma(pi, c.wd, gi);  // grad.add(param, alpha=wd)
+    // exp_avg.lerp_(grad, 1 - beta1)
+    const T mi0 = m[i];
+    const T diff = gi - mi0;
+    T mi;
+    if constexpr (kSmallW) mi = std::fma(c.w, diff, mi0);
+    else mi = std::fma(-diff, c.one_minus_w, gi);
+    // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    T vi = v[i] * c.beta2;
+    vi = std::fma(c.one_minus_beta2 * gi, gi, vi);
+    // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+    const T denom = std::sqrt(vi) / c.bc2_sqrt + c.eps;
+    // param.addcdiv_(exp_avg, denom, value=-step_size)
+    p[i] = pi + c.neg_step_size * mi / denom;
+    m[i] = mi;
+    v[i] = vi;
+  }
 }
 
 template <typename T>
@@ -77,37 +145,25 @@ void adam_step_cpu(const Tensor& param, const Tensor& grad, const Tensor& exp_av
   const double bias_correction2 = 1 - std::pow(a.beta2, a.step);
   const double step_size = a.lr / bias_correction1;
   const double bias_correction2_sqrt = std::pow(bias_correction2, 0.5);
-  const T decay = static_cast<T>(1 - a.lr * a.weight_decay);
-  const T wd = static_cast<T>(a.weight_decay);
-  const T w = static_cast<T>(1 - a.beta1);  // lerp weight
-  const T one_minus_w = static_cast<T>(1) - w;
-  const bool small_w = std::abs(w) < static_cast<T>(0.5);
-  const T beta2 = static_cast<T>(a.beta2), one_minus_beta2 = static_cast<T>(1 - a.beta2);
-  const T bc2_sqrt = static_cast<T>(bias_correction2_sqrt), eps = static_cast<T>(a.eps);
-  const T neg_step_size = static_cast<T>(-step_size);
-  const bool decoupled = a.decoupled_weight_decay, use_wd = a.weight_decay != 0;
-  parallel_for(0, param.numel(), kOptimGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      T pi = p[i], gi = g[i];
-      if (use_wd) {
-        if (decoupled) pi = pi * decay;  // param.mul_(1 - lr * wd)
-        else gi = std::fma(pi, wd, gi);  // grad.add(param, alpha=wd)
-      }
-      T mi = m[i];
-      // exp_avg.lerp_(grad, 1 - beta1)
-      const T diff = gi - mi;
-      mi = small_w ? std::fma(w, diff, mi) : std::fma(-diff, one_minus_w, gi);
-      // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-      T vi = v[i] * beta2;
-      vi = std::fma(one_minus_beta2 * gi, gi, vi);
-      // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-      T denom = std::sqrt(vi) / bc2_sqrt + eps;
-      // param.addcdiv_(exp_avg, denom, value=-step_size)
-      p[i] = pi + neg_step_size * mi / denom;
-      m[i] = mi;
-      v[i] = vi;
-    }
-  });
+  AdamConsts<T> c;
+  c.decay = static_cast<T>(1 - a.lr * a.weight_decay);
+  c.wd = static_cast<T>(a.weight_decay);
+  c.w = static_cast<T>(1 - a.beta1);  // lerp weight
+  c.one_minus_w = static_cast<T>(1) - c.w;
+  c.beta2 = static_cast<T>(a.beta2);
+  c.one_minus_beta2 = static_cast<T>(1 - a.beta2);
+  c.bc2_sqrt = static_cast<T>(bias_correction2_sqrt);
+  c.eps = static_cast<T>(a.eps);
+  c.neg_step_size = static_cast<T>(-step_size);
+  const bool small_w = std::abs(c.w) < static_cast<T>(0.5);  // ATen's is_lerp_weight_small
+  with_flags(
+      [&](auto wd, auto decoupled, auto small) {
+        parallel_for(0, param.numel(), kOptimGrain, [&](int64_t begin, int64_t end) {
+          adam_loop<T, decltype(wd)::value, decltype(decoupled)::value, decltype(small)::value>(p, g, m, v, c, begin,
+                                                                                               end);
+        });
+      },
+      a.weight_decay != 0, a.decoupled_weight_decay, small_w);
 }
 
 template <typename T>

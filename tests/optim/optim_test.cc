@@ -438,6 +438,9 @@ TEST(OptimizerErrors, BadParameters) {
   EXPECT_WEFT_ERROR(SGD({a, a}, SGDOptions{}), "appear in more than one parameter group");
   SGD opt({a}, SGDOptions{});
   EXPECT_WEFT_ERROR(opt.add_param_group(ParamGroup({a})), "appear in more than one parameter group");
+  Tensor non_leaf = a * Scalar(2.0);
+  ASSERT_FALSE(non_leaf.is_leaf());
+  EXPECT_WEFT_ERROR(SGD({non_leaf}, SGDOptions{}), "can't optimize a non-leaf Tensor");
   Tensor ints = tensor<int64_t>({1, 2}, {2});
   EXPECT_WEFT_ERROR(SGD({ints}, SGDOptions{}), "floating-point");
   Tensor half = tensor({1.0f}, {1}).to(DType::Float16);
