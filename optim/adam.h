@@ -1,0 +1,49 @@
+// Adam and AdamW (torch.optim.Adam / AdamW, single-tensor path, no amsgrad).
+// Per parameter with a gradient g, with step t counted from 1:
+//   Adam:  g += weight_decay * p          AdamW: p *= 1 - lr * weight_decay
+//   m = lerp(m, g, 1 - beta1);  v = beta2 * v + (1 - beta2) * g * g
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// Group options: lr, beta1, beta2, eps, weight_decay.
+// State: step (float32 0-dim, on the CPU, as in PyTorch), exp_avg, exp_avg_sq.
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace weft::optim {
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;
+  OptionMap to_map() const;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, const AdamOptions& options);
+  Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults);
+
+ protected:
+  Adam(const char* name, bool decoupled, std::vector<ParamGroup> groups, const AdamOptions& defaults);
+  void validate(const OptionMap& o) const override;
+  void update(ParamGroup& group) override;
+  std::vector<std::string> state_names() const override { return {"step", "exp_avg", "exp_avg_sq"}; }
+
+ private:
+  bool decoupled_;
+};
+
+// AdamW's default weight decay is 1e-2, like PyTorch's.
+struct AdamWOptions : AdamOptions {
+  AdamWOptions() { weight_decay = 1e-2; }
+};
+
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, const AdamWOptions& options);
+  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& defaults);
+};
+
+}  // namespace weft::optim

@@ -1,0 +1,113 @@
+// Optimizer: the base of SGD, Adam and AdamW.
+//
+// Contract (PyTorch's torch.optim.Optimizer, in C++):
+// - Parameters live in parameter groups; each group carries its own
+//   hyper-parameters ("lr", "weight_decay" and the optimizer's own, e.g.
+//   "momentum", "beta1"). Options a group leaves out take the optimizer's
+//   defaults; names the optimizer does not know are an error. A parameter may
+//   appear in only one group; parameters must be floating-point leaves.
+// - step() updates, without recording autograd, every parameter whose .grad is
+//   defined (others are skipped and get no state), and bumps each updated
+//   parameter's version counter. zero_grad() drops (or zeroes) the gradients.
+// - Per-parameter state (momentum_buffer, exp_avg, exp_avg_sq, step) is created
+//   on a parameter's first update.
+// - state_dict() is a flat name -> tensor map that io::save_safetensors can
+//   write (Note [optimizer state dict]). load_state_dict() checks the number of
+//   groups, the number of parameters per group, every state tensor's name and
+//   shape, and every hyper-parameter before changing anything.
+//
+// Note [optimizer state dict]: parameters are numbered 0, 1, ... across groups
+// in group order. Keys:
+//   "state.<i>.<name>"       state tensor <name> of parameter i (only for
+//                            parameters that have state);
+//   "param_groups.<g>.params" int64 (n,): the numbers of group g's parameters;
+//   "param_groups.<g>.<opt>" float64 0-dim: hyper-parameter <opt> of group g
+//                            (booleans such as nesterov are 0 or 1).
+// Like PyTorch's, the returned state tensors alias the live state: save or clone
+// them before stepping again.
+#pragma once
+
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/ops.h"
+
+namespace weft::optim {
+
+using OptionMap = std::map<std::string, double>;
+using ParamState = std::map<std::string, Tensor>;
+using OptimizerStateDict = std::map<std::string, Tensor>;
+
+struct ParamGroup {
+  std::vector<Tensor> params;
+  OptionMap options;  // hyper-parameters; missing ones take the optimizer's defaults
+
+  ParamGroup() = default;
+  ParamGroup(std::vector<Tensor> p, OptionMap o = {}) : params(std::move(p)), options(std::move(o)) {}  // NOLINT
+
+  double get(const std::string& key) const;  // error names the key
+  double lr() const { return get("lr"); }
+  void set_lr(double lr) { options["lr"] = lr; }
+  double weight_decay() const { return get("weight_decay"); }
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  const std::string& name() const { return name_; }
+
+  // One update of every parameter that has a gradient.
+  void step();
+  // set_to_none: drop each .grad (the default, like PyTorch); else zero it in place.
+  void zero_grad(bool set_to_none = true);
+
+  void add_param_group(ParamGroup group);
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  const OptionMap& defaults() const { return defaults_; }
+
+  // The state of a parameter (empty before its first update).
+  const ParamState& state(const Tensor& param) const;
+
+  OptimizerStateDict state_dict() const;
+  void load_state_dict(const OptimizerStateDict& sd);
+
+ protected:
+  Optimizer(std::string name, OptionMap defaults) : name_(std::move(name)), defaults_(std::move(defaults)) {}
+  // Throws for invalid hyper-parameters (the subclass's checks, PyTorch's messages).
+  virtual void validate(const OptionMap& options) const = 0;
+  // Updates the parameters of one group (grad defined, under NoGradGuard).
+  virtual void update(ParamGroup& group) = 0;
+  // The state names this optimizer keeps ("step" is 0-dim; the rest have the parameter's shape).
+  virtual std::vector<std::string> state_names() const = 0;
+
+  ParamState& mutable_state(const Tensor& param) { return state_[param.impl()]; }
+  // Adds the groups, or one group of `params` with the defaults.
+  void init_groups(std::vector<ParamGroup> groups);
+
+ private:
+  std::string name_;
+  OptionMap defaults_;
+  std::vector<ParamGroup> groups_;
+  std::unordered_map<const TensorImpl*, ParamState> state_;
+};
+
+namespace detail {
+// One parameter update's operands for a fused kernel: the parameter (itself, or
+// a contiguous copy when it is not contiguous) and its gradient made
+// contiguous, after checking that the gradient's dtype, device and shape match.
+struct UpdateOperands {
+  Tensor param;  // contiguous
+  Tensor grad;   // contiguous
+};
+UpdateOperands prepare_update(const std::string& op, const Tensor& param);
+// Copies a contiguous working copy back into the parameter and bumps its version.
+void finish_update(const Tensor& param, const UpdateOperands& ops);
+}  // namespace detail
+
+}  // namespace weft::optim

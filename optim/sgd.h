@@ -1,0 +1,35 @@
+// SGD with momentum, dampening, Nesterov momentum and L2 weight decay
+// (torch.optim.SGD, single-tensor path). Per parameter with a gradient g:
+//   g += weight_decay * p
+//   buf = g on the first step, else buf = momentum * buf + (1 - dampening) * g
+//   g = nesterov ? g + momentum * buf : buf          (when momentum != 0)
+//   p -= lr * g
+// Group options: lr, momentum, dampening, weight_decay, nesterov (0 or 1).
+// State: momentum_buffer (only when momentum != 0).
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace weft::optim {
+
+struct SGDOptions {
+  double lr = 1e-3;
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;
+  OptionMap to_map() const;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, const SGDOptions& options);
+  SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults);
+
+ protected:
+  void validate(const OptionMap& o) const override;
+  void update(ParamGroup& group) override;
+  std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
+};
+
+}  // namespace weft::optim
