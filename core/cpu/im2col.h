@@ -1,0 +1,96 @@
+// im2col / col2im for one NCHW image (single-threaded; callers parallelise over images).
+//
+// Contract: `im` is one contiguous image (C, H, W); `col` is the row-major
+// (C * kH * kW, OH * OW) matrix whose row (c, ki, kj) holds, for every output
+// position (oh, ow), im[c, oh*sH - pH + ki*dH, ow*sW - pW + kj*dW] (0 outside
+// the image). im2col overwrites `col`; col2im *adds* every col entry back into
+// `im` (the caller zeroes it first), so it is the exact adjoint of im2col. The
+// valid output-column range of each row is computed up front, so the inner
+// loops are plain (and for stride 1, contiguous) copies.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace weft::cpu {
+
+struct Conv2dGeom {
+  int64_t C, H, W;    // input image
+  int64_t kH, kW;     // kernel
+  int64_t sH, sW;     // stride
+  int64_t pH, pW;     // padding
+  int64_t dH, dW;     // dilation
+  int64_t OH, OW;     // output
+};
+
+// First and one-past-last output index o with 0 <= o*s - p + k*d < n.
+inline void valid_range(int64_t out, int64_t s, int64_t off, int64_t n, int64_t& lo, int64_t& hi) {
+  // need o*s + off >= 0  and  o*s + off <= n - 1
+  lo = off >= 0 ? 0 : (-off + s - 1) / s;
+  hi = (n - 1 - off) < 0 ? 0 : (n - 1 - off) / s + 1;
+  lo = std::min(lo, out);
+  hi = std::clamp(hi, lo, out);
+}
+
+template <typename T>
+void im2col(const T* im, const Conv2dGeom& g, T* col) {
+  const int64_t L = g.OH * g.OW;
+  for (int64_t c = 0; c < g.C; ++c) {
+    const T* plane = im + c * g.H * g.W;
+    for (int64_t ki = 0; ki < g.kH; ++ki) {
+      const int64_t offh = ki * g.dH - g.pH;
+      int64_t oh_lo, oh_hi;
+      valid_range(g.OH, g.sH, offh, g.H, oh_lo, oh_hi);
+      for (int64_t kj = 0; kj < g.kW; ++kj) {
+        const int64_t offw = kj * g.dW - g.pW;
+        int64_t ow_lo, ow_hi;
+        valid_range(g.OW, g.sW, offw, g.W, ow_lo, ow_hi);
+        T* row = col + ((c * g.kH + ki) * g.kW + kj) * L;
+        if (oh_lo > 0) std::fill(row, row + oh_lo * g.OW, T(0));
+        for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+          T* dst = row + oh * g.OW;
+          const T* src = plane + (oh * g.sH + offh) * g.W + offw;
+          for (int64_t ow = 0; ow < ow_lo; ++ow) dst[ow] = T(0);
+          if (g.sW == 1) {
+            if (ow_hi > ow_lo) std::memcpy(dst + ow_lo, src + ow_lo, (ow_hi - ow_lo) * sizeof(T));
+          } else {
+            for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow] = src[ow * g.sW];
+          }
+          for (int64_t ow = ow_hi; ow < g.OW; ++ow) dst[ow] = T(0);
+        }
+        if (oh_hi < g.OH) std::fill(row + oh_hi * g.OW, row + L, T(0));
+      }
+    }
+  }
+}
+
+template <typename T>
+void col2im(const T* col, const Conv2dGeom& g, T* im) {
+  const int64_t L = g.OH * g.OW;
+  for (int64_t c = 0; c < g.C; ++c) {
+    T* plane = im + c * g.H * g.W;
+    for (int64_t ki = 0; ki < g.kH; ++ki) {
+      const int64_t offh = ki * g.dH - g.pH;
+      int64_t oh_lo, oh_hi;
+      valid_range(g.OH, g.sH, offh, g.H, oh_lo, oh_hi);
+      for (int64_t kj = 0; kj < g.kW; ++kj) {
+        const int64_t offw = kj * g.dW - g.pW;
+        int64_t ow_lo, ow_hi;
+        valid_range(g.OW, g.sW, offw, g.W, ow_lo, ow_hi);
+        const T* row = col + ((c * g.kH + ki) * g.kW + kj) * L;
+        for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+          const T* src = row + oh * g.OW;
+          T* dst = plane + (oh * g.sH + offh) * g.W + offw;
+          if (g.sW == 1) {
+            for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow] += src[ow];
+          } else {
+            for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow * g.sW] += src[ow];
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,407 @@
+// Pooling over NCHW images: max_pool2d, avg_pool2d, adaptive_avg_pool2d (PyTorch semantics).
+//
+// Contract: input (N, C, H, W) or unbatched (C, H, W). Output sizes follow
+// PyTorch's pooling_output_shape: floor((H + 2p - d (k - 1) - 1 [+ s - 1 if
+// ceil_mode]) / s) + 1, and in ceil_mode the last window must start inside the
+// input or the left padding. Padding may be at most half the (effective) kernel.
+// max_pool2d: padding counts as -inf; each output keeps the flat index (h * W + w)
+// of its window's first maximum (NaN propagates), and backward routes the
+// gradient there. avg_pool2d: divisor is the window clipped to the padded input
+// (count_include_pad) or to the input. adaptive_avg_pool2d: window of output i
+// is [floor(i H / OH), ceil((i + 1) H / OH)). Kernels work plane by plane (one
+// (n, c) image), parallel over planes, so results do not depend on the thread
+// count. float16/bfloat16 are computed in float32 by the front end.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/autograd_meta.h"
+#include "core/dispatch.h"
+#include "core/nn_ops.h"
+#include "core/parallel.h"
+
+namespace weft {
+
+struct Pool2dParams {
+  int64_t kH, kW, sH, sW, pH, pW, dH, dW;
+  bool count_include_pad;
+};
+
+// x, out, indices, go, gx: contiguous (P, H, W) / (P, OH, OW) plane stacks (P = N * C).
+using MaxPool2dKernel =
+    KernelTable<void(const Tensor& out, const Tensor& indices, const Tensor& x, const Pool2dParams& p)>;
+using MaxPool2dBackwardKernel = KernelTable<void(const Tensor& gx, const Tensor& go, const Tensor& indices)>;
+using AvgPool2dKernel = KernelTable<void(const Tensor& out, const Tensor& x, const Pool2dParams& p)>;
+using AvgPool2dBackwardKernel = KernelTable<void(const Tensor& gx, const Tensor& go, const Pool2dParams& p)>;
+using AdaptivePool2dKernel = KernelTable<void(const Tensor& out, const Tensor& x)>;
+using AdaptivePool2dBackwardKernel = KernelTable<void(const Tensor& gx, const Tensor& go)>;
+
+MaxPool2dKernel& max_pool2d_table() {
+  static MaxPool2dKernel t("max_pool2d");
+  return t;
+}
+MaxPool2dBackwardKernel& max_pool2d_backward_table() {
+  static MaxPool2dBackwardKernel t("max_pool2d_backward");
+  return t;
+}
+AvgPool2dKernel& avg_pool2d_table() {
+  static AvgPool2dKernel t("avg_pool2d");
+  return t;
+}
+AvgPool2dBackwardKernel& avg_pool2d_backward_table() {
+  static AvgPool2dBackwardKernel t("avg_pool2d_backward");
+  return t;
+}
+AdaptivePool2dKernel& adaptive_avg_pool2d_table() {
+  static AdaptivePool2dKernel t("adaptive_avg_pool2d");
+  return t;
+}
+AdaptivePool2dBackwardKernel& adaptive_avg_pool2d_backward_table() {
+  static AdaptivePool2dBackwardKernel t("adaptive_avg_pool2d_backward");
+  return t;
+}
+
+namespace {
+
+constexpr uint32_t kPoolTypes = (1u << int(DType::Float32)) | (1u << int(DType::Float64));
+template <typename T>
+constexpr bool kIsPoolType = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+// Planes per parallel chunk so that a chunk touches ~kGrainSize elements.
+int64_t plane_grain(int64_t plane_elems) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(plane_elems, 1)); }
+
+// ---- max pool ----
+template <typename T>
+void max_pool_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const Pool2dParams& p) {
+  const int64_t P = x.size(0), H = x.size(1), W = x.size(2), OH = out.size(1), OW = out.size(2);
+  const T* px = x.data_ptr<T>();
+  T* po = out.data_ptr<T>();
+  int64_t* pi = indices.data_ptr<int64_t>();
+  const bool fast2 = p.kH == 2 && p.kW == 2 && p.sH == 2 && p.sW == 2 && p.pH == 0 && p.pW == 0 && p.dH == 1 &&
+                     p.dW == 1 && 2 * OH <= H && 2 * OW <= W;
+  parallel_for(0, P, plane_grain(H * W), [&](int64_t p0, int64_t p1) {
+    for (int64_t pl = p0; pl < p1; ++pl) {
+      const T* xp = px + pl * H * W;
+      T* op = po + pl * OH * OW;
+      int64_t* ip = pi + pl * OH * OW;
+      if (fast2) {
+        // 2x2 / stride 2 windows, all inside the image: window order (0,0) (0,1) (1,0) (1,1).
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          const T* r0 = xp + 2 * oh * W;
+          const T* r1 = r0 + W;
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            int64_t i = 2 * oh * W + 2 * ow;
+            T m = r0[2 * ow];
+            T v = r0[2 * ow + 1];
+            if (v > m || std::isnan(v)) { m = v; i = 2 * oh * W + 2 * ow + 1; }
+            v = r1[2 * ow];
+            if (v > m || std::isnan(v)) { m = v; i = (2 * oh + 1) * W + 2 * ow; }
+            v = r1[2 * ow + 1];
+            if (v > m || std::isnan(v)) { m = v; i = (2 * oh + 1) * W + 2 * ow + 1; }
+            op[oh * OW + ow] = m;
+            ip[oh * OW + ow] = i;
+          }
+        }
+        continue;
+      }
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        int64_t hs = oh * p.sH - p.pH, he = std::min(hs + (p.kH - 1) * p.dH + 1, H);
+        while (hs < 0) hs += p.dH;
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          int64_t ws = ow * p.sW - p.pW, we = std::min(ws + (p.kW - 1) * p.dW + 1, W);
+          while (ws < 0) ws += p.dW;
+          T m = -std::numeric_limits<T>::infinity();
+          int64_t idx = hs * W + ws;
+          for (int64_t h = hs; h < he; h += p.dH)
+            for (int64_t w = ws; w < we; w += p.dW) {
+              T v = xp[h * W + w];
+              if (v > m || std::isnan(v)) { m = v; idx = h * W + w; }
+            }
+          op[oh * OW + ow] = m;
+          ip[oh * OW + ow] = idx;
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void max_pool_backward(const Tensor& gx, const Tensor& go, const Tensor& indices) {
+  const int64_t P = gx.size(0), HW = gx.size(1) * gx.size(2), L = go.size(1) * go.size(2);
+  T* pgx = gx.data_ptr<T>();
+  const T* pgo = go.data_ptr<T>();
+  const int64_t* pi = indices.data_ptr<int64_t>();
+  parallel_for(0, P, plane_grain(HW), [&](int64_t p0, int64_t p1) {
+    std::fill(pgx + p0 * HW, pgx + p1 * HW, T(0));
+    for (int64_t pl = p0; pl < p1; ++pl) {
+      T* gp = pgx + pl * HW;
+      const T* g = pgo + pl * L;
+      const int64_t* ip = pi + pl * L;
+      for (int64_t l = 0; l < L; ++l) gp[ip[l]] += g[l];
+    }
+  });
+}
+
+// ---- avg pool ----
+// Window of output o along one axis: [start, end) clipped to the input, and the divisor span.
+struct Span {
+  int64_t start, end, padded;
+};
+inline Span avg_span(int64_t o, int64_t s, int64_t pad, int64_t k, int64_t n) {
+  int64_t st = o * s - pad, en = std::min(st + k, n + pad);
+  int64_t padded = en - st;
+  return {std::max<int64_t>(st, 0), std::min(en, n), padded};
+}
+
+template <typename T>
+void avg_pool_forward(const Tensor& out, const Tensor& x, const Pool2dParams& p) {
+  const int64_t P = x.size(0), H = x.size(1), W = x.size(2), OH = out.size(1), OW = out.size(2);
+  const T* px = x.data_ptr<T>();
+  T* po = out.data_ptr<T>();
+  parallel_for(0, P, plane_grain(H * W), [&](int64_t p0, int64_t p1) {
+    for (int64_t pl = p0; pl < p1; ++pl) {
+      const T* xp = px + pl * H * W;
+      T* op = po + pl * OH * OW;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        Span sh = avg_span(oh, p.sH, p.pH, p.kH, H);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          Span sw = avg_span(ow, p.sW, p.pW, p.kW, W);
+          T s = 0;
+          for (int64_t h = sh.start; h < sh.end; ++h)
+            for (int64_t w = sw.start; w < sw.end; ++w) s += xp[h * W + w];
+          int64_t div = p.count_include_pad ? sh.padded * sw.padded : (sh.end - sh.start) * (sw.end - sw.start);
+          op[oh * OW + ow] = div > 0 ? s / static_cast<T>(div) : T(0);
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void avg_pool_backward(const Tensor& gx, const Tensor& go, const Pool2dParams& p) {
+  const int64_t P = gx.size(0), H = gx.size(1), W = gx.size(2), OH = go.size(1), OW = go.size(2);
+  T* pgx = gx.data_ptr<T>();
+  const T* pgo = go.data_ptr<T>();
+  parallel_for(0, P, plane_grain(H * W), [&](int64_t p0, int64_t p1) {
+    std::fill(pgx + p0 * H * W, pgx + p1 * H * W, T(0));
+    for (int64_t pl = p0; pl < p1; ++pl) {
+      T* gp = pgx + pl * H * W;
+      const T* g = pgo + pl * OH * OW;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        Span sh = avg_span(oh, p.sH, p.pH, p.kH, H);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          Span sw = avg_span(ow, p.sW, p.pW, p.kW, W);
+          int64_t div = p.count_include_pad ? sh.padded * sw.padded : (sh.end - sh.start) * (sw.end - sw.start);
+          if (div <= 0) continue;
+          T v = g[oh * OW + ow] / static_cast<T>(div);
+          for (int64_t h = sh.start; h < sh.end; ++h)
+            for (int64_t w = sw.start; w < sw.end; ++w) gp[h * W + w] += v;
+        }
+      }
+    }
+  });
+}
+
+// ---- adaptive avg pool ----
+inline int64_t ad_start(int64_t o, int64_t n, int64_t on) { return (o * n) / on; }
+inline int64_t ad_end(int64_t o, int64_t n, int64_t on) { return ((o + 1) * n + on - 1) / on; }
+
+template <typename T>
+void adaptive_forward(const Tensor& out, const Tensor& x) {
+  const int64_t P = x.size(0), H = x.size(1), W = x.size(2), OH = out.size(1), OW = out.size(2);
+  const T* px = x.data_ptr<T>();
+  T* po = out.data_ptr<T>();
+  parallel_for(0, P, plane_grain(H * W), [&](int64_t p0, int64_t p1) {
+    for (int64_t pl = p0; pl < p1; ++pl) {
+      const T* xp = px + pl * H * W;
+      T* op = po + pl * OH * OW;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        int64_t hs = ad_start(oh, H, OH), he = ad_end(oh, H, OH);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          int64_t ws = ad_start(ow, W, OW), we = ad_end(ow, W, OW);
+          T s = 0;
+          for (int64_t h = hs; h < he; ++h)
+            for (int64_t w = ws; w < we; ++w) s += xp[h * W + w];
+          op[oh * OW + ow] = s / static_cast<T>((he - hs) * (we - ws));
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void adaptive_backward(const Tensor& gx, const Tensor& go) {
+  const int64_t P = gx.size(0), H = gx.size(1), W = gx.size(2), OH = go.size(1), OW = go.size(2);
+  T* pgx = gx.data_ptr<T>();
+  const T* pgo = go.data_ptr<T>();
+  parallel_for(0, P, plane_grain(H * W), [&](int64_t p0, int64_t p1) {
+    std::fill(pgx + p0 * H * W, pgx + p1 * H * W, T(0));
+    for (int64_t pl = p0; pl < p1; ++pl) {
+      T* gp = pgx + pl * H * W;
+      const T* g = pgo + pl * OH * OW;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        int64_t hs = ad_start(oh, H, OH), he = ad_end(oh, H, OH);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          int64_t ws = ad_start(ow, W, OW), we = ad_end(ow, W, OW);
+          T v = g[oh * OW + ow] / static_cast<T>((he - hs) * (we - ws));
+          for (int64_t h = hs; h < he; ++h)
+            for (int64_t w = ws; w < we; ++w) gp[h * W + w] += v;
+        }
+      }
+    }
+  });
+}
+
+// Registered wrappers (instantiated for every dtype by the registrar; only float/double are registered).
+#define WEFT_POOL_WRAP(name, impl, params, args)                             \
+  template <typename T>                                                      \
+  void name params {                                                         \
+    if constexpr (kIsPoolType<T>) impl<T> args;                              \
+    else WEFT_CHECK(false, #impl ": no CPU kernel for dtype ", dtype_of<T>); \
+  }
+WEFT_POOL_WRAP(cpu_max_pool2d, max_pool_forward,
+               (const Tensor& o, const Tensor& i, const Tensor& x, const Pool2dParams& p), (o, i, x, p))
+WEFT_POOL_WRAP(cpu_max_pool2d_backward, max_pool_backward, (const Tensor& gx, const Tensor& go, const Tensor& i),
+               (gx, go, i))
+WEFT_POOL_WRAP(cpu_avg_pool2d, avg_pool_forward, (const Tensor& o, const Tensor& x, const Pool2dParams& p), (o, x, p))
+WEFT_POOL_WRAP(cpu_avg_pool2d_backward, avg_pool_backward,
+               (const Tensor& gx, const Tensor& go, const Pool2dParams& p), (gx, go, p))
+WEFT_POOL_WRAP(cpu_adaptive_avg_pool2d, adaptive_forward, (const Tensor& o, const Tensor& x), (o, x))
+WEFT_POOL_WRAP(cpu_adaptive_avg_pool2d_backward, adaptive_backward, (const Tensor& gx, const Tensor& go), (gx, go))
+#undef WEFT_POOL_WRAP
+
+WEFT_REGISTER_KERNEL(max_pool2d_table(), DeviceType::CPU, kPoolTypes, cpu_max_pool2d);
+WEFT_REGISTER_KERNEL(max_pool2d_backward_table(), DeviceType::CPU, kPoolTypes, cpu_max_pool2d_backward);
+WEFT_REGISTER_KERNEL(avg_pool2d_table(), DeviceType::CPU, kPoolTypes, cpu_avg_pool2d);
+WEFT_REGISTER_KERNEL(avg_pool2d_backward_table(), DeviceType::CPU, kPoolTypes, cpu_avg_pool2d_backward);
+WEFT_REGISTER_KERNEL(adaptive_avg_pool2d_table(), DeviceType::CPU, kPoolTypes, cpu_adaptive_avg_pool2d);
+WEFT_REGISTER_KERNEL(adaptive_avg_pool2d_backward_table(), DeviceType::CPU, kPoolTypes,
+                     cpu_adaptive_avg_pool2d_backward);
+
+std::string arr_str(std::array<int64_t, 2> a) { return "(" + std::to_string(a[0]) + ", " + std::to_string(a[1]) + ")"; }
+
+// PyTorch's pooling_output_shape.
+int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode) {
+  int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (ceil_mode && (out - 1) * s >= in + pad) --out;
+  return out;
+}
+
+// Validates the input and window arguments, returns the 4-D input and (OH, OW).
+struct PoolSetup {
+  Tensor x4;  // (N, C, H, W)
+  int64_t OH, OW;
+};
+PoolSetup pool_setup(const char* op, const Tensor& x, std::array<int64_t, 2> k, std::array<int64_t, 2>& s,
+                     std::array<int64_t, 2> pad, std::array<int64_t, 2> dil, bool ceil_mode, bool is_max) {
+  WEFT_CHECK(x.defined(), op, ": undefined input");
+  WEFT_CHECK(x.dim() == 3 || x.dim() == 4, op, ": expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape ",
+             shape_str(x.sizes()));
+  WEFT_CHECK(is_floating(x.dtype()), op, ": expected a floating dtype, got ", x.dtype());
+  WEFT_CHECK(k[0] > 0 && k[1] > 0, op, ": kernel_size must be positive, got ", arr_str(k));
+  if (s[0] == 0 && s[1] == 0) s = k;
+  WEFT_CHECK(s[0] > 0 && s[1] > 0, op, ": stride must be positive, got ", arr_str(s));
+  WEFT_CHECK(dil[0] > 0 && dil[1] > 0, op, ": dilation must be positive, got ", arr_str(dil));
+  WEFT_CHECK(pad[0] >= 0 && pad[1] >= 0, op, ": padding must be non-negative, got ", arr_str(pad));
+  for (int i = 0; i < 2; ++i) {
+    int64_t eff = is_max ? (k[i] - 1) * dil[i] + 1 : k[i];
+    WEFT_CHECK(pad[i] <= eff / 2, op, ": padding ", arr_str(pad), " should be at most half of the ",
+               is_max ? "effective " : "", "kernel size ", arr_str(k), is_max ? " (with dilation " : "",
+               is_max ? arr_str(dil) : "", is_max ? ")" : "");
+  }
+  Tensor x4 = x.dim() == 3 ? unsqueeze(x, 0) : x;
+  const int64_t H = x4.size(2), W = x4.size(3);
+  WEFT_CHECK(H > 0 && W > 0, op, ": input shape ", shape_str(x.sizes()), " has an empty spatial dimension");
+  int64_t OH = pool_out(H, k[0], pad[0], s[0], dil[0], ceil_mode);
+  int64_t OW = pool_out(W, k[1], pad[1], s[1], dil[1], ceil_mode);
+  WEFT_CHECK(OH > 0 && OW > 0, op, ": input shape ", shape_str(x.sizes()), " with kernel ", arr_str(k),
+             ", stride ", arr_str(s), ", padding ", arr_str(pad), " gives output size (", OH, ", ", OW,
+             "), which is too small");
+  return {x4, OH, OW};
+}
+
+bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel_size, std::array<int64_t, 2> stride,
+                  std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, bool ceil_mode) {
+  PoolSetup ps = pool_setup("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode, true);
+  if (is_half(x.dtype()))
+    return max_pool2d(x.to(DType::Float32), kernel_size, stride, padding, dilation, ceil_mode).to(x.dtype());
+  const int64_t N = ps.x4.size(0), C = ps.x4.size(1), H = ps.x4.size(2), W = ps.x4.size(3);
+  Tensor xc = ps.x4.detach().contiguous().view({N * C, H, W});
+  Tensor out = empty({N * C, ps.OH, ps.OW}, {x.dtype(), x.device()});
+  Tensor idx = empty({N * C, ps.OH, ps.OW}, {DType::Int64, x.device()});
+  const Pool2dParams p{kernel_size[0], kernel_size[1], stride[0],   stride[1],   padding[0],
+                       padding[1],     dilation[0],    dilation[1], false};
+  max_pool2d_table()(x.device(), x.dtype(), out, idx, xc, p);
+  Shape oshape = x.dim() == 3 ? Shape{C, ps.OH, ps.OW} : Shape{N, C, ps.OH, ps.OW};
+  out = out.view(oshape);
+  Shape pshape{N * C, H, W};
+  Shape xshape = x.sizes();
+  record_function("MaxPool2dBackward", {x}, {out}, [idx, pshape, xshape](const std::vector<Tensor>& g) {
+    Tensor go = g[0].detach().contiguous().view(idx.sizes());
+    Tensor gx = empty(pshape, {go.dtype(), go.device()});
+    max_pool2d_backward_table()(go.device(), go.dtype(), gx, go, idx);
+    return std::vector<Tensor>{gx.view(xshape)};
+  });
+  return out;
+}
+
+Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel_size, std::array<int64_t, 2> stride,
+                  std::array<int64_t, 2> padding, bool ceil_mode, bool count_include_pad) {
+  PoolSetup ps = pool_setup("avg_pool2d", x, kernel_size, stride, padding, {1, 1}, ceil_mode, false);
+  if (is_half(x.dtype()))
+    return avg_pool2d(x.to(DType::Float32), kernel_size, stride, padding, ceil_mode, count_include_pad)
+        .to(x.dtype());
+  const int64_t N = ps.x4.size(0), C = ps.x4.size(1), H = ps.x4.size(2), W = ps.x4.size(3);
+  Tensor xc = ps.x4.detach().contiguous().view({N * C, H, W});
+  Tensor out = empty({N * C, ps.OH, ps.OW}, {x.dtype(), x.device()});
+  const Pool2dParams p{kernel_size[0], kernel_size[1], stride[0], stride[1], padding[0], padding[1], 1, 1,
+                       count_include_pad};
+  avg_pool2d_table()(x.device(), x.dtype(), out, xc, p);
+  Shape oshape = x.dim() == 3 ? Shape{C, ps.OH, ps.OW} : Shape{N, C, ps.OH, ps.OW};
+  out = out.view(oshape);
+  Shape pshape{N * C, H, W}, poshape{N * C, ps.OH, ps.OW};
+  Shape xshape = x.sizes();
+  record_function("AvgPool2dBackward", {x}, {out}, [p, pshape, poshape, xshape](const std::vector<Tensor>& g) {
+    Tensor go = g[0].detach().contiguous().view(poshape);
+    Tensor gx = empty(pshape, {go.dtype(), go.device()});
+    avg_pool2d_backward_table()(go.device(), go.dtype(), gx, go, p);
+    return std::vector<Tensor>{gx.view(xshape)};
+  });
+  return out;
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
+  WEFT_CHECK(x.defined(), "adaptive_avg_pool2d: undefined input");
+  WEFT_CHECK(x.dim() == 3 || x.dim() == 4,
+             "adaptive_avg_pool2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape ",
+             shape_str(x.sizes()));
+  WEFT_CHECK(is_floating(x.dtype()), "adaptive_avg_pool2d: expected a floating dtype, got ", x.dtype());
+  WEFT_CHECK(output_size[0] > 0 && output_size[1] > 0, "adaptive_avg_pool2d: output_size must be positive, got ",
+             arr_str(output_size));
+  if (is_half(x.dtype())) return adaptive_avg_pool2d(x.to(DType::Float32), output_size).to(x.dtype());
+  Tensor x4 = x.dim() == 3 ? unsqueeze(x, 0) : x;
+  const int64_t N = x4.size(0), C = x4.size(1), H = x4.size(2), W = x4.size(3);
+  WEFT_CHECK(H > 0 && W > 0, "adaptive_avg_pool2d: input shape ", shape_str(x.sizes()),
+             " has an empty spatial dimension");
+  const int64_t OH = output_size[0], OW = output_size[1];
+  Tensor xc = x4.detach().contiguous().view({N * C, H, W});
+  Tensor out = empty({N * C, OH, OW}, {x.dtype(), x.device()});
+  adaptive_avg_pool2d_table()(x.device(), x.dtype(), out, xc);
+  out = out.view(x.dim() == 3 ? Shape{C, OH, OW} : Shape{N, C, OH, OW});
+  Shape pshape{N * C, H, W}, poshape{N * C, OH, OW};
+  Shape xshape = x.sizes();
+  record_function("AdaptiveAvgPool2dBackward", {x}, {out}, [pshape, poshape, xshape](const std::vector<Tensor>& g) {
+    Tensor go = g[0].detach().contiguous().view(poshape);
+    Tensor gx = empty(pshape, {go.dtype(), go.device()});
+    adaptive_avg_pool2d_backward_table()(go.device(), go.dtype(), gx, go);
+    return std::vector<Tensor>{gx.view(xshape)};
+  });
+  return out;
+}
+
+}  // namespace weft
