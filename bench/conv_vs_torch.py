@@ -5,7 +5,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-torch.set_num_threads(2)
+torch.set_num_threads(int(__import__("os").environ.get("TORCH_THREADS", "2")))
 reps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 N = 128
 
@@ -46,9 +46,11 @@ c1f = t(nograd(lambda: F.conv2d(x, w1, b1, padding=1)))
 c1 = t(lambda: bw(F.conv2d(x, w1, b1, padding=1)))
 c2f = t(nograd(lambda: F.conv2d(h1, w2, b2, padding=1)))
 c2 = t(lambda: bw(F.conv2d(h1, w2, b2, padding=1)))
+m1f = t(nograd(lambda: F.max_pool2d(p1, 2)))
+m2f = t(nograd(lambda: F.max_pool2d(p2, 2)))
 m1 = t(lambda: bw(F.max_pool2d(p1, 2)))
 m2 = t(lambda: bw(F.max_pool2d(p2, 2)))
 print(f"torch conv1 fwd {c1f:.3f} ms  fwd+bwd {c1:.3f} ms")
 print(f"torch conv2 fwd {c2f:.3f} ms  fwd+bwd {c2:.3f} ms")
-print(f"torch pool1 fwd+bwd {m1:.3f} ms  pool2 fwd+bwd {m2:.3f} ms")
+print(f"torch pool1 fwd {m1f:.3f} ms  fwd+bwd {m1:.3f} ms  pool2 fwd {m2f:.3f} ms  fwd+bwd {m2:.3f} ms")
 print(f"torch total {c1 + c2 + m1 + m2:.3f} ms")

@@ -1,7 +1,8 @@
 // im2col / col2im for one NCHW image (single-threaded; callers parallelise over images).
 //
-// Contract: `im` is one contiguous image (C, H, W); `col` is the row-major
-// (C * kH * kW, OH * OW) matrix whose row (c, ki, kj) holds, for every output
+// Contract: `im` is one contiguous image (C, H, W); `col` is the
+// (C * kH * kW, OH * OW) matrix with row stride `ld` (>= OH * OW, so several
+// images can sit side by side in one wider matrix) whose row (c, ki, kj) holds, for every output
 // position (oh, ow), im[c, oh*sH - pH + ki*dH, ow*sW - pW + kj*dW] (0 outside
 // the image). im2col overwrites `col`; col2im *adds* every col entry back into
 // `im` (the caller zeroes it first), so it is the exact adjoint of im2col. The
@@ -34,7 +35,7 @@ inline void valid_range(int64_t out, int64_t s, int64_t off, int64_t n, int64_t&
 }
 
 template <typename T>
-void im2col(const T* im, const Conv2dGeom& g, T* col) {
+void im2col(const T* im, const Conv2dGeom& g, T* col, int64_t ld) {
   const int64_t L = g.OH * g.OW;
   for (int64_t c = 0; c < g.C; ++c) {
     const T* plane = im + c * g.H * g.W;
@@ -46,7 +47,7 @@ void im2col(const T* im, const Conv2dGeom& g, T* col) {
         const int64_t offw = kj * g.dW - g.pW;
         int64_t ow_lo, ow_hi;
         valid_range(g.OW, g.sW, offw, g.W, ow_lo, ow_hi);
-        T* row = col + ((c * g.kH + ki) * g.kW + kj) * L;
+        T* row = col + ((c * g.kH + ki) * g.kW + kj) * ld;
         if (oh_lo > 0) std::fill(row, row + oh_lo * g.OW, T(0));
         for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
           T* dst = row + oh * g.OW;
@@ -66,7 +67,7 @@ void im2col(const T* im, const Conv2dGeom& g, T* col) {
 }
 
 template <typename T>
-void col2im(const T* col, const Conv2dGeom& g, T* im) {
+void col2im(const T* col, const Conv2dGeom& g, T* im, int64_t ld) {
   const int64_t L = g.OH * g.OW;
   for (int64_t c = 0; c < g.C; ++c) {
     T* plane = im + c * g.H * g.W;
@@ -78,7 +79,7 @@ void col2im(const T* col, const Conv2dGeom& g, T* im) {
         const int64_t offw = kj * g.dW - g.pW;
         int64_t ow_lo, ow_hi;
         valid_range(g.OW, g.sW, offw, g.W, ow_lo, ow_hi);
-        const T* row = col + ((c * g.kH + ki) * g.kW + kj) * L;
+        const T* row = col + ((c * g.kH + ki) * g.kW + kj) * ld;
         for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
           const T* src = row + oh * g.OW;
           T* dst = plane + (oh * g.sH + offh) * g.W + offw;

@@ -7,13 +7,13 @@
 // float32 by the front end (through differentiable casts).
 //
 // CPU kernels: im2col + GEMM (core/cpu/im2col.h, core/cpu/gemm.h), parallel over
-// images: each thread unfolds its own images into a private column buffer and
-// runs one GEMM per (image, group). gemm called inside parallel_for runs inline
-// (parallel_for does not nest), so a batch of one still gets a threaded GEMM.
-// Note [conv weight-grad determinism]: grad_weight sums per-image products; the
-// batch is cut into a fixed number of contiguous chunks chosen from N alone,
-// each chunk accumulates its images in order and the chunk partials are summed
-// in chunk order, so the result does not depend on the thread count.
+// chunks of images (Note [conv image chunks]): each thread unfolds a chunk into
+// a private column buffer and runs one GEMM per (chunk, group). gemm called
+// inside parallel_for runs inline (parallel_for does not nest), so a batch of
+// one chunk still gets a threaded GEMM.
+// Note [conv weight-grad determinism]: grad_weight sums per-chunk products; each
+// chunk's partial lands in its own slot and the slots are summed in chunk
+// order, so the result does not depend on the thread count.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -59,17 +59,19 @@ cpu::Conv2dGeom geom_of(const Tensor& x, const Tensor& w, const Tensor& out, con
           p.pW,                 p.dH,      p.dW,      out.size(2), out.size(3)};
 }
 
-// True when the column matrix of an image is the image itself (1x1, stride 1, no padding).
-bool is_pointwise(const cpu::Conv2dGeom& g) {
-  return g.kH == 1 && g.kW == 1 && g.sH == 1 && g.sW == 1 && g.pH == 0 && g.pW == 0;
-}
+// Note [conv image chunks]: images are processed in chunks of B side by side, so
+// each GEMM sees B * OH * OW columns (a few hundred at least: Eigen's blocking
+// and gemm.h's block grid are efficient there, not on one small image). B
+// depends on the shape only, and every output element is computed by the same
+// chunk GEMM whatever the thread count.
+int64_t chunk_images(int64_t N, int64_t L) { return std::clamp<int64_t>((256 + L - 1) / L, 1, std::max<int64_t>(N, 1)); }
 
-// C (m, n) row-major = A (m, k) * B (k, n); strides as in gemm.h.
+// C (m, n) row-major with leading dimension ldc = A (m, k) * B (k, n); strides as in gemm.h.
 template <typename T>
 void gemm1(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t b_rs,
-           int64_t b_cs, T* c) {
+           int64_t b_cs, T* c, int64_t ldc) {
   const int64_t zero = 0;
-  cpu::gemm_batched(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, n);
+  cpu::gemm_batched(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc);
 }
 
 template <typename T>
@@ -78,30 +80,34 @@ void conv2d_forward_impl(const Tensor& out, const Tensor& x, const Tensor& w, co
   const cpu::Conv2dGeom g = geom_of(x, w, out, p);
   const int64_t N = x.size(0), G = p.groups, Cin = x.size(1), Cout = out.size(1);
   const int64_t Cog = Cout / G, Kg = g.C * g.kH * g.kW, L = g.OH * g.OW, HW = g.H * g.W;
+  const int64_t B = chunk_images(N, L), chunks = (N + B - 1) / B;
   const T* px = x.data_ptr<T>();
   const T* pw = w.data_ptr<T>();
   const T* pb = b.defined() ? b.data_ptr<T>() : nullptr;
   T* po = out.data_ptr<T>();
-  const bool pointwise = is_pointwise(g);
-  parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
-    std::vector<T> cols(pointwise ? 0 : G * Kg * L);
-    for (int64_t n = n0; n < n1; ++n) {
-      const T* xn = px + n * Cin * HW;
-      T* on = po + n * Cout * L;
-      const T* cn = xn;
-      if (!pointwise) {
-        for (int64_t gi = 0; gi < G; ++gi) cpu::im2col(xn + gi * g.C * HW, g, cols.data() + gi * Kg * L);
-        cn = cols.data();
-      }
+  parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+    std::vector<T> cols(G * Kg * B * L);              // (G * Kg, B * L)
+    std::vector<T> cbuf(B > 1 ? Cout * B * L : 0);    // (C_out, B * L)
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      const int64_t n0 = ch * B, nb = std::min(B, N - n0), ld = nb * L;
+      for (int64_t i = 0; i < nb; ++i)
+        for (int64_t gi = 0; gi < G; ++gi)
+          cpu::im2col(px + (n0 + i) * Cin * HW + gi * g.C * HW, g, cols.data() + gi * Kg * ld + i * L, ld);
+      T* dst = nb == 1 ? po + n0 * Cout * L : cbuf.data();
+      // out_g (Cog, nb * L) = W_g (Cog, Kg) * cols_g (Kg, nb * L)
       for (int64_t gi = 0; gi < G; ++gi)
-        gemm1<T>(Cog, L, Kg, pw + gi * Cog * Kg, Kg, 1, cn + gi * Kg * L, L, 1, on + gi * Cog * L);
-      if (pb) {
+        gemm1<T>(Cog, ld, Kg, pw + gi * Cog * Kg, Kg, 1, cols.data() + gi * Kg * ld, ld, 1, dst + gi * Cog * ld, ld);
+      for (int64_t i = 0; i < nb; ++i)
         for (int64_t c = 0; c < Cout; ++c) {
-          T* row = on + c * L;
-          const T bv = pb[c];
-          for (int64_t l = 0; l < L; ++l) row[l] += bv;
+          T* orow = po + ((n0 + i) * Cout + c) * L;
+          const T bv = pb ? pb[c] : T(0);
+          if (nb > 1) {
+            const T* src = dst + c * ld + i * L;
+            for (int64_t l = 0; l < L; ++l) orow[l] = src[l] + bv;
+          } else if (pb) {
+            for (int64_t l = 0; l < L; ++l) orow[l] += bv;
+          }
         }
-      }
     }
   });
 }
@@ -113,52 +119,48 @@ void conv2d_backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
   const int64_t N = x.size(0), G = p.groups, Cin = x.size(1), Cout = go.size(1);
   const int64_t Cog = Cout / G, Kg = g.C * g.kH * g.kW, L = g.OH * g.OW, HW = g.H * g.W;
   const int64_t WN = Cout * Kg;  // weight numel
+  const int64_t B = chunk_images(N, L), chunks = (N + B - 1) / B;
   const T* px = x.data_ptr<T>();
   const T* pw = w.data_ptr<T>();
   const T* pgo = go.data_ptr<T>();
   T* pgx = gx.defined() ? gx.data_ptr<T>() : nullptr;
   T* pgw = gw.defined() ? gw.data_ptr<T>() : nullptr;
-  const bool pointwise = is_pointwise(g);
 
   if (pgx || pgw) {
-    // Note [conv weight-grad determinism]: chunks depend on N only.
-    const int64_t chunks = pgw ? std::min<int64_t>(N, 8) : N;
+    // Note [conv weight-grad determinism]: chunk c's partial goes to slot c
+    // (slot 0 is gw itself); slots are summed in order afterwards.
     std::vector<T> partial(pgw ? (chunks - 1) * WN : 0);
     parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-      std::vector<T> cols(pointwise ? 0 : G * Kg * L);
-      std::vector<T> tmp(pgw ? WN : 0);
+      std::vector<T> cols(G * Kg * B * L);            // (G * Kg, B * L)
+      std::vector<T> gbuf(B > 1 ? Cout * B * L : 0);  // grad_out of the chunk, (C_out, B * L)
       for (int64_t ch = c0; ch < c1; ++ch) {
-        T* acc = pgw ? (ch == 0 ? pgw : partial.data() + (ch - 1) * WN) : nullptr;
-        const int64_t nb = N * ch / chunks, ne = N * (ch + 1) / chunks;
-        for (int64_t n = nb; n < ne; ++n) {
-          const T* xn = px + n * Cin * HW;
-          const T* gon = pgo + n * Cout * L;
-          if (pgw) {
-            const T* cn = xn;
-            if (!pointwise) {
-              for (int64_t gi = 0; gi < G; ++gi) cpu::im2col(xn + gi * g.C * HW, g, cols.data() + gi * Kg * L);
-              cn = cols.data();
-            }
-            T* dst = n == nb ? acc : tmp.data();
-            // dW_g (Cog, Kg) = go_g (Cog, L) * cols_g^T (L, Kg)
+        const int64_t n0 = ch * B, nb = std::min(B, N - n0), ld = nb * L;
+        const T* gch = pgo + n0 * Cout * L;
+        if (nb > 1) {
+          for (int64_t i = 0; i < nb; ++i)
+            for (int64_t c = 0; c < Cout; ++c)
+              std::memcpy(gbuf.data() + c * ld + i * L, pgo + ((n0 + i) * Cout + c) * L, L * sizeof(T));
+          gch = gbuf.data();
+        }
+        if (pgw) {
+          T* acc = ch == 0 ? pgw : partial.data() + (ch - 1) * WN;
+          for (int64_t i = 0; i < nb; ++i)
             for (int64_t gi = 0; gi < G; ++gi)
-              gemm1<T>(Cog, Kg, L, gon + gi * Cog * L, L, 1, cn + gi * Kg * L, 1, L, dst + gi * Cog * Kg);
-            if (n != nb)
-              for (int64_t i = 0; i < WN; ++i) acc[i] += tmp[i];
-          }
-          if (pgx) {
-            T* gxn = pgx + n * Cin * HW;
-            if (pointwise) {
-              // dx_g (Cg, HW) = W_g^T (Kg, Cog) * go_g (Cog, L)
-              for (int64_t gi = 0; gi < G; ++gi)
-                gemm1<T>(Kg, L, Cog, pw + gi * Cog * Kg, 1, Kg, gon + gi * Cog * L, L, 1, gxn + gi * Kg * L);
-            } else {
-              T* dcols = cols.data();  // reuse (weight grad of this image is done)
-              for (int64_t gi = 0; gi < G; ++gi)
-                gemm1<T>(Kg, L, Cog, pw + gi * Cog * Kg, 1, Kg, gon + gi * Cog * L, L, 1, dcols + gi * Kg * L);
-              std::fill(gxn, gxn + Cin * HW, T(0));
-              for (int64_t gi = 0; gi < G; ++gi) cpu::col2im(dcols + gi * Kg * L, g, gxn + gi * g.C * HW);
-            }
+              cpu::im2col(px + (n0 + i) * Cin * HW + gi * g.C * HW, g, cols.data() + gi * Kg * ld + i * L, ld);
+          // dW_g (Cog, Kg) = go_g (Cog, nb * L) * cols_g^T (nb * L, Kg)
+          for (int64_t gi = 0; gi < G; ++gi)
+            gemm1<T>(Cog, Kg, ld, gch + gi * Cog * ld, ld, 1, cols.data() + gi * Kg * ld, 1, ld,
+                     acc + gi * Cog * Kg, Kg);
+        }
+        if (pgx) {
+          // dcols_g (Kg, nb * L) = W_g^T (Kg, Cog) * go_g (Cog, nb * L), then col2im image by image
+          T* dcols = cols.data();
+          for (int64_t gi = 0; gi < G; ++gi)
+            gemm1<T>(Kg, ld, Cog, pw + gi * Cog * Kg, 1, Kg, gch + gi * Cog * ld, ld, 1, dcols + gi * Kg * ld, ld);
+          for (int64_t i = 0; i < nb; ++i) {
+            T* gxn = pgx + (n0 + i) * Cin * HW;
+            std::fill(gxn, gxn + Cin * HW, T(0));
+            for (int64_t gi = 0; gi < G; ++gi) cpu::col2im(dcols + gi * Kg * ld + i * L, g, gxn + gi * g.C * HW, ld);
           }
         }
       }

@@ -14,6 +14,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"
@@ -71,37 +76,100 @@ constexpr bool kIsPoolType = std::is_same_v<T, float> || std::is_same_v<T, doubl
 int64_t plane_grain(int64_t plane_elems) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(plane_elems, 1)); }
 
 // ---- max pool ----
+// 2x2 / stride-2 windows of one output row, all inside the image. Branch-free
+// selects (random data would mispredict every compare) over restrict pointers so
+// the loop vectorises; window order (0,0) (0,1) (1,0) (1,1), NaN propagates.
 template <typename T>
-void max_pool_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const Pool2dParams& p) {
+void max_pool_row_2x2(const T* __restrict r0, const T* __restrict r1, T* __restrict orow, int64_t* __restrict irow,
+                      int64_t OW, int64_t base, int64_t W) {
+  int64_t ow = 0;
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>) {
+    // 8 outputs at a time: deinterleave even/odd columns of both rows, then the
+    // same ordered selects as the scalar loop on 8 lanes.
+    const __m256i lane = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i kone = _mm256_set1_epi32(1), kw = _mm256_set1_epi32(static_cast<int32_t>(W)),
+                  kw1 = _mm256_set1_epi32(static_cast<int32_t>(W + 1));
+    auto deinterleave = [](const float* p, __m256& even, __m256& odd) {
+      __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+      even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+      odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+    };
+    auto step = [](__m256& m, __m256i& k, __m256 v, __m256i code) {
+      __m256 c = _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+      m = _mm256_blendv_ps(m, v, c);
+      k = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(k), _mm256_castsi256_ps(code), c));
+    };
+    auto block = [&](const float* a0, const float* a1, float* o, int64_t* id, int64_t b) {
+      __m256 a, bb, c, d;
+      deinterleave(a0, a, bb);
+      deinterleave(a1, c, d);
+      __m256 m = a;
+      __m256i k = _mm256_setzero_si256();
+      step(m, k, bb, kone);
+      step(m, k, c, kw);
+      step(m, k, d, kw1);
+      _mm256_storeu_ps(o, m);
+      __m256i off = _mm256_add_epi32(k, lane);  // 2 * lane + k, small
+      __m256i base4 = _mm256_set1_epi64x(b);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(id),
+                          _mm256_add_epi64(base4, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(off))));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(id + 4),
+                          _mm256_add_epi64(base4, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(off, 1))));
+    };
+    if (W < (int64_t{1} << 30)) {
+      for (; ow + 8 <= OW; ow += 8) block(r0 + 2 * ow, r1 + 2 * ow, orow + ow, irow + ow, base + 2 * ow);
+      if (ow < OW) {  // partial block through small local buffers (no mispredicted scalar tail)
+        const int64_t rem = OW - ow;
+        alignas(32) float b0[16] = {}, b1[16] = {}, ob[8];
+        alignas(32) int64_t ib[8];
+        std::copy(r0 + 2 * ow, r0 + 2 * OW, b0);
+        std::copy(r1 + 2 * ow, r1 + 2 * OW, b1);
+        block(b0, b1, ob, ib, base + 2 * ow);
+        std::copy(ob, ob + rem, orow + ow);
+        std::copy(ib, ib + rem, irow + ow);
+        ow = OW;
+      }
+    }
+  }
+#endif
+  for (; ow < OW; ++ow) {
+    T m = r0[2 * ow];
+    int64_t k = 0;
+    T v = r0[2 * ow + 1];
+    bool c = (v > m) | (v != v);
+    m = c ? v : m;
+    k = c ? 1 : k;
+    v = r1[2 * ow];
+    c = (v > m) | (v != v);
+    m = c ? v : m;
+    k = c ? W : k;
+    v = r1[2 * ow + 1];
+    c = (v > m) | (v != v);
+    m = c ? v : m;
+    k = c ? W + 1 : k;
+    orow[ow] = m;
+    irow[ow] = base + 2 * ow + k;
+  }
+}
+
+template <typename T>
+void max_pool_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const Pool2dParams& pr) {
   const int64_t P = x.size(0), H = x.size(1), W = x.size(2), OH = out.size(1), OW = out.size(2);
   const T* px = x.data_ptr<T>();
   T* po = out.data_ptr<T>();
   int64_t* pi = indices.data_ptr<int64_t>();
+  const Pool2dParams p = pr;
   const bool fast2 = p.kH == 2 && p.kW == 2 && p.sH == 2 && p.sW == 2 && p.pH == 0 && p.pW == 0 && p.dH == 1 &&
                      p.dW == 1 && 2 * OH <= H && 2 * OW <= W;
-  parallel_for(0, P, plane_grain(H * W), [&](int64_t p0, int64_t p1) {
+  parallel_for(0, P, plane_grain(H * W), [=](int64_t p0, int64_t p1) {
     for (int64_t pl = p0; pl < p1; ++pl) {
       const T* xp = px + pl * H * W;
       T* op = po + pl * OH * OW;
       int64_t* ip = pi + pl * OH * OW;
       if (fast2) {
-        // 2x2 / stride 2 windows, all inside the image: window order (0,0) (0,1) (1,0) (1,1).
-        for (int64_t oh = 0; oh < OH; ++oh) {
-          const T* r0 = xp + 2 * oh * W;
-          const T* r1 = r0 + W;
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            int64_t i = 2 * oh * W + 2 * ow;
-            T m = r0[2 * ow];
-            T v = r0[2 * ow + 1];
-            if (v > m || std::isnan(v)) { m = v; i = 2 * oh * W + 2 * ow + 1; }
-            v = r1[2 * ow];
-            if (v > m || std::isnan(v)) { m = v; i = (2 * oh + 1) * W + 2 * ow; }
-            v = r1[2 * ow + 1];
-            if (v > m || std::isnan(v)) { m = v; i = (2 * oh + 1) * W + 2 * ow + 1; }
-            op[oh * OW + ow] = m;
-            ip[oh * OW + ow] = i;
-          }
-        }
+        for (int64_t oh = 0; oh < OH; ++oh)
+          max_pool_row_2x2<T>(xp + 2 * oh * W, xp + (2 * oh + 1) * W, op + oh * OW, ip + oh * OW, OW, 2 * oh * W, W);
         continue;
       }
       for (int64_t oh = 0; oh < OH; ++oh) {
@@ -115,7 +183,9 @@ void max_pool_forward(const Tensor& out, const Tensor& indices, const Tensor& x,
           for (int64_t h = hs; h < he; h += p.dH)
             for (int64_t w = ws; w < we; w += p.dW) {
               T v = xp[h * W + w];
-              if (v > m || std::isnan(v)) { m = v; idx = h * W + w; }
+              bool c = (v > m) | (v != v);  // NaN propagates (like PyTorch)
+              m = c ? v : m;
+              idx = c ? h * W + w : idx;
             }
           op[oh * OW + ow] = m;
           ip[oh * OW + ow] = idx;

@@ -83,6 +83,7 @@ std::vector<PoolCfg> max_configs() {
   return {
       {2, 3, 8, 8, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},  // the CNN's pool (fast path)
       {2, 2, 7, 9, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},  // odd sizes, fast path drops the edge
+      {2, 2, 6, 39, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false}, // wide rows: vector body + tail
       {1, 2, 7, 6, {3, 2}, {2, 1}, {1, 1}, {1, 1}, false},  // padding, non-square
       {2, 1, 9, 9, {3, 3}, {2, 2}, {1, 1}, {2, 2}, false},  // dilation 2
       {1, 2, 6, 7, {3, 3}, {2, 2}, {1, 0}, {1, 1}, true},   // ceil_mode
@@ -119,24 +120,46 @@ TEST(MaxPool2d, TorchGoldenCeilMode) {
 TEST(MaxPool2d, TiesRouteToFirstMax) {
   // all-equal window: PyTorch picks the first element (row-major) of each window
   for (auto k : {std::array<int64_t, 2>{2, 2}, std::array<int64_t, 2>{3, 3}}) {
-    Tensor x = ones({1, 1, 6, 6}, {DType::Float64}).requires_grad_();
-    Tensor y = max_pool2d(x, k, k);
-    y.backward(ones_like(y));
-    auto g = values(x.grad());
-    for (int64_t h = 0; h < 6; ++h)
-      for (int64_t w = 0; w < 6; ++w)
-        EXPECT_EQ(g[h * 6 + w], (h % k[0] == 0 && w % k[1] == 0) ? 1.0 : 0.0) << h << "," << w;
+    for (DType dt : {DType::Float64, DType::Float32}) {
+      Tensor x = ones({1, 1, 6, 36}, {dt}).requires_grad_();
+      Tensor y = max_pool2d(x, k, k);
+      y.backward(ones_like(y));
+      auto g = values(x.grad());
+      for (int64_t h = 0; h < 6; ++h)
+        for (int64_t w = 0; w < 36; ++w)
+          EXPECT_EQ(g[h * 36 + w], (h % k[0] == 0 && w % k[1] == 0) ? 1.0 : 0.0) << h << "," << w;
+    }
   }
-  // tie between the 2nd and 4th elements: the 2nd gets it
+  // tie between the 2nd and 4th elements: the 2nd gets it (scalar and vector paths)
   Tensor x = tensor({0, 5, 1, 5}, {1, 1, 2, 2}).requires_grad_();
   max_pool2d(x, {2, 2}).sum().backward();
   EXPECT_TRUE(tensor_near(x.grad(), {0, 1, 0, 0}));
+  Tensor xw = cat({tensor({0, 5}, {1, 1, 1, 2}).expand({1, 1, 1, 2}), tensor({1, 5}, {1, 1, 1, 2})}, 2);  // (1,1,2,2)
+  Tensor wide = cat(std::vector<Tensor>(10, xw), 3).detach().requires_grad_();                           // (1,1,2,20)
+  max_pool2d(wide, {2, 2}).sum().backward();
+  auto gw = values(wide.grad());
+  for (int64_t w = 0; w < 20; ++w) {
+    EXPECT_EQ(gw[w], w % 2 == 1 ? 1.0 : 0.0) << w;
+    EXPECT_EQ(gw[20 + w], 0.0) << w;
+  }
 }
 
 TEST(MaxPool2d, NanPropagatesAndOverlapAccumulates) {
   float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor x = tensor({1, nan, 3, 4}, {1, 1, 2, 2});
   EXPECT_TRUE(std::isnan(values(max_pool2d(x, {2, 2}))[0]));
+  // NaN in each window position of a wide row (vector path), float and double
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    std::vector<double> v(2 * 32, 0.0);
+    for (int64_t o = 0; o < 16; ++o) {
+      int64_t pos = o % 4, h = pos / 2, w = 2 * o + pos % 2;
+      v[h * 32 + w] = NAN;
+      v[(1 - h) * 32 + 2 * o] = 5.0;  // a larger finite value elsewhere in the window
+    }
+    Tensor xn = tensor(v, {1, 1, 2, 32}).to(dt);
+    auto out = values(max_pool2d(xn, {2, 2}));
+    for (int64_t o = 0; o < 16; ++o) EXPECT_TRUE(std::isnan(out[o])) << o;
+  }
   // overlapping windows (stride 1) that share a max: its gradient sums
   Tensor y = tensor({0, 0, 0, 0, 9, 0, 0, 0, 0}, {1, 1, 3, 3}).requires_grad_();
   max_pool2d(y, {2, 2}, {1, 1}).sum().backward();
