@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <array>
 #include <cstdlib>
 #include <functional>
 #include <vector>
@@ -43,18 +42,7 @@ void run(int reps) {
   Tensor p1 = filled({N, 32, 28, 28}, -1, 1, 7).requires_grad_();
   Tensor p2 = filled({N, 64, 14, 14}, -1, 1, 8).requires_grad_();
 
-  if (std::getenv("GEMM_PROBE")) {
-    for (auto [m, n, k] : {std::array<int64_t, 3>{64, 784, 288}, {64, 196, 288}, {64, 25088, 288}, {512, 512, 512}}) {
-      Tensor a = filled({m, k}), b2 = filled({k, n});
-      double ms = time_ms([&] { matmul(a, b2); }, reps);
-      std::printf("gemm %ldx%ldx%ld: %.3f ms, %.1f GFLOP/s\n", m, n, k, ms, 2.0 * m * n * k / ms * 1e-6);
-    }
-  }
   auto bw = [](const Tensor& y) { y.backward(ones_like(y)); };
-  if (std::getenv("CONV2_FWD_ONLY")) {
-    std::printf("conv2 fwd %.3f ms\n", time_ms([&] { NoGradGuard g; conv2d(h1, w2, b2, {1, 1}, {1, 1}); }, reps));
-    return;
-  }
   double c1f = time_ms([&] { NoGradGuard g; conv2d(x, w1, b1, {1, 1}, {1, 1}); }, reps);
   double c1 = time_ms([&] { bw(conv2d(x, w1, b1, {1, 1}, {1, 1})); }, reps);
   double c2f = time_ms([&] { NoGradGuard g; conv2d(h1, w2, b2, {1, 1}, {1, 1}); }, reps);

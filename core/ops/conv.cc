@@ -66,7 +66,8 @@ cpu::Conv2dGeom geom_of(const Tensor& x, const Tensor& w, const Tensor& out, con
 // chunk GEMM whatever the thread count.
 int64_t chunk_images(int64_t N, int64_t L) { return std::clamp<int64_t>((256 + L - 1) / L, 1, std::max<int64_t>(N, 1)); }
 
-// C (m, n) row-major with leading dimension ldc = A (m, k) * B (k, n); strides as in gemm.h.
+// C (m, n) row-major with leading dimension ldc = A (m, k) * B (k, n); strides as
+// in gemm.h. Inside the chunk loop this runs inline on the calling thread.
 template <typename T>
 void gemm1(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t b_rs,
            int64_t b_cs, T* c, int64_t ldc) {
@@ -181,8 +182,14 @@ void conv2d_backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
         T s = 0;
         for (int64_t n = 0; n < N; ++n) {
           const T* row = pgo + (n * Cout + c) * L;
+          // 16 independent partial sums (vectorises without reassociation), fixed order
+          T part[16] = {};
+          int64_t l = 0;
+          for (; l + 16 <= L; l += 16)
+            for (int j = 0; j < 16; ++j) part[j] += row[l + j];
           T rs = 0;
-          for (int64_t l = 0; l < L; ++l) rs += row[l];
+          for (; l < L; ++l) rs += row[l];
+          for (int j = 0; j < 16; ++j) rs += part[j];
           s += rs;
         }
         pgb[c] = s;
