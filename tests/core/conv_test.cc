@@ -165,6 +165,24 @@ TEST(Conv2d, Gradcheck) {
   }
 }
 
+// Batches split into several image chunks (with a short last chunk), and one
+// large image (a single chunk): values and all three gradients.
+TEST(Conv2d, ChunkedBatchesAndSingleLargeImage) {
+  for (Cfg c : {Cfg{9, 2, 8, 8, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+                Cfg{1, 2, 20, 20, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true}}) {
+    Tensor x = rnd({c.N, c.Cin, c.H, c.W}, DType::Float64, 21);
+    Tensor w = rnd({c.Cout, c.Cin, 3, 3}, DType::Float64, 22);
+    Tensor b = rnd({c.Cout}, DType::Float64, 23);
+    EXPECT_TRUE(tensor_near(conv2d(x, w, b, {1, 1}, {1, 1}), naive_conv(x, w, b, c, c.H, c.W), 1e-12));
+  }
+  Tensor x = rnd({5, 2, 8, 8}, DType::Float64, 24).requires_grad_();  // chunks of 4 and 1 images
+  Tensor w = rnd({3, 2, 3, 3}, DType::Float64, 25).requires_grad_();
+  Tensor b = rnd({3}, DType::Float64, 26).requires_grad_();
+  auto r = autograd::gradcheck(
+      [](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], {1, 1}, {1, 1}); }, {x, w, b});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
 TEST(Conv2d, GradOnlyForWhatRequiresIt) {
   Tensor x = rnd({2, 2, 5, 5}, DType::Float64, 1);  // data: no grad
   Tensor w = rnd({3, 2, 3, 3}, DType::Float64, 2).requires_grad_();
