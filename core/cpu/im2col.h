@@ -12,9 +12,16 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 namespace weft::cpu {
+
+// Rows here are short (OW elements): keep GCC from turning the copy/zero loops
+// into memcpy/memset calls, whose per-call cost exceeds the work.
+#if defined(__GNUC__) && !defined(__clang__)
+#define WEFT_NO_LIBCALL_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define WEFT_NO_LIBCALL_LOOPS
+#endif
 
 struct Conv2dGeom {
   int64_t C, H, W;    // input image
@@ -35,7 +42,7 @@ inline void valid_range(int64_t out, int64_t s, int64_t off, int64_t n, int64_t&
 }
 
 template <typename T>
-void im2col(const T* im, const Conv2dGeom& g, T* col, int64_t ld) {
+WEFT_NO_LIBCALL_LOOPS void im2col(const T* im, const Conv2dGeom& g, T* col, int64_t ld) {
   const int64_t L = g.OH * g.OW;
   for (int64_t c = 0; c < g.C; ++c) {
     const T* plane = im + c * g.H * g.W;
@@ -48,27 +55,26 @@ void im2col(const T* im, const Conv2dGeom& g, T* col, int64_t ld) {
         int64_t ow_lo, ow_hi;
         valid_range(g.OW, g.sW, offw, g.W, ow_lo, ow_hi);
         T* row = col + ((c * g.kH + ki) * g.kW + kj) * ld;
-        if (oh_lo > 0) std::fill(row, row + oh_lo * g.OW, T(0));
+        for (int64_t i = 0; i < oh_lo * g.OW; ++i) row[i] = T(0);
         for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
           T* dst = row + oh * g.OW;
           const T* src = plane + (oh * g.sH + offh) * g.W + offw;
           for (int64_t ow = 0; ow < ow_lo; ++ow) dst[ow] = T(0);
           if (g.sW == 1) {
-            if (ow_hi > ow_lo) std::memcpy(dst + ow_lo, src + ow_lo, (ow_hi - ow_lo) * sizeof(T));
+            for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow] = src[ow];
           } else {
             for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow] = src[ow * g.sW];
           }
           for (int64_t ow = ow_hi; ow < g.OW; ++ow) dst[ow] = T(0);
         }
-        if (oh_hi < g.OH) std::fill(row + oh_hi * g.OW, row + L, T(0));
+        for (int64_t i = oh_hi * g.OW; i < L; ++i) row[i] = T(0);
       }
     }
   }
 }
 
 template <typename T>
-void col2im(const T* col, const Conv2dGeom& g, T* im, int64_t ld) {
-  const int64_t L = g.OH * g.OW;
+WEFT_NO_LIBCALL_LOOPS void col2im(const T* col, const Conv2dGeom& g, T* im, int64_t ld) {
   for (int64_t c = 0; c < g.C; ++c) {
     T* plane = im + c * g.H * g.W;
     for (int64_t ki = 0; ki < g.kH; ++ki) {

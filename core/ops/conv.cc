@@ -213,7 +213,11 @@ void cpu_conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, c
 WEFT_REGISTER_KERNEL(conv2d_table(), DeviceType::CPU, kConvTypes, cpu_conv2d);
 WEFT_REGISTER_KERNEL(conv2d_backward_table(), DeviceType::CPU, kConvTypes, cpu_conv2d_backward);
 
-std::string arr_str(std::array<int64_t, 2> a) { return "(" + std::to_string(a[0]) + ", " + std::to_string(a[1]) + ")"; }
+std::string arr_str(std::array<int64_t, 2> a) {
+  std::string r("(");
+  r.append(std::to_string(a[0])).append(", ").append(std::to_string(a[1])).append(")");
+  return r;
+}
 
 }  // namespace
 

@@ -80,6 +80,9 @@ int64_t plane_grain(int64_t plane_elems) { return std::max<int64_t>(1, kGrainSiz
 // selects (random data would mispredict every compare) over restrict pointers so
 // the loop vectorises; window order (0,0) (0,1) (1,0) (1,1), NaN propagates.
 template <typename T>
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))  // short tail loops: no memcpy calls
+#endif
 void max_pool_row_2x2(const T* __restrict r0, const T* __restrict r1, T* __restrict orow, int64_t* __restrict irow,
                       int64_t OW, int64_t base, int64_t W) {
   int64_t ow = 0;
@@ -123,11 +126,15 @@ void max_pool_row_2x2(const T* __restrict r0, const T* __restrict r1, T* __restr
         const int64_t rem = OW - ow;
         alignas(32) float b0[16] = {}, b1[16] = {}, ob[8];
         alignas(32) int64_t ib[8];
-        std::copy(r0 + 2 * ow, r0 + 2 * OW, b0);
-        std::copy(r1 + 2 * ow, r1 + 2 * OW, b1);
+        for (int64_t j = 0; j < 2 * rem; ++j) {
+          b0[j] = r0[2 * ow + j];
+          b1[j] = r1[2 * ow + j];
+        }
         block(b0, b1, ob, ib, base + 2 * ow);
-        std::copy(ob, ob + rem, orow + ow);
-        std::copy(ib, ib + rem, irow + ow);
+        for (int64_t j = 0; j < rem; ++j) {
+          orow[ow + j] = ob[j];
+          irow[ow + j] = ib[j];
+        }
         ow = OW;
       }
     }
@@ -348,7 +355,11 @@ WEFT_REGISTER_KERNEL(adaptive_avg_pool2d_table(), DeviceType::CPU, kPoolTypes, c
 WEFT_REGISTER_KERNEL(adaptive_avg_pool2d_backward_table(), DeviceType::CPU, kPoolTypes,
                      cpu_adaptive_avg_pool2d_backward);
 
-std::string arr_str(std::array<int64_t, 2> a) { return "(" + std::to_string(a[0]) + ", " + std::to_string(a[1]) + ")"; }
+std::string arr_str(std::array<int64_t, 2> a) {
+  std::string r("(");
+  r.append(std::to_string(a[0])).append(", ").append(std::to_string(a[1])).append(")");
+  return r;
+}
 
 // PyTorch's pooling_output_shape.
 int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode) {
