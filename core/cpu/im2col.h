@@ -44,6 +44,7 @@ inline void valid_range(int64_t out, int64_t s, int64_t off, int64_t n, int64_t&
 template <typename T>
 WEFT_NO_LIBCALL_LOOPS void im2col(const T* im, const Conv2dGeom& g, T* col, int64_t ld) {
   const int64_t L = g.OH * g.OW;
+  const bool linear = g.sH == 1 && g.sW == 1 && g.OW == g.W;
   for (int64_t c = 0; c < g.C; ++c) {
     const T* plane = im + c * g.H * g.W;
     for (int64_t ki = 0; ki < g.kH; ++ki) {
@@ -56,6 +57,20 @@ WEFT_NO_LIBCALL_LOOPS void im2col(const T* im, const Conv2dGeom& g, T* col, int6
         valid_range(g.OW, g.sW, offw, g.W, ow_lo, ow_hi);
         T* row = col + ((c * g.kH + ki) * g.kW + kj) * ld;
         for (int64_t i = 0; i < oh_lo * g.OW; ++i) row[i] = T(0);
+        if (linear && oh_hi > oh_lo && ow_hi > ow_lo) {
+          // stride 1 and OW == W: the valid block is one contiguous run of the
+          // plane; copy it in one loop, then zero the columns that wrapped.
+          const int64_t d0 = oh_lo * g.OW + ow_lo, d1 = (oh_hi - 1) * g.OW + ow_hi;
+          const T* src = plane + (oh_lo + offh) * g.W + ow_lo + offw - d0;
+          for (int64_t i = d0; i < d1; ++i) row[i] = src[i];
+          for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+            T* dst = row + oh * g.OW;
+            for (int64_t ow = 0; ow < ow_lo; ++ow) dst[ow] = T(0);
+            for (int64_t ow = ow_hi; ow < g.OW; ++ow) dst[ow] = T(0);
+          }
+          for (int64_t i = oh_hi * g.OW; i < L; ++i) row[i] = T(0);
+          continue;
+        }
         for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
           T* dst = row + oh * g.OW;
           const T* src = plane + (oh * g.sH + offh) * g.W + offw;
