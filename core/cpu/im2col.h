@@ -5,9 +5,10 @@
 // images can sit side by side in one wider matrix) whose row (c, ki, kj) holds, for every output
 // position (oh, ow), im[c, oh*sH - pH + ki*dH, ow*sW - pW + kj*dW] (0 outside
 // the image). im2col overwrites `col`; col2im *adds* every col entry back into
-// `im` (the caller zeroes it first), so it is the exact adjoint of im2col. The
-// valid output-column range of each row is computed up front, so the inner
-// loops are plain (and for stride 1, contiguous) copies.
+// `im` (the caller zeroes it first), so it is the exact adjoint of im2col; it
+// may zero the entries of `col` that fall outside the image (col is scratch).
+// The valid output-column range of each row is computed up front, so the inner
+// loops are plain copies; with stride 1 and OW == W a row block is one run.
 #pragma once
 
 #include <algorithm>
@@ -89,7 +90,8 @@ WEFT_NO_LIBCALL_LOOPS void im2col(const T* im, const Conv2dGeom& g, T* col, int6
 }
 
 template <typename T>
-WEFT_NO_LIBCALL_LOOPS void col2im(const T* col, const Conv2dGeom& g, T* im, int64_t ld) {
+WEFT_NO_LIBCALL_LOOPS void col2im(T* col, const Conv2dGeom& g, T* im, int64_t ld) {
+  const bool linear = g.sH == 1 && g.sW == 1 && g.OW == g.W;
   for (int64_t c = 0; c < g.C; ++c) {
     T* plane = im + c * g.H * g.W;
     for (int64_t ki = 0; ki < g.kH; ++ki) {
@@ -100,7 +102,20 @@ WEFT_NO_LIBCALL_LOOPS void col2im(const T* col, const Conv2dGeom& g, T* im, int6
         const int64_t offw = kj * g.dW - g.pW;
         int64_t ow_lo, ow_hi;
         valid_range(g.OW, g.sW, offw, g.W, ow_lo, ow_hi);
-        const T* row = col + ((c * g.kH + ki) * g.kW + kj) * ld;
+        T* row = col + ((c * g.kH + ki) * g.kW + kj) * ld;
+        if (linear && oh_hi > oh_lo && ow_hi > ow_lo) {
+          // stride 1 and OW == W: zero the entries that fall outside the image,
+          // then add the whole valid block as one contiguous run.
+          for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+            T* r = row + oh * g.OW;
+            for (int64_t ow = 0; ow < ow_lo; ++ow) r[ow] = T(0);
+            for (int64_t ow = ow_hi; ow < g.OW; ++ow) r[ow] = T(0);
+          }
+          const int64_t d0 = oh_lo * g.OW + ow_lo, d1 = (oh_hi - 1) * g.OW + ow_hi;
+          T* dst = plane + (oh_lo + offh) * g.W + ow_lo + offw - d0;
+          for (int64_t i = d0; i < d1; ++i) dst[i] += row[i];
+          continue;
+        }
         for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
           const T* src = row + oh * g.OW;
           T* dst = plane + (oh * g.sH + offh) * g.W + offw;
