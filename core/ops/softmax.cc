@@ -53,8 +53,8 @@ inline void softmax_row(const M* x, M* out, int64_t n) {
     s += e;
   }
   if constexpr (Log) {
-    const M sh = mx + std::log(s);
-    for (int64_t j = 0; j < n; ++j) out[j] = x[j] - sh;
+    const M ls = std::log(s);
+    for (int64_t j = 0; j < n; ++j) out[j] = (x[j] - mx) - ls;
   } else {
     const M inv = M(1) / s;
     for (int64_t j = 0; j < n; ++j) out[j] *= inv;
@@ -97,9 +97,10 @@ void softmax_impl(const T* in, T* out, const ReduceGeom& g) {
       for (int64_t k = 0; k < r; ++k)
         for (int64_t j = 0; j < n; ++j) sum[j] += exp_m<M>(static_cast<M>(x[k * inner + j]) - mx[j]);
       if constexpr (Log) {
-        for (int64_t j = 0; j < n; ++j) mx[j] += std::log(sum[j]);
+        for (int64_t j = 0; j < n; ++j) sum[j] = std::log(sum[j]);
         for (int64_t k = 0; k < r; ++k)
-          for (int64_t j = 0; j < n; ++j) y[k * inner + j] = static_cast<T>(static_cast<M>(x[k * inner + j]) - mx[j]);
+          for (int64_t j = 0; j < n; ++j)
+            y[k * inner + j] = static_cast<T>((static_cast<M>(x[k * inner + j]) - mx[j]) - sum[j]);
       } else {
         for (int64_t j = 0; j < n; ++j) sum[j] = M(1) / sum[j];
         for (int64_t k = 0; k < r; ++k)
