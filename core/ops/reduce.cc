@@ -434,7 +434,12 @@ std::tuple<Tensor, Tensor> extreme_dim(const char* op, ReduceTable& table, const
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, std::optional<DType> dtype) {
   DType natural = is_integral(a.dtype(), true) ? DType::Int64 : a.dtype();
   DType out_dtype = dtype.value_or(natural);
-  if (out_dtype != natural) return sum_impl("sum", a.to(out_dtype), dims, keepdim, out_dtype, 0);
+  if (out_dtype != natural) {
+    // The kernel for an integral input writes int64; narrower integral results convert after.
+    DType acc_dtype = is_integral(out_dtype, true) ? DType::Int64 : out_dtype;
+    Tensor r = sum_impl("sum", a.to(out_dtype), dims, keepdim, acc_dtype, 0);
+    return r.dtype() == out_dtype ? r : r.to(out_dtype);
+  }
   return sum_impl("sum", a, dims, keepdim, out_dtype, 0);
 }
 

@@ -152,7 +152,9 @@ TEST(Reduce, SumDtypeArgEmptyAndBackward) {
   Tensor f = sum(i, {}, false, DType::Float64);
   EXPECT_EQ(f.dtype(), DType::Float64);
   EXPECT_DOUBLE_EQ(f.item<double>(), 6.0);
-  EXPECT_EQ(sum(tensor({1.5f, 2.5f}), {}, false, DType::Int32).item<int64_t>(), 3);  // truncates first
+  Tensor s32 = sum(tensor({1.5f, 2.5f, 7.0f}, {3, 1}), {0}, false, DType::Int32);  // converts first
+  EXPECT_EQ(s32.dtype(), DType::Int32);
+  EXPECT_EQ(s32.item<int64_t>(), 10);
   Tensor e = zeros({0, 3});
   EXPECT_TRUE(tensor_near(sum(e, {0}), {0, 0, 0}));
   EXPECT_EQ(sum(e, {1}).sizes(), (Shape{0}));
