@@ -15,6 +15,7 @@
 
 #include "core/autograd_meta.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/vec_math.h"
 #include "core/dispatch.h"
 #include "core/ops.h"
 #include "core/ops/elementwise_util.h"
@@ -43,7 +44,8 @@ using ClampGradKernel = KernelTable<void(const Tensor& out, const Tensor& g, con
   template <typename T>                                                                      \
   void cpu_##name(const Tensor& out, const Tensor& a) {                                      \
     using M = opmath_t<T>;                                                                   \
-    cpu::elementwise<T, T>(out, {a}, [](M x) -> M { __VA_ARGS__; });                         \
+    if constexpr (in_set(dtype_of<T>, set))                                                  \
+      cpu::elementwise<T, T>(out, {a}, [](M x) -> M { __VA_ARGS__; });                       \
   }                                                                                          \
   WEFT_REGISTER_KERNEL(name##_table(), DeviceType::CPU, set, cpu_##name);                    \
   }
@@ -57,10 +59,13 @@ using ClampGradKernel = KernelTable<void(const Tensor& out, const Tensor& g, con
   template <typename T>                                                                      \
   void cpu_##name##_backward(const Tensor& out, const Tensor& gt, const Tensor& st) {        \
     using M = opmath_t<T>;                                                                   \
-    cpu::elementwise<T, T, T>(out, {gt, st}, [](M g, M s) -> M { __VA_ARGS__; });            \
+    if constexpr (in_set(dtype_of<T>, set))                                                  \
+      cpu::elementwise<T, T, T>(out, {gt, st}, [](M g, M s) -> M { __VA_ARGS__; });          \
   }                                                                                          \
   WEFT_REGISTER_KERNEL(name##_backward_table(), DeviceType::CPU, set, cpu_##name##_backward); \
   }
+
+namespace vmath = cpu::vmath;
 
 namespace {
 template <typename M>
@@ -82,19 +87,19 @@ constexpr double kGeluCubic = 0.044715;
 
 // ---- forward kernels ----
 WEFT_UNARY_KERNEL(neg, kNumericTypes, return -x)
-WEFT_UNARY_KERNEL(exp, kFloatingTypes, return std::exp(x))
-WEFT_UNARY_KERNEL(log, kFloatingTypes, return std::log(x))
+WEFT_UNARY_KERNEL(exp, kFloatingTypes, return vmath::exp(x))
+WEFT_UNARY_KERNEL(log, kFloatingTypes, return vmath::log(x))
 WEFT_UNARY_KERNEL(sqrt, kFloatingTypes, return std::sqrt(x))
 WEFT_UNARY_KERNEL(rsqrt, kFloatingTypes, return M(1) / std::sqrt(x))
 WEFT_UNARY_KERNEL(abs, kNumericTypes, return abs_of(x))
 WEFT_UNARY_KERNEL(sign, kAllTypes, return sign_of(x))
 WEFT_UNARY_KERNEL(relu, kNumericTypes, return x > M(0) ? x : M(0))
-WEFT_UNARY_KERNEL(sigmoid, kFloatingTypes, return M(1) / (M(1) + std::exp(-x)))
-WEFT_UNARY_KERNEL(tanh, kFloatingTypes, return std::tanh(x))
-WEFT_UNARY_KERNEL(silu, kFloatingTypes, return x / (M(1) + std::exp(-x)))
-WEFT_UNARY_KERNEL(gelu, kFloatingTypes, return M(0.5) * x * (M(1) + std::erf(x * M(kSqrt1_2))))
+WEFT_UNARY_KERNEL(sigmoid, kFloatingTypes, return M(1) / (M(1) + vmath::exp(-x)))
+WEFT_UNARY_KERNEL(tanh, kFloatingTypes, return vmath::tanh(x))
+WEFT_UNARY_KERNEL(silu, kFloatingTypes, return x / (M(1) + vmath::exp(-x)))
+WEFT_UNARY_KERNEL(gelu, kFloatingTypes, return M(0.5) * x * (M(1) + vmath::erf(x * M(kSqrt1_2))))
 WEFT_UNARY_KERNEL(gelu_tanh, kFloatingTypes,
-                  return M(0.5) * x * (M(1) + std::tanh(M(kSqrt2OverPi) * (x + M(kGeluCubic) * x * x * x))))
+                  return M(0.5) * x * (M(1) + vmath::tanh(M(kSqrt2OverPi) * (x + M(kGeluCubic) * x * x * x))))
 
 // ---- gradient kernels (s: o = saved output, i = saved input) ----
 WEFT_UNARY_GRAD_KERNEL(exp, kFloatingTypes, return g * s)                      // s = exp(x)
@@ -105,13 +110,13 @@ WEFT_UNARY_GRAD_KERNEL(abs, kFloatingTypes, return g * sign_of(s))             /
 WEFT_UNARY_GRAD_KERNEL(relu, kFloatingTypes, return s > M(0) ? g : M(0))       // s = relu(x); relu'(0) = 0
 WEFT_UNARY_GRAD_KERNEL(sigmoid, kFloatingTypes, return g * s * (M(1) - s))     // s = sigmoid(x)
 WEFT_UNARY_GRAD_KERNEL(tanh, kFloatingTypes, return g * (M(1) - s * s))        // s = tanh(x)
-WEFT_UNARY_GRAD_KERNEL(silu, kFloatingTypes, M sg = M(1) / (M(1) + std::exp(-s));
+WEFT_UNARY_GRAD_KERNEL(silu, kFloatingTypes, M sg = M(1) / (M(1) + vmath::exp(-s));
                        return g * sg * (M(1) + s * (M(1) - sg)))  // s = x
-WEFT_UNARY_GRAD_KERNEL(gelu, kFloatingTypes, M cdf = M(0.5) * (M(1) + std::erf(s * M(kSqrt1_2)));
-                       M pdf = M(kInvSqrt2Pi) * std::exp(M(-0.5) * s * s);
+WEFT_UNARY_GRAD_KERNEL(gelu, kFloatingTypes, M cdf = M(0.5) * (M(1) + vmath::erf(s * M(kSqrt1_2)));
+                       M pdf = M(kInvSqrt2Pi) * vmath::exp(M(-0.5) * s * s);
                        return g * (cdf + s * pdf))  // s = x
 WEFT_UNARY_GRAD_KERNEL(gelu_tanh, kFloatingTypes, M inner = M(kSqrt2OverPi) * (s + M(kGeluCubic) * s * s * s);
-                       M t = std::tanh(inner);
+                       M t = vmath::tanh(inner);
                        M dinner = M(kSqrt2OverPi) * (M(1) + M(3 * kGeluCubic) * s * s);
                        return g * (M(0.5) * (M(1) + t) + M(0.5) * s * (M(1) - t * t) * dinner))  // s = x
 

@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "core/cpu/vec_math.h"
 #include "core/ops.h"
 #include "tests/testing.h"
 
@@ -116,6 +117,51 @@ TEST(Unary, LargeTensorUsesAllPathsConsistently) {
   Tensor g = gelu(x);
   const float* pg = g.data_ptr<float>();
   for (int64_t i = 0; i < n; i += 991) ASSERT_NEAR(pg[i], gelu_ref(px[i]), 1e-5) << i;
+}
+
+// The vectorisable float32 math behind exp/log/tanh/sigmoid/gelu/silu against
+// libm in double, over a dense sweep and the special values.
+TEST(VecMath, AccuracyAgainstLibm) {
+  namespace vm = cpu::vmath;
+  double worst_exp = 0, worst_tanh = 0, worst_erf = 0, worst_log = 0;
+  for (double d = -103.0; d <= 88.7; d += 0.00123) {
+    float x = static_cast<float>(d);
+    double e = std::exp(static_cast<double>(x));
+    // relative error; below FLT_MIN measured against FLT_MIN (subnormal spacing)
+    worst_exp = std::max(worst_exp, std::abs(vm::exp(x) - e) / std::max(e, 1.17549435e-38));
+    double t = std::tanh(static_cast<double>(x));
+    worst_tanh = std::max(worst_tanh, std::abs(vm::tanh(x) - t) / std::max(std::abs(t), 1e-30));
+    worst_erf = std::max(worst_erf, std::abs(vm::erf(x) - std::erf(static_cast<double>(x))));
+    float lx = static_cast<float>(std::exp(d * 0.4));
+    if (lx > 0 && std::isfinite(lx)) {
+      double l = std::log(static_cast<double>(lx));
+      worst_log = std::max(worst_log, std::abs(vm::log(lx) - l) / std::max(std::abs(l), 1.0));
+    }
+  }
+  EXPECT_LT(worst_exp, 4e-7);
+  EXPECT_LT(worst_tanh, 4e-7);
+  EXPECT_LT(worst_erf, 3e-7);
+  EXPECT_LT(worst_log, 2e-7);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(vm::exp(inf), inf);
+  EXPECT_EQ(vm::exp(-inf), 0.0f);
+  EXPECT_EQ(vm::exp(89.0f), inf);
+  EXPECT_EQ(vm::exp(-104.0f), 0.0f);
+  EXPECT_NEAR(vm::exp(-100.0f) / std::exp(-100.0f), 1.0, 1e-2);  // subnormal result
+  EXPECT_TRUE(std::isnan(vm::exp(nan)));
+  EXPECT_EQ(vm::tanh(inf), 1.0f);
+  EXPECT_EQ(vm::tanh(-inf), -1.0f);
+  EXPECT_TRUE(std::isnan(vm::tanh(nan)));
+  EXPECT_FLOAT_EQ(vm::tanh(1e-5f), 1e-5f);
+  EXPECT_EQ(vm::erf(inf), 1.0f);
+  EXPECT_EQ(vm::erf(-inf), -1.0f);
+  EXPECT_TRUE(std::isnan(vm::erf(nan)));
+  EXPECT_EQ(vm::log(0.0f), -inf);
+  EXPECT_EQ(vm::log(inf), inf);
+  EXPECT_TRUE(std::isnan(vm::log(-1.0f)));
+  EXPECT_TRUE(std::isnan(vm::log(nan)));
+  EXPECT_EQ(vm::log(1.0f), 0.0f);
+  EXPECT_NEAR(vm::log(1e-40f), std::log(1e-40), 1e-5);  // subnormal input
 }
 
 TEST(Unary, GeluHandComputed) {
