@@ -93,7 +93,7 @@ WEFT_UNARY_KERNEL(sqrt, kFloatingTypes, return std::sqrt(x))
 WEFT_UNARY_KERNEL(rsqrt, kFloatingTypes, return M(1) / std::sqrt(x))
 WEFT_UNARY_KERNEL(abs, kNumericTypes, return abs_of(x))
 WEFT_UNARY_KERNEL(sign, kAllTypes, return sign_of(x))
-WEFT_UNARY_KERNEL(relu, kNumericTypes, return x > M(0) ? x : M(0))
+WEFT_UNARY_KERNEL(relu, kNumericTypes, return x < M(0) ? M(0) : x)  // NaN stays NaN
 WEFT_UNARY_KERNEL(sigmoid, kFloatingTypes, return M(1) / (M(1) + vmath::exp(-x)))
 WEFT_UNARY_KERNEL(tanh, kFloatingTypes, return vmath::tanh(x))
 WEFT_UNARY_KERNEL(silu, kFloatingTypes, return x / (M(1) + vmath::exp(-x)))
@@ -107,7 +107,7 @@ WEFT_UNARY_GRAD_KERNEL(log, kFloatingTypes, return g / s)                      /
 WEFT_UNARY_GRAD_KERNEL(sqrt, kFloatingTypes, return g / (M(2) * s))            // s = sqrt(x)
 WEFT_UNARY_GRAD_KERNEL(rsqrt, kFloatingTypes, return M(-0.5) * g * s * s * s)  // s = x^-1/2
 WEFT_UNARY_GRAD_KERNEL(abs, kFloatingTypes, return g * sign_of(s))             // s = x; abs'(0) = 0
-WEFT_UNARY_GRAD_KERNEL(relu, kFloatingTypes, return s > M(0) ? g : M(0))       // s = relu(x); relu'(0) = 0
+WEFT_UNARY_GRAD_KERNEL(relu, kFloatingTypes, return s <= M(0) ? M(0) : g)      // s = relu(x); relu'(0) = 0
 WEFT_UNARY_GRAD_KERNEL(sigmoid, kFloatingTypes, return g * s * (M(1) - s))     // s = sigmoid(x)
 WEFT_UNARY_GRAD_KERNEL(tanh, kFloatingTypes, return g * (M(1) - s * s))        // s = tanh(x)
 WEFT_UNARY_GRAD_KERNEL(silu, kFloatingTypes, M sg = M(1) / (M(1) + vmath::exp(-s));

@@ -82,6 +82,9 @@ TEST(ElementwiseGrad, BinaryOpsWithBroadcasting) {
   expect_gradcheck("where_scalar_b",
                    [c](const std::vector<Tensor>& x) { return where(c, x[0], wrapped_scalar(2.0, DType::Float64, kCPU)); },
                    {b});
+  Tensor cbig = gt(tensor({1, 0, 1, 0, 0, 1}, {2, 3}), tensor({0.5f}));
+  expect_gradcheck("where_big_cond", [cbig](const std::vector<Tensor>& x) { return where(cbig, x[0], x[1]); },
+                   {b, leaf({0.3}, {1})});
   // mixes with existing ops
   expect_gradcheck("chain", [](const std::vector<Tensor>& x) { return sigmoid(x[0] * x[1]) + gelu(x[0] - x[1]); },
                    {m, b});

@@ -230,6 +230,10 @@ TEST(Unary, SpecialValues) {
   EXPECT_TRUE(tensor_near(tanh(x), {-1, 1, 0}));
   EXPECT_TRUE(std::isnan(values(log(tensor({-1.0f})))[0]));
   EXPECT_TRUE(tensor_near(log(tensor({0.0f})), {-inf}));
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  for (auto op : {relu, exp, log, sqrt, sigmoid, tanh, silu, abs, neg})
+    EXPECT_TRUE(std::isnan(values(op(tensor({nan})))[0]));
+  EXPECT_TRUE(std::isnan(values(gelu(tensor({nan})))[0]));
 }
 
 TEST(Clamp, ValuesBoundsAndDTypes) {
@@ -427,6 +431,11 @@ TEST(Where, BroadcastPromotionAndErrors) {
     EXPECT_EQ(w.dtype(), d);
     EXPECT_TRUE(tensor_near(w, {1, 0, 1})) << d;
   }
+  // the condition may be the largest operand
+  Tensor cbig = gt(tensor({1, 0, 1, 0, 0, 1}, {2, 3}), tensor({0.5f}));
+  Tensor rb = where(cbig, tensor({7, 8, 9}, {3}), wrapped_scalar(-1.0, DType::Float32, kCPU));
+  EXPECT_EQ(rb.sizes(), (Shape{2, 3}));
+  EXPECT_TRUE(tensor_near(rb, {7, -1, 9, -1, -1, 9}));
   EXPECT_WEFT_ERROR(where(tensor({1, 0, 1}), a, b), "where: expected a bool condition, got float32");
   EXPECT_WEFT_ERROR(where(tensor(std::vector<bool>{true, false}), a, b), "where: shapes");
 }
