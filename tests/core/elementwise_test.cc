@@ -499,6 +499,38 @@ TEST(InPlace, DTypesStridesAndBroadcast) {
   EXPECT_TRUE(tensor_near(l, {2, 4, 2, 4}));
 }
 
+TEST(InPlace, EveryFloatDType) {
+  for (DType d : kFloatDTypes) {
+    double tol = tol_for(d) * 2;
+    auto make = [d] { return tensor({-1.5f, 0.25f, 2.0f}).to(d); };
+    Tensor x = make();
+    neg_(x);
+    EXPECT_TRUE(tensor_near(x, {1.5, -0.25, -2}, tol)) << d;
+    x = make();
+    exp_(x);
+    EXPECT_TRUE(tensor_near(x, {std::exp(-1.5), std::exp(0.25), std::exp(2.0)}, tol)) << d;
+    x = make();
+    relu_(x);
+    EXPECT_TRUE(tensor_near(x, {0, 0.25, 2}, tol)) << d;
+    x = make();
+    sigmoid_(x);
+    EXPECT_TRUE(tensor_near(x, {sigmoid_ref(-1.5), sigmoid_ref(0.25), sigmoid_ref(2)}, tol)) << d;
+    x = make();
+    tanh_(x);
+    EXPECT_TRUE(tensor_near(x, {std::tanh(-1.5), std::tanh(0.25), std::tanh(2.0)}, tol)) << d;
+    x = make();
+    clamp_(x, 0, 1);
+    EXPECT_TRUE(tensor_near(x, {0, 0.25, 1}, tol)) << d;
+    x = make();
+    addcdiv_(x, make(), tensor({2.0f, 2.0f, 2.0f}).to(d), 2);
+    EXPECT_TRUE(tensor_near(x, {-3, 0.5, 4}, tol)) << d;
+    x = make();
+    lerp_(x, tensor({0.5f, 0.25f, 0.0f}).to(d), 0.5);
+    EXPECT_TRUE(tensor_near(x, {-0.5, 0.25, 1}, tol)) << d;
+    EXPECT_EQ(x.dtype(), d);
+  }
+}
+
 TEST(InPlace, Errors) {
   Tensor xi = tensor(std::vector<int64_t>{1, 4});
   EXPECT_WEFT_ERROR(sqrt_(xi), "sqrt_: result type float32 can't be cast to the desired output type int64");
