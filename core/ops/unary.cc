@@ -1,12 +1,13 @@
 // Unary elementwise ops: neg, exp, log, sqrt, rsqrt, abs, sign, relu, gelu,
-// silu, sigmoid, tanh, clamp, logical_not lives in compare.cc; in-place forms
-// neg_, exp_, sqrt_, relu_, sigmoid_, tanh_, clamp_.
+// silu, sigmoid, tanh, clamp, and the in-place forms neg_, exp_, sqrt_, relu_,
+// sigmoid_, tanh_, clamp_ (logical_not lives in compare.cc).
 //
 // Contract: each op owns one forward kernel table and (when differentiable) one
 // fused gradient kernel table `<op>_backward` computing dx = f(dy, saved) where
 // `saved` is the op's input or output (which one is fixed per op). Floating ops
 // (exp, log, ...) promote integral/bool inputs to float32 like PyTorch; abs, neg,
-// relu, sign and clamp keep the input dtype. Half/BFloat16 compute in float.
+// relu, sign and clamp keep the input dtype. Half/BFloat16 compute in float;
+// float exp/log/tanh/erf come from core/cpu/vec_math.h so the loops vectorise.
 // First-order autograd only (the engine runs backward under NoGradGuard), so the
 // fused gradient kernels record no graph.
 #include <cmath>
