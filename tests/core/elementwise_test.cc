@@ -10,6 +10,7 @@
 
 #include "core/cpu/vec_math.h"
 #include "core/ops.h"
+#include "core/parallel.h"
 #include "tests/testing.h"
 
 namespace weft {
@@ -162,6 +163,23 @@ TEST(VecMath, AccuracyAgainstLibm) {
   EXPECT_TRUE(std::isnan(vm::log(nan)));
   EXPECT_EQ(vm::log(1.0f), 0.0f);
   EXPECT_NEAR(vm::log(1e-40f), std::log(1e-40), 1e-5);  // subnormal input
+}
+
+TEST(Unary, ResultsDoNotDependOnThreadCount) {
+  const int64_t n = 100003;
+  Tensor x = sub(mul(arange(n, {DType::Float32}), wrapped_scalar(1e-4, DType::Float32, kCPU)),
+                 wrapped_scalar(5.0, DType::Float32, kCPU));
+  Tensor s = x.slice(0, 0, n, 3);  // strided view
+  auto run = [&] {
+    return std::vector<Tensor>{gelu(x), tanh(x), sigmoid(s), maximum(x, s[7].reshape({1})), where(x > 0, x, s[0])};
+  };
+  int threads = get_num_threads();
+  set_num_threads(1);
+  auto one = run();
+  set_num_threads(std::max(threads, 2));
+  auto many = run();
+  set_num_threads(threads);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(values(one[i]), values(many[i])) << i;
 }
 
 TEST(Unary, GeluHandComputed) {
