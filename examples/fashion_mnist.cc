@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/autograd_meta.h"
 #include "core/nn_ops.h"
 #include "core/parallel.h"
 #include "core/rng.h"
