@@ -358,8 +358,13 @@ Tensor point_loss(const char* op, PointLossKernel& fwd, PointLossBackwardKernel&
   Tensor pw;
   if (pos_weight.defined()) {
     WEFT_CHECK(is_floating(pos_weight.dtype()), op, ": expected floating pos_weight, got dtype ", pos_weight.dtype());
-    Shape ps = broadcast_shapes(op, shape, pos_weight.sizes());
-    WEFT_CHECK(ps == shape, op, ": pos_weight of shape ", shape_str(pos_weight.sizes()),
+    const Shape& pws = pos_weight.sizes();
+    bool fits = pws.size() <= shape.size();
+    for (size_t i = 0; fits && i < pws.size(); ++i) {
+      int64_t want = shape[shape.size() - pws.size() + i];
+      fits = pws[i] == want || pws[i] == 1;
+    }
+    WEFT_CHECK(fits, op, ": pos_weight of shape ", shape_str(pos_weight.sizes()),
                " does not broadcast to the input shape ", shape_str(shape));
     pw = expand(pos_weight.detach().to(dt), shape).contiguous();
   }
