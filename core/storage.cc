@@ -1,5 +1,7 @@
 #include "core/storage.h"
 
+#include <malloc.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -10,6 +12,13 @@ namespace {
 
 class CpuAllocator final : public Allocator {
  public:
+  CpuAllocator() {
+    // Keep large blocks in the heap and freed memory mapped: without this every
+    // big temporary is a fresh mmap whose pages fault in on first touch, which
+    // costs more than the elementwise op writing it (a 16 MB relu: 5 ms vs 0.4 ms).
+    mallopt(M_MMAP_THRESHOLD, 512 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  }
   void* allocate(size_t nbytes) override {
     if (nbytes == 0) return nullptr;
     size_t rounded = (nbytes + 63) / 64 * 64;

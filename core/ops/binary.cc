@@ -1,5 +1,9 @@
-// Binary elementwise ops with broadcasting: add, sub, mul, div (+ in-place forms
-// and operators). Each op: one kernel table, one CPU kernel, one backward.
+// Binary elementwise ops with broadcasting: add, sub, mul, div, pow, maximum,
+// minimum (+ in-place forms and operators). Each op: one kernel table, one CPU
+// kernel, one backward. Inputs are promoted to the PyTorch result type (div and
+// pow with a floating scalar exponent give float32 for integral inputs).
+#include <cmath>
+
 #include "core/autograd_meta.h"
 #include "core/cpu/loops.h"
 #include "core/dispatch.h"
@@ -18,6 +22,27 @@ using BinaryKernel = KernelTable<void(const Tensor& out, const Tensor& a, const 
 WEFT_BINARY_TABLE(add)
 WEFT_BINARY_TABLE(mul)
 WEFT_BINARY_TABLE(div)
+WEFT_BINARY_TABLE(pow)
+WEFT_BINARY_TABLE(maximum)
+WEFT_BINARY_TABLE(minimum)
+
+// pow with a scalar exponent: out = a ^ e.
+using PowScalarKernel = KernelTable<void(const Tensor& out, const Tensor& a, const Scalar& e)>;
+PowScalarKernel& pow_scalar_table() {
+  static PowScalarKernel t("pow");
+  return t;
+}
+// Gradient share of maximum/minimum for the first operand: out = g * w(a, b) with
+// w = 1 where a wins, 1/2 on ties (PyTorch splits the gradient), 0 where b wins.
+using MinMaxGradKernel = KernelTable<void(const Tensor& out, const Tensor& g, const Tensor& a, const Tensor& b)>;
+MinMaxGradKernel& maximum_backward_table() {
+  static MinMaxGradKernel t("maximum_backward");
+  return t;
+}
+MinMaxGradKernel& minimum_backward_table() {
+  static MinMaxGradKernel t("minimum_backward");
+  return t;
+}
 
 namespace {
 
@@ -44,6 +69,82 @@ void cpu_div(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar&)
   cpu::elementwise<T, T, T>(out, {a, b}, [](M x, M y) { return x / y; });
 }
 
+// Integer power by squaring; negative exponents follow PyTorch (1, -1 -> +-1, else 0).
+template <typename M>
+inline M int_pow(M base, M e) {
+  if constexpr (std::is_signed_v<M>) {
+    if (e < 0) {
+      if (base == 1) return 1;
+      if (base == -1) return (e & 1) ? -1 : 1;
+      return 0;
+    }
+  }
+  M r = 1;
+  while (e) {
+    if (e & 1) r = static_cast<M>(r * base);
+    base = static_cast<M>(base * base);
+    e = static_cast<M>(e >> 1);
+  }
+  return r;
+}
+template <typename T>
+void cpu_pow(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar&) {
+  using M = opmath_t<T>;
+  if constexpr (std::is_integral_v<M>) cpu::elementwise<T, T, T>(out, {a, b}, [](M x, M y) { return int_pow(x, y); });
+  else cpu::elementwise<T, T, T>(out, {a, b}, [](M x, M y) { return std::pow(x, y); });
+}
+template <typename T>
+void cpu_pow_scalar(const Tensor& out, const Tensor& a, const Scalar& es) {
+  using M = opmath_t<T>;
+  if constexpr (std::is_integral_v<M>) {
+    M e = es.to<M>();
+    cpu::elementwise<T, T>(out, {a}, [e](M x) { return int_pow(x, e); });
+  } else {
+    M e = es.to<M>();
+    // common exponents get exact, vectorisable forms
+    if (e == M(2)) cpu::elementwise<T, T>(out, {a}, [](M x) { return x * x; });
+    else if (e == M(3)) cpu::elementwise<T, T>(out, {a}, [](M x) { return x * x * x; });
+    else if (e == M(1)) cpu::elementwise<T, T>(out, {a}, [](M x) { return x; });
+    else if (e == M(0.5)) cpu::elementwise<T, T>(out, {a}, [](M x) { return std::sqrt(x); });
+    else if (e == M(-1)) cpu::elementwise<T, T>(out, {a}, [](M x) { return M(1) / x; });
+    else cpu::elementwise<T, T>(out, {a}, [e](M x) { return std::pow(x, e); });
+  }
+}
+// NaN propagates (like PyTorch's maximum/minimum).
+template <typename M>
+inline bool is_nan_v(M x) {
+  if constexpr (std::is_floating_point_v<M>) return x != x;
+  else return false;
+}
+template <typename T>
+void cpu_maximum(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar&) {
+  using M = opmath_t<T>;
+  cpu::elementwise<T, T, T>(out, {a, b}, [](M x, M y) { return is_nan_v(x) ? x : is_nan_v(y) ? y : (x > y ? x : y); });
+}
+template <typename T>
+void cpu_minimum(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar&) {
+  using M = opmath_t<T>;
+  cpu::elementwise<T, T, T>(out, {a, b}, [](M x, M y) { return is_nan_v(x) ? x : is_nan_v(y) ? y : (x < y ? x : y); });
+}
+template <typename T>
+void cpu_maximum_backward(const Tensor& out, const Tensor& g, const Tensor& a, const Tensor& b) {
+  using M = opmath_t<T>;
+  cpu::elementwise<T, T, T, T>(out, {g, a, b},
+                               [](M gv, M x, M y) { return x > y ? gv : x == y ? gv * M(0.5) : M(0); });
+}
+template <typename T>
+void cpu_minimum_backward(const Tensor& out, const Tensor& g, const Tensor& a, const Tensor& b) {
+  using M = opmath_t<T>;
+  cpu::elementwise<T, T, T, T>(out, {g, a, b},
+                               [](M gv, M x, M y) { return x < y ? gv : x == y ? gv * M(0.5) : M(0); });
+}
+
+WEFT_REGISTER_KERNEL(pow_table(), DeviceType::CPU, kNumericTypes, cpu_pow);
+WEFT_REGISTER_KERNEL(pow_scalar_table(), DeviceType::CPU, kNumericTypes, cpu_pow_scalar);
+WEFT_REGISTER_KERNEL(maximum_table(), DeviceType::CPU, kAllTypes, cpu_maximum);
+WEFT_REGISTER_KERNEL(minimum_table(), DeviceType::CPU, kAllTypes, cpu_minimum);
+WEFT_REGISTER_KERNEL(maximum_backward_table(), DeviceType::CPU, kFloatingTypes, cpu_maximum_backward);
+WEFT_REGISTER_KERNEL(minimum_backward_table(), DeviceType::CPU, kFloatingTypes, cpu_minimum_backward);
 WEFT_REGISTER_KERNEL(add_table(), DeviceType::CPU, kAllTypes, cpu_add);
 WEFT_REGISTER_KERNEL(mul_table(), DeviceType::CPU, kAllTypes, cpu_mul);
 WEFT_REGISTER_KERNEL(div_table(), DeviceType::CPU, kFloatingTypes, cpu_div);
@@ -122,6 +223,86 @@ Tensor div(const Tensor& a, const Tensor& b) {
     });
   }
   return out;
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  DType dt = detail::result_type(a, b);
+  WEFT_CHECK(dt != DType::Bool, "pow: not supported for dtype bool");
+  Tensor out = binary_op(pow_table(), "pow", a, b, 1, dt);
+  if (any_requires_grad({a, b})) {
+    SavedTensor save_a(a), save_b(b), save_out(out);
+    Shape za = a.sizes(), zb = b.sizes();
+    DType ta = a.dtype(), tb = b.dtype();
+    bool need_a = a.requires_grad(), need_b = b.requires_grad();
+    record_function("PowBackward", {a, b}, {out}, [=](const std::vector<Tensor>& g) {
+      Tensor av = save_a.get("PowBackward"), bv = save_b.get("PowBackward");
+      Tensor ga, gb;
+      // d/da = b * a^(b-1);  d/db = a^b * log(a), taken as 0 where a == 0 and b >= 0
+      if (need_a) ga = sum_to(mul(g[0], mul(bv, pow(av, bv - 1))), za).to(ta);
+      if (need_b) {
+        Tensor zero = wrapped_scalar(0, DType::Float32, g[0].device());
+        Tensor d = mul(save_out.get("PowBackward"), log(av));
+        d = where(logical_and(eq(av, zero), ge(bv, zero)), zero, d);
+        gb = sum_to(mul(g[0], d), zb).to(tb);
+      }
+      return std::vector<Tensor>{ga, gb};
+    });
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& a, const Scalar& e) {
+  WEFT_CHECK(a.defined(), "pow: undefined tensor argument");
+  WEFT_CHECK(a.dtype() != DType::Bool, "pow: not supported for dtype bool");
+  DType dt = e.is_floating() && !is_floating(a.dtype()) ? DType::Float32 : a.dtype();
+  WEFT_CHECK(is_floating(dt) || e.to_int() >= 0, "pow: integers to negative integer powers are not allowed (",
+             a.dtype(), " tensor, exponent ", e, ")");
+  Tensor x = a.detach().to(dt);
+  Tensor out = empty(a.sizes(), {dt, a.device()});
+  pow_scalar_table()(a.device(), dt, out, x, e);
+  if (any_requires_grad({a})) {
+    SavedTensor save_a(a);
+    record_function("PowBackward", {a}, {out}, [save_a, e](const std::vector<Tensor>& g) {
+      Tensor av = save_a.get("PowBackward");
+      double ed = e.to_double();
+      if (ed == 0.0) return std::vector<Tensor>{zeros_like(av)};
+      Tensor d = ed == 1.0 ? g[0] : mul(g[0], pow(av, Scalar(ed - 1.0)));
+      if (ed != 1.0) d = mul(d, wrapped_scalar(ed, DType::Float64, d.device()));
+      return std::vector<Tensor>{d.to(av.dtype())};
+    });
+  }
+  return out;
+}
+
+namespace {
+// maximum/minimum front end: `table` picks the winner, `grad` its gradient share.
+Tensor min_max(BinaryKernel& table, MinMaxGradKernel& grad, const char* op, const char* node, const Tensor& a,
+               const Tensor& b) {
+  DType dt = detail::result_type(a, b);
+  Tensor out = binary_op(table, op, a, b, 1, dt);
+  if (any_requires_grad({a, b})) {
+    SavedTensor save_a(a), save_b(b);
+    Shape za = a.sizes(), zb = b.sizes();
+    DType ta = a.dtype(), tb = b.dtype();
+    record_function(node, {a, b}, {out}, [=, &grad](const std::vector<Tensor>& g) {
+      Tensor ea, eb;
+      Shape shape = detail::prepare_binary(node, save_a.get(node), save_b.get(node), dt, ea, eb);
+      Tensor gg = g[0].to(dt);
+      Tensor ga = empty(shape, {dt, gg.device()}), gb = empty(shape, {dt, gg.device()});
+      grad(gg.device(), dt, ga, gg, ea, eb);
+      grad(gg.device(), dt, gb, gg, eb, ea);
+      return std::vector<Tensor>{sum_to(ga, za).to(ta), sum_to(gb, zb).to(tb)};
+    });
+  }
+  return out;
+}
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return min_max(maximum_table(), maximum_backward_table(), "maximum", "MaximumBackward", a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return min_max(minimum_table(), minimum_backward_table(), "minimum", "MinimumBackward", a, b);
 }
 
 Tensor& add_(Tensor& a, const Tensor& b, const Scalar& alpha) {
