@@ -67,8 +67,10 @@ bool debug_collectives_from_env();
 std::recursive_mutex& mpi_mutex();
 // The thread level MPI provided (MPI_THREAD_*), or -1 before initialisation.
 int mpi_thread_level();
-// True once a collective of this process timed out or failed: its MPI requests
-// may never finish, so MPI_Finalize could hang; DistributedContext skips it.
+// True once an MPI call of this backend failed or an unfinished Work was
+// dropped (e.g. unwinding after a timeout): MPI requests may then never
+// finish, so MPI_Finalize could hang; DistributedContext skips it. A timeout
+// whose Work is later waited to completion does not count.
 bool had_collective_failure();
 
 class ProcessGroupMPI;

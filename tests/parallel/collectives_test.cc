@@ -210,6 +210,7 @@ TEST(Collectives, RecvOfWrongSizeIsAnError) {
 TEST(Collectives, AsyncWorkCompletesOnlyWhenAllArrive) {
   auto pg = world();
   Tensor t = full({16}, 1.0);
+  pg->barrier()->wait();
   if (pg->rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   WorkPtr w = pg->allreduce(t);
   if (pg->rank() == 0) {
@@ -234,6 +235,7 @@ TEST(Collectives, WaitTimeoutNamesTheLateRankThenSucceeds) {
   auto pg = world();
   auto* mpg = dynamic_cast<ProcessGroupMPI*>(pg.get());
   ASSERT_NE(mpg, nullptr);
+  pg->barrier()->wait();
   int64_t seq = mpg->sequence_number();
   if (pg->rank() == pg->size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(700));
   WorkPtr w = pg->barrier();

@@ -10,6 +10,7 @@
 # the collective timeout with the error naming the missing rank (kill, exit)
 # or every rank names the desync (op, count, with WEFT_DEBUG_COLLECTIVES=1).
 set -uo pipefail
+here="$(dirname "${BASH_SOURCE[0]}")"
 driver="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 scenario="$2"
 victim=1
@@ -24,7 +25,7 @@ fail=0
 for np in 2 4; do
   dir="$(mktemp -d "${TEST_TMPDIR:-/tmp}/weft_fault.XXXXXX")"
   start=$(date +%s.%N)
-  WEFT_DIR="$dir" timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none --enable-recovery \
+  WEFT_DIR="$dir" timeout 60 "$here/mpirun.sh" --enable-recovery \
     -x WEFT_DIR -np "$np" \
     sh -c '"$0" "$@" 2>"$WEFT_DIR/err.$OMPI_COMM_WORLD_RANK"; echo $? >"$WEFT_DIR/rc.$OMPI_COMM_WORLD_RANK"' \
     "$driver" "$scenario" "$victim" "$step" >/dev/null 2>"$dir/mpirun.err" &
