@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs a multi-process gtest binary under mpirun with 2 and then 4 ranks.
+# Usage: mpi_test.sh BINARY [gtest args...]. Fails if any rank fails.
+set -uo pipefail
+here="$(dirname "${BASH_SOURCE[0]}")"
+bin="$1"; shift
+export WEFT_COLLECTIVE_TIMEOUT_S="${WEFT_COLLECTIVE_TIMEOUT_S:-30}"
+unset GTEST_OUTPUT XML_OUTPUT_FILE
+for np in 2 4; do
+  echo "=== mpirun -np $np $bin $*"
+  start=$(date +%s.%N)
+  timeout 120 "$here/mpirun.sh" -np "$np" "$bin" "$@"
+  rc=$?
+  echo "=== np=$np rc=$rc in $(awk "BEGIN{print $(date +%s.%N) - $start}") s"
+  if [ "$rc" -ne 0 ]; then exit 1; fi
+done
