@@ -20,7 +20,7 @@
 #include "core/ops.h"
 #include "parallel/process_group.h"
 
-namespace weft::parallel::testing {
+namespace weft::parallel::fake {
 
 struct FakeShared {
   struct Round {
@@ -170,4 +170,4 @@ inline void run_ranks(int n, const std::function<void(std::shared_ptr<ProcessGro
     if (e) std::rethrow_exception(e);
 }
 
-}  // namespace weft::parallel::testing
+}  // namespace weft::parallel::fake
