@@ -19,6 +19,12 @@
 // later firing arrives after its bucket launched, the bucket is marked stale and
 // reduced again (with the final local gradients) at the end of backward. Ranks
 // run the same graph, so they agree on which buckets are stale.
+//
+// Note [progress]: MPI backends without a progress thread (Open MPI) advance a
+// non-blocking collective only while some thread is inside an MPI call. So that
+// reductions launched early in backward actually proceed while backward runs,
+// every gradient hook polls is_completed() on the oldest launched bucket not
+// yet seen complete (one test call progresses all outstanding requests).
 #include "parallel/ddp.h"
 
 #include <algorithm>
@@ -268,6 +274,7 @@ void DistributedDataParallel::start_backward() {
                         "reductions are unfinished; run a forward through DDP (or call finish()) in between");
   in_backward_ = true;
   next_bucket_ = 0;
+  poll_next_ = 0;
   std::fill(ready_.begin(), ready_.end(), 0);
   for (auto& b : buckets_) {
     b.pending = static_cast<int>(b.params.size());
@@ -287,6 +294,15 @@ void DistributedDataParallel::on_grad_ready(int index) {
   }
   ready_[index] = 1;
   if (--b.pending == 0) launch_ready_buckets();
+  poll_launched();
+}
+
+void DistributedDataParallel::poll_launched() {  // Note [progress]
+  while (poll_next_ < next_bucket_) {
+    Bucket& b = buckets_[poll_next_];
+    if (!b.work || !b.work->is_completed()) return;
+    ++poll_next_;
+  }
 }
 
 void DistributedDataParallel::launch_ready_buckets() {

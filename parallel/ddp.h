@@ -151,6 +151,7 @@ class DistributedDataParallel {
   void on_grad_ready(int index);
   void start_backward();
   void launch_ready_buckets();
+  void poll_launched();
   void launch(int b);
   void wait_bucket(int b);
   void end_of_backward();
@@ -170,6 +171,7 @@ class DistributedDataParallel {
   bool pending_ = false;      // non-blocking: reductions in flight, updates not applied
   std::vector<char> ready_, updated_;
   int next_bucket_ = 0;
+  int poll_next_ = 0;  // oldest launched bucket not yet seen complete (Note [progress])
   Clock::time_point first_launch_;
   DDPCommStats stats_;
 };
