@@ -1,0 +1,312 @@
+// fashion_mnist_ddp: the Fashion-MNIST example (examples/fashion_mnist.cc)
+// trained data-parallel with DistributedDataParallel over MPI.
+//
+//   ./bazelw build //examples:fashion_mnist_ddp
+//   mpirun --allow-run-as-root --oversubscribe -np 2 bazel-bin/examples/fashion_mnist_ddp [flags]
+//
+// Every rank reads the dataset; a DistributedSampler gives each rank its shard
+// of every epoch (shuffled by (seed, epoch), the same on every rank), and each
+// rank trains on batches of global-batch / world-size images, so one step sees
+// the same number of images as the single-process example with that batch.
+// DDP averages the gradients (bucketed, overlapping backward). Evaluation is
+// sharded (rank r scores a contiguous slice of the test set) and the counts are
+// allreduced. Only rank 0 shows progress, writes metrics, the plot and
+// checkpoints (--save), and prints the final `test_accuracy=0.XXXX`. With
+// --resume every rank loads the checkpoint. Threads per rank default to
+// cores / ranks on this node (at least 1). --device cuda is refused: this
+// build has no CUDA backend.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "core/autograd_meta.h"
+#include "core/nn_ops.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "examples/models.h"
+#include "examples/train_report.h"
+#include "io/checkpoint.h"
+#include "io/dataloader.h"
+#include "io/fashion_mnist.h"
+#include "optim/lr_scheduler.h"
+#include "optim/sgd.h"
+#include "parallel/context.h"
+#include "parallel/ddp.h"
+#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/sampler.h"
+
+namespace weft::examples {
+namespace {
+
+struct Flags {
+  std::string data = io::kFashionMnistDir;
+  std::string model = "cnn";
+  std::string device = "cpu";
+  int64_t epochs = 5;
+  int64_t batch_size = 128;  // global
+  double lr = 0.05;
+  double momentum = 0.9;
+  double weight_decay = 5e-4;
+  uint64_t seed = 0;
+  int threads = 0;
+  int workers = 1;
+  int64_t limit_train = 0, limit_test = 0;
+  std::string save, resume;
+  std::string metrics = "fashion_mnist_ddp_metrics.jsonl";
+  std::string plot = "fashion_mnist_ddp.svg";
+  double bucket_cap_mb = 25;
+  bool progress = true;
+};
+
+const char* kUsage =
+    "usage: mpirun [-np N] fashion_mnist_ddp [flags]\n"
+    "  --data DIR          Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)\n"
+    "  --model cnn|mlp     model (default cnn)\n"
+    "  --device cpu|cuda   device (default cpu; cuda needs the CUDA backend)\n"
+    "  --epochs N          epochs (default 5)\n"
+    "  --batch-size N      global batch size, split across ranks (default 128)\n"
+    "  --lr X              SGD learning rate, cosine-annealed per epoch (default 0.05)\n"
+    "  --momentum X        SGD momentum (default 0.9)\n"
+    "  --weight-decay X    SGD weight decay (default 5e-4)\n"
+    "  --seed N            seed for init and data order (default 0)\n"
+    "  --threads N         CPU threads per rank (default: cores / ranks on this node, at least 1)\n"
+    "  --workers N         data-loader threads per rank (default 1)\n"
+    "  --bucket-cap-mb X   DDP gradient bucket cap (default 25)\n"
+    "  --save PATH         rank 0 writes a checkpoint after every epoch\n"
+    "  --resume PATH       continue from a checkpoint written by --save\n"
+    "  --metrics PATH      JSON-lines metrics (default fashion_mnist_ddp_metrics.jsonl)\n"
+    "  --plot PATH         SVG plot (default fashion_mnist_ddp.svg)\n"
+    "  --limit-train N     use the first N training images\n"
+    "  --limit-test N      use the first N test images\n"
+    "  --no-progress       no progress bar\n";
+
+Flags parse(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      WEFT_CHECK(i + 1 < argc, "flag ", a, " needs a value\n", kUsage);
+      return argv[++i];
+    };
+    auto number = [&](const std::string& s) -> double {
+      char* end = nullptr;
+      double v = std::strtod(s.c_str(), &end);
+      WEFT_CHECK(end && *end == '\0' && !s.empty(), "flag ", a, ": '", s, "' is not a number");
+      return v;
+    };
+    if (a == "--help" || a == "-h") { std::cout << kUsage; std::exit(0); }
+    else if (a == "--data") f.data = value();
+    else if (a == "--model") f.model = value();
+    else if (a == "--device") f.device = value();
+    else if (a == "--epochs") f.epochs = static_cast<int64_t>(number(value()));
+    else if (a == "--batch-size") f.batch_size = static_cast<int64_t>(number(value()));
+    else if (a == "--lr") f.lr = number(value());
+    else if (a == "--momentum") f.momentum = number(value());
+    else if (a == "--weight-decay") f.weight_decay = number(value());
+    else if (a == "--seed") f.seed = static_cast<uint64_t>(number(value()));
+    else if (a == "--threads") f.threads = static_cast<int>(number(value()));
+    else if (a == "--workers") f.workers = static_cast<int>(number(value()));
+    else if (a == "--bucket-cap-mb") f.bucket_cap_mb = number(value());
+    else if (a == "--limit-train") f.limit_train = static_cast<int64_t>(number(value()));
+    else if (a == "--limit-test") f.limit_test = static_cast<int64_t>(number(value()));
+    else if (a == "--save") f.save = user_path(value());
+    else if (a == "--resume") f.resume = user_path(value());
+    else if (a == "--metrics") f.metrics = value();
+    else if (a == "--plot") f.plot = value();
+    else if (a == "--no-progress") f.progress = false;
+    else WEFT_ERROR("unknown flag '", a, "'\n", kUsage);
+  }
+  WEFT_CHECK(f.model == "cnn" || f.model == "mlp", "--model must be cnn or mlp, got '", f.model, "'");
+  WEFT_CHECK(f.device == "cpu" || f.device == "cuda", "--device must be cpu or cuda, got '", f.device, "'");
+  WEFT_CHECK(f.device != "cuda",
+             "--device cuda: CUDA backend not built (this weft build is CPU-only; run with --device cpu)");
+  WEFT_CHECK(f.epochs >= 1 && f.batch_size >= 1, "--epochs and --batch-size must be positive");
+  f.metrics = user_path(f.metrics);
+  f.plot = user_path(f.plot);
+  if (f.data != io::kFashionMnistDir) f.data = user_path(f.data);
+  return f;
+}
+
+std::shared_ptr<io::TensorDataset> slice(const io::TensorDataset& ds, int64_t begin, int64_t end) {
+  return std::make_shared<io::TensorDataset>(ds.data().narrow(0, begin, end - begin),
+                                             ds.targets().narrow(0, begin, end - begin));
+}
+
+std::string encode(const EpochMetrics& m) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%.17g %.17g %.17g %.17g %.17g %.17g", m.train_loss, m.train_accuracy,
+                m.test_loss, m.test_accuracy, m.images_per_second, m.seconds);
+  return buf;
+}
+EpochMetrics decode(int64_t epoch, const std::string& s) {
+  EpochMetrics m;
+  m.epoch = epoch;
+  std::istringstream in(s);
+  in >> m.train_loss >> m.train_accuracy >> m.test_loss >> m.test_accuracy >> m.images_per_second >> m.seconds;
+  return m;
+}
+
+// Sums (a, b, c) over the ranks.
+std::array<double, 3> allreduce_sum(parallel::ProcessGroup& g, double a, double b, double c) {
+  Tensor t = tensor<double>({a, b, c}, {3});
+  g.allreduce(t)->wait();
+  const double* p = t.data_ptr<double>();
+  return {p[0], p[1], p[2]};
+}
+
+// Loss and accuracy over the whole test set: each rank scores its slice.
+std::pair<double, double> evaluate(nn::Module& model, io::DataLoader& loader, parallel::ProcessGroup& g) {
+  NoGradGuard ng;
+  model.eval();
+  double loss_sum = 0, correct = 0, seen = 0;
+  for (auto& batch : loader) {
+    Tensor logits = model(batch.data);  // (B, 10)
+    loss_sum += cross_entropy(logits, batch.target, Reduction::Sum).item<double>();
+    correct += static_cast<double>((argmax(logits, 1) == batch.target).sum().item<int64_t>());
+    seen += static_cast<double>(batch.data.size(0));
+  }
+  model.train();
+  auto s = allreduce_sum(g, loss_sum, correct, seen);
+  return {s[0] / std::max(s[2], 1.0), s[1] / std::max(s[2], 1.0)};
+}
+
+int run(const Flags& f) {
+  parallel::DistributedContext ctx;
+  auto& g = ctx.world();
+  const int rank = ctx.rank(), world = ctx.size();
+  const bool lead = rank == 0;
+  int threads = f.threads;
+  if (threads <= 0) {
+    int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::max(1, cores / std::max(1, parallel::local_size()));
+  }
+  set_num_threads(threads);
+  WEFT_CHECK(f.batch_size >= world, "--batch-size ", f.batch_size,
+             " is smaller than the number of ranks ", world);
+  const int64_t per_rank = std::max<int64_t>(1, f.batch_size / world);
+  if (lead) std::cerr << "fashion_mnist_ddp: loading " << f.data << " on " << world << " ranks\n";
+
+  auto full_train = io::load_fashion_mnist(f.data, true);
+  auto full_test = io::load_fashion_mnist(f.data, false);
+  int64_t n_train = f.limit_train > 0 ? std::min(f.limit_train, full_train.size()) : full_train.size();
+  int64_t n_test = f.limit_test > 0 ? std::min(f.limit_test, full_test.size()) : full_test.size();
+  std::shared_ptr<const io::Dataset> train_ds = slice(full_train, 0, n_train);
+  auto test_shard = slice(full_test, n_test * rank / world, n_test * (rank + 1) / world);
+  auto normalize = [](const io::Example& e, Generator&) {
+    return io::Example{(e.data - 0.2860) / 0.3530, e.target};
+  };
+  io::DataLoader test(test_shard, {1000, false, 0, false, f.workers, 2}, normalize);
+  parallel::DistributedSampler sampler(n_train, world, rank, {true, f.seed});
+
+  manual_seed(f.seed);
+  std::shared_ptr<nn::Sequential> model = f.model == "cnn" ? fashion_cnn() : fashion_mlp();
+  optim::SGD opt(model->parameters(), {f.lr, f.momentum, 0.0, f.weight_decay, false});
+  optim::CosineAnnealingLR sched(opt, f.epochs);
+  std::vector<EpochMetrics> history;
+  int64_t start_epoch = 0, step = 0;
+  if (!f.resume.empty()) {
+    io::CheckpointContents ck = io::load_checkpoint(f.resume);
+    io::check_model_state(ck.model, model->state_dict().items(), f.resume);
+    nn::StateDict sd;
+    for (auto& [k, v] : ck.model) sd.insert(k, v);
+    model->load_state_dict(sd);
+    opt.load_state_dict(ck.optimizer);
+    sched.load_state_dict(ck.scheduler);
+    start_epoch = ck.epoch;
+    step = ck.step;
+    for (int64_t e = 1; e <= start_epoch; ++e) {
+      auto it = ck.metadata.find("history." + std::to_string(e));
+      if (it != ck.metadata.end()) history.push_back(decode(e, it->second));
+    }
+    if (lead) std::cerr << "fashion_mnist_ddp: resumed from " << f.resume << " after epoch " << start_epoch << "\n";
+  } else if (lead) {
+    std::remove(f.metrics.c_str());
+  }
+  parallel::DDPOptions dopts;
+  dopts.bucket_cap_mb = f.bucket_cap_mb;
+  parallel::DistributedDataParallel ddp(model, ctx.world_ptr(), dopts);  // broadcasts rank 0's state
+  if (lead)
+    std::cerr << "fashion_mnist_ddp: " << f.model << " with " << model->num_parameters() << " parameters in "
+              << ddp.bucket_names().size() << " bucket(s), " << n_train << " training / " << n_test
+              << " test images, " << world << " ranks x batch " << per_rank << ", " << threads
+              << " thread(s) per rank\n";
+
+  for (int64_t epoch = start_epoch; epoch < f.epochs; ++epoch) {
+    sampler.set_epoch(epoch);
+    // The sampler shuffled already; the loader keeps its order.
+    io::DataLoader train(sampler.shard(train_ds), {per_rank, false, f.seed, false, f.workers, 2}, normalize);
+    model->train();
+    ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(f.epochs), train.num_batches(),
+                    f.progress && lead);
+    auto t0 = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    int64_t correct = 0, seen = 0, b = 0;
+    for (auto& batch : train) {
+      Tensor logits = ddp(batch.data);  // (B, 10)
+      Tensor loss = cross_entropy(logits, batch.target);
+      opt.zero_grad();
+      loss.backward();  // DDP averages the gradients over the ranks
+      opt.step();
+      ++step;
+      int64_t n = batch.data.size(0);
+      loss_sum += loss.item<double>() * static_cast<double>(n);
+      correct += (argmax(logits.detach(), 1) == batch.target).sum().item<int64_t>();
+      seen += n;
+      bar.update(++b, loss_sum / seen, static_cast<double>(correct) / seen, seen * world);
+    }
+    bar.finish();
+    auto tr = allreduce_sum(g, loss_sum, static_cast<double>(correct), static_cast<double>(seen));
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    sched.step();
+    auto [test_loss, test_acc] = evaluate(*model, test, g);
+    EpochMetrics m{epoch + 1, tr[0] / tr[2], tr[1] / tr[2], test_loss, test_acc, tr[2] / secs, secs};
+    history.push_back(m);
+    if (!lead) continue;
+    std::printf("epoch %lld/%lld: train_loss=%.6f train_acc=%.4f test_loss=%.4f test_acc=%.4f (%.1fs, %.0f img/s, "
+                "overlap %.2f)\n",
+                static_cast<long long>(epoch + 1), static_cast<long long>(f.epochs), m.train_loss, m.train_accuracy,
+                m.test_loss, m.test_accuracy, secs, m.images_per_second, ddp.comm_stats().overlap());
+    std::fflush(stdout);
+    append_metrics_jsonl(f.metrics, m);
+    write_svg_plot(f.plot, history, "weft DDP (" + std::to_string(world) + " ranks): Fashion-MNIST " + f.model);
+    if (!f.save.empty()) {
+      io::CheckpointContents ck;
+      for (auto& [k, v] : model->state_dict()) ck.model[k] = v.clone();
+      for (auto& [k, v] : opt.state_dict()) ck.optimizer[k] = v.clone();
+      ck.scheduler = sched.state_dict();
+      ck.rng = get_rng_state();
+      ck.step = step;
+      ck.epoch = epoch + 1;
+      ck.metadata["world_size"] = std::to_string(world);
+      for (const auto& h : history) ck.metadata["history." + std::to_string(h.epoch)] = encode(h);
+      io::save_checkpoint(f.save, ck);
+    }
+  }
+  g.barrier()->wait();  // rank 0's files are complete before anyone exits
+  if (lead) {
+    std::cerr << "fashion_mnist_ddp: metrics in " << f.metrics << ", plot in " << f.plot << "\n";
+    std::printf("test_accuracy=%.4f\n", history.empty() ? 0.0 : history.back().test_accuracy);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace weft::examples
+
+int main(int argc, char** argv) {
+  try {
+    return weft::examples::run(weft::examples::parse(argc, argv));
+  } catch (const weft::Error& e) {
+    std::fprintf(stderr, "\nfashion_mnist_ddp: error: %s\n", e.message().c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "\nfashion_mnist_ddp: error: %s\n", e.what());
+    return 1;
+  }
+}
