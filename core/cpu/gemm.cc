@@ -36,7 +36,7 @@ struct Grid {
 };
 Grid grid_for(int64_t m, int64_t n, int64_t k) {
   int64_t work = m * n * k;
-  int64_t blocks = std::min<int64_t>(8, work >> 17);
+  int64_t blocks = std::min<int64_t>(4, work >> 17);
   if (blocks <= 1) return {m, n};
   // Prefer column blocks: with row-major C, Eigen packs B once per column block
   // (a row split would repack all of B in every block).
