@@ -25,7 +25,8 @@ class CheckpointNode final : public Node {
   }
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    WEFT_CHECK(fn_ != nullptr, "Trying to backward through the graph a second time (node CheckpointBackward): "
+    WEFT_CHECK(fn_ != nullptr,
+               "Trying to backward through the graph a second time (node CheckpointBackward): "
                "its saved inputs were freed after the first backward. Pass retain_graph=true to the first "
                "backward() if you need to backward twice.");
     // Detached inputs: the recomputed graph stops at them and their .grad

@@ -109,8 +109,8 @@ void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_gra
       if (!retain_graph) node->release_saved();
     }
     if (!is_acc) {
-      WEFT_INTERNAL_ASSERT(outputs.empty() || outputs.size() == node->next_edges.size(), node->name(),
-                           " returned ", outputs.size(), " gradients for ", node->next_edges.size(), " inputs");
+      WEFT_INTERNAL_ASSERT(outputs.empty() || outputs.size() == node->next_edges.size(), node->name(), " returned ",
+                           outputs.size(), " gradients for ", node->next_edges.size(), " inputs");
     }
     for (size_t j = 0; j < node->next_edges.size(); ++j) {
       const Edge& e = node->next_edges[j];
@@ -161,8 +161,8 @@ void with_backward_state(F&& fn) {
 
 void make_roots(const char* op, const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                 std::vector<Edge>& edges, std::vector<Tensor>& gs) {
-  WEFT_CHECK(grads.empty() || grads.size() == roots.size(), op, ": got ", grads.size(), " gradients for ",
-             roots.size(), " tensors");
+  WEFT_CHECK(grads.empty() || grads.size() == roots.size(), op, ": got ", grads.size(), " gradients for ", roots.size(),
+             " tensors");
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     WEFT_CHECK(r.defined(), op, ": tensor ", i, " is undefined");
@@ -174,8 +174,8 @@ void make_roots(const char* op, const std::vector<Tensor>& roots, const std::vec
                  shape_str(r.sizes()), "; pass an explicit gradient");
       g = ones(r.sizes(), r.options());
     } else {
-      WEFT_CHECK(g.sizes() == r.sizes(), op, ": gradient shape ", shape_str(g.sizes()),
-                 " does not match tensor shape ", shape_str(r.sizes()));
+      WEFT_CHECK(g.sizes() == r.sizes(), op, ": gradient shape ", shape_str(g.sizes()), " does not match tensor shape ",
+                 shape_str(r.sizes()));
       g = g.detach().to(r.dtype());
     }
     edges.push_back(e);

@@ -65,7 +65,8 @@ class AutogradContext {
   std::unordered_map<std::string, std::any> saved_data;
 
  private:
-  template <typename> friend struct Function;
+  template <typename>
+  friend struct Function;
   friend class CppNodeBase;
   friend void detail::finish_custom_function(const std::shared_ptr<CppNodeBase>&, const std::vector<Tensor>&,
                                              std::vector<Tensor>&);
@@ -94,11 +95,13 @@ class CppNodeBase : public Node {
   void check_not_released() const;
   AutogradContext ctx_;
   std::vector<bool> arg_is_tensor_;  // per apply() argument slot (after flattening vectors)
-  template <typename> friend struct Function;
+  template <typename>
+  friend struct Function;
 };
 
 namespace detail {
-template <typename T> using bare_t = std::remove_cv_t<std::remove_reference_t<T>>;
+template <typename T>
+using bare_t = std::remove_cv_t<std::remove_reference_t<T>>;
 
 inline void collect_tensors(std::vector<Tensor>&, std::vector<bool>&) {}
 template <typename A, typename... Rest>

@@ -64,7 +64,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
     // Perturb through a contiguous buffer and copy it back.
     WEFT_CHECK(x.is_contiguous(), "gradcheck: inputs must be contiguous");
     double* p = x.data_ptr<double>();
-    Tensor a = analytical[k].defined() ? analytical[k].to(DType::Float64).contiguous() : zeros(x.sizes(), {DType::Float64});
+    Tensor a =
+        analytical[k].defined() ? analytical[k].to(DType::Float64).contiguous() : zeros(x.sizes(), {DType::Float64});
     const double* ap = a.data_ptr<double>();
     for (int64_t i = 0; i < x.numel(); ++i) {
       double orig = p[i];

@@ -43,12 +43,32 @@ void run(int reps) {
   Tensor p2 = filled({N, 64, 14, 14}, -1, 1, 8).requires_grad_();
 
   auto bw = [](const Tensor& y) { y.backward(ones_like(y)); };
-  double c1f = time_ms([&] { NoGradGuard g; conv2d(x, w1, b1, {1, 1}, {1, 1}); }, reps);
+  double c1f = time_ms(
+      [&] {
+        NoGradGuard g;
+        conv2d(x, w1, b1, {1, 1}, {1, 1});
+      },
+      reps);
   double c1 = time_ms([&] { bw(conv2d(x, w1, b1, {1, 1}, {1, 1})); }, reps);
-  double c2f = time_ms([&] { NoGradGuard g; conv2d(h1, w2, b2, {1, 1}, {1, 1}); }, reps);
+  double c2f = time_ms(
+      [&] {
+        NoGradGuard g;
+        conv2d(h1, w2, b2, {1, 1}, {1, 1});
+      },
+      reps);
   double c2 = time_ms([&] { bw(conv2d(h1, w2, b2, {1, 1}, {1, 1})); }, reps);
-  double m1f = time_ms([&] { NoGradGuard g; max_pool2d(p1, {2, 2}); }, reps);
-  double m2f = time_ms([&] { NoGradGuard g; max_pool2d(p2, {2, 2}); }, reps);
+  double m1f = time_ms(
+      [&] {
+        NoGradGuard g;
+        max_pool2d(p1, {2, 2});
+      },
+      reps);
+  double m2f = time_ms(
+      [&] {
+        NoGradGuard g;
+        max_pool2d(p2, {2, 2});
+      },
+      reps);
   double m1 = time_ms([&] { bw(max_pool2d(p1, {2, 2})); }, reps);
   double m2 = time_ms([&] { bw(max_pool2d(p2, {2, 2})); }, reps);
   std::printf("weft  conv1 fwd %.3f ms  fwd+bwd %.3f ms\n", c1f, c1);

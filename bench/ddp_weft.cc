@@ -29,7 +29,10 @@ int main(int argc, char** argv) {
     else if (a == "--batch") batch = std::atoll(v.c_str());
     else if (a == "--hidden") hidden = std::atoll(v.c_str());
     else if (a == "--bucket-cap-mb") cap = std::atof(v.c_str());
-    else { std::fprintf(stderr, "ddp_weft: unknown flag %s\n", a.c_str()); return 2; }
+    else {
+      std::fprintf(stderr, "ddp_weft: unknown flag %s\n", a.c_str());
+      return 2;
+    }
   }
   try {
     using namespace weft;
@@ -44,8 +47,8 @@ int main(int argc, char** argv) {
     parallel::DistributedDataParallel ddp(model, ctx.world_ptr(), o);
     optim::SGD opt(model->parameters(), {0.01, 0.9, 0.0, 0.0, false});
     manual_seed(1 + ctx.rank());
-    Tensor x = randn({batch, 784});               // (B, 784)
-    Tensor y = randint(0, 10, {batch});           // (B)
+    Tensor x = randn({batch, 784});      // (B, 784)
+    Tensor y = randint(0, 10, {batch});  // (B)
     auto step = [&] {
       Tensor loss = cross_entropy(ddp(x), y);
       opt.zero_grad();
@@ -64,10 +67,11 @@ int main(int argc, char** argv) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto& st = ddp.comm_stats();
     if (ctx.rank() == 0)
-      std::printf("{\"steps_per_second\": %.3f, \"overlap\": %.4f, \"buckets\": %zu, \"comm_window_ms\": %.3f, "
-                  "\"blocked_ms\": %.3f, \"final_loss\": %.4f, \"world\": %d, \"threads\": %d}\n",
-                  steps / secs, st.overlap(), ddp.bucket_names().size(), 1e3 * st.window_seconds / st.backwards,
-                  1e3 * st.blocked_seconds / st.backwards, final_loss, ctx.size(), get_num_threads());
+      std::printf(
+          "{\"steps_per_second\": %.3f, \"overlap\": %.4f, \"buckets\": %zu, \"comm_window_ms\": %.3f, "
+          "\"blocked_ms\": %.3f, \"final_loss\": %.4f, \"world\": %d, \"threads\": %d}\n",
+          steps / secs, st.overlap(), ddp.bucket_names().size(), 1e3 * st.window_seconds / st.backwards,
+          1e3 * st.blocked_seconds / st.backwards, final_loss, ctx.size(), get_num_threads());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ddp_weft: error: %s\n", e.what());
     return 1;

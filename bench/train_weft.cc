@@ -3,12 +3,12 @@
 // training images and prints one JSON line: images/s over the timed steps and
 // the process's peak resident memory.
 //   train_weft --model cnn --steps 60 --warmup 5 --threads 2
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include <sys/resource.h>
 
 #include "core/nn_ops.h"
 #include "core/parallel.h"
@@ -28,7 +28,10 @@ int main(int argc, char** argv) {
     else if (a == "--warmup") warmup = std::atoi(v.c_str());
     else if (a == "--threads") threads = std::atoi(v.c_str());
     else if (a == "--batch") batch = std::atoll(v.c_str());
-    else { std::fprintf(stderr, "train_weft: unknown flag %s\n", a.c_str()); return 2; }
+    else {
+      std::fprintf(stderr, "train_weft: unknown flag %s\n", a.c_str());
+      return 2;
+    }
   }
   try {
     using namespace weft;
@@ -55,9 +58,10 @@ int main(int argc, char** argv) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
-    std::printf("{\"model\": \"%s\", \"images_per_second\": %.1f, \"peak_rss_mb\": %.1f, \"final_loss\": %.4f, "
-                "\"threads\": %d}\n",
-                model_name.c_str(), steps * batch / secs, ru.ru_maxrss / 1024.0, last, get_num_threads());
+    std::printf(
+        "{\"model\": \"%s\", \"images_per_second\": %.1f, \"peak_rss_mb\": %.1f, \"final_loss\": %.4f, "
+        "\"threads\": %d}\n",
+        model_name.c_str(), steps * batch / secs, ru.ru_maxrss / 1024.0, last, get_num_threads());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_weft: error: %s\n", e.what());
     return 1;

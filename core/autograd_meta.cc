@@ -81,10 +81,9 @@ SavedTensor::SavedTensor(const Tensor& t) {
 
 Tensor SavedTensor::get(const std::string& node_name) const {
   if (!data_.defined()) return data_;
-  WEFT_CHECK(data_.version() == version_, node_name,
-             ": a tensor saved for backward (shape ", shape_str(data_.sizes()), ", dtype ", data_.dtype(),
-             ") was modified by an in-place operation: saved at version ", version_, ", now at version ",
-             data_.version(), ".");
+  WEFT_CHECK(data_.version() == version_, node_name, ": a tensor saved for backward (shape ", shape_str(data_.sizes()),
+             ", dtype ", data_.dtype(), ") was modified by an in-place operation: saved at version ", version_,
+             ", now at version ", data_.version(), ".");
   return data_;
 }
 
@@ -148,8 +147,10 @@ void check_inplace(const char* op, const Tensor& self) {
   if (!GradMode::is_enabled() || !self.requires_grad()) return;
   WEFT_CHECK(!self.is_leaf(), op, ": a leaf tensor that requires grad (shape ", shape_str(self.sizes()),
              ") cannot be modified in place; wrap the update in NoGradGuard");
-  WEFT_CHECK(!self.impl()->is_view(), op, ": in-place modification of a view of a tensor that requires grad "
-             "(shape ", shape_str(self.sizes()), ") is not supported by weft's autograd; use the out-of-place op");
+  WEFT_CHECK(!self.impl()->is_view(), op,
+             ": in-place modification of a view of a tensor that requires grad "
+             "(shape ",
+             shape_str(self.sizes()), ") is not supported by weft's autograd; use the out-of-place op");
 }
 
 void record_inplace(const char* name, Tensor& self, const std::vector<Tensor>& other_inputs,

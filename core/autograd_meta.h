@@ -73,7 +73,7 @@ struct AutogradMeta {
   Tensor grad;
   std::shared_ptr<Node> grad_fn;
   int output_nr = 0;
-  std::weak_ptr<Node> grad_accumulator;  // leaves only; shared by all uses
+  std::weak_ptr<Node> grad_accumulator;   // leaves only; shared by all uses
   std::shared_ptr<TensorHookList> hooks;  // leaf tensor hooks
   std::shared_ptr<HookList<PostAccumulateHook>> post_accumulate_hooks;
 };

@@ -55,18 +55,21 @@ void register_each(Table& table, DeviceType dev, uint32_t set, F&& make) {
   }
 }
 struct Registrar {
-  template <typename F> explicit Registrar(F&& f) { f(); }
+  template <typename F>
+  explicit Registrar(F&& f) {
+    f();
+  }
 };
 }  // namespace detail
 
 #define WEFT_CONCAT_INNER(a, b) a##b
 #define WEFT_CONCAT(a, b) WEFT_CONCAT_INNER(a, b)
-#define WEFT_REGISTER_KERNEL(table, dev, set, kernel_template)                                      \
-  static ::weft::detail::Registrar WEFT_CONCAT(weft_registrar_, __COUNTER__)([] {                   \
-    ::weft::detail::register_each((table), (dev), (set), [](auto tag) {                             \
-      using T_ = typename decltype(tag)::type;                                                      \
-      return &kernel_template<T_>;                                                                  \
-    });                                                                                             \
+#define WEFT_REGISTER_KERNEL(table, dev, set, kernel_template)                    \
+  static ::weft::detail::Registrar WEFT_CONCAT(weft_registrar_, __COUNTER__)([] { \
+    ::weft::detail::register_each((table), (dev), (set), [](auto tag) {           \
+      using T_ = typename decltype(tag)::type;                                    \
+      return &kernel_template<T_>;                                                \
+    });                                                                           \
   })
 
 }  // namespace weft

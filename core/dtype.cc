@@ -28,7 +28,11 @@ DType promote_types(DType a, DType b) {
 }
 
 Device::Device(const std::string& spec) {
-  if (spec == "cpu") { type = DeviceType::CPU; index = 0; return; }
+  if (spec == "cpu") {
+    type = DeviceType::CPU;
+    index = 0;
+    return;
+  }
   if (spec.rfind("cuda", 0) == 0) {
     type = DeviceType::CUDA;
     index = 0;

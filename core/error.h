@@ -16,7 +16,8 @@ namespace weft {
 class Error : public std::runtime_error {
  public:
   Error(std::string msg, const char* file, int line)
-      : std::runtime_error(msg + " (" + file + ":" + std::to_string(line) + ")"), what_without_location_(std::move(msg)) {}
+      : std::runtime_error(msg + " (" + file + ":" + std::to_string(line) + ")"),
+        what_without_location_(std::move(msg)) {}
   // The message without the file:line suffix.
   const std::string& message() const { return what_without_location_; }
 
@@ -36,19 +37,19 @@ std::string str_cat(Args&&... args) {
 }  // namespace weft
 
 #define WEFT_CHECK(cond, ...)                                                        \
-  do {                                                                                \
-    if (!(cond)) [[unlikely]] {                                                       \
-      throw ::weft::Error(::weft::detail::str_cat(__VA_ARGS__), __FILE__, __LINE__);  \
-    }                                                                                 \
+  do {                                                                               \
+    if (!(cond)) [[unlikely]] {                                                      \
+      throw ::weft::Error(::weft::detail::str_cat(__VA_ARGS__), __FILE__, __LINE__); \
+    }                                                                                \
   } while (0)
 
 #define WEFT_ERROR(...) throw ::weft::Error(::weft::detail::str_cat(__VA_ARGS__), __FILE__, __LINE__)
 
-#define WEFT_INTERNAL_ASSERT(cond, ...)                                                           \
-  do {                                                                                             \
-    if (!(cond)) [[unlikely]] {                                                                    \
-      throw ::weft::Error(::weft::detail::str_cat("internal assert failed: " #cond ". ", ##__VA_ARGS__, \
-                                                  " (please report a bug)"),                       \
-                          __FILE__, __LINE__);                                                     \
-    }                                                                                              \
+#define WEFT_INTERNAL_ASSERT(cond, ...)                                                                            \
+  do {                                                                                                             \
+    if (!(cond)) [[unlikely]] {                                                                                    \
+      throw ::weft::Error(                                                                                         \
+          ::weft::detail::str_cat("internal assert failed: " #cond ". ", ##__VA_ARGS__, " (please report a bug)"), \
+          __FILE__, __LINE__);                                                                                     \
+    }                                                                                                              \
   } while (0)

@@ -13,8 +13,16 @@
 namespace weft {
 
 namespace detail {
-inline uint32_t f2u(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline float u2f(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t f2u(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float u2f(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 }  // namespace detail
 
 struct BFloat16 {
@@ -22,29 +30,44 @@ struct BFloat16 {
   BFloat16() = default;
   BFloat16(float f) {  // NOLINT(google-explicit-constructor): numeric type
     uint32_t u = detail::f2u(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) { x = 0x7fc0; return; }  // NaN
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+      x = 0x7fc0;
+      return;
+    }  // NaN
     uint32_t rounding_bias = 0x7fffu + ((u >> 16) & 1u);
     x = static_cast<uint16_t>((u + rounding_bias) >> 16);
   }
   operator float() const { return detail::u2f(static_cast<uint32_t>(x) << 16); }  // NOLINT
-  static BFloat16 from_bits(uint16_t b) { BFloat16 r; r.x = b; return r; }
+  static BFloat16 from_bits(uint16_t b) {
+    BFloat16 r;
+    r.x = b;
+    return r;
+  }
 };
 
 struct Half {
   uint16_t x = 0;
   Half() = default;
-  Half(float f) { x = from_float(f); }  // NOLINT(google-explicit-constructor)
+  Half(float f) { x = from_float(f); }            // NOLINT(google-explicit-constructor)
   operator float() const { return to_float(x); }  // NOLINT
-  static Half from_bits(uint16_t b) { Half r; r.x = b; return r; }
+  static Half from_bits(uint16_t b) {
+    Half r;
+    r.x = b;
+    return r;
+  }
 
   static float to_float(uint16_t h) {
     uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
     uint32_t u;
     if (exp == 0) {
-      if (mant == 0) { u = sign; }
-      else {  // subnormal: normalise
+      if (mant == 0) {
+        u = sign;
+      } else {  // subnormal: normalise
         exp = 127 - 15 + 1;
-        while ((mant & 0x400) == 0) { mant <<= 1; --exp; }
+        while ((mant & 0x400) == 0) {
+          mant <<= 1;
+          --exp;
+        }
         mant &= 0x3ff;
         u = sign | (exp << 23) | (mant << 13);
       }
@@ -59,9 +82,9 @@ struct Half {
     uint32_t u = detail::f2u(f);
     uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t abs = u & 0x7fffffffu;
-    if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+    if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
     if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-    if (abs < 0x38800000u) {  // subnormal or zero in half
+    if (abs < 0x38800000u) {                                               // subnormal or zero in half
       // add 0.5 in float then take bits: uses float rounding (nearest even)
       float a = detail::u2f(abs) + 0.5f;
       return static_cast<uint16_t>(sign | (detail::f2u(a) - 0x3f000000u));

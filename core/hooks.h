@@ -45,7 +45,10 @@ class HookList : public std::enable_shared_from_this<HookList<Fn>> {
   }
   void remove(uint64_t id) {
     for (auto it = hooks_.begin(); it != hooks_.end(); ++it)
-      if (it->first == id) { hooks_.erase(it); return; }
+      if (it->first == id) {
+        hooks_.erase(it);
+        return;
+      }
   }
   bool empty() const { return hooks_.empty(); }
   size_t size() const { return hooks_.size(); }

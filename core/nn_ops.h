@@ -52,8 +52,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
                 int64_t ignore_index = -100);
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
-                                        Reduction reduction = Reduction::Mean,
-                                        const Tensor& pos_weight = Tensor());
+                                        Reduction reduction = Reduction::Mean, const Tensor& pos_weight = Tensor());
 
 // ---- attention (core/ops/attention.cc) ----
 // q, k, v: (B, H, T, D). Causal masking when is_causal; softmax(q k^T / sqrt(D)) v.

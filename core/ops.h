@@ -69,8 +69,7 @@ Tensor reshape(const Tensor& t, const Shape& shape);  // a view when possible, e
 Tensor flatten(const Tensor& t, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor transpose(const Tensor& t, int64_t d0, int64_t d1);
 Tensor permute(const Tensor& t, const std::vector<int64_t>& dims);
-Tensor slice(const Tensor& t, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
-             int64_t step = 1);
+Tensor slice(const Tensor& t, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step = 1);
 Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length);
 Tensor select(const Tensor& t, int64_t dim, int64_t index);
 Tensor expand(const Tensor& t, const Shape& sizes);  // -1 keeps a size

@@ -40,7 +40,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   }
   int64_t chunks = std::min<int64_t>(nt, (n + grain - 1) / grain);
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
+#pragma omp parallel for num_threads(static_cast <int>(chunks)) schedule(static, 1)
 #endif
   for (int64_t c = 0; c < chunks; ++c) {
     int64_t b = begin + n * c / chunks, e = begin + n * (c + 1) / chunks;

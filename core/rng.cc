@@ -15,8 +15,7 @@ std::vector<uint8_t> GeneratorState::to_bytes() const {
 }
 
 GeneratorState GeneratorState::from_bytes(const std::vector<uint8_t>& bytes) {
-  WEFT_CHECK(bytes.size() == 16, "GeneratorState::from_bytes: expected 16 bytes (seed, offset), got ",
-             bytes.size());
+  WEFT_CHECK(bytes.size() == 16, "GeneratorState::from_bytes: expected 16 bytes (seed, offset), got ", bytes.size());
   GeneratorState s;
   for (int i = 0; i < 8; ++i) {
     s.seed |= static_cast<uint64_t>(bytes[i]) << (8 * i);

@@ -53,8 +53,8 @@ struct PhiloxState {
 // Sequential readers should use PhiloxReader, which computes each block once.
 class PhiloxReader {
  public:
-  explicit PhiloxReader(PhiloxState s) : key_{static_cast<uint32_t>(s.seed), static_cast<uint32_t>(s.seed >> 32)},
-                                         base_block_(s.offset / 4) {}
+  explicit PhiloxReader(PhiloxState s)
+      : key_{static_cast<uint32_t>(s.seed), static_cast<uint32_t>(s.seed >> 32)}, base_block_(s.offset / 4) {}
   uint32_t value(uint64_t v) {
     uint64_t block = v / 4;
     if (block != cached_block_) {

@@ -18,9 +18,9 @@ class Scalar {
   Scalar(T v) : kind_(Kind::Int), i_(static_cast<int64_t>(v)), d_(static_cast<double>(v)) {}  // NOLINT
   template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
   Scalar(T v) : kind_(Kind::Float), i_(static_cast<int64_t>(v)), d_(static_cast<double>(v)) {}  // NOLINT
-  Scalar(bool v) : kind_(Kind::Bool), i_(v), d_(v) {}  // NOLINT
-  Scalar(BFloat16 v) : Scalar(static_cast<float>(v)) {}  // NOLINT
-  Scalar(Half v) : Scalar(static_cast<float>(v)) {}  // NOLINT
+  Scalar(bool v) : kind_(Kind::Bool), i_(v), d_(v) {}                                           // NOLINT
+  Scalar(BFloat16 v) : Scalar(static_cast<float>(v)) {}                                         // NOLINT
+  Scalar(Half v) : Scalar(static_cast<float>(v)) {}                                             // NOLINT
 
   Kind kind() const { return kind_; }
   bool is_floating() const { return kind_ == Kind::Float; }
@@ -29,9 +29,11 @@ class Scalar {
   double to_double() const { return d_; }
   int64_t to_int() const { return i_; }
 
-  template <typename T> T to() const {
+  template <typename T>
+  T to() const {
     if constexpr (std::is_same_v<T, bool>) return i_ != 0 || d_ != 0.0;
-    else if constexpr (std::is_integral_v<T>) return static_cast<T>(kind_ == Kind::Float ? static_cast<int64_t>(d_) : i_);
+    else if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(kind_ == Kind::Float ? static_cast<int64_t>(d_) : i_);
     else if constexpr (std::is_same_v<T, double>) return kind_ == Kind::Float ? d_ : static_cast<double>(i_);
     else return T(static_cast<float>(kind_ == Kind::Float ? d_ : static_cast<double>(i_)));
   }

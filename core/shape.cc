@@ -17,13 +17,12 @@ std::string shape_str(const Shape& s) {
 
 int64_t wrap_dim(std::string_view op, int64_t dim, int64_t ndim) {
   int64_t n = std::max<int64_t>(ndim, 1);  // scalars accept dim 0 / -1
-  WEFT_CHECK(dim >= -n && dim < n, op, ": dim ", dim, " out of range for a tensor with ", ndim,
-             " dims (expected in [", -n, ", ", n - 1, "])");
+  WEFT_CHECK(dim >= -n && dim < n, op, ": dim ", dim, " out of range for a tensor with ", ndim, " dims (expected in [",
+             -n, ", ", n - 1, "])");
   return dim < 0 ? dim + n : dim;
 }
 
-std::vector<int64_t> wrap_dims(std::string_view op, const std::vector<int64_t>& dims, int64_t ndim,
-                               bool empty_is_all) {
+std::vector<int64_t> wrap_dims(std::string_view op, const std::vector<int64_t>& dims, int64_t ndim, bool empty_is_all) {
   std::vector<int64_t> out;
   if (dims.empty() && empty_is_all) {
     for (int64_t i = 0; i < ndim; ++i) out.push_back(i);

@@ -40,8 +40,7 @@ Allocator* cpu_allocator() {
 
 Allocator* get_allocator(Device device) {
   Allocator* a = g_allocators[static_cast<int>(device.type)];
-  WEFT_CHECK(a != nullptr, "no allocator for device ", device,
-             " (is the CUDA backend linked and a GPU visible?)");
+  WEFT_CHECK(a != nullptr, "no allocator for device ", device, " (is the CUDA backend linked and a GPU visible?)");
   return a;
 }
 

@@ -8,7 +8,8 @@ namespace weft {
 int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim("size", d, dim())]; }
 int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim("stride", d, dim())]; }
 
-template <typename T> T Tensor::item() const {
+template <typename T>
+T Tensor::item() const {
   WEFT_CHECK(numel() == 1, "item(): a tensor with ", numel(), " elements (shape ", shape_str(sizes()),
              ") cannot be converted to a scalar; only one-element tensors can");
   Tensor c = device().is_cpu() ? *this : to(kCPU);
@@ -17,7 +18,8 @@ template <typename T> T Tensor::item() const {
     using S = typename decltype(tag)::type;
     S v = *static_cast<const S*>(c.raw_data());
     if constexpr (std::is_same_v<T, bool>) out = static_cast<float>(v) != 0.0f;
-    else if constexpr (std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>) out = static_cast<T>(static_cast<float>(v));
+    else if constexpr (std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>)
+      out = static_cast<T>(static_cast<float>(v));
     else out = static_cast<T>(v);
   });
   return out;
@@ -42,10 +44,14 @@ bool Tensor::requires_grad() const {
 
 Tensor& Tensor::requires_grad_(bool value) {
   AutogradMeta& m = checked()->ensure_autograd_meta();
-  WEFT_CHECK(m.grad_fn == nullptr || value, "requires_grad_(false): only leaf tensors can have requires_grad "
-             "changed; use detach() on a non-leaf (grad_fn ", m.grad_fn ? m.grad_fn->name() : "", ")");
-  WEFT_CHECK(!value || is_floating(dtype()), "requires_grad_: only floating point tensors can require "
-             "gradients, got dtype ", dtype());
+  WEFT_CHECK(m.grad_fn == nullptr || value,
+             "requires_grad_(false): only leaf tensors can have requires_grad "
+             "changed; use detach() on a non-leaf (grad_fn ",
+             m.grad_fn ? m.grad_fn->name() : "", ")");
+  WEFT_CHECK(!value || is_floating(dtype()),
+             "requires_grad_: only floating point tensors can require "
+             "gradients, got dtype ",
+             dtype());
   m.requires_grad = value;
   return *this;
 }
@@ -57,10 +63,9 @@ Tensor Tensor::grad() const {
 
 void Tensor::set_grad(const Tensor& g) const {
   if (g.defined()) {
-    WEFT_CHECK(g.sizes() == sizes(), "set_grad: gradient shape ", shape_str(g.sizes()),
-               " does not match tensor shape ", shape_str(sizes()));
-    WEFT_CHECK(g.dtype() == dtype(), "set_grad: gradient dtype ", g.dtype(), " does not match tensor dtype ",
-               dtype());
+    WEFT_CHECK(g.sizes() == sizes(), "set_grad: gradient shape ", shape_str(g.sizes()), " does not match tensor shape ",
+               shape_str(sizes()));
+    WEFT_CHECK(g.dtype() == dtype(), "set_grad: gradient dtype ", g.dtype(), " does not match tensor dtype ", dtype());
   }
   checked()->ensure_autograd_meta().grad = g;
 }
@@ -101,7 +106,8 @@ RemovableHandle Tensor::register_hook(std::function<Tensor(const Tensor&)> hook)
 }
 
 RemovableHandle Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
-  WEFT_CHECK(requires_grad() && is_leaf(), "register_post_accumulate_grad_hook: only leaf tensors that "
+  WEFT_CHECK(requires_grad() && is_leaf(),
+             "register_post_accumulate_grad_hook: only leaf tensors that "
              "require grad accumulate gradients");
   AutogradMeta& m = checked()->ensure_autograd_meta();
   if (!m.post_accumulate_hooks) m.post_accumulate_hooks = std::make_shared<HookList<PostAccumulateHook>>();
@@ -125,8 +131,8 @@ Tensor& Tensor::detach_() {
 }
 
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>(base.impl()->storage(), offset, std::move(sizes), std::move(strides),
-                                           base.dtype());
+  auto impl =
+      std::make_shared<TensorImpl>(base.impl()->storage(), offset, std::move(sizes), std::move(strides), base.dtype());
   impl->set_is_view(true);
   return Tensor(std::move(impl));
 }

@@ -62,15 +62,16 @@ class Tensor {
   size_t nbytes() const { return numel() * element_size(); }
 
   // Pointer to the first element; checks that T matches dtype().
-  template <typename T> T* data_ptr() const {
-    WEFT_CHECK(dtype() == dtype_of<T>, "data_ptr: tensor has dtype ", dtype(), " but ", dtype_of<T>,
-               " was requested");
+  template <typename T>
+  T* data_ptr() const {
+    WEFT_CHECK(dtype() == dtype_of<T>, "data_ptr: tensor has dtype ", dtype(), " but ", dtype_of<T>, " was requested");
     return static_cast<T*>(checked()->data());
   }
   void* raw_data() const { return checked()->data(); }
 
   // The value of a one-element tensor (any shape with numel 1).
-  template <typename T> T item() const;
+  template <typename T>
+  T item() const;
   Scalar item() const;
 
   // ---- autograd ----

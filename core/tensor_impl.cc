@@ -8,7 +8,10 @@ std::atomic<int64_t> g_live{0};
 }
 
 TensorImpl::TensorImpl(Storage storage, int64_t offset, Shape sizes, Shape strides, DType dtype)
-    : storage_(std::move(storage)), offset_(offset), sizes_(std::move(sizes)), strides_(std::move(strides)),
+    : storage_(std::move(storage)),
+      offset_(offset),
+      sizes_(std::move(sizes)),
+      strides_(std::move(strides)),
       dtype_(dtype) {
   refresh();
   g_live.fetch_add(1, std::memory_order_relaxed);
@@ -38,7 +41,10 @@ void TensorImpl::refresh() {
   int64_t expected = 1;
   for (int64_t i = static_cast<int64_t>(sizes_.size()) - 1; i >= 0; --i) {
     if (sizes_[i] == 1) continue;
-    if (strides_[i] != expected) { contiguous_ = false; break; }
+    if (strides_[i] != expected) {
+      contiguous_ = false;
+      break;
+    }
     expected *= sizes_[i];
   }
   if (numel_ == 0) contiguous_ = true;

@@ -9,6 +9,8 @@
 // reproduces the uninterrupted run's per-epoch losses exactly: the data order
 // is seeded by (seed, epoch), kernels do not depend on the thread count, and the
 // checkpoint holds model, optimizer, schedule, RNG state, step and epoch.
+#include "io/fashion_mnist.h"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,7 +27,6 @@
 #include "examples/train_report.h"
 #include "io/checkpoint.h"
 #include "io/dataloader.h"
-#include "io/fashion_mnist.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
 
@@ -86,8 +87,10 @@ Flags parse(int argc, char** argv) {
       WEFT_CHECK(end && *end == '\0' && !s.empty(), "flag ", a, ": '", s, "' is not a number");
       return v;
     };
-    if (a == "--help" || a == "-h") { std::cout << kUsage; std::exit(0); }
-    else if (a == "--data") f.data = value();
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (a == "--data") f.data = value();
     else if (a == "--model") f.model = value();
     else if (a == "--epochs") f.epochs = static_cast<int64_t>(number(value()));
     else if (a == "--batch-size") f.batch_size = static_cast<int64_t>(number(value()));
@@ -129,8 +132,8 @@ std::map<std::string, Tensor> to_map(const nn::StateDict& sd) {
 // History travels in the checkpoint's metadata so the plot covers all epochs.
 std::string encode(const EpochMetrics& m) {
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "%.17g %.17g %.17g %.17g %.17g %.17g", m.train_loss, m.train_accuracy,
-                m.test_loss, m.test_accuracy, m.images_per_second, m.seconds);
+  std::snprintf(buf, sizeof(buf), "%.17g %.17g %.17g %.17g %.17g %.17g", m.train_loss, m.train_accuracy, m.test_loss,
+                m.test_accuracy, m.images_per_second, m.seconds);
   return buf;
 }
 EpochMetrics decode(int64_t epoch, const std::string& s) {
@@ -163,9 +166,7 @@ int run(const Flags& f) {
   auto train_ds = limit(io::load_fashion_mnist(f.data, true), f.limit_train);
   auto test_ds = limit(io::load_fashion_mnist(f.data, false), f.limit_test);
   // Normalise with Fashion-MNIST's mean/std (0.2860, 0.3530).
-  auto normalize = [](const io::Example& e, Generator&) {
-    return io::Example{(e.data - 0.2860) / 0.3530, e.target};
-  };
+  auto normalize = [](const io::Example& e, Generator&) { return io::Example{(e.data - 0.2860) / 0.3530, e.target}; };
   io::DataLoader train(train_ds, {f.batch_size, true, f.seed, false, f.workers, 2}, normalize);
   io::DataLoader test(test_ds, {1000, false, 0, false, f.workers, 2}, normalize);
 
@@ -224,8 +225,8 @@ int run(const Flags& f) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sched.step();
     auto [test_loss, test_acc] = evaluate(*model, test);
-    EpochMetrics m{epoch + 1, loss_sum / seen, static_cast<double>(correct) / seen, test_loss, test_acc,
-                   seen / secs, secs};
+    EpochMetrics m{epoch + 1, loss_sum / seen, static_cast<double>(correct) / seen, test_loss, test_acc, seen / secs,
+                   secs};
     history.push_back(m);
     std::printf("epoch %lld/%lld: train_loss=%.6f train_acc=%.4f test_loss=%.4f test_acc=%.4f (%.1fs, %.0f img/s)\n",
                 static_cast<long long>(epoch + 1), static_cast<long long>(f.epochs), m.train_loss, m.train_accuracy,

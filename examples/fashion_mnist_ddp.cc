@@ -100,8 +100,10 @@ Flags parse(int argc, char** argv) {
       WEFT_CHECK(end && *end == '\0' && !s.empty(), "flag ", a, ": '", s, "' is not a number");
       return v;
     };
-    if (a == "--help" || a == "-h") { std::cout << kUsage; std::exit(0); }
-    else if (a == "--data") f.data = value();
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (a == "--data") f.data = value();
     else if (a == "--model") f.model = value();
     else if (a == "--device") f.device = value();
     else if (a == "--epochs") f.epochs = static_cast<int64_t>(number(value()));
@@ -140,8 +142,8 @@ std::shared_ptr<io::TensorDataset> slice(const io::TensorDataset& ds, int64_t be
 
 std::string encode(const EpochMetrics& m) {
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "%.17g %.17g %.17g %.17g %.17g %.17g", m.train_loss, m.train_accuracy,
-                m.test_loss, m.test_accuracy, m.images_per_second, m.seconds);
+  std::snprintf(buf, sizeof(buf), "%.17g %.17g %.17g %.17g %.17g %.17g", m.train_loss, m.train_accuracy, m.test_loss,
+                m.test_accuracy, m.images_per_second, m.seconds);
   return buf;
 }
 EpochMetrics decode(int64_t epoch, const std::string& s) {
@@ -187,8 +189,7 @@ int run(const Flags& f) {
     threads = std::max(1, cores / std::max(1, parallel::local_size()));
   }
   set_num_threads(threads);
-  WEFT_CHECK(f.batch_size >= world, "--batch-size ", f.batch_size,
-             " is smaller than the number of ranks ", world);
+  WEFT_CHECK(f.batch_size >= world, "--batch-size ", f.batch_size, " is smaller than the number of ranks ", world);
   const int64_t per_rank = std::max<int64_t>(1, f.batch_size / world);
   if (lead) std::cerr << "fashion_mnist_ddp: loading " << f.data << " on " << world << " ranks\n";
 
@@ -198,9 +199,7 @@ int run(const Flags& f) {
   int64_t n_test = f.limit_test > 0 ? std::min(f.limit_test, full_test.size()) : full_test.size();
   std::shared_ptr<const io::Dataset> train_ds = slice(full_train, 0, n_train);
   auto test_shard = slice(full_test, n_test * rank / world, n_test * (rank + 1) / world);
-  auto normalize = [](const io::Example& e, Generator&) {
-    return io::Example{(e.data - 0.2860) / 0.3530, e.target};
-  };
+  auto normalize = [](const io::Example& e, Generator&) { return io::Example{(e.data - 0.2860) / 0.3530, e.target}; };
   io::DataLoader test(test_shard, {1000, false, 0, false, f.workers, 2}, normalize);
   parallel::DistributedSampler sampler(n_train, world, rank, {true, f.seed});
 
@@ -233,9 +232,8 @@ int run(const Flags& f) {
   parallel::DistributedDataParallel ddp(model, ctx.world_ptr(), dopts);  // broadcasts rank 0's state
   if (lead)
     std::cerr << "fashion_mnist_ddp: " << f.model << " with " << model->num_parameters() << " parameters in "
-              << ddp.bucket_names().size() << " bucket(s), " << n_train << " training / " << n_test
-              << " test images, " << world << " ranks x batch " << per_rank << ", " << threads
-              << " thread(s) per rank\n";
+              << ddp.bucket_names().size() << " bucket(s), " << n_train << " training / " << n_test << " test images, "
+              << world << " ranks x batch " << per_rank << ", " << threads << " thread(s) per rank\n";
 
   for (int64_t epoch = start_epoch; epoch < f.epochs; ++epoch) {
     sampler.set_epoch(epoch);
@@ -268,10 +266,11 @@ int run(const Flags& f) {
     EpochMetrics m{epoch + 1, tr[0] / tr[2], tr[1] / tr[2], test_loss, test_acc, tr[2] / secs, secs};
     history.push_back(m);
     if (!lead) continue;
-    std::printf("epoch %lld/%lld: train_loss=%.6f train_acc=%.4f test_loss=%.4f test_acc=%.4f (%.1fs, %.0f img/s, "
-                "overlap %.2f)\n",
-                static_cast<long long>(epoch + 1), static_cast<long long>(f.epochs), m.train_loss, m.train_accuracy,
-                m.test_loss, m.test_accuracy, secs, m.images_per_second, ddp.comm_stats().overlap());
+    std::printf(
+        "epoch %lld/%lld: train_loss=%.6f train_acc=%.4f test_loss=%.4f test_acc=%.4f (%.1fs, %.0f img/s, "
+        "overlap %.2f)\n",
+        static_cast<long long>(epoch + 1), static_cast<long long>(f.epochs), m.train_loss, m.train_accuracy,
+        m.test_loss, m.test_accuracy, secs, m.images_per_second, ddp.comm_stats().overlap());
     std::fflush(stdout);
     append_metrics_jsonl(f.metrics, m);
     write_svg_plot(f.plot, history, "weft DDP (" + std::to_string(world) + " ranks): Fashion-MNIST " + f.model);

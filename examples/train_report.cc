@@ -1,12 +1,13 @@
 #include "examples/train_report.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
@@ -14,8 +15,11 @@
 namespace weft::examples {
 
 ProgressBar::ProgressBar(std::string label, int64_t total, bool enabled)
-    : label_(std::move(label)), total_(std::max<int64_t>(total, 1)), enabled_(enabled),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+    : label_(std::move(label)),
+      total_(std::max<int64_t>(total, 1)),
+      enabled_(enabled),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
 
 void ProgressBar::update(int64_t step, double loss, double accuracy, int64_t images) {
   if (!enabled_) return;
@@ -28,8 +32,8 @@ void ProgressBar::update(int64_t step, double loss, double accuracy, int64_t ima
   const int width = 30;
   int filled = static_cast<int>(width * step / total_);
   std::string bar = std::string(filled, '#') + std::string(width - filled, '.');
-  std::fprintf(stderr, "\r%s [%s] %lld/%lld loss=%.4f acc=%.4f %.0f img/s ETA %.0fs  ", label_.c_str(),
-               bar.c_str(), static_cast<long long>(step), static_cast<long long>(total_), loss, accuracy, rate, eta);
+  std::fprintf(stderr, "\r%s [%s] %lld/%lld loss=%.4f acc=%.4f %.0f img/s ETA %.0fs  ", label_.c_str(), bar.c_str(),
+               static_cast<long long>(step), static_cast<long long>(total_), loss, accuracy, rate, eta);
   std::fflush(stderr);
 }
 
@@ -59,7 +63,10 @@ void panel(std::ostringstream& svg, double x0, double y0, double w, double h, co
       << "</text>\n";
   if (ys.empty()) return;
   double lo = *std::min_element(ys.begin(), ys.end()), hi = *std::max_element(ys.begin(), ys.end());
-  if (hi - lo < 1e-12) { lo -= 0.5; hi += 0.5; }
+  if (hi - lo < 1e-12) {
+    lo -= 0.5;
+    hi += 0.5;
+  }
   double pad = (hi - lo) * 0.1;
   lo -= pad;
   hi += pad;
@@ -68,8 +75,8 @@ void panel(std::ostringstream& svg, double x0, double y0, double w, double h, co
   for (int t = 0; t <= 4; ++t) {
     double v = lo + (hi - lo) * t / 4;
     svg << "<line x1='" << x0 << "' x2='" << x0 + w << "' y1='" << py(v) << "' y2='" << py(v)
-        << "' stroke='#eee'/>\n<text x='" << x0 - 6 << "' y='" << py(v) + 4
-        << "' text-anchor='end' font-size='11'>" << std::round(v * 10000) / 10000 << "</text>\n";
+        << "' stroke='#eee'/>\n<text x='" << x0 - 6 << "' y='" << py(v) + 4 << "' text-anchor='end' font-size='11'>"
+        << std::round(v * 10000) / 10000 << "</text>\n";
   }
   svg << "<polyline fill='none' stroke='" << color << "' stroke-width='2' points='";
   for (size_t i = 0; i < ys.size(); ++i) svg << px(i) << "," << py(ys[i]) << " ";

@@ -50,12 +50,30 @@ Tensor read_idx(const std::string& path) {
   size_t elem;
   DType dt;
   switch (type) {
-    case 0x08: elem = 1; dt = DType::UInt8; break;
-    case 0x09: elem = 1; dt = DType::Int32; break;
-    case 0x0B: elem = 2; dt = DType::Int32; break;
-    case 0x0C: elem = 4; dt = DType::Int32; break;
-    case 0x0D: elem = 4; dt = DType::Float32; break;
-    case 0x0E: elem = 8; dt = DType::Float64; break;
+    case 0x08:
+      elem = 1;
+      dt = DType::UInt8;
+      break;
+    case 0x09:
+      elem = 1;
+      dt = DType::Int32;
+      break;
+    case 0x0B:
+      elem = 2;
+      dt = DType::Int32;
+      break;
+    case 0x0C:
+      elem = 4;
+      dt = DType::Int32;
+      break;
+    case 0x0D:
+      elem = 4;
+      dt = DType::Float32;
+      break;
+    case 0x0E:
+      elem = 8;
+      dt = DType::Float64;
+      break;
     default: WEFT_ERROR("read_idx: '", path, "' has unknown IDX data type 0x", std::hex, type);
   }
   WEFT_CHECK(ndim >= 1 && ndim <= 8, "read_idx: '", path, "' declares ", ndim, " dimensions (expected 1 to 8)");
@@ -70,8 +88,8 @@ Tensor read_idx(const std::string& path) {
     WEFT_CHECK(numel <= (1ull << 40), "read_idx: '", path, "' declares an implausibly large shape");
   }
   uint64_t need = header + numel * elem;
-  WEFT_CHECK(bytes.size() >= need, "read_idx: '", path, "' is truncated: shape ", shape_str(shape), " needs ",
-             need, " bytes but the file has ", bytes.size());
+  WEFT_CHECK(bytes.size() >= need, "read_idx: '", path, "' is truncated: shape ", shape_str(shape), " needs ", need,
+             " bytes but the file has ", bytes.size());
   WEFT_CHECK(bytes.size() == need, "read_idx: '", path, "' has ", bytes.size() - need,
              " unexpected trailing bytes after the data");
   Tensor t = empty(shape, {dt});

@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/ops.h"
 #include "io/atomic_file.h"
@@ -29,10 +30,11 @@ std::string safetensors_dtype(DType d) {
 DType dtype_from_safetensors(const std::string& s, const std::string& source) {
   static const std::pair<const char*, DType> kMap[] = {
       {"F32", DType::Float32}, {"F64", DType::Float64}, {"BF16", DType::BFloat16}, {"F16", DType::Float16},
-      {"I64", DType::Int64},   {"I32", DType::Int32},   {"U8", DType::UInt8},       {"BOOL", DType::Bool}};
+      {"I64", DType::Int64},   {"I32", DType::Int32},   {"U8", DType::UInt8},      {"BOOL", DType::Bool}};
   for (auto& [name, d] : kMap)
     if (s == name) return d;
-  WEFT_ERROR("safetensors: ", source, ": unsupported dtype '", s, "' (weft supports F64, F32, F16, BF16, I64, I32, U8, BOOL)");
+  WEFT_ERROR("safetensors: ", source, ": unsupported dtype '", s,
+             "' (weft supports F64, F32, F16, BF16, I64, I32, U8, BOOL)");
 }
 
 std::string safetensors_serialize(const std::map<std::string, Tensor>& tensors,
@@ -46,7 +48,8 @@ std::string safetensors_serialize(const std::map<std::string, Tensor>& tensors,
     WEFT_CHECK(t.defined(), "safetensors: tensor '", name, "' is undefined");
     Tensor c = t.detach().cpu().contiguous();
     uint64_t n = c.nbytes();
-    header[name] = {{"dtype", safetensors_dtype(c.dtype())}, {"shape", c.sizes()}, {"data_offsets", {offset, offset + n}}};
+    header[name] = {
+        {"dtype", safetensors_dtype(c.dtype())}, {"shape", c.sizes()}, {"data_offsets", {offset, offset + n}}};
     offset += n;
     ordered.push_back(c);
   }
@@ -63,7 +66,8 @@ std::string safetensors_serialize(const std::map<std::string, Tensor>& tensors,
 
 SafetensorsFile safetensors_deserialize(const std::string& bytes, const std::string& source) {
   const std::string where = "safetensors: " + source + ": ";
-  WEFT_CHECK(bytes.size() >= 8, where, "file is too short (", bytes.size(), " bytes) to hold the 8-byte header length; truncated?");
+  WEFT_CHECK(bytes.size() >= 8, where, "file is too short (", bytes.size(),
+             " bytes) to hold the 8-byte header length; truncated?");
   uint64_t hl = 0;
   for (int i = 0; i < 8; ++i) hl |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
   WEFT_CHECK(hl <= bytes.size() - 8, where, "header length ", hl, " exceeds the file size ", bytes.size(),
@@ -79,7 +83,10 @@ SafetensorsFile safetensors_deserialize(const std::string& bytes, const std::str
   const uint64_t data_size = bytes.size() - 8 - hl;
   const char* data = bytes.data() + 8 + hl;
   SafetensorsFile out;
-  struct Range { uint64_t b, e; std::string name; };
+  struct Range {
+    uint64_t b, e;
+    std::string name;
+  };
   std::vector<Range> ranges;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
@@ -103,14 +110,14 @@ SafetensorsFile safetensors_deserialize(const std::string& bytes, const std::str
       WEFT_CHECK(s.is_number_unsigned() || (s.is_number_integer() && s.get<int64_t>() >= 0), where, "entry '", name,
                  "': shape entries must be non-negative integers");
       uint64_t v = s.get<uint64_t>();
-      WEFT_CHECK(v < (1ull << 40) && (numel == 0 || v <= (1ull << 62) / std::max<uint64_t>(numel, 1)), where,
-                 "entry '", name, "': shape is too large");
+      WEFT_CHECK(v < (1ull << 40) && (numel == 0 || v <= (1ull << 62) / std::max<uint64_t>(numel, 1)), where, "entry '",
+                 name, "': shape is too large");
       numel *= v;
       shape.push_back(static_cast<int64_t>(v));
     }
     const json& off = e["data_offsets"];
-    WEFT_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(),
-               where, "entry '", name, "': data_offsets must be two non-negative integers");
+    WEFT_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(), where,
+               "entry '", name, "': data_offsets must be two non-negative integers");
     uint64_t b = off[0].get<uint64_t>(), en = off[1].get<uint64_t>();
     WEFT_CHECK(b <= en && en <= data_size, where, "entry '", name, "': data_offsets [", b, ", ", en,
                ") are out of range for a data section of ", data_size, " bytes");
@@ -126,14 +133,18 @@ SafetensorsFile safetensors_deserialize(const std::string& bytes, const std::str
     }
     out.tensors[name] = t;
   }
-  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.b < b.b || (a.b == b.b && a.e < b.e); });
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.b < b.b || (a.b == b.b && a.e < b.e); });
   uint64_t pos = 0;
   for (const Range& r : ranges) {
-    WEFT_CHECK(r.b >= pos, where, "tensor '", r.name, "' overlaps the previous tensor's data (offset ", r.b, " < ", pos, ")");
-    WEFT_CHECK(r.b == pos, where, "hole in the data section before tensor '", r.name, "' (bytes ", pos, " to ", r.b, ")");
+    WEFT_CHECK(r.b >= pos, where, "tensor '", r.name, "' overlaps the previous tensor's data (offset ", r.b, " < ", pos,
+               ")");
+    WEFT_CHECK(r.b == pos, where, "hole in the data section before tensor '", r.name, "' (bytes ", pos, " to ", r.b,
+               ")");
     pos = r.e;
   }
-  WEFT_CHECK(pos == data_size, where, "the data section has ", data_size - pos, " trailing bytes not covered by any tensor");
+  WEFT_CHECK(pos == data_size, where, "the data section has ", data_size - pos,
+             " trailing bytes not covered by any tensor");
   return out;
 }
 

@@ -8,7 +8,8 @@ namespace weft::nn::init {
 
 double calculate_gain(Nonlinearity nl, double param) {
   switch (nl) {
-    case Nonlinearity::Linear: case Nonlinearity::Sigmoid: return 1.0;
+    case Nonlinearity::Linear:
+    case Nonlinearity::Sigmoid: return 1.0;
     case Nonlinearity::Tanh: return 5.0 / 3.0;
     case Nonlinearity::ReLU: return std::sqrt(2.0);
     case Nonlinearity::LeakyReLU: return std::sqrt(2.0 / (1.0 + param * param));
@@ -17,8 +18,10 @@ double calculate_gain(Nonlinearity nl, double param) {
 }
 
 std::pair<int64_t, int64_t> fans(const Tensor& t) {
-  WEFT_CHECK(t.dim() >= 2, "init: fan in and fan out can not be computed for a tensor with fewer than 2 dims "
-             "(shape ", shape_str(t.sizes()), ")");
+  WEFT_CHECK(t.dim() >= 2,
+             "init: fan in and fan out can not be computed for a tensor with fewer than 2 dims "
+             "(shape ",
+             shape_str(t.sizes()), ")");
   int64_t receptive = 1;
   for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);
   return {t.size(1) * receptive, t.size(0) * receptive};

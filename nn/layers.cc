@@ -69,9 +69,10 @@ BatchNorm::BatchNorm(const char* type, int64_t lo, int64_t hi, int64_t c, double
   }
 }
 Tensor BatchNorm::forward(const Tensor& x) {
-  WEFT_CHECK(x.dim() >= dims_lo_ && x.dim() <= dims_hi_, type_name(), ": expected ",
-             dims_lo_ == dims_hi_ ? std::to_string(dims_lo_) : std::to_string(dims_lo_) + "D or " + std::to_string(dims_hi_),
-             "D input, got shape ", shape_str(x.sizes()));
+  WEFT_CHECK(
+      x.dim() >= dims_lo_ && x.dim() <= dims_hi_, type_name(), ": expected ",
+      dims_lo_ == dims_hi_ ? std::to_string(dims_lo_) : std::to_string(dims_lo_) + "D or " + std::to_string(dims_hi_),
+      "D input, got shape ", shape_str(x.sizes()));
   WEFT_CHECK(x.size(1) == num_features, type_name(), ": input has ", x.size(1), " channels (shape ",
              shape_str(x.sizes()), ") but the layer was built for ", num_features);
   bool use_batch_stats = is_training() || !running_mean.defined();
@@ -79,8 +80,7 @@ Tensor BatchNorm::forward(const Tensor& x) {
     NoGradGuard ng;
     num_batches_tracked.add_(1);
   }
-  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats,
-                    momentum, eps);
+  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum, eps);
 }
 std::string BatchNorm::extra_repr() const {
   return std::to_string(num_features) + ", eps=" + std::to_string(eps) + ", momentum=" + std::to_string(momentum);

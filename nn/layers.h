@@ -33,8 +33,7 @@ struct Conv2dOptions {
 
 class Conv2d : public Module {
  public:
-  Conv2d(int64_t in_channels, int64_t out_channels, std::array<int64_t, 2> kernel_size,
-         const Conv2dOptions& opts = {});
+  Conv2d(int64_t in_channels, int64_t out_channels, std::array<int64_t, 2> kernel_size, const Conv2dOptions& opts = {});
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv2dOptions& opts = {})
       : Conv2d(in_channels, out_channels, {kernel_size, kernel_size}, opts) {}
   Tensor forward(const Tensor& x) override;  // (N, C_in, H, W) -> (N, C_out, H', W')
@@ -78,11 +77,11 @@ class AdaptiveAvgPool2d : public Module {
 // BatchNorm over dim 1 of (N, C) / (N, C, L) (1d) or (N, C, H, W) (2d).
 class BatchNorm : public Module {
  public:
-  BatchNorm(const char* type, int64_t expected_dims_lo, int64_t expected_dims_hi, int64_t num_features,
-            double eps, double momentum, bool affine, bool track_running_stats);
+  BatchNorm(const char* type, int64_t expected_dims_lo, int64_t expected_dims_hi, int64_t num_features, double eps,
+            double momentum, bool affine, bool track_running_stats);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
-  Tensor weight, bias;                               // (C)
+  Tensor weight, bias;                                    // (C)
   Tensor running_mean, running_var, num_batches_tracked;  // buffers
   int64_t num_features;
   double eps, momentum;

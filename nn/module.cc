@@ -10,7 +10,10 @@ namespace weft::nn {
 // ---- StateDict ----
 void StateDict::insert(const std::string& key, const Tensor& value) {
   for (auto& [k, v] : items_)
-    if (k == key) { v = value; return; }
+    if (k == key) {
+      v = value;
+      return;
+    }
   items_.emplace_back(key, value);
 }
 bool StateDict::contains(const std::string& key) const { return find(key) != nullptr; }
@@ -146,7 +149,10 @@ void Module::train(bool on) {
 
 void Module::zero_grad(bool set_to_none) {
   for (auto& p : parameters()) {
-    if (set_to_none) { p.zero_grad(); continue; }
+    if (set_to_none) {
+      p.zero_grad();
+      continue;
+    }
     Tensor g = p.grad();
     if (g.defined()) {
       NoGradGuard ng;
@@ -221,7 +227,10 @@ Module::LoadResult Module::load_state_dict(const StateDict& sd, bool strict) {
   for (auto& [name, slot] : slots) {
     known.insert(name);
     const Tensor* src = sd.find(name);
-    if (!src) { res.missing_keys.push_back(name); continue; }
+    if (!src) {
+      res.missing_keys.push_back(name);
+      continue;
+    }
     if (src->sizes() != slot->sizes())
       mismatched.push_back("'" + name + "': checkpoint shape " + shape_str(src->sizes()) + " vs model shape " +
                            shape_str(slot->sizes()));
@@ -235,8 +244,8 @@ Module::LoadResult Module::load_state_dict(const StateDict& sd, bool strict) {
     auto list = [&](const char* what, const std::vector<std::string>& keys) {
       if (keys.empty()) return;
       os << "\n  " << what << ": ";
-      for (size_t i = 0; i < keys.size(); ++i) os << (i ? ", " : "") << (what[0] == 's' ? "" : "'") << keys[i]
-                                                   << (what[0] == 's' ? "" : "'");
+      for (size_t i = 0; i < keys.size(); ++i)
+        os << (i ? ", " : "") << (what[0] == 's' ? "" : "'") << keys[i] << (what[0] == 's' ? "" : "'");
     };
     if (strict) list("missing keys", res.missing_keys);
     if (strict) list("unexpected keys", res.unexpected_keys);

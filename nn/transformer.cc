@@ -10,8 +10,8 @@ MultiheadAttention::MultiheadAttention(int64_t c, int64_t h, bool causal, double
 }
 
 Tensor MultiheadAttention::forward(const Tensor& x) {
-  WEFT_CHECK(x.dim() == 3 && x.size(2) == embed_dim, "MultiheadAttention: expected input (B, T, ", embed_dim,
-             "), got ", shape_str(x.sizes()));
+  WEFT_CHECK(x.dim() == 3 && x.size(2) == embed_dim, "MultiheadAttention: expected input (B, T, ", embed_dim, "), got ",
+             shape_str(x.sizes()));
   const int64_t B = x.size(0), T = x.size(1), C = embed_dim, H = num_heads, D = C / H;
   Tensor qkv_out = (*qkv)(x);  // (B, T, 3C)
   std::vector<Tensor> parts = split(qkv_out, C, 2);
@@ -26,10 +26,9 @@ TransformerBlock::TransformerBlock(int64_t c, int64_t h, double dropout, int64_t
   ln1 = register_module("ln1", std::make_shared<LayerNorm>(c));
   attn = register_module("attn", std::make_shared<MultiheadAttention>(c, h, true, dropout));
   ln2 = register_module("ln2", std::make_shared<LayerNorm>(c));
-  mlp = register_module("mlp", Sequential::of(std::make_shared<Linear>(c, ratio * c),
-                                               std::make_shared<GELU>(GeluApproximation::Tanh),
-                                               std::make_shared<Linear>(ratio * c, c),
-                                               std::make_shared<Dropout>(dropout)));
+  mlp = register_module(
+      "mlp", Sequential::of(std::make_shared<Linear>(c, ratio * c), std::make_shared<GELU>(GeluApproximation::Tanh),
+                            std::make_shared<Linear>(ratio * c, c), std::make_shared<Dropout>(dropout)));
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {

@@ -12,8 +12,7 @@ namespace weft::nn {
 // forward: (B, T, C) -> (B, T, C); causal masking when `causal`.
 class MultiheadAttention : public Module {
  public:
-  MultiheadAttention(int64_t embed_dim, int64_t num_heads, bool causal = true, double dropout = 0.0,
-                     bool bias = true);
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, bool causal = true, double dropout = 0.0, bool bias = true);
   Tensor forward(const Tensor& x) override;
   std::shared_ptr<Linear> qkv;   // (C) -> (3C)
   std::shared_ptr<Linear> proj;  // (C) -> (C)

@@ -49,8 +49,8 @@ void Adam::update(ParamGroup& group) {
     ParamState& st = mutable_state(p);
     if (!st.count("step")) {
       st["step"] = zeros({}, TensorOptions{DType::Float32, kCPU});  // ()
-      st["exp_avg"] = zeros(p.sizes(), p.options());                 // (p.shape)
-      st["exp_avg_sq"] = zeros(p.sizes(), p.options());              // (p.shape)
+      st["exp_avg"] = zeros(p.sizes(), p.options());                // (p.shape)
+      st["exp_avg_sq"] = zeros(p.sizes(), p.options());             // (p.shape)
     }
     // step_t += 1, kept as a float32 scalar like PyTorch's.
     float* step = st["step"].data_ptr<float>();

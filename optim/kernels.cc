@@ -74,7 +74,7 @@ void sgd_loop(T* __restrict p, const T* __restrict g, T* __restrict b, const SGD
       if constexpr (kInit) {
         bi = d;  // torch.clone(grad)
       } else {
-        const T scaled = b[i] * c.mom;                 // buf.mul_(mom)
+        const T scaled = b[i] * c.mom;               // buf.mul_(mom)
         bi = std::fma(d, c.one_minus_damp, scaled);  // .add_(grad, alpha=1-damp)
       }
       b[i] = bi;
@@ -90,8 +90,8 @@ void sgd_step_cpu(const Tensor& param, const Tensor& grad, const Tensor& buf, co
   T* p = param.data_ptr<T>();
   const T* g = grad.data_ptr<T>();
   T* b = buf.defined() ? buf.data_ptr<T>() : nullptr;
-  const SGDConsts<T> c{static_cast<T>(a.weight_decay), static_cast<T>(a.momentum),
-                       static_cast<T>(1.0 - a.dampening), static_cast<T>(-a.lr)};
+  const SGDConsts<T> c{static_cast<T>(a.weight_decay), static_cast<T>(a.momentum), static_cast<T>(1.0 - a.dampening),
+                       static_cast<T>(-a.lr)};
   const bool use_mom = a.momentum != 0;
   with_flags(
       [&](auto wd, auto mom, auto nesterov, auto init) {
@@ -113,7 +113,7 @@ void adam_loop(T* __restrict p, const T* __restrict g, T* __restrict m, T* __res
                int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
     T pi = p[i], gi = g[i];
-    if constexpr (kWd && kDecoupled) pi = pi * c.decay;        // param.mul_(1 - lr * wd)
+    if constexpr (kWd && kDecoupled) pi = pi * c.decay;             // param.mul_(1 - lr * wd)
     if constexpr (kWd && !kDecoupled) gi = std::fma(pi, c.wd, gi);  // grad.add(param, alpha=wd)
     // exp_avg.lerp_(grad, 1 - beta1)
     const T mi0 = m[i];
@@ -160,7 +160,7 @@ void adam_step_cpu(const Tensor& param, const Tensor& grad, const Tensor& exp_av
       [&](auto wd, auto decoupled, auto small) {
         parallel_for(0, param.numel(), kOptimGrain, [&](int64_t begin, int64_t end) {
           adam_loop<T, decltype(wd)::value, decltype(decoupled)::value, decltype(small)::value>(p, g, m, v, c, begin,
-                                                                                               end);
+                                                                                                end);
         });
       },
       a.weight_decay != 0, a.decoupled_weight_decay, small_w);

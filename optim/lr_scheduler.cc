@@ -96,8 +96,8 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double
 std::vector<double> CosineAnnealingLR::get_lr() {
   std::vector<double> out(num_groups());
   for (size_t g = 0; g < out.size(); ++g)
-    out[g] = last_epoch_ == 0 ? group_lr(g)
-                              : cosine_recursive(group_lr(g), base_lrs_[g], eta_min_, last_epoch_, t_max_);
+    out[g] =
+        last_epoch_ == 0 ? group_lr(g) : cosine_recursive(group_lr(g), base_lrs_[g], eta_min_, last_epoch_, t_max_);
   return out;
 }
 

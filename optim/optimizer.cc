@@ -24,8 +24,7 @@ void Optimizer::init_groups(std::vector<ParamGroup> groups) {
 void Optimizer::add_param_group(ParamGroup group) {
   WEFT_CHECK(!group.params.empty(), name_, ": optimizer got an empty parameter list");
   for (const auto& [key, value] : group.options) {
-    WEFT_CHECK(defaults_.count(key), name_, ": unknown hyper-parameter '", key, "' in param group (value ", value,
-               ")");
+    WEFT_CHECK(defaults_.count(key), name_, ": unknown hyper-parameter '", key, "' in param group (value ", value, ")");
   }
   for (const auto& [key, value] : defaults_) group.options.emplace(key, value);
   validate(group.options);
@@ -35,8 +34,8 @@ void Optimizer::add_param_group(ParamGroup group) {
   for (size_t i = 0; i < group.params.size(); ++i) {
     const Tensor& p = group.params[i];
     WEFT_CHECK(p.defined(), name_, ": parameter ", i, " of the new group is undefined");
-    WEFT_CHECK(p.is_floating_point(), name_, ": can only optimize floating-point tensors, parameter ", i,
-               " has dtype ", p.dtype());
+    WEFT_CHECK(p.is_floating_point(), name_, ": can only optimize floating-point tensors, parameter ", i, " has dtype ",
+               p.dtype());
     WEFT_CHECK(p.is_leaf(), name_, ": can't optimize a non-leaf Tensor (parameter ", i, ")");
     WEFT_CHECK(seen.insert(p.impl()).second, name_, ": some parameters appear in more than one parameter group");
   }
@@ -83,8 +82,7 @@ OptimizerStateDict Optimizer::state_dict() const {
     }
     const std::string prefix = "param_groups." + std::to_string(gi) + ".";
     sd[prefix + "params"] = tensor<int64_t>(ids, {static_cast<int64_t>(ids.size())});
-    for (const auto& [key, value] : g.options)
-      sd[prefix + key] = scalar_tensor(value, TensorOptions{DType::Float64});
+    for (const auto& [key, value] : g.options) sd[prefix + key] = scalar_tensor(value, TensorOptions{DType::Float64});
   }
   return sd;
 }
@@ -124,8 +122,8 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
   }
   WEFT_CHECK(group_entries.size() == groups_.size() &&
                  (group_entries.empty() || group_entries.rbegin()->first == int64_t(groups_.size()) - 1),
-             op, ": loaded state dict has a different number of parameter groups (",
-             group_entries.size(), " in the state dict, ", groups_.size(), " in the optimizer)");
+             op, ": loaded state dict has a different number of parameter groups (", group_entries.size(),
+             " in the state dict, ", groups_.size(), " in the optimizer)");
 
   // ---- groups: sizes, parameter numbers, hyper-parameters ----
   std::map<int64_t, const Tensor*> id_to_param;  // saved parameter number -> parameter

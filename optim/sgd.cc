@@ -7,7 +7,10 @@
 namespace weft::optim {
 
 OptionMap SGDOptions::to_map() const {
-  return {{"lr", lr}, {"momentum", momentum}, {"dampening", dampening}, {"weight_decay", weight_decay},
+  return {{"lr", lr},
+          {"momentum", momentum},
+          {"dampening", dampening},
+          {"weight_decay", weight_decay},
           {"nesterov", nesterov ? 1.0 : 0.0}};
 }
 

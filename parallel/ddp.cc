@@ -108,9 +108,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 
   for (size_t i = 0; i < params_.size(); ++i) {
     int idx = static_cast<int>(i);
-    handles_.push_back(params_[i].tensor.register_post_accumulate_grad_hook([this, idx](const Tensor&) {
-      on_grad_ready(idx);
-    }));
+    handles_.push_back(
+        params_[i].tensor.register_post_accumulate_grad_hook([this, idx](const Tensor&) { on_grad_ready(idx); }));
   }
   if (options_.non_blocking) {
     std::unordered_map<const TensorImpl*, int> index;
@@ -270,8 +269,9 @@ void DistributedDataParallel::reset_backward_state() {
 }
 
 void DistributedDataParallel::start_backward() {
-  WEFT_CHECK(!pending_, "DistributedDataParallel: a backward started while the previous step's non-blocking "
-                        "reductions are unfinished; run a forward through DDP (or call finish()) in between");
+  WEFT_CHECK(!pending_,
+             "DistributedDataParallel: a backward started while the previous step's non-blocking "
+             "reductions are unfinished; run a forward through DDP (or call finish()) in between");
   in_backward_ = true;
   next_bucket_ = 0;
   poll_next_ = 0;

@@ -70,9 +70,9 @@ struct DDPOptions {
   bool broadcast_buffers = true;
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
-  CommHook comm_hook;           // empty: allreduce_avg_hook
-  bool non_blocking = false;    // heat's mode; needs `update`
-  ParamUpdateFn update;         // used only in non-blocking mode
+  CommHook comm_hook;         // empty: allreduce_avg_hook
+  bool non_blocking = false;  // heat's mode; needs `update`
+  ParamUpdateFn update;       // used only in non-blocking mode
 };
 
 // Communication timing, accumulated over synced backwards (blocking mode):
@@ -102,7 +102,9 @@ class DistributedDataParallel {
   class NoSync {
    public:
     explicit NoSync(DistributedDataParallel& d) : d_(&d), prev_(d.sync_) { d.sync_ = false; }
-    ~NoSync() { if (d_) d_->sync_ = prev_; }
+    ~NoSync() {
+      if (d_) d_->sync_ = prev_;
+    }
     NoSync(NoSync&& o) noexcept : d_(o.d_), prev_(o.prev_) { o.d_ = nullptr; }
     NoSync(const NoSync&) = delete;
     NoSync& operator=(const NoSync&) = delete;

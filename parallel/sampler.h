@@ -33,7 +33,7 @@ class DistributedSampler {
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
   int64_t dataset_size() const { return n_; }
-  int64_t total_size() const { return total_; }       // padded to a multiple of world_size
+  int64_t total_size() const { return total_; }            // padded to a multiple of world_size
   int64_t num_samples() const { return total_ / world_; }  // per rank
   // This rank's dataset indices for the current epoch.
   std::vector<int64_t> indices() const;

@@ -2,11 +2,11 @@
 // that an expression throws weft::Error whose message contains given text.
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "core/ops.h"
 
@@ -19,8 +19,7 @@ inline std::vector<double> values(const Tensor& t) {
   return std::vector<double>(p, p + c.numel());
 }
 
-inline ::testing::AssertionResult tensor_near(const Tensor& t, const std::vector<double>& expected,
-                                              double tol = 1e-6) {
+inline ::testing::AssertionResult tensor_near(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6) {
   auto v = values(t);
   if (v.size() != expected.size())
     return ::testing::AssertionFailure() << "size " << v.size() << " != expected " << expected.size();
@@ -29,8 +28,8 @@ inline ::testing::AssertionResult tensor_near(const Tensor& t, const std::vector
     bool both_nan = std::isnan(v[i]) && std::isnan(expected[i]);
     bool both_inf = std::isinf(v[i]) && v[i] == expected[i];
     if (!both_nan && !both_inf && !(diff <= tol * (1.0 + std::abs(expected[i]))))
-      return ::testing::AssertionFailure() << "element " << i << ": " << v[i] << " != expected " << expected[i]
-                                           << " (tensor " << t << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << v[i] << " != expected " << expected[i] << " (tensor " << t << ")";
   }
   return ::testing::AssertionSuccess();
 }
@@ -44,15 +43,14 @@ inline ::testing::AssertionResult tensors_near(const Tensor& a, const Tensor& b,
 }  // namespace weft::testing
 
 // EXPECT_WEFT_ERROR(stmt, "substring"): stmt throws weft::Error containing substring.
-#define EXPECT_WEFT_ERROR(stmt, substr)                                                          \
-  do {                                                                                           \
-    bool thrown_ = false;                                                                        \
-    try {                                                                                        \
-      stmt;                                                                                      \
-    } catch (const ::weft::Error& e_) {                                                          \
-      thrown_ = true;                                                                            \
-      EXPECT_NE(std::string(e_.what()).find(substr), std::string::npos)                          \
-          << "error message was: " << e_.what();                                                 \
-    }                                                                                            \
-    EXPECT_TRUE(thrown_) << "expected weft::Error containing '" << substr << "' from: " #stmt;  \
+#define EXPECT_WEFT_ERROR(stmt, substr)                                                                        \
+  do {                                                                                                         \
+    bool thrown_ = false;                                                                                      \
+    try {                                                                                                      \
+      stmt;                                                                                                    \
+    } catch (const ::weft::Error& e_) {                                                                        \
+      thrown_ = true;                                                                                          \
+      EXPECT_NE(std::string(e_.what()).find(substr), std::string::npos) << "error message was: " << e_.what(); \
+    }                                                                                                          \
+    EXPECT_TRUE(thrown_) << "expected weft::Error containing '" << substr << "' from: " #stmt;                 \
   } while (0)

@@ -4,9 +4,10 @@
 #define EIGEN_DONT_PARALLELIZE
 #include "core/cpu/gemm.h"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <type_traits>
+
+#include <Eigen/Core>
 
 #include "core/parallel.h"
 
@@ -70,9 +71,9 @@ void run(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, i
 }
 
 template <typename T>
-void gemm_impl(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
-               const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t b_rs, int64_t b_cs, T* c,
-               int64_t c_stride, int64_t ldc) {
+void gemm_impl(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k, const T* a,
+               int64_t a_rs, int64_t a_cs, const T* b, int64_t b_rs, int64_t b_cs, T* c, int64_t c_stride,
+               int64_t ldc) {
   if (m == 0 || n == 0 || batch == 0) return;
   if (k == 0) {
     for (int64_t x = 0; x < batch; ++x)
@@ -82,7 +83,7 @@ void gemm_impl(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_
   Layout la = layout_of(m, k, a_rs, a_cs), lb = layout_of(k, n, b_rs, b_cs);
   auto go = [&](auto oa, auto ob) {
     run<T, decltype(oa)::value, decltype(ob)::value>(batch, a_off, b_off, m, n, k, a, la.ld, b, lb.ld, c, c_stride,
-                                                       ldc);
+                                                     ldc);
   };
   using RowT = std::integral_constant<int, Eigen::RowMajor>;
   using ColT = std::integral_constant<int, Eigen::ColMajor>;

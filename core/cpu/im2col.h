@@ -25,12 +25,12 @@ namespace weft::cpu {
 #endif
 
 struct Conv2dGeom {
-  int64_t C, H, W;    // input image
-  int64_t kH, kW;     // kernel
-  int64_t sH, sW;     // stride
-  int64_t pH, pW;     // padding
-  int64_t dH, dW;     // dilation
-  int64_t OH, OW;     // output
+  int64_t C, H, W;  // input image
+  int64_t kH, kW;   // kernel
+  int64_t sH, sW;   // stride
+  int64_t pH, pW;   // padding
+  int64_t dH, dW;   // dilation
+  int64_t OH, OW;   // output
 };
 
 // First and one-past-last output index o with 0 <= o*s - p + k*d < n.

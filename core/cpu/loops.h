@@ -41,7 +41,10 @@ StridedGeometry<N> make_geometry(const std::array<const Tensor*, N>& ops) {
       // merge with the previous (outer) dim when it is a pure continuation
       bool merge = true;
       for (size_t k = 0; k < N; ++k)
-        if (g.strides.back()[k] != st[k] * shape[d]) { merge = false; break; }
+        if (g.strides.back()[k] != st[k] * shape[d]) {
+          merge = false;
+          break;
+        }
       if (merge) {
         g.sizes.back() *= shape[d];
         g.strides.back() = st;

@@ -89,7 +89,7 @@ inline float log(float x) {
   // Arithmetic is never conditional here: with -ftrapping-math (the default)
   // the vectoriser only if-converts selects of values already computed.
   // subnormals: scale into the normal range first
-  float mult = x < 1.17549435e-38f ? 8388608.0f : 1.0f;  // 2^23 or 1
+  float mult = x < 1.17549435e-38f ? 8388608.0f : 1.0f;        // 2^23 or 1
   int32_t shift = (std::bit_cast<int32_t>(mult) >> 23) - 127;  // 23 or 0
   int32_t bits = std::bit_cast<int32_t>(x * mult);
   // x = m 2^e with m in [sqrt(1/2), sqrt(2)); log x = log m + e ln2

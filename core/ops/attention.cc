@@ -27,9 +27,9 @@ template <typename T>
 using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // scores, y: (rows, S) contiguous with rows = batch * L; row r is query r % L.
-using AttnSoftmaxKernel = KernelTable<void(const Tensor& y, const Tensor& scores, int64_t L, double scale, bool causal)>;
-using AttnSoftmaxBackwardKernel =
-    KernelTable<void(const Tensor& dx, const Tensor& g, const Tensor& y, double scale)>;
+using AttnSoftmaxKernel =
+    KernelTable<void(const Tensor& y, const Tensor& scores, int64_t L, double scale, bool causal)>;
+using AttnSoftmaxBackwardKernel = KernelTable<void(const Tensor& dx, const Tensor& g, const Tensor& y, double scale)>;
 
 AttnSoftmaxKernel& attn_softmax_table() {
   static AttnSoftmaxKernel t("scaled_dot_product_attention");
@@ -120,8 +120,8 @@ Tensor attn_softmax(const Tensor& scores, double scale, bool causal) {
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal,
-                                    double dropout_p, bool training) {
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal, double dropout_p,
+                                    bool training) {
   const char* op = "scaled_dot_product_attention";
   WEFT_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op,
              ": expected q, k, v with the same number of dims (B, H, T, D), got shapes ", shape_str(q.sizes()), ", ",
@@ -132,9 +132,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const int64_t n = q.dim();
   bool lead_ok = true;
   for (int64_t d = 0; d < n - 2; ++d) lead_ok = lead_ok && q.size(d) == k.size(d) && q.size(d) == v.size(d);
-  WEFT_CHECK(lead_ok && q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2), op,
-             ": incompatible shapes q ", shape_str(q.sizes()), ", k ", shape_str(k.sizes()), ", v ",
-             shape_str(v.sizes()), " (expected q (..., L, D), k (..., S, D), v (..., S, Dv))");
+  WEFT_CHECK(lead_ok && q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2), op, ": incompatible shapes q ",
+             shape_str(q.sizes()), ", k ", shape_str(k.sizes()), ", v ", shape_str(v.sizes()),
+             " (expected q (..., L, D), k (..., S, D), v (..., S, Dv))");
   WEFT_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, op, ": dropout_p must be in [0, 1], got ", dropout_p);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   Tensor scores = matmul(q, transpose(k, -2, -1));  // (..., L, S)

@@ -14,7 +14,7 @@ namespace weft {
 
 using BinaryKernel = KernelTable<void(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha)>;
 
-#define WEFT_BINARY_TABLE(name) \
+#define WEFT_BINARY_TABLE(name)   \
   BinaryKernel& name##_table() {  \
     static BinaryKernel t(#name); \
     return t;                     \
@@ -129,14 +129,12 @@ void cpu_minimum(const Tensor& out, const Tensor& a, const Tensor& b, const Scal
 template <typename T>
 void cpu_maximum_backward(const Tensor& out, const Tensor& g, const Tensor& a, const Tensor& b) {
   using M = opmath_t<T>;
-  cpu::elementwise<T, T, T, T>(out, {g, a, b},
-                               [](M gv, M x, M y) { return x > y ? gv : x == y ? gv * M(0.5) : M(0); });
+  cpu::elementwise<T, T, T, T>(out, {g, a, b}, [](M gv, M x, M y) { return x > y ? gv : x == y ? gv * M(0.5) : M(0); });
 }
 template <typename T>
 void cpu_minimum_backward(const Tensor& out, const Tensor& g, const Tensor& a, const Tensor& b) {
   using M = opmath_t<T>;
-  cpu::elementwise<T, T, T, T>(out, {g, a, b},
-                               [](M gv, M x, M y) { return x < y ? gv : x == y ? gv * M(0.5) : M(0); });
+  cpu::elementwise<T, T, T, T>(out, {g, a, b}, [](M gv, M x, M y) { return x < y ? gv : x == y ? gv * M(0.5) : M(0); });
 }
 
 WEFT_REGISTER_KERNEL(pow_table(), DeviceType::CPU, kNumericTypes, cpu_pow);
@@ -190,9 +188,7 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   return out;
 }
 
-Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  return add(a, b, Scalar(-alpha.to_double()));
-}
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) { return add(a, b, Scalar(-alpha.to_double())); }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_op(mul_table(), "mul", a, b, 1, detail::result_type(a, b));
@@ -324,8 +320,7 @@ Tensor& mul_(Tensor& a, const Tensor& b) {
   binary_inplace(mul_table(), "mul_", a, b, 1);
   Shape sb = b.sizes();
   record_inplace("MulBackward", a, {b}, [old_a, save_b, sb](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{mul(g[0], save_b.get("MulBackward")),
-                               sum_to(mul(g[0], old_a.get("MulBackward")), sb)};
+    return std::vector<Tensor>{mul(g[0], save_b.get("MulBackward")), sum_to(mul(g[0], old_a.get("MulBackward")), sb)};
   });
   return a;
 }
@@ -339,8 +334,7 @@ Tensor& div_(Tensor& a, const Tensor& b) {
   Shape sb = b.sizes();
   record_inplace("DivBackward", a, {b}, [old_a, save_b, sb](const std::vector<Tensor>& g) {
     Tensor bv = save_b.get("DivBackward");
-    return std::vector<Tensor>{div(g[0], bv),
-                               sum_to(neg(div(mul(g[0], old_a.get("DivBackward")), mul(bv, bv))), sb)};
+    return std::vector<Tensor>{div(g[0], bv), sum_to(neg(div(mul(g[0], old_a.get("DivBackward")), mul(bv, bv))), sb)};
   });
   return a;
 }

@@ -21,18 +21,18 @@ using WhereKernel = KernelTable<void(const Tensor& out, const Tensor& cond, cons
 
 // WEFT_PREDICATE_KERNEL(name, expr): table name_table() and a CPU kernel for all
 // dtypes computing bool `expr` from x, y (opmath values).
-#define WEFT_PREDICATE_KERNEL(name, ...)                                                  \
-  PredicateKernel& name##_table() {                                                       \
-    static PredicateKernel t(#name);                                                      \
-    return t;                                                                             \
-  }                                                                                       \
-  namespace {                                                                             \
-  template <typename T>                                                                   \
-  void cpu_##name(const Tensor& out, const Tensor& a, const Tensor& b) {                  \
-    using M = opmath_t<T>;                                                                \
+#define WEFT_PREDICATE_KERNEL(name, ...)                                                     \
+  PredicateKernel& name##_table() {                                                          \
+    static PredicateKernel t(#name);                                                         \
+    return t;                                                                                \
+  }                                                                                          \
+  namespace {                                                                                \
+  template <typename T>                                                                      \
+  void cpu_##name(const Tensor& out, const Tensor& a, const Tensor& b) {                     \
+    using M = opmath_t<T>;                                                                   \
     cpu::elementwise<bool, T, T>(out, {a, b}, [](M x, M y) -> bool { return __VA_ARGS__; }); \
-  }                                                                                       \
-  WEFT_REGISTER_KERNEL(name##_table(), DeviceType::CPU, kAllTypes, cpu_##name);           \
+  }                                                                                          \
+  WEFT_REGISTER_KERNEL(name##_table(), DeviceType::CPU, kAllTypes, cpu_##name);              \
   }
 
 WEFT_PREDICATE_KERNEL(eq, x == y)
@@ -98,8 +98,8 @@ Tensor logical_not(const Tensor& a) {
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   WEFT_CHECK(cond.defined() && a.defined() && b.defined(), "where: undefined tensor argument");
-  WEFT_CHECK(cond.dtype() == DType::Bool, "where: expected a bool condition, got ", cond.dtype(),
-             " (shape ", shape_str(cond.sizes()), ")");
+  WEFT_CHECK(cond.dtype() == DType::Bool, "where: expected a bool condition, got ", cond.dtype(), " (shape ",
+             shape_str(cond.sizes()), ")");
   detail::check_same_device("where", cond, a);
   DType dt = detail::result_type(a, b);
   Tensor ea, eb;

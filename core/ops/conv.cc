@@ -33,13 +33,12 @@ struct Conv2dParams {
 
 // out: contiguous (N, C_out, OH, OW); x: contiguous (N, C_in, H, W); w: contiguous
 // (C_out, C_in/groups, kH, kW); b: contiguous (C_out) or undefined.
-using Conv2dKernel = KernelTable<void(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b,
-                                      const Conv2dParams& p)>;
+using Conv2dKernel =
+    KernelTable<void(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p)>;
 // gx / gw / gb: contiguous outputs (undefined when not needed); go: contiguous
 // (N, C_out, OH, OW); x, w: as in the forward.
-using Conv2dBackwardKernel =
-    KernelTable<void(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& go, const Tensor& x,
-                     const Tensor& w, const Conv2dParams& p)>;
+using Conv2dBackwardKernel = KernelTable<void(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& go,
+                                              const Tensor& x, const Tensor& w, const Conv2dParams& p)>;
 
 Conv2dKernel& conv2d_table() {
   static Conv2dKernel t("conv2d");
@@ -55,8 +54,8 @@ namespace {
 constexpr uint32_t kConvTypes = (1u << int(DType::Float32)) | (1u << int(DType::Float64));
 
 cpu::Conv2dGeom geom_of(const Tensor& x, const Tensor& w, const Tensor& out, const Conv2dParams& p) {
-  return {x.size(1) / p.groups, x.size(2), x.size(3), w.size(2), w.size(3), p.sH, p.sW, p.pH,
-          p.pW,                 p.dH,      p.dW,      out.size(2), out.size(3)};
+  return {x.size(1) / p.groups, x.size(2),  x.size(3), w.size(2), w.size(3), p.sH, p.sW, p.pH, p.pW, p.dH, p.dW,
+          out.size(2),          out.size(3)};
 }
 
 // Note [conv image chunks]: images are processed in chunks of B side by side, so
@@ -64,7 +63,9 @@ cpu::Conv2dGeom geom_of(const Tensor& x, const Tensor& w, const Tensor& out, con
 // and gemm.h's block grid are efficient there, not on one small image). B
 // depends on the shape only, and every output element is computed by the same
 // chunk GEMM whatever the thread count.
-int64_t chunk_images(int64_t N, int64_t L) { return std::clamp<int64_t>((256 + L - 1) / L, 1, std::max<int64_t>(N, 1)); }
+int64_t chunk_images(int64_t N, int64_t L) {
+  return std::clamp<int64_t>((256 + L - 1) / L, 1, std::max<int64_t>(N, 1));
+}
 
 // C (m, n) row-major with leading dimension ldc = A (m, k) * B (k, n); strides as
 // in gemm.h. Inside the chunk loop this runs inline on the calling thread.
@@ -76,8 +77,7 @@ void gemm1(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_
 }
 
 template <typename T>
-void conv2d_forward_impl(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b,
-                         const Conv2dParams& p) {
+void conv2d_forward_impl(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
   const cpu::Conv2dGeom g = geom_of(x, w, out, p);
   const int64_t N = x.size(0), G = p.groups, Cin = x.size(1), Cout = out.size(1);
   const int64_t Cog = Cout / G, Kg = g.C * g.kH * g.kW, L = g.OH * g.OW, HW = g.H * g.W;
@@ -87,8 +87,8 @@ void conv2d_forward_impl(const Tensor& out, const Tensor& x, const Tensor& w, co
   const T* pb = b.defined() ? b.data_ptr<T>() : nullptr;
   T* po = out.data_ptr<T>();
   parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-    std::vector<T> cols(G * Kg * B * L);              // (G * Kg, B * L)
-    std::vector<T> cbuf(B > 1 ? Cout * B * L : 0);    // (C_out, B * L)
+    std::vector<T> cols(G * Kg * B * L);            // (G * Kg, B * L)
+    std::vector<T> cbuf(B > 1 ? Cout * B * L : 0);  // (C_out, B * L)
     for (int64_t ch = c0; ch < c1; ++ch) {
       const int64_t n0 = ch * B, nb = std::min(B, N - n0), ld = nb * L;
       for (int64_t i = 0; i < nb; ++i)
@@ -150,8 +150,8 @@ void conv2d_backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
               cpu::im2col(px + (n0 + i) * Cin * HW + gi * g.C * HW, g, cols.data() + gi * Kg * ld + i * L, ld);
           // dW_g (Cog, Kg) = go_g (Cog, nb * L) * cols_g^T (nb * L, Kg)
           for (int64_t gi = 0; gi < G; ++gi)
-            gemm1<T>(Cog, Kg, ld, gch + gi * Cog * ld, ld, 1, cols.data() + gi * Kg * ld, 1, ld,
-                     acc + gi * Cog * Kg, Kg);
+            gemm1<T>(Cog, Kg, ld, gch + gi * Cog * ld, ld, 1, cols.data() + gi * Kg * ld, 1, ld, acc + gi * Cog * Kg,
+                     Kg);
         }
         if (pgx) {
           // dcols_g (Kg, nb * L) = W_g^T (Kg, Cog) * go_g (Cog, nb * L), then col2im image by image
@@ -206,8 +206,7 @@ void cpu_conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tenso
 template <typename T>
 void cpu_conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& go, const Tensor& x,
                          const Tensor& w, const Conv2dParams& p) {
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-    conv2d_backward_impl<T>(gx, gw, gb, go, x, w, p);
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) conv2d_backward_impl<T>(gx, gw, gb, go, x, w, p);
   else WEFT_CHECK(false, "conv2d_backward: no CPU kernel for dtype ", dtype_of<T>);
 }
 WEFT_REGISTER_KERNEL(conv2d_table(), DeviceType::CPU, kConvTypes, cpu_conv2d);
@@ -224,10 +223,9 @@ std::string arr_str(std::array<int64_t, 2> a) {
 Tensor conv2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
               std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
   WEFT_CHECK(x_in.defined() && weight.defined(), "conv2d: undefined input or weight");
-  WEFT_CHECK(x_in.dim() == 3 || x_in.dim() == 4, "conv2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape ",
-             shape_str(x_in.sizes()));
-  if (x_in.dim() == 3)
-    return squeeze(conv2d(unsqueeze(x_in, 0), weight, bias, stride, padding, dilation, groups), 0);
+  WEFT_CHECK(x_in.dim() == 3 || x_in.dim() == 4,
+             "conv2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape ", shape_str(x_in.sizes()));
+  if (x_in.dim() == 3) return squeeze(conv2d(unsqueeze(x_in, 0), weight, bias, stride, padding, dilation, groups), 0);
   const Tensor& x = x_in;
   WEFT_CHECK(weight.dim() == 4, "conv2d: expected a 4-D weight (C_out, C_in / groups, kH, kW), got shape ",
              shape_str(weight.sizes()));
@@ -250,13 +248,12 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, std:
   if (bias.defined()) {
     WEFT_CHECK(bias.dim() == 1 && bias.size(0) == Cout, "conv2d: bias shape ", shape_str(bias.sizes()),
                " does not match the ", Cout, " output channels of weight shape ", shape_str(weight.sizes()));
-    WEFT_CHECK(bias.dtype() == x.dtype(), "conv2d: bias dtype ", bias.dtype(), " differs from input dtype ",
-               x.dtype());
+    WEFT_CHECK(bias.dtype() == x.dtype(), "conv2d: bias dtype ", bias.dtype(), " differs from input dtype ", x.dtype());
   }
   const int64_t OH = (H + 2 * padding[0] - dilation[0] * (kH - 1) - 1) / stride[0] + 1;
   const int64_t OW = (W + 2 * padding[1] - dilation[1] * (kW - 1) - 1) / stride[1] + 1;
-  WEFT_CHECK(H + 2 * padding[0] - dilation[0] * (kH - 1) - 1 >= 0 && W + 2 * padding[1] - dilation[1] * (kW - 1) - 1 >= 0 &&
-                 OH > 0 && OW > 0,
+  WEFT_CHECK(H + 2 * padding[0] - dilation[0] * (kH - 1) - 1 >= 0 &&
+                 W + 2 * padding[1] - dilation[1] * (kW - 1) - 1 >= 0 && OH > 0 && OW > 0,
              "conv2d: input shape ", shape_str(x.sizes()), " (padded by ", arr_str(padding),
              ") is smaller than the dilated kernel of weight shape ", shape_str(weight.sizes()), " (dilation ",
              arr_str(dilation), "): output size would be <= 0");
@@ -264,8 +261,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, std:
 
   if (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16) {
     Tensor bf = bias.defined() ? bias.to(DType::Float32) : Tensor();
-    return conv2d(x.to(DType::Float32), weight.to(DType::Float32), bf, stride, padding, dilation, groups)
-        .to(x.dtype());
+    return conv2d(x.to(DType::Float32), weight.to(DType::Float32), bf, stride, padding, dilation, groups).to(x.dtype());
   }
 
   const Conv2dParams p{stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups};
@@ -286,8 +282,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, std:
                       Tensor go = grads[0].detach().contiguous();
                       Tensor wv = sw.get("Conv2dBackward");
                       // the kernel reads x's geometry only; without grad_weight a shape stand-in suffices
-                      Tensor xv = need_w ? sx.get("Conv2dBackward")
-                                         : make_view(wv, xshape, Shape(xshape.size(), 0), 0);
+                      Tensor xv = need_w ? sx.get("Conv2dBackward") : make_view(wv, xshape, Shape(xshape.size(), 0), 0);
                       Tensor gx = need_x ? empty(xshape, {go.dtype(), go.device()}) : Tensor();
                       Tensor gw = need_w ? empty(wv.sizes(), {go.dtype(), go.device()}) : Tensor();
                       Tensor gb = need_b ? empty({wv.size(0)}, {go.dtype(), go.device()}) : Tensor();

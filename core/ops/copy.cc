@@ -54,7 +54,8 @@ Tensor& copy_(Tensor& dst, const Tensor& src) {
   WEFT_CHECK(src.device() == dst.device() || dst.device().is_cpu() || src.device().is_cpu(),
              "copy_: cannot copy between ", src.device(), " and ", dst.device());
   if (dst.impl() != src.impl()) {
-    Device dev = dst.device().is_cpu() && src.device().is_cpu() ? kCPU : (dst.device().is_cpu() ? src.device() : dst.device());
+    Device dev =
+        dst.device().is_cpu() && src.device().is_cpu() ? kCPU : (dst.device().is_cpu() ? src.device() : dst.device());
     copy_table()(dev, dst.dtype(), dst, expand(src.detach(), dst.sizes()));
   }
   Shape src_sizes = src.sizes();
@@ -70,9 +71,8 @@ Tensor& copy_(Tensor& dst, const Tensor& src) {
 Tensor& fill_(Tensor& t, const Scalar& value) {
   check_inplace("fill_", t);
   fill_table()(t.device(), t.dtype(), t, value);
-  record_inplace("FillBackward", t, {}, [](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{zeros_like(g[0])};
-  });
+  record_inplace("FillBackward", t, {},
+                 [](const std::vector<Tensor>& g) { return std::vector<Tensor>{zeros_like(g[0])}; });
   return t;
 }
 
@@ -84,9 +84,8 @@ Tensor to_dtype(const Tensor& t, DType dtype) {
   copy_table()(t.device(), dtype, out, t.detach());
   if (is_floating(dtype) && is_floating(t.dtype())) {
     DType src = t.dtype();
-    record_function("ToCopyBackward", {t}, {out}, [src](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{g[0].to(src)};
-    });
+    record_function("ToCopyBackward", {t}, {out},
+                    [src](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(src)}; });
   }
   return out;
 }
@@ -97,9 +96,8 @@ Tensor to_device(const Tensor& t, Device device) {
   Device dev = device.is_cpu() ? t.device() : device;
   copy_table()(dev, t.dtype(), out, t.detach());
   Device src = t.device();
-  record_function("ToDeviceBackward", {t}, {out}, [src](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{g[0].to(src)};
-  });
+  record_function("ToDeviceBackward", {t}, {out},
+                  [src](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(src)}; });
   return out;
 }
 

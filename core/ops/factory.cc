@@ -57,7 +57,8 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, const 
     T* p = t.data_ptr<T>();
     for (int64_t i = 0; i < n; ++i) {
       double v = integral ? static_cast<double>(start.to_int() + i * step.to_int()) : s + static_cast<double>(i) * st;
-      if constexpr (std::is_integral_v<T>) p[i] = integral ? static_cast<T>(start.to_int() + i * step.to_int()) : static_cast<T>(v);
+      if constexpr (std::is_integral_v<T>)
+        p[i] = integral ? static_cast<T>(start.to_int() + i * step.to_int()) : static_cast<T>(v);
       else if constexpr (std::is_same_v<T, double>) p[i] = v;
       else p[i] = static_cast<T>(static_cast<float>(v));
     }
@@ -125,8 +126,8 @@ Tensor tensor(std::initializer_list<float> values, const Shape& sizes) {
 
 Tensor from_blob(void* data, const Shape& sizes, DType dtype, std::function<void(void*)> deleter) {
   int64_t n = numel_of(sizes);
-  auto storage = std::make_shared<StorageImpl>(data, static_cast<size_t>(n) * element_size(dtype), kCPU,
-                                               std::move(deleter));
+  auto storage =
+      std::make_shared<StorageImpl>(data, static_cast<size_t>(n) * element_size(dtype), kCPU, std::move(deleter));
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), 0, sizes, contiguous_strides(sizes), dtype));
 }
 

@@ -28,12 +28,30 @@ using MaskedFillKernel = KernelTable<void(const Tensor& out, const Tensor& self,
 // zeroes the part of contiguous (B, R, C) `out` outside the triangle
 using TriKernel = KernelTable<void(const Tensor& out, int64_t diagonal, bool lower)>;
 
-GatherKernel& gather_table() { static GatherKernel t("gather"); return t; }
-ScatterKernel& scatter_add_table() { static ScatterKernel t("scatter_add"); return t; }
-IndexSelectKernel& index_select_table() { static IndexSelectKernel t("index_select"); return t; }
-IndexAddKernel& index_add_table() { static IndexAddKernel t("index_add"); return t; }
-MaskedFillKernel& masked_fill_table() { static MaskedFillKernel t("masked_fill"); return t; }
-TriKernel& tri_table() { static TriKernel t("tril/triu"); return t; }
+GatherKernel& gather_table() {
+  static GatherKernel t("gather");
+  return t;
+}
+ScatterKernel& scatter_add_table() {
+  static ScatterKernel t("scatter_add");
+  return t;
+}
+IndexSelectKernel& index_select_table() {
+  static IndexSelectKernel t("index_select");
+  return t;
+}
+IndexAddKernel& index_add_table() {
+  static IndexAddKernel t("index_add");
+  return t;
+}
+MaskedFillKernel& masked_fill_table() {
+  static MaskedFillKernel t("masked_fill");
+  return t;
+}
+TriKernel& tri_table() {
+  static TriKernel t("tril/triu");
+  return t;
+}
 
 namespace {
 
@@ -73,7 +91,8 @@ void cpu_gather(const Tensor& out, const Tensor& self, const Tensor& index, int6
   T* dst = out.data_ptr<T>();
   std::array<const int64_t*, 3> s{ost.data(), st.data(), ist.data()};
   parallel_for(0, out.numel(), kGrainSize / 4, [&](int64_t b, int64_t e) {
-    walk<3>(out.sizes(), s, b, e, [&](const std::array<int64_t, 3>& o) { dst[o[0]] = src[o[1] + idx[o[2]] * dstride]; });
+    walk<3>(out.sizes(), s, b, e,
+            [&](const std::array<int64_t, 3>& o) { dst[o[0]] = src[o[1] + idx[o[2]] * dstride]; });
   });
 }
 
@@ -118,17 +137,18 @@ void cpu_index_add(const Tensor& out, const Tensor& index, const Tensor& src) {
   T* dst = out.data_ptr<T>();
   const T* sp = src.data_ptr<T>();
   const int64_t* idx = index.data_ptr<int64_t>();
-  parallel_for(0, outer * nblk, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n * cb, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t w = b; w < e; ++w) {
-      int64_t o = w / nblk, j0 = (w % nblk) * cb, j1 = std::min(inner, j0 + cb);
-      for (int64_t i = 0; i < n; ++i) {
-        T* d = dst + (o * size + idx[i]) * inner;
-        const T* s = sp + (o * n + i) * inner;
-        for (int64_t j = j0; j < j1; ++j)
-          d[j] = static_cast<T>(static_cast<opmath_t<T>>(d[j]) + static_cast<opmath_t<T>>(s[j]));
-      }
-    }
-  });
+  parallel_for(0, outer * nblk, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n * cb, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t w = b; w < e; ++w) {
+                   int64_t o = w / nblk, j0 = (w % nblk) * cb, j1 = std::min(inner, j0 + cb);
+                   for (int64_t i = 0; i < n; ++i) {
+                     T* d = dst + (o * size + idx[i]) * inner;
+                     const T* s = sp + (o * n + i) * inner;
+                     for (int64_t j = j0; j < j1; ++j)
+                       d[j] = static_cast<T>(static_cast<opmath_t<T>>(d[j]) + static_cast<opmath_t<T>>(s[j]));
+                   }
+                 }
+               });
 }
 
 template <typename T>
@@ -142,19 +162,20 @@ template <typename T>
 void cpu_tri(const Tensor& out, int64_t diagonal, bool lower) {
   const int64_t R = out.size(1), C = out.size(2);
   T* p = out.data_ptr<T>();
-  parallel_for(0, out.size(0) * R, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(C, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      int64_t i = r % R;
-      T* row = p + r * C;
-      if (lower) {  // keep j <= i + diagonal
-        int64_t from = std::clamp<int64_t>(i + diagonal + 1, 0, C);
-        std::fill(row + from, row + C, T(0));
-      } else {  // keep j >= i + diagonal
-        int64_t to = std::clamp<int64_t>(i + diagonal, 0, C);
-        std::fill(row, row + to, T(0));
-      }
-    }
-  });
+  parallel_for(0, out.size(0) * R, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(C, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t r = b; r < e; ++r) {
+                   int64_t i = r % R;
+                   T* row = p + r * C;
+                   if (lower) {  // keep j <= i + diagonal
+                     int64_t from = std::clamp<int64_t>(i + diagonal + 1, 0, C);
+                     std::fill(row + from, row + C, T(0));
+                   } else {  // keep j >= i + diagonal
+                     int64_t to = std::clamp<int64_t>(i + diagonal, 0, C);
+                     std::fill(row, row + to, T(0));
+                   }
+                 }
+               });
 }
 
 WEFT_REGISTER_KERNEL(gather_table(), DeviceType::CPU, kAllTypes, cpu_gather);
@@ -178,8 +199,8 @@ Tensor index_as_int64(const char* op, const Tensor& index) {
 void check_range(const char* op, const Tensor& idx, int64_t size, int64_t dim) {
   const int64_t* p = idx.data_ptr<int64_t>();
   for (int64_t i = 0; i < idx.numel(); ++i)
-    WEFT_CHECK(p[i] >= 0 && p[i] < size, op, ": index ", p[i], " is out of bounds for dimension ", dim,
-               " with size ", size);
+    WEFT_CHECK(p[i] >= 0 && p[i] < size, op, ": index ", p[i], " is out of bounds for dimension ", dim, " with size ",
+               size);
 }
 
 // (outer, size, inner) geometry of `t` around `dim`.
@@ -261,8 +282,8 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   Shape out_shape = a.sizes();
   if (a.dim() > 0) out_shape[d] = idx.numel();
   Tensor out = empty(out_shape, a.options());
-  index_select_table()(a.device(), a.dtype(), out.view({g3[0], idx.numel(), g3[2]}),
-                       a.detach().contiguous().view(g3), idx);
+  index_select_table()(a.device(), a.dtype(), out.view({g3[0], idx.numel(), g3[2]}), a.detach().contiguous().view(g3),
+                       idx);
   if (a.dim() == 0) out = out.reshape({});
   Shape in = a.sizes();
   record_function("IndexSelectBackward", {a}, {out}, [in, d, idx](const std::vector<Tensor>& g) {
@@ -337,9 +358,8 @@ Tensor& masked_fill_(Tensor& a, const Tensor& mask, const Scalar& value) {
              " does not broadcast to self shape ", shape_str(a.sizes()));
   masked_fill_table()(a.device(), a.dtype(), a, a.detach(), expand(mask.detach(), shape), value);
   Tensor m = mask.detach();
-  record_inplace("MaskedFillBackward", a, {}, [m](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{masked_fill(g[0], m, 0)};
-  });
+  record_inplace("MaskedFillBackward", a, {},
+                 [m](const std::vector<Tensor>& g) { return std::vector<Tensor>{masked_fill(g[0], m, 0)}; });
   return a;
 }
 

@@ -54,7 +54,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   record_function("CatBackward", tensors, {out}, [d, offsets, lens, dtypes](const std::vector<Tensor>& g) {
     std::vector<Tensor> r;
     for (size_t i = 0; i < offsets.size(); ++i) {
-      if (!is_floating(dtypes[i])) { r.emplace_back(); continue; }
+      if (!is_floating(dtypes[i])) {
+        r.emplace_back();
+        continue;
+      }
       r.push_back(narrow(g[0], d, offsets[i], lens[i]).to(dtypes[i]));
     }
     return r;

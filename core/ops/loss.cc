@@ -53,8 +53,8 @@ double block_sum(int64_t n, const F& f) {
 // ---------------------------------------------------------------- cross entropy / nll
 // x: (R, C) contiguous; target: (R) int64; loss: (R) float64 (0 where ignored);
 // lse: (R) stat dtype. log_probs=true means x already holds log-probabilities (nll_loss).
-using ClassLossKernel = KernelTable<void(const Tensor& x, const Tensor& target, int64_t ignore_index,
-                                         double smoothing, bool log_probs, const Tensor& loss, const Tensor& lse)>;
+using ClassLossKernel = KernelTable<void(const Tensor& x, const Tensor& target, int64_t ignore_index, double smoothing,
+                                         bool log_probs, const Tensor& loss, const Tensor& lse)>;
 // dx: (R, C); g: (R) or (1) float64 upstream gradient per row, multiplied by `scale`.
 using ClassLossBackwardKernel =
     KernelTable<void(const Tensor& dx, const Tensor& x, const Tensor& target, int64_t ignore_index, double smoothing,
@@ -151,8 +151,8 @@ WEFT_REGISTER_KERNEL(class_loss_table(), DeviceType::CPU, kFloatingTypes, cpu_cl
 WEFT_REGISTER_KERNEL(class_loss_backward_table(), DeviceType::CPU, kFloatingTypes, cpu_class_loss_backward);
 
 // Front end shared by cross_entropy and nll_loss.
-Tensor class_loss(const char* op, const Tensor& input, const Tensor& target, Reduction reduction,
-                  int64_t ignore_index, double smoothing, bool log_probs) {
+Tensor class_loss(const char* op, const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                  double smoothing, bool log_probs) {
   WEFT_CHECK(is_floating(input.dtype()), op, ": expected floating input, got dtype ", input.dtype());
   WEFT_CHECK(target.dtype() == DType::Int64, op, ": expected int64 class-index targets, got dtype ", target.dtype());
   WEFT_CHECK(input.device() == target.device(), op, ": input and target are on different devices");
@@ -173,9 +173,8 @@ Tensor class_loss(const char* op, const Tensor& input, const Tensor& target, Red
   {
     const int64_t* pt = tgt.data_ptr<int64_t>();
     for (int64_t r = 0; r < R; ++r)
-      WEFT_CHECK(pt[r] == ignore_index || (pt[r] >= 0 && pt[r] < C), op, ": target ", pt[r],
-                 " is out of bounds for ", C, " classes (valid range [0, ", C, ") or ignore_index ", ignore_index,
-                 ")");
+      WEFT_CHECK(pt[r] == ignore_index || (pt[r] >= 0 && pt[r] < C), op, ": target ", pt[r], " is out of bounds for ",
+                 C, " classes (valid range [0, ", C, ") or ignore_index ", ignore_index, ")");
   }
   // Move the class dim last so rows are contiguous.
   Tensor xin = input.detach();
@@ -233,12 +232,11 @@ Tensor class_loss(const char* op, const Tensor& input, const Tensor& target, Red
 // ---------------------------------------------------------------- elementwise losses
 // mse: loss_i = (x_i - y_i)^2. bce: loss_i = (1 - y) x + lw * softplus(-x), lw = 1 + (pw - 1) y.
 // out (n) T when reduction is None (else undefined); `total` receives the double sum.
-using PointLossKernel = KernelTable<void(const Tensor& out, const Tensor& x, const Tensor& y, const Tensor& pw,
-                                         double& total)>;
+using PointLossKernel =
+    KernelTable<void(const Tensor& out, const Tensor& x, const Tensor& y, const Tensor& pw, double& total)>;
 // dx, dy, dpw (each (n) T or undefined); g (n) or (1) T upstream gradient, times `scale`.
-using PointLossBackwardKernel = KernelTable<void(const Tensor& dx, const Tensor& dy, const Tensor& dpw,
-                                                 const Tensor& x, const Tensor& y, const Tensor& pw, const Tensor& g,
-                                                 double scale)>;
+using PointLossBackwardKernel = KernelTable<void(const Tensor& dx, const Tensor& dy, const Tensor& dpw, const Tensor& x,
+                                                 const Tensor& y, const Tensor& pw, const Tensor& g, double scale)>;
 PointLossKernel& mse_table() {
   static PointLossKernel t("mse_loss");
   return t;
@@ -323,10 +321,12 @@ void cpu_point_loss_backward(const Tensor& dx, const Tensor& dy, const Tensor& d
   });
 }
 
-template <typename T> void cpu_mse(const Tensor& o, const Tensor& x, const Tensor& y, const Tensor& p, double& s) {
+template <typename T>
+void cpu_mse(const Tensor& o, const Tensor& x, const Tensor& y, const Tensor& p, double& s) {
   cpu_point_loss<T, false>(o, x, y, p, s);
 }
-template <typename T> void cpu_bce(const Tensor& o, const Tensor& x, const Tensor& y, const Tensor& p, double& s) {
+template <typename T>
+void cpu_bce(const Tensor& o, const Tensor& x, const Tensor& y, const Tensor& p, double& s) {
   cpu_point_loss<T, true>(o, x, y, p, s);
 }
 template <typename T>

@@ -114,10 +114,9 @@ Shape batch_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end(
 
 void check_pair(const char* op, const Tensor& a, const Tensor& b) {
   WEFT_CHECK(a.defined() && b.defined(), op, ": undefined tensor argument");
-  WEFT_CHECK(a.dtype() == b.dtype(), op, ": expected both operands to have the same dtype, got ", a.dtype(),
-             " (shape ", shape_str(a.sizes()), ") and ", b.dtype(), " (shape ", shape_str(b.sizes()), ")");
-  WEFT_CHECK(a.device() == b.device(), op, ": operands are on different devices: ", a.device(), " and ",
-             b.device());
+  WEFT_CHECK(a.dtype() == b.dtype(), op, ": expected both operands to have the same dtype, got ", a.dtype(), " (shape ",
+             shape_str(a.sizes()), ") and ", b.dtype(), " (shape ", shape_str(b.sizes()), ")");
+  WEFT_CHECK(a.device() == b.device(), op, ": operands are on different devices: ", a.device(), " and ", b.device());
 }
 
 void check_inner(const char* op, const Tensor& a, const Tensor& b) {
@@ -190,8 +189,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   WEFT_CHECK(a.defined() && b.defined(), "bmm: undefined tensor argument");
-  WEFT_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D operands, got shapes ", shape_str(a.sizes()),
-             " and ", shape_str(b.sizes()));
+  WEFT_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D operands, got shapes ", shape_str(a.sizes()), " and ",
+             shape_str(b.sizes()));
   WEFT_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: shapes ", shape_str(a.sizes()), " and ",
              shape_str(b.sizes()));
   return matmul_nd("bmm", "BmmBackward", a, b);

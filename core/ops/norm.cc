@@ -35,9 +35,9 @@ using BnStatsKernel = KernelTable<void(const Tensor& x, const Tensor& mean, cons
 using BnForwardKernel = KernelTable<void(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
                                          const Tensor& mean, const Tensor& var, double eps, const Tensor& invstd)>;
 // Any of dx, dw, db may be undefined (not needed).
-using BnBackwardKernel = KernelTable<void(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& g,
-                                          const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& invstd,
-                                          bool training)>;
+using BnBackwardKernel =
+    KernelTable<void(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& g, const Tensor& x,
+                     const Tensor& w, const Tensor& mean, const Tensor& invstd, bool training)>;
 
 BnStatsKernel& bn_stats_table() {
   static BnStatsKernel t("batch_norm_stats");
@@ -185,8 +185,8 @@ WEFT_REGISTER_KERNEL(bn_backward_table(), DeviceType::CPU, kFloatingTypes, cpu_b
 // Checks an optional per-channel tensor: defined -> shape (C), x's dtype and device.
 void check_param(const char* op, const char* what, const Tensor& p, const Tensor& x, const Shape& want) {
   if (!p.defined()) return;
-  WEFT_CHECK(p.sizes() == want, op, ": ", what, " should have shape ", shape_str(want), ", got ",
-             shape_str(p.sizes()), " (input shape ", shape_str(x.sizes()), ")");
+  WEFT_CHECK(p.sizes() == want, op, ": ", what, " should have shape ", shape_str(want), ", got ", shape_str(p.sizes()),
+             " (input shape ", shape_str(x.sizes()), ")");
   WEFT_CHECK(p.device() == x.device(), op, ": ", what, " is on a different device than the input");
 }
 
@@ -194,8 +194,8 @@ Tensor as_dtype(const Tensor& p, DType d) { return p.defined() ? p.detach().to(d
 
 // ---------------------------------------------------------------- layer norm
 // x: (R, K) contiguous; y same; mean, rstd: (R) stat dtype.
-using LnForwardKernel = KernelTable<void(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
-                                         double eps, const Tensor& mean, const Tensor& rstd)>;
+using LnForwardKernel = KernelTable<void(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, double eps,
+                                         const Tensor& mean, const Tensor& rstd)>;
 using LnBackwardKernel = KernelTable<void(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& g,
                                           const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd)>;
 LnForwardKernel& ln_forward_table() {
@@ -208,8 +208,8 @@ LnBackwardKernel& ln_backward_table() {
 }
 
 template <typename T>
-void cpu_ln_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, double eps,
-                    const Tensor& mean, const Tensor& rstd) {
+void cpu_ln_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& mean,
+                    const Tensor& rstd) {
   using S = acc_t<T>;
   const int64_t R = x.size(0), K = x.size(1);
   const T* px = x.data_ptr<T>();
@@ -238,9 +238,11 @@ void cpu_ln_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Ten
         for (int64_t i = 0; i < K; ++i)
           q[i] = static_cast<T>((static_cast<S>(p[i]) - ms) * rss * static_cast<S>(pw[i]) + static_cast<S>(pb[i]));
       } else if (pw) {
-        for (int64_t i = 0; i < K; ++i) q[i] = static_cast<T>((static_cast<S>(p[i]) - ms) * rss * static_cast<S>(pw[i]));
+        for (int64_t i = 0; i < K; ++i)
+          q[i] = static_cast<T>((static_cast<S>(p[i]) - ms) * rss * static_cast<S>(pw[i]));
       } else if (pb) {
-        for (int64_t i = 0; i < K; ++i) q[i] = static_cast<T>((static_cast<S>(p[i]) - ms) * rss + static_cast<S>(pb[i]));
+        for (int64_t i = 0; i < K; ++i)
+          q[i] = static_cast<T>((static_cast<S>(p[i]) - ms) * rss + static_cast<S>(pb[i]));
       } else {
         for (int64_t i = 0; i < K; ++i) q[i] = static_cast<T>((static_cast<S>(p[i]) - ms) * rss);
       }
@@ -355,19 +357,17 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     bool need_x = input.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
          need_b = bias.defined() && bias.requires_grad();
     Shape in_shape = input.sizes();
-    record_function("BatchNormBackward", {input, weight, bias}, {y},
-                    [=](const std::vector<Tensor>& grads) {
-                      const char* nm = "BatchNormBackward";
-                      Tensor xs = sx.get(nm), ws = sw.defined() ? sw.get(nm) : Tensor();
-                      Tensor g = grads[0].to(xs.dtype()).contiguous().view(xs.sizes());
-                      Tensor dx = need_x ? empty(xs.sizes(), xs.options()) : Tensor();
-                      Tensor dw = need_w ? empty({C}, xs.options()) : Tensor();
-                      Tensor db = need_b ? empty({C}, xs.options()) : Tensor();
-                      bn_backward_table()(xs.device(), xs.dtype(), dx, dw, db, g, xs, ws, smean.get(nm), sis.get(nm),
-                                          training);
-                      if (dx.defined()) dx = dx.view(in_shape);
-                      return std::vector<Tensor>{dx, dw, db};
-                    });
+    record_function("BatchNormBackward", {input, weight, bias}, {y}, [=](const std::vector<Tensor>& grads) {
+      const char* nm = "BatchNormBackward";
+      Tensor xs = sx.get(nm), ws = sw.defined() ? sw.get(nm) : Tensor();
+      Tensor g = grads[0].to(xs.dtype()).contiguous().view(xs.sizes());
+      Tensor dx = need_x ? empty(xs.sizes(), xs.options()) : Tensor();
+      Tensor dw = need_w ? empty({C}, xs.options()) : Tensor();
+      Tensor db = need_b ? empty({C}, xs.options()) : Tensor();
+      bn_backward_table()(xs.device(), xs.dtype(), dx, dw, db, g, xs, ws, smean.get(nm), sis.get(nm), training);
+      if (dx.defined()) dx = dx.view(in_shape);
+      return std::vector<Tensor>{dx, dw, db};
+    });
   }
   return y;
 }

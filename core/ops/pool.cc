@@ -73,7 +73,9 @@ template <typename T>
 constexpr bool kIsPoolType = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
 // Planes per parallel chunk so that a chunk touches ~kGrainSize elements.
-int64_t plane_grain(int64_t plane_elems) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(plane_elems, 1)); }
+int64_t plane_grain(int64_t plane_elems) {
+  return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(plane_elems, 1));
+}
 
 // ---- max pool ----
 // 2x2 / stride-2 windows of one output row, all inside the image. Branch-free
@@ -341,8 +343,8 @@ WEFT_POOL_WRAP(cpu_max_pool2d, max_pool_forward,
 WEFT_POOL_WRAP(cpu_max_pool2d_backward, max_pool_backward, (const Tensor& gx, const Tensor& go, const Tensor& i),
                (gx, go, i))
 WEFT_POOL_WRAP(cpu_avg_pool2d, avg_pool_forward, (const Tensor& o, const Tensor& x, const Pool2dParams& p), (o, x, p))
-WEFT_POOL_WRAP(cpu_avg_pool2d_backward, avg_pool_backward,
-               (const Tensor& gx, const Tensor& go, const Pool2dParams& p), (gx, go, p))
+WEFT_POOL_WRAP(cpu_avg_pool2d_backward, avg_pool_backward, (const Tensor& gx, const Tensor& go, const Pool2dParams& p),
+               (gx, go, p))
 WEFT_POOL_WRAP(cpu_adaptive_avg_pool2d, adaptive_forward, (const Tensor& o, const Tensor& x), (o, x))
 WEFT_POOL_WRAP(cpu_adaptive_avg_pool2d_backward, adaptive_backward, (const Tensor& gx, const Tensor& go), (gx, go))
 #undef WEFT_POOL_WRAP
@@ -396,9 +398,8 @@ PoolSetup pool_setup(const char* op, const Tensor& x, std::array<int64_t, 2> k, 
   WEFT_CHECK(H > 0 && W > 0, op, ": input shape ", shape_str(x.sizes()), " has an empty spatial dimension");
   int64_t OH = pool_out(H, k[0], pad[0], s[0], dil[0], ceil_mode);
   int64_t OW = pool_out(W, k[1], pad[1], s[1], dil[1], ceil_mode);
-  WEFT_CHECK(OH > 0 && OW > 0, op, ": input shape ", shape_str(x.sizes()), " with kernel ", arr_str(k),
-             ", stride ", arr_str(s), ", padding ", arr_str(pad), " gives output size (", OH, ", ", OW,
-             "), which is too small");
+  WEFT_CHECK(OH > 0 && OW > 0, op, ": input shape ", shape_str(x.sizes()), " with kernel ", arr_str(k), ", stride ",
+             arr_str(s), ", padding ", arr_str(pad), " gives output size (", OH, ", ", OW, "), which is too small");
   return {x4, OH, OW};
 }
 
@@ -415,7 +416,7 @@ Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel_size, std::arra
   Tensor xc = ps.x4.detach().contiguous().view({N * C, H, W});
   Tensor out = empty({N * C, ps.OH, ps.OW}, {x.dtype(), x.device()});
   Tensor idx = empty({N * C, ps.OH, ps.OW}, {DType::Int64, x.device()});
-  const Pool2dParams p{kernel_size[0], kernel_size[1], stride[0],   stride[1],   padding[0],
+  const Pool2dParams p{kernel_size[0], kernel_size[1], stride[0],   stride[1], padding[0],
                        padding[1],     dilation[0],    dilation[1], false};
   max_pool2d_table()(x.device(), x.dtype(), out, idx, xc, p);
   Shape oshape = x.dim() == 3 ? Shape{C, ps.OH, ps.OW} : Shape{N, C, ps.OH, ps.OW};
@@ -435,12 +436,11 @@ Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel_size, std::arra
                   std::array<int64_t, 2> padding, bool ceil_mode, bool count_include_pad) {
   PoolSetup ps = pool_setup("avg_pool2d", x, kernel_size, stride, padding, {1, 1}, ceil_mode, false);
   if (is_half(x.dtype()))
-    return avg_pool2d(x.to(DType::Float32), kernel_size, stride, padding, ceil_mode, count_include_pad)
-        .to(x.dtype());
+    return avg_pool2d(x.to(DType::Float32), kernel_size, stride, padding, ceil_mode, count_include_pad).to(x.dtype());
   const int64_t N = ps.x4.size(0), C = ps.x4.size(1), H = ps.x4.size(2), W = ps.x4.size(3);
   Tensor xc = ps.x4.detach().contiguous().view({N * C, H, W});
   Tensor out = empty({N * C, ps.OH, ps.OW}, {x.dtype(), x.device()});
-  const Pool2dParams p{kernel_size[0], kernel_size[1], stride[0], stride[1], padding[0], padding[1], 1, 1,
+  const Pool2dParams p{kernel_size[0],   kernel_size[1], stride[0], stride[1], padding[0], padding[1], 1, 1,
                        count_include_pad};
   avg_pool2d_table()(x.device(), x.dtype(), out, xc, p);
   Shape oshape = x.dim() == 3 ? Shape{C, ps.OH, ps.OW} : Shape{N, C, ps.OH, ps.OW};

@@ -21,9 +21,9 @@ using RandintKernel = KernelTable<void(const Tensor& out, PhiloxState s, int64_t
 using BernoulliKernel = KernelTable<void(const Tensor& out, const Tensor& p, PhiloxState s)>;
 
 #define WEFT_RANDOM_TABLE(type, name) \
-  type& name##_table() {               \
-    static type t(#name);              \
-    return t;                          \
+  type& name##_table() {              \
+    static type t(#name);             \
+    return t;                         \
   }
 WEFT_RANDOM_TABLE(RandomFillKernel, uniform_)
 WEFT_RANDOM_TABLE(RandomFillKernel, normal_)
@@ -36,7 +36,8 @@ namespace {
 constexpr int64_t kRandomGrain = 8192;
 
 // Values per element (Note [philox counter layout]): 53-bit uniforms for double.
-template <typename T> constexpr int kUniformValues = std::is_same_v<T, double> ? 2 : 1;
+template <typename T>
+constexpr int kUniformValues = std::is_same_v<T, double> ? 2 : 1;
 
 // Calls f(i, vals) for every element i in [0, n) with its K consecutive values.
 template <int K, typename F>
@@ -113,9 +114,8 @@ void cpu_dropout_mask(const Tensor& mask, PhiloxState s, double keep, double sca
   T* p = mask.data_ptr<T>();
   M k = static_cast<M>(keep);
   T on = static_cast<T>(static_cast<M>(scale)), off = static_cast<T>(M(0));
-  philox_for_each<kUniformValues<T>>(mask.numel(), s, [&](int64_t i, const uint32_t* v) {
-    p[i] = uniform_of<T>(v) < k ? on : off;
-  });
+  philox_for_each<kUniformValues<T>>(mask.numel(), s,
+                                     [&](int64_t i, const uint32_t* v) { p[i] = uniform_of<T>(v) < k ? on : off; });
 }
 
 template <typename T>
@@ -199,14 +199,11 @@ Tensor randperm(int64_t n, const TensorOptions& opts) {
   // permutation up to negligible key collisions, and thread-count independent.
   std::vector<uint64_t> keys(static_cast<size_t>(n));
   PhiloxState s = default_generator().reserve(static_cast<uint64_t>(n) * 2);
-  philox_for_each<2>(n, s, [&](int64_t i, const uint32_t* v) {
-    keys[i] = (static_cast<uint64_t>(v[0]) << 32) | v[1];
-  });
+  philox_for_each<2>(n, s, [&](int64_t i, const uint32_t* v) { keys[i] = (static_cast<uint64_t>(v[0]) << 32) | v[1]; });
   std::vector<int64_t> idx(static_cast<size_t>(n));
   std::iota(idx.begin(), idx.end(), 0);
-  std::sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
-    return keys[a] != keys[b] ? keys[a] < keys[b] : a < b;
-  });
+  std::sort(idx.begin(), idx.end(),
+            [&](int64_t a, int64_t b) { return keys[a] != keys[b] ? keys[a] < keys[b] : a < b; });
   Tensor out = tensor<int64_t>(idx, {n});
   if (opts.dtype != DType::Int64 || !opts.device.is_cpu()) out = out.to(TensorOptions{opts.dtype, opts.device});
   return finish(out, opts);
@@ -239,9 +236,8 @@ Tensor dropout(const Tensor& x, double p, bool training) {
     NoGradGuard no_grad;
     out = mul(x, mask);
   }
-  record_function("DropoutBackward", {x}, {out}, [mask](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{mul(g[0], mask)};
-  });
+  record_function("DropoutBackward", {x}, {out},
+                  [mask](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], mask)}; });
   return out;
 }
 

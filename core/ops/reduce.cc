@@ -38,9 +38,16 @@ void rows_layout(ReducePlan& p, const Tensor& x, const std::vector<bool>& red) {
   std::vector<int64_t> perm;
   p.g = {1, 1, 1};
   for (int64_t d = 0; d < x.dim(); ++d)
-    if (!red[d]) { perm.push_back(d); p.raw_shape.push_back(x.size(d)); p.g.outer *= x.size(d); }
+    if (!red[d]) {
+      perm.push_back(d);
+      p.raw_shape.push_back(x.size(d));
+      p.g.outer *= x.size(d);
+    }
   for (int64_t d = 0; d < x.dim(); ++d)
-    if (red[d]) { perm.push_back(d); p.g.r *= x.size(d); }
+    if (red[d]) {
+      perm.push_back(d);
+      p.g.r *= x.size(d);
+    }
   p.in = x.dim() ? x.permute(perm).contiguous() : x.contiguous();
   p.to_user.resize(p.raw_shape.size());
   std::iota(p.to_user.begin(), p.to_user.end(), 0);
@@ -95,14 +102,19 @@ ReducePlan make_plan(const char* op, const Tensor& a, const std::vector<int64_t>
   p.g = {1, 1, 1};
   bool seen_red = false;
   for (auto& gp : groups) {
-    if (gp.second) { p.g.r = gp.first; seen_red = true; }
-    else if (seen_red) p.g.inner *= gp.first;
+    if (gp.second) {
+      p.g.r = gp.first;
+      seen_red = true;
+    } else if (seen_red) p.g.inner *= gp.first;
     else p.g.outer *= gp.first;
   }
   // raw output = kept dims in perm order
   std::vector<int64_t> kept_perm;
   for (int64_t i : perm)
-    if (!red[i]) { kept_perm.push_back(i); p.raw_shape.push_back(x.size(i)); }
+    if (!red[i]) {
+      kept_perm.push_back(i);
+      p.raw_shape.push_back(x.size(i));
+    }
   std::vector<int64_t> kept_sorted = kept_perm;
   std::sort(kept_sorted.begin(), kept_sorted.end());
   for (int64_t d : kept_sorted)
@@ -151,7 +163,8 @@ using namespace reduce_detail;
 
 namespace {
 
-template <typename T> constexpr bool kIntLike = std::is_integral_v<T>;  // includes bool
+template <typename T>
+constexpr bool kIntLike = std::is_integral_v<T>;  // includes bool
 
 // ---- ops for the engine ----
 template <typename T>
@@ -194,7 +207,8 @@ inline bool better(M x, M v) {
 }
 template <typename M, bool IsMax>
 constexpr M worst() {
-  if constexpr (std::is_floating_point_v<M>) return IsMax ? -std::numeric_limits<M>::infinity() : std::numeric_limits<M>::infinity();
+  if constexpr (std::is_floating_point_v<M>)
+    return IsMax ? -std::numeric_limits<M>::infinity() : std::numeric_limits<M>::infinity();
   else return IsMax ? std::numeric_limits<M>::lowest() : std::numeric_limits<M>::max();
 }
 template <typename T, bool IsMax>
@@ -259,11 +273,13 @@ void cpu_amin(const ReduceArgs& a) {
 }
 template <typename T>
 void cpu_max_dim(const ReduceArgs& a) {
-  run_reduce(static_cast<const T*>(a.in), a.g, ArgExtremeOp<T, true>{static_cast<T*>(a.out), static_cast<int64_t*>(a.out2)});
+  run_reduce(static_cast<const T*>(a.in), a.g,
+             ArgExtremeOp<T, true>{static_cast<T*>(a.out), static_cast<int64_t*>(a.out2)});
 }
 template <typename T>
 void cpu_min_dim(const ReduceArgs& a) {
-  run_reduce(static_cast<const T*>(a.in), a.g, ArgExtremeOp<T, false>{static_cast<T*>(a.out), static_cast<int64_t*>(a.out2)});
+  run_reduce(static_cast<const T*>(a.in), a.g,
+             ArgExtremeOp<T, false>{static_cast<T*>(a.out), static_cast<int64_t*>(a.out2)});
 }
 // grad_in (outer, r, inner) zero-filled; scatters g (outer, inner) to the indices.
 template <typename T>
@@ -306,10 +322,10 @@ void cpu_prod_backward(const ReduceArgs& a) {
   });
 }
 
-#define WEFT_REDUCE_TABLE(name)            \
-  ReduceTable& name##_table() {            \
-    static ReduceTable t(#name);           \
-    return t;                              \
+#define WEFT_REDUCE_TABLE(name)  \
+  ReduceTable& name##_table() {  \
+    static ReduceTable t(#name); \
+    return t;                    \
   }
 WEFT_REDUCE_TABLE(sum)
 WEFT_REDUCE_TABLE(prod)
@@ -349,11 +365,12 @@ Tensor sum_impl(const char* op, const Tensor& a, const std::vector<int64_t>& dim
   Tensor out = p.finish(raw);
   Shape in = a.sizes(), keep = p.keep_shape;
   double gscale = scale;
-  record_function(scale_num > 0 ? "MeanBackward" : "SumBackward", {a}, {out}, [in, keep, gscale](const std::vector<Tensor>& g) {
-    Tensor ge = expand(g[0].reshape(keep), in);
-    if (gscale != 1.0) ge = mul(ge, wrapped_scalar(gscale, ge.dtype(), ge.device()));
-    return std::vector<Tensor>{ge.contiguous()};
-  });
+  record_function(scale_num > 0 ? "MeanBackward" : "SumBackward", {a}, {out},
+                  [in, keep, gscale](const std::vector<Tensor>& g) {
+                    Tensor ge = expand(g[0].reshape(keep), in);
+                    if (gscale != 1.0) ge = mul(ge, wrapped_scalar(gscale, ge.dtype(), ge.device()));
+                    return std::vector<Tensor>{ge.contiguous()};
+                  });
   return out;
 }
 
@@ -373,8 +390,8 @@ Tensor extreme_backward(const Tensor& g, const Tensor& x, const Tensor& out, con
   return div(mul(mask, expand(g.reshape(keep), x.sizes())), count);
 }
 
-Tensor extreme(const char* op, const char* bw_name, ReduceTable& table, const Tensor& a, const std::vector<int64_t>& dims,
-               bool keepdim) {
+Tensor extreme(const char* op, const char* bw_name, ReduceTable& table, const Tensor& a,
+               const std::vector<int64_t>& dims, bool keepdim) {
   ReducePlan p = make_plan(op, a, dims, keepdim);
   check_nonempty(op, p, a);
   Tensor raw = empty({p.out_numel()}, a.options());
@@ -383,10 +400,9 @@ Tensor extreme(const char* op, const char* bw_name, ReduceTable& table, const Te
   if (any_requires_grad({a})) {
     SavedTensor sx(a), so(out);
     Shape keep = p.keep_shape;
-    record_function(bw_name, {a}, {out},
-                    [sx, so, keep](const std::vector<Tensor>& g) {
-                      return std::vector<Tensor>{extreme_backward(g[0], sx.get("ExtremeBackward"), so.get("ExtremeBackward"), keep)};
-                    });
+    record_function(bw_name, {a}, {out}, [sx, so, keep](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{extreme_backward(g[0], sx.get("ExtremeBackward"), so.get("ExtremeBackward"), keep)};
+    });
   }
   return out;
 }
@@ -405,25 +421,26 @@ std::tuple<Tensor, Tensor> extreme_dim(const char* op, ReduceTable& table, const
   if (any_requires_grad({a})) {
     Shape in = a.sizes(), keep = p.keep_shape;
     SavedTensor si(idx);
-    record_function(op[1] == 'a' ? "MaxBackward" : "MinBackward", {a}, {vals}, [in, keep, d, si](const std::vector<Tensor>& g) {
-      Tensor gk = g[0].reshape(keep);
-      Tensor ik = si.get("MaxBackward").reshape(keep);
-      // lay out as (outer, r, inner) along dim d
-      int64_t outer = 1, inner = 1, r = in.empty() ? 1 : in[d];
-      for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
-        if (i < d) outer *= in[i];
-        if (i > d) inner *= in[i];
-      }
-      Tensor gi = zeros(in, gk.options());
-      Tensor gc = gk.contiguous(), ic = ik.contiguous();
-      ReduceArgs args;
-      args.in = gc.raw_data();
-      args.g = {outer, r, inner};
-      args.out = gi.raw_data();
-      args.aux = ic.raw_data();
-      max_backward_table()(gi.device(), gi.dtype(), args);
-      return std::vector<Tensor>{gi};
-    });
+    record_function(op[1] == 'a' ? "MaxBackward" : "MinBackward", {a}, {vals},
+                    [in, keep, d, si](const std::vector<Tensor>& g) {
+                      Tensor gk = g[0].reshape(keep);
+                      Tensor ik = si.get("MaxBackward").reshape(keep);
+                      // lay out as (outer, r, inner) along dim d
+                      int64_t outer = 1, inner = 1, r = in.empty() ? 1 : in[d];
+                      for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
+                        if (i < d) outer *= in[i];
+                        if (i > d) inner *= in[i];
+                      }
+                      Tensor gi = zeros(in, gk.options());
+                      Tensor gc = gk.contiguous(), ic = ik.contiguous();
+                      ReduceArgs args;
+                      args.in = gc.raw_data();
+                      args.g = {outer, r, inner};
+                      args.out = gi.raw_data();
+                      args.aux = ic.raw_data();
+                      max_backward_table()(gi.device(), gi.dtype(), args);
+                      return std::vector<Tensor>{gi};
+                    });
   }
   return {vals, idx};
 }

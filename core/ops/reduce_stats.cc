@@ -110,20 +110,20 @@ void cpu_norm_backward(const Tensor& gi, const Tensor& x, const Tensor& n, const
   const int kind = std::isinf(p) ? kInf : norm_kind(p);
   if constexpr (!std::is_floating_point_v<M>) return;
   else {
-  auto sgn = [](M v) { return v > M(0) ? M(1) : (v < M(0) ? M(-1) : M(0)); };
-  cpu::elementwise<T, T, T, T>(gi, {x, n, g}, [=](M xv, M nv, M gv) -> M {
-    if (p != p) return M(0);
-    switch (kind) {
-      case kZero: return M(0);
-      case kOne: return gv * sgn(xv);
-      case kTwo: return nv == M(0) ? M(0) : gv * xv / nv;
-      case kInf: return std::abs(xv) == nv ? gv * sgn(xv) : M(0);
-      default:
-        return nv == M(0) ? M(0)
-                          : static_cast<M>(gv * sgn(xv) * std::pow(std::abs(static_cast<double>(xv)), p - 1) /
-                                           std::pow(static_cast<double>(nv), p - 1));
-    }
-  });
+    auto sgn = [](M v) { return v > M(0) ? M(1) : (v < M(0) ? M(-1) : M(0)); };
+    cpu::elementwise<T, T, T, T>(gi, {x, n, g}, [=](M xv, M nv, M gv) -> M {
+      if (p != p) return M(0);
+      switch (kind) {
+        case kZero: return M(0);
+        case kOne: return gv * sgn(xv);
+        case kTwo: return nv == M(0) ? M(0) : gv * xv / nv;
+        case kInf: return std::abs(xv) == nv ? gv * sgn(xv) : M(0);
+        default:
+          return nv == M(0) ? M(0)
+                            : static_cast<M>(gv * sgn(xv) * std::pow(std::abs(static_cast<double>(xv)), p - 1) /
+                                             std::pow(static_cast<double>(nv), p - 1));
+      }
+    });
   }
 }
 template <typename T>

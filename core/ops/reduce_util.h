@@ -51,9 +51,9 @@ ReducePlan make_row_plan(const char* op, const Tensor& a, const std::vector<int6
 struct ReduceArgs {
   const void* in = nullptr;
   ReduceGeom g;
-  void* out = nullptr;   // primary output
-  void* out2 = nullptr;  // secondary output (indices), may be null
-  double p = 0.0;        // op parameter (scale for sum/mean, p for norm)
+  void* out = nullptr;        // primary output
+  void* out2 = nullptr;       // secondary output (indices), may be null
+  double p = 0.0;             // op parameter (scale for sum/mean, p for norm)
   const void* aux = nullptr;  // op-specific extra input
 };
 using ReduceTable = KernelTable<void(const ReduceArgs&)>;

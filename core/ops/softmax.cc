@@ -83,41 +83,46 @@ void softmax_impl(const T* in, T* out, const ReduceGeom& g) {
   const int64_t tiles = (inner + kColTile - 1) / kColTile;
   parallel_for(0, outer * tiles, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(r * kColTile, 1) / 4),
                [&](int64_t b, int64_t e) {
-    M mx[kColTile], sum[kColTile];
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t o = t / tiles, j0 = (t % tiles) * kColTile, n = std::min(kColTile, inner - j0);
-      const T* x = in + o * r * inner + j0;
-      T* y = out + o * r * inner + j0;
-      for (int64_t j = 0; j < n; ++j) { mx[j] = -std::numeric_limits<M>::infinity(); sum[j] = 0; }
-      for (int64_t k = 0; k < r; ++k)
-        for (int64_t j = 0; j < n; ++j) {
-          M v = static_cast<M>(x[k * inner + j]);
-          mx[j] = v > mx[j] ? v : mx[j];
-        }
-      for (int64_t k = 0; k < r; ++k)
-        for (int64_t j = 0; j < n; ++j) sum[j] += exp_m<M>(static_cast<M>(x[k * inner + j]) - mx[j]);
-      if constexpr (Log) {
-        for (int64_t j = 0; j < n; ++j) sum[j] = std::log(sum[j]);
-        for (int64_t k = 0; k < r; ++k)
-          for (int64_t j = 0; j < n; ++j)
-            y[k * inner + j] = static_cast<T>((static_cast<M>(x[k * inner + j]) - mx[j]) - sum[j]);
-      } else {
-        for (int64_t j = 0; j < n; ++j) sum[j] = M(1) / sum[j];
-        for (int64_t k = 0; k < r; ++k)
-          for (int64_t j = 0; j < n; ++j)
-            y[k * inner + j] = static_cast<T>(exp_m<M>(static_cast<M>(x[k * inner + j]) - mx[j]) * sum[j]);
-      }
-    }
-  });
+                 M mx[kColTile], sum[kColTile];
+                 for (int64_t t = b; t < e; ++t) {
+                   const int64_t o = t / tiles, j0 = (t % tiles) * kColTile, n = std::min(kColTile, inner - j0);
+                   const T* x = in + o * r * inner + j0;
+                   T* y = out + o * r * inner + j0;
+                   for (int64_t j = 0; j < n; ++j) {
+                     mx[j] = -std::numeric_limits<M>::infinity();
+                     sum[j] = 0;
+                   }
+                   for (int64_t k = 0; k < r; ++k)
+                     for (int64_t j = 0; j < n; ++j) {
+                       M v = static_cast<M>(x[k * inner + j]);
+                       mx[j] = v > mx[j] ? v : mx[j];
+                     }
+                   for (int64_t k = 0; k < r; ++k)
+                     for (int64_t j = 0; j < n; ++j) sum[j] += exp_m<M>(static_cast<M>(x[k * inner + j]) - mx[j]);
+                   if constexpr (Log) {
+                     for (int64_t j = 0; j < n; ++j) sum[j] = std::log(sum[j]);
+                     for (int64_t k = 0; k < r; ++k)
+                       for (int64_t j = 0; j < n; ++j)
+                         y[k * inner + j] = static_cast<T>((static_cast<M>(x[k * inner + j]) - mx[j]) - sum[j]);
+                   } else {
+                     for (int64_t j = 0; j < n; ++j) sum[j] = M(1) / sum[j];
+                     for (int64_t k = 0; k < r; ++k)
+                       for (int64_t j = 0; j < n; ++j)
+                         y[k * inner + j] = static_cast<T>(exp_m<M>(static_cast<M>(x[k * inner + j]) - mx[j]) * sum[j]);
+                   }
+                 }
+               });
 }
 
 template <typename T>
 void cpu_softmax(const ReduceArgs& a) {
-  if constexpr (std::is_floating_point_v<opmath_t<T>>) softmax_impl<T, false>(static_cast<const T*>(a.in), static_cast<T*>(a.out), a.g);
+  if constexpr (std::is_floating_point_v<opmath_t<T>>)
+    softmax_impl<T, false>(static_cast<const T*>(a.in), static_cast<T*>(a.out), a.g);
 }
 template <typename T>
 void cpu_log_softmax(const ReduceArgs& a) {
-  if constexpr (std::is_floating_point_v<opmath_t<T>>) softmax_impl<T, true>(static_cast<const T*>(a.in), static_cast<T*>(a.out), a.g);
+  if constexpr (std::is_floating_point_v<opmath_t<T>>)
+    softmax_impl<T, true>(static_cast<const T*>(a.in), static_cast<T*>(a.out), a.g);
 }
 ReduceTable& softmax_table() {
   static ReduceTable t("softmax");

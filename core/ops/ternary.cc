@@ -90,8 +90,8 @@ Tensor& addc(TernaryKernel& k, const char* op, const char* node, bool divide, Te
     Tensor gv = scaled(g[0], value);
     Tensor g1, g2;
     if (divide) {
-      g1 = div(gv, v2);                                  // d/dt1 = v / t2
-      g2 = neg(div(mul(gv, v1), mul(v2, v2)));           // d/dt2 = -v t1 / t2^2
+      g1 = div(gv, v2);                         // d/dt1 = v / t2
+      g2 = neg(div(mul(gv, v1), mul(v2, v2)));  // d/dt2 = -v t1 / t2^2
     } else {
       g1 = mul(gv, v2);
       g2 = mul(gv, v1);

@@ -26,8 +26,8 @@ namespace weft {
 using UnaryKernel = KernelTable<void(const Tensor& out, const Tensor& a)>;
 // out = dx from (dy, saved); all three have the same shape and dtype.
 using UnaryGradKernel = KernelTable<void(const Tensor& out, const Tensor& g, const Tensor& saved)>;
-using ClampKernel = KernelTable<void(const Tensor& out, const Tensor& a, const Scalar& lo, const Scalar& hi,
-                                     bool has_lo, bool has_hi)>;
+using ClampKernel =
+    KernelTable<void(const Tensor& out, const Tensor& a, const Scalar& lo, const Scalar& hi, bool has_lo, bool has_hi)>;
 using ClampGradKernel = KernelTable<void(const Tensor& out, const Tensor& g, const Tensor& x, const Scalar& lo,
                                          const Scalar& hi, bool has_lo, bool has_hi)>;
 
@@ -36,33 +36,32 @@ using ClampGradKernel = KernelTable<void(const Tensor& out, const Tensor& g, con
 // the set. WEFT_UNARY_GRAD_KERNEL(name, dtypes, body) does the same for the fused
 // gradient kernel name_backward_table(), with `g` the incoming gradient and `s`
 // the saved input/output.
-#define WEFT_UNARY_KERNEL(name, set, ...)                                                    \
-  UnaryKernel& name##_table() {                                                              \
-    static UnaryKernel t(#name);                                                             \
-    return t;                                                                                \
-  }                                                                                          \
-  namespace {                                                                                \
-  template <typename T>                                                                      \
-  void cpu_##name(const Tensor& out, const Tensor& a) {                                      \
-    using M = opmath_t<T>;                                                                   \
-    if constexpr (in_set(dtype_of<T>, set))                                                  \
-      cpu::elementwise<T, T>(out, {a}, [](M x) -> M { __VA_ARGS__; });                       \
-  }                                                                                          \
-  WEFT_REGISTER_KERNEL(name##_table(), DeviceType::CPU, set, cpu_##name);                    \
+#define WEFT_UNARY_KERNEL(name, set, ...)                                                                    \
+  UnaryKernel& name##_table() {                                                                              \
+    static UnaryKernel t(#name);                                                                             \
+    return t;                                                                                                \
+  }                                                                                                          \
+  namespace {                                                                                                \
+  template <typename T>                                                                                      \
+  void cpu_##name(const Tensor& out, const Tensor& a) {                                                      \
+    using M = opmath_t<T>;                                                                                   \
+    if constexpr (in_set(dtype_of<T>, set)) cpu::elementwise<T, T>(out, {a}, [](M x) -> M { __VA_ARGS__; }); \
+  }                                                                                                          \
+  WEFT_REGISTER_KERNEL(name##_table(), DeviceType::CPU, set, cpu_##name);                                    \
   }
 
-#define WEFT_UNARY_GRAD_KERNEL(name, set, ...)                                               \
-  UnaryGradKernel& name##_backward_table() {                                                 \
-    static UnaryGradKernel t(#name "_backward");                                             \
-    return t;                                                                                \
-  }                                                                                          \
-  namespace {                                                                                \
-  template <typename T>                                                                      \
-  void cpu_##name##_backward(const Tensor& out, const Tensor& gt, const Tensor& st) {        \
-    using M = opmath_t<T>;                                                                   \
-    if constexpr (in_set(dtype_of<T>, set))                                                  \
-      cpu::elementwise<T, T, T>(out, {gt, st}, [](M g, M s) -> M { __VA_ARGS__; });          \
-  }                                                                                          \
+#define WEFT_UNARY_GRAD_KERNEL(name, set, ...)                                                \
+  UnaryGradKernel& name##_backward_table() {                                                  \
+    static UnaryGradKernel t(#name "_backward");                                              \
+    return t;                                                                                 \
+  }                                                                                           \
+  namespace {                                                                                 \
+  template <typename T>                                                                       \
+  void cpu_##name##_backward(const Tensor& out, const Tensor& gt, const Tensor& st) {         \
+    using M = opmath_t<T>;                                                                    \
+    if constexpr (in_set(dtype_of<T>, set))                                                   \
+      cpu::elementwise<T, T, T>(out, {gt, st}, [](M g, M s) -> M { __VA_ARGS__; });           \
+  }                                                                                           \
   WEFT_REGISTER_KERNEL(name##_backward_table(), DeviceType::CPU, set, cpu_##name##_backward); \
   }
 
@@ -114,11 +113,9 @@ WEFT_UNARY_GRAD_KERNEL(tanh, kFloatingTypes, return g * (M(1) - s * s))        /
 WEFT_UNARY_GRAD_KERNEL(silu, kFloatingTypes, M sg = M(1) / (M(1) + vmath::exp(-s));
                        return g * sg * (M(1) + s * (M(1) - sg)))  // s = x
 WEFT_UNARY_GRAD_KERNEL(gelu, kFloatingTypes, M cdf = M(0.5) * (M(1) + vmath::erf(s * M(kSqrt1_2)));
-                       M pdf = M(kInvSqrt2Pi) * vmath::exp(M(-0.5) * s * s);
-                       return g * (cdf + s * pdf))  // s = x
+                       M pdf = M(kInvSqrt2Pi) * vmath::exp(M(-0.5) * s * s); return g * (cdf + s * pdf))  // s = x
 WEFT_UNARY_GRAD_KERNEL(gelu_tanh, kFloatingTypes, M inner = M(kSqrt2OverPi) * (s + M(kGeluCubic) * s * s * s);
-                       M t = vmath::tanh(inner);
-                       M dinner = M(kSqrt2OverPi) * (M(1) + M(3 * kGeluCubic) * s * s);
+                       M t = vmath::tanh(inner); M dinner = M(kSqrt2OverPi) * (M(1) + M(3 * kGeluCubic) * s * s);
                        return g * (M(0.5) * (M(1) + t) + M(0.5) * s * (M(1) - t * t) * dinner))  // s = x
 
 // ---- clamp ----
@@ -145,8 +142,7 @@ M upper_bound(const Scalar& hi, bool has) {
 }
 // min(max(x, lo), hi): NaN inputs stay NaN; lo > hi gives hi (PyTorch's rule).
 template <typename T>
-void cpu_clamp(const Tensor& out, const Tensor& a, const Scalar& lo_s, const Scalar& hi_s, bool has_lo,
-               bool has_hi) {
+void cpu_clamp(const Tensor& out, const Tensor& a, const Scalar& lo_s, const Scalar& hi_s, bool has_lo, bool has_hi) {
   using M = opmath_t<T>;
   M lo = lower_bound<M>(lo_s, has_lo), hi = upper_bound<M>(hi_s, has_hi);
   cpu::elementwise<T, T>(out, {a}, [lo, hi](M x) -> M {
@@ -214,8 +210,10 @@ Tensor unary_op(UnaryKernel& k, UnaryGradKernel& gk, const char* op, const char*
 Tensor& unary_inplace(UnaryKernel& k, UnaryGradKernel* gk, const char* op, const char* node, Tensor& a, Out mode,
                       Save which) {
   WEFT_CHECK(a.defined(), op, ": undefined tensor argument");
-  WEFT_CHECK(mode == Out::Keep || is_floating(a.dtype()), op, ": result type float32 can't be cast to the desired "
-             "output type ", a.dtype());
+  WEFT_CHECK(mode == Out::Keep || is_floating(a.dtype()), op,
+             ": result type float32 can't be cast to the desired "
+             "output type ",
+             a.dtype());
   WEFT_CHECK(k.has(a.device().type, a.dtype()), op, ": not supported for dtype ", a.dtype());
   check_inplace(op, a);
   bool need = any_requires_grad({a});
@@ -234,9 +232,8 @@ Tensor& unary_inplace(UnaryKernel& k, UnaryGradKernel* gk, const char* op, const
 
 Tensor neg(const Tensor& a) {
   Tensor out = unary_forward(neg_table(), "neg", a, Out::Keep);
-  record_function("NegBackward", {a}, {out}, [](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{neg(g[0])};
-  });
+  record_function("NegBackward", {a}, {out},
+                  [](const std::vector<Tensor>& g) { return std::vector<Tensor>{neg(g[0])}; });
   return out;
 }
 
@@ -259,8 +256,7 @@ Tensor relu(const Tensor& a) {
   return unary_op(relu_table(), relu_backward_table(), "relu", "ReluBackward", a, Out::Keep, Save::Output);
 }
 Tensor sigmoid(const Tensor& a) {
-  return unary_op(sigmoid_table(), sigmoid_backward_table(), "sigmoid", "SigmoidBackward", a, Out::Float,
-                  Save::Output);
+  return unary_op(sigmoid_table(), sigmoid_backward_table(), "sigmoid", "SigmoidBackward", a, Out::Float, Save::Output);
 }
 Tensor tanh(const Tensor& a) {
   return unary_op(tanh_table(), tanh_backward_table(), "tanh", "TanhBackward", a, Out::Float, Save::Output);
@@ -270,16 +266,14 @@ Tensor silu(const Tensor& a) {
 }
 Tensor gelu(const Tensor& a, GeluApproximation approximate) {
   if (approximate == GeluApproximation::Tanh)
-    return unary_op(gelu_tanh_table(), gelu_tanh_backward_table(), "gelu", "GeluBackward", a, Out::Float,
-                    Save::Input);
+    return unary_op(gelu_tanh_table(), gelu_tanh_backward_table(), "gelu", "GeluBackward", a, Out::Float, Save::Input);
   return unary_op(gelu_table(), gelu_backward_table(), "gelu", "GeluBackward", a, Out::Float, Save::Input);
 }
 
 Tensor sign(const Tensor& a) {
   Tensor out = unary_forward(sign_table(), "sign", a, Out::Keep);
-  record_function("SignBackward", {a}, {out}, [](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{zeros_like(g[0])};
-  });
+  record_function("SignBackward", {a}, {out},
+                  [](const std::vector<Tensor>& g) { return std::vector<Tensor>{zeros_like(g[0])}; });
   return out;
 }
 

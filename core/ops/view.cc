@@ -52,9 +52,8 @@ Tensor view(const Tensor& t, const Shape& shape) {
              ": the memory is not laid out compatibly; use reshape() (which copies) or contiguous() first");
   Tensor out = make_view(t, s, *st, t.storage_offset());
   Shape in = t.sizes();
-  record_view("ViewBackward", t, out, [in](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{reshape(g[0], in)};
-  });
+  record_view("ViewBackward", t, out,
+              [in](const std::vector<Tensor>& g) { return std::vector<Tensor>{reshape(g[0], in)}; });
   return out;
 }
 
@@ -85,15 +84,14 @@ Tensor transpose(const Tensor& t, int64_t d0, int64_t d1) {
     std::swap(st[a], st[b]);
   }
   Tensor out = make_view(t, sz, st, t.storage_offset());
-  record_view("TransposeBackward", t, out, [a, b](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{transpose(g[0], a, b)};
-  });
+  record_view("TransposeBackward", t, out,
+              [a, b](const std::vector<Tensor>& g) { return std::vector<Tensor>{transpose(g[0], a, b)}; });
   return out;
 }
 
 Tensor permute(const Tensor& t, const std::vector<int64_t>& dims) {
-  WEFT_CHECK(static_cast<int64_t>(dims.size()) == t.dim(), "permute: got ", dims.size(),
-             " dims for a tensor with ", t.dim(), " dims (shape ", shape_str(t.sizes()), ")");
+  WEFT_CHECK(static_cast<int64_t>(dims.size()) == t.dim(), "permute: got ", dims.size(), " dims for a tensor with ",
+             t.dim(), " dims (shape ", shape_str(t.sizes()), ")");
   std::vector<int64_t> w = wrap_dims("permute", dims, t.dim(), false);  // checks duplicates
   (void)w;
   Shape sz(t.dim()), st(t.dim());
@@ -105,9 +103,8 @@ Tensor permute(const Tensor& t, const std::vector<int64_t>& dims) {
     inv[d] = i;
   }
   Tensor out = make_view(t, sz, st, t.storage_offset());
-  record_view("PermuteBackward", t, out, [inv](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{permute(g[0], inv)};
-  });
+  record_view("PermuteBackward", t, out,
+              [inv](const std::vector<Tensor>& g) { return std::vector<Tensor>{permute(g[0], inv)}; });
   return out;
 }
 
@@ -185,23 +182,23 @@ Tensor expand(const Tensor& t, const Shape& sizes) {
     }
     int64_t have = t.size(i - lead);
     int64_t want = sizes[i] == -1 ? have : sizes[i];
-    WEFT_CHECK(have == want || have == 1, "expand: the expanded size ", want, " must match the existing size ",
-               have, " at dim ", i, " (tensor shape ", shape_str(t.sizes()), ", target ", shape_str(sizes), ")");
+    WEFT_CHECK(have == want || have == 1, "expand: the expanded size ", want, " must match the existing size ", have,
+               " at dim ", i, " (tensor shape ", shape_str(t.sizes()), ", target ", shape_str(sizes), ")");
     sz[i] = want;
     st[i] = have == want ? t.stride(i - lead) : 0;
   }
   if (sz == t.sizes()) return t;
   Tensor out = make_view(t, sz, st, t.storage_offset());
   Shape in = t.sizes();
-  record_view("ExpandBackward", t, out, [in](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{sum_to(g[0], in)};
-  });
+  record_view("ExpandBackward", t, out,
+              [in](const std::vector<Tensor>& g) { return std::vector<Tensor>{sum_to(g[0], in)}; });
   return out;
 }
 
 Tensor squeeze(const Tensor& t) {
   Shape sz;
-  for (int64_t s : t.sizes()) if (s != 1) sz.push_back(s);
+  for (int64_t s : t.sizes())
+    if (s != 1) sz.push_back(s);
   return sz.size() == t.sizes().size() ? t : reshape(t, sz);
 }
 
@@ -214,9 +211,8 @@ Tensor squeeze(const Tensor& t, int64_t dim) {
   st.erase(st.begin() + d);
   Tensor out = make_view(t, sz, st, t.storage_offset());
   Shape in = t.sizes();
-  record_view("SqueezeBackward", t, out, [in](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{reshape(g[0], in)};
-  });
+  record_view("SqueezeBackward", t, out,
+              [in](const std::vector<Tensor>& g) { return std::vector<Tensor>{reshape(g[0], in)}; });
   return out;
 }
 
@@ -228,9 +224,8 @@ Tensor unsqueeze(const Tensor& t, int64_t dim) {
   st.insert(st.begin() + d, new_stride);
   Tensor out = make_view(t, sz, st, t.storage_offset());
   Shape in = t.sizes();
-  record_view("UnsqueezeBackward", t, out, [in](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{reshape(g[0], in)};
-  });
+  record_view("UnsqueezeBackward", t, out,
+              [in](const std::vector<Tensor>& g) { return std::vector<Tensor>{reshape(g[0], in)}; });
   return out;
 }
 

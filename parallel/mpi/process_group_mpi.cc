@@ -44,13 +44,13 @@ std::string mpi_error_string(int rc) {
   return std::string(buf, len);
 }
 
-#define WEFT_MPI_CHECK(call, ...)                                                        \
-  do {                                                                                    \
-    int rc_ = (call);                                                                     \
-    if (rc_ != MPI_SUCCESS) {                                                             \
-      g_failure = true;                                                                   \
-      WEFT_ERROR(__VA_ARGS__, ": ", #call, " failed: ", mpi_error_string(rc_));           \
-    }                                                                                     \
+#define WEFT_MPI_CHECK(call, ...)                                               \
+  do {                                                                          \
+    int rc_ = (call);                                                           \
+    if (rc_ != MPI_SUCCESS) {                                                   \
+      g_failure = true;                                                         \
+      WEFT_ERROR(__VA_ARGS__, ": ", #call, " failed: ", mpi_error_string(rc_)); \
+    }                                                                           \
   } while (0)
 
 std::string ranks_str(const std::vector<int>& r) {
@@ -77,7 +77,8 @@ MPI_Datatype mpi_type(DType d) {
   switch (d) {
     case DType::Float32: return MPI_FLOAT;
     case DType::Float64: return MPI_DOUBLE;
-    case DType::BFloat16: case DType::Float16: return MPI_UINT16_T;
+    case DType::BFloat16:
+    case DType::Float16: return MPI_UINT16_T;
     case DType::Int64: return MPI_INT64_T;
     case DType::Int32: return MPI_INT32_T;
     case DType::UInt8: return MPI_UINT8_T;
@@ -105,9 +106,8 @@ MPI_Op half_op(DType d, ReduceOp op) {
   static MPI_Op ops[2][3];
   static bool made = false;
   if (!made) {
-    MPI_User_function* fns[2][3] = {
-        {half_reduce<BFloat16, 0>, half_reduce<BFloat16, 1>, half_reduce<BFloat16, 2>},
-        {half_reduce<Half, 0>, half_reduce<Half, 1>, half_reduce<Half, 2>}};
+    MPI_User_function* fns[2][3] = {{half_reduce<BFloat16, 0>, half_reduce<BFloat16, 1>, half_reduce<BFloat16, 2>},
+                                    {half_reduce<Half, 0>, half_reduce<Half, 1>, half_reduce<Half, 2>}};
     for (int i = 0; i < 2; ++i)
       for (int k = 0; k < 3; ++k) WEFT_MPI_CHECK(MPI_Op_create(fns[i][k], /*commute=*/1, &ops[i][k]), "mpi");
     made = true;
@@ -122,7 +122,8 @@ MPI_Op mpi_op(const char* what, DType d, ReduceOp op) {
   if (d == DType::BFloat16 || d == DType::Float16) return half_op(d, op);
   if (d == DType::Bool) return op == ReduceOp::Min ? MPI_LAND : MPI_LOR;
   switch (op) {
-    case ReduceOp::Sum: case ReduceOp::Avg: return MPI_SUM;
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: return MPI_SUM;
     case ReduceOp::Max: return MPI_MAX;
     case ReduceOp::Min: return MPI_MIN;
   }
@@ -286,13 +287,13 @@ struct WorkState {
   MPI_Request req = MPI_REQUEST_NULL;
   std::shared_ptr<ProcessGroupMPI> group;  // keeps the communicators alive
   MPIGroupState* gs = nullptr;
-  std::string what;      // "allreduce(float32, 10 elements, sum)"
-  int64_t seq = -1;      // -1 for point-to-point
-  int peer = -1;         // group rank of the peer for send/recv
+  std::string what;  // "allreduce(float32, 10 elements, sum)"
+  int64_t seq = -1;  // -1 for point-to-point
+  int peer = -1;     // group rank of the peer for send/recv
   Duration timeout{};
   std::chrono::steady_clock::time_point issued;
-  std::vector<Tensor> keep;         // tensors MPI reads or writes
-  std::vector<uint8_t> buffer;      // staging (allgather, reduce_scatter)
+  std::vector<Tensor> keep;                       // tensors MPI reads or writes
+  std::vector<uint8_t> buffer;                    // staging (allgather, reduce_scatter)
   std::function<void(const MPI_Status&)> finish;  // runs once on success
   bool done = false;
   std::string error;
@@ -365,8 +366,8 @@ class WorkMPI final : public Work {
                  " s: missing ranks: [] (every rank announced it; a rank may have died during it or issued a "
                  "different collective; WEFT_DEBUG_COLLECTIVES=1 checks)");
     }
-    WEFT_ERROR(st_->what, " (sequence ", st_->seq, ") on ", gs.name, " timed out after ", secs, " s: ",
-               gs.missing_text(miss), " did not arrive");
+    WEFT_ERROR(st_->what, " (sequence ", st_->seq, ") on ", gs.name, " timed out after ", secs,
+               " s: ", gs.missing_text(miss), " did not arrive");
   }
   std::shared_ptr<WorkState> st_;
 };
@@ -482,9 +483,9 @@ std::shared_ptr<WorkState> begin_collective(ProcessGroupMPI& pg, MPIGroupState& 
     auto* mine = new Fingerprint(fp);
     auto* all_buf = new std::vector<Fingerprint>(gs.size);
     auto* req = new MPI_Request(MPI_REQUEST_NULL);
-    WEFT_MPI_CHECK(MPI_Iallgather(mine, kFingerprintLen, MPI_INT64_T, all_buf->data(), kFingerprintLen, MPI_INT64_T,
-                                  gs.side, req),
-                   st->what, ": exchanging debug fingerprints");
+    WEFT_MPI_CHECK(
+        MPI_Iallgather(mine, kFingerprintLen, MPI_INT64_T, all_buf->data(), kFingerprintLen, MPI_INT64_T, gs.side, req),
+        st->what, ": exchanging debug fingerprints");
     if (!poll_until(req, st->issued + st->timeout, st->what)) {
       g_failure = true;  // a request stays pending
       WEFT_ERROR(st->what, " (sequence ", st->seq, ") on ", gs.name, " timed out after ", st->timeout.count() / 1000.0,
@@ -495,8 +496,8 @@ std::shared_ptr<WorkState> begin_collective(ProcessGroupMPI& pg, MPIGroupState& 
     delete mine;
     delete req;
     // First divergent field, in order: sequence, group, op, dtype, count, sub.
-    static const char* fields[] = {"sequence number", "group", "collective", "dtype", "element count",
-                                   "reduce op / root / rank list"};
+    static const char* fields[] = {"sequence number", "group",         "collective",
+                                   "dtype",           "element count", "reduce op / root / rank list"};
     for (int f = 0; f < kFingerprintLen; ++f) {
       auto field = [&](int r) { return reinterpret_cast<const int64_t*>(&all[r])[f]; };
       bool same = true;
@@ -509,8 +510,8 @@ std::shared_ptr<WorkState> begin_collective(ProcessGroupMPI& pg, MPIGroupState& 
         by_value[field(r)].push_back(gs.global_ranks[r]);
       }
       std::ostringstream os;
-      os << "collective desync on " << gs.name << " at sequence " << st->seq << " (first divergence: "
-         << fields[f] << "): ";
+      os << "collective desync on " << gs.name << " at sequence " << st->seq << " (first divergence: " << fields[f]
+         << "): ";
       for (size_t i = 0; i < order.size(); ++i) {
         const auto& rs = by_value[order[i].second];
         os << (i ? "; " : "") << "ranks " << ranks_str(rs) << " issue " << fingerprint_text(all[order[i].first]);
@@ -537,7 +538,7 @@ WorkPtr ProcessGroupMPI::allreduce(Tensor& tensor, const AllreduceOptions& opts)
   std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
   MPI_Op op = mpi_op("allreduce", tensor.dtype(), opts.op);
   std::string what = weft::detail::str_cat("allreduce(", tensor.dtype(), ", ", tensor.numel(), " elements, ",
-                                     reduce_op_name(opts.op), ")");
+                                           reduce_op_name(opts.op), ")");
   auto st = begin_collective(*this, *s_, opts.timeout,
                              {0, 0, kAllreduce, int64_t(tensor.dtype()), tensor.numel(), int64_t(opts.op)}, what);
   st->group = shared_from_this();
@@ -547,8 +548,8 @@ WorkPtr ProcessGroupMPI::allreduce(Tensor& tensor, const AllreduceOptions& opts)
     int n = s_->size;
     st->finish = [t, n](const MPI_Status&) { divide_in_place(t.raw_data(), t.numel(), t.dtype(), n); };
   }
-  int rc = MPI_Iallreduce(MPI_IN_PLACE, tensor.raw_data(), int(tensor.numel()), mpi_type(tensor.dtype()), op,
-                          s_->comm, &st->req);
+  int rc = MPI_Iallreduce(MPI_IN_PLACE, tensor.raw_data(), int(tensor.numel()), mpi_type(tensor.dtype()), op, s_->comm,
+                          &st->req);
   return launch(st, rc);
 }
 
@@ -557,8 +558,8 @@ WorkPtr ProcessGroupMPI::broadcast(Tensor& tensor, const BroadcastOptions& opts)
   WEFT_CHECK(opts.root >= 0 && opts.root < s_->size, "broadcast: root ", opts.root, " is not a rank of ", s_->name,
              " (size ", s_->size, ")");
   std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
-  std::string what = weft::detail::str_cat("broadcast(", tensor.dtype(), ", ", tensor.numel(), " elements, root ",
-                                     opts.root, ")");
+  std::string what =
+      weft::detail::str_cat("broadcast(", tensor.dtype(), ", ", tensor.numel(), " elements, root ", opts.root, ")");
   auto st = begin_collective(*this, *s_, opts.timeout,
                              {0, 0, kBroadcast, int64_t(tensor.dtype()), tensor.numel(), opts.root}, what);
   st->group = shared_from_this();
@@ -578,8 +579,8 @@ WorkPtr ProcessGroupMPI::allgather(std::vector<Tensor>& outputs, const Tensor& i
                shape_str(input.sizes()), " and ", input.dtype());
   }
   std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
-  auto st = begin_collective(*this, *s_, opts.timeout,
-                             {0, 0, kAllgather, int64_t(input.dtype()), input.numel(), 0}, describe("allgather", input));
+  auto st = begin_collective(*this, *s_, opts.timeout, {0, 0, kAllgather, int64_t(input.dtype()), input.numel(), 0},
+                             describe("allgather", input));
   st->group = shared_from_this();
   size_t nb = input.nbytes();
   st->buffer.resize(nb * s_->size);
@@ -599,18 +600,18 @@ WorkPtr ProcessGroupMPI::allgather(std::vector<Tensor>& outputs, const Tensor& i
 WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                         const ReduceScatterOptions& opts) {
   check_tensor("reduce_scatter", output);
-  WEFT_CHECK(int(inputs.size()) == s_->size, "reduce_scatter: expected ", s_->size,
-             " input tensors (group size), got ", inputs.size());
+  WEFT_CHECK(int(inputs.size()) == s_->size, "reduce_scatter: expected ", s_->size, " input tensors (group size), got ",
+             inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     check_tensor("reduce_scatter", inputs[i]);
-    WEFT_CHECK(inputs[i].sizes() == output.sizes() && inputs[i].dtype() == output.dtype(), "reduce_scatter: input ",
-               i, " has shape ", shape_str(inputs[i].sizes()), " and dtype ", inputs[i].dtype(),
-               " but the output has ", shape_str(output.sizes()), " and ", output.dtype());
+    WEFT_CHECK(inputs[i].sizes() == output.sizes() && inputs[i].dtype() == output.dtype(), "reduce_scatter: input ", i,
+               " has shape ", shape_str(inputs[i].sizes()), " and dtype ", inputs[i].dtype(), " but the output has ",
+               shape_str(output.sizes()), " and ", output.dtype());
   }
   std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
   MPI_Op op = mpi_op("reduce_scatter", output.dtype(), opts.op);
   std::string what = weft::detail::str_cat("reduce_scatter(", output.dtype(), ", ", output.numel(), " elements, ",
-                                     reduce_op_name(opts.op), ")");
+                                           reduce_op_name(opts.op), ")");
   auto st = begin_collective(*this, *s_, opts.timeout,
                              {0, 0, kReduceScatter, int64_t(output.dtype()), output.numel(), int64_t(opts.op)}, what);
   st->group = shared_from_this();
@@ -653,13 +654,13 @@ WorkPtr ProcessGroupMPI::send(const Tensor& tensor, int dst, const SendRecvOptio
   st->gs = s_.get();
   st->group = shared_from_this();
   st->what = weft::detail::str_cat("send(", tensor.dtype(), ", ", tensor.numel(), " elements, to rank ", dst, ", tag ",
-                             opts.tag, ")");
+                                   opts.tag, ")");
   st->peer = dst;
   st->timeout = opts.timeout == Duration::zero() ? timeout_ : opts.timeout;
   st->issued = std::chrono::steady_clock::now();
   st->keep = {tensor};
-  int rc = MPI_Isend(tensor.raw_data(), int(tensor.numel()), mpi_type(tensor.dtype()), dst, opts.tag, s_->comm,
-                     &st->req);
+  int rc =
+      MPI_Isend(tensor.raw_data(), int(tensor.numel()), mpi_type(tensor.dtype()), dst, opts.tag, s_->comm, &st->req);
   return launch(st, rc);
 }
 
@@ -670,8 +671,8 @@ WorkPtr ProcessGroupMPI::recv(Tensor& tensor, int src, const SendRecvOptions& op
   auto st = std::make_shared<WorkState>();
   st->gs = s_.get();
   st->group = shared_from_this();
-  st->what = weft::detail::str_cat("recv(", tensor.dtype(), ", ", tensor.numel(), " elements, from rank ", src, ", tag ",
-                             opts.tag, ")");
+  st->what = weft::detail::str_cat("recv(", tensor.dtype(), ", ", tensor.numel(), " elements, from rank ", src,
+                                   ", tag ", opts.tag, ")");
   st->peer = src;
   st->timeout = opts.timeout == Duration::zero() ? timeout_ : opts.timeout;
   st->issued = std::chrono::steady_clock::now();

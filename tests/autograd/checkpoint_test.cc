@@ -1,8 +1,9 @@
 // Activation checkpointing: same values and gradients as running the segment
 // normally, including dropout inside (same RNG state) and closure parameters.
+#include "autograd/checkpoint.h"
+
 #include <vector>
 
-#include "autograd/checkpoint.h"
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
 #include "core/rng.h"
@@ -127,8 +128,7 @@ TEST(Checkpoint, Gradcheck) {
   Tensor b = randn({3, 2}, {DType::Float64, kCPU, true});
   auto r = autograd::gradcheck(
       [](const std::vector<Tensor>& in) {
-        return checkpoint(autograd::CheckpointFn1([](const std::vector<Tensor>& v) { return v[0] * v[1] * v[0]; }),
-                          in);
+        return checkpoint(autograd::CheckpointFn1([](const std::vector<Tensor>& v) { return v[0] * v[1] * v[0]; }), in);
       },
       {a, b});
   EXPECT_TRUE(r) << r.message;

@@ -1,8 +1,9 @@
 // The engine: accumulation, retain_graph, freed-graph and in-place errors,
 // explicit gradients, detach, no-grad mode, deep graphs, diamonds, grad().
+#include "autograd/engine.h"
+
 #include <vector>
 
-#include "autograd/engine.h"
 #include "core/autograd_meta.h"
 #include "tests/testing.h"
 

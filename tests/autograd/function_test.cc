@@ -1,9 +1,10 @@
 // Custom autograd functions (autograd/function.h).
+#include "autograd/function.h"
+
 #include <any>
 #include <vector>
 
 #include "autograd/engine.h"
-#include "autograd/function.h"
 #include "autograd/gradcheck.h"
 #include "tests/testing.h"
 
@@ -98,8 +99,8 @@ TEST(CustomFunction, MultipleOutputs) {
 TEST(CustomFunction, Gradcheck) {
   Tensor a = randn({3, 2}, {DType::Float64, kCPU, true});
   Tensor b = randn({3, 2}, {DType::Float64, kCPU, true});
-  auto r = autograd::gradcheck([](const std::vector<Tensor>& in) { return ScaledMul::apply(in[0], in[1], 1.5); },
-                               {a, b});
+  auto r =
+      autograd::gradcheck([](const std::vector<Tensor>& in) { return ScaledMul::apply(in[0], in[1], 1.5); }, {a, b});
   EXPECT_TRUE(r) << r.message;
   auto r2 = autograd::gradcheck(
       [](const std::vector<Tensor>& in) {

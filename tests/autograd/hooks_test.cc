@@ -1,11 +1,12 @@
 // Hooks: tensor hooks (leaf and non-leaf), post-accumulate-grad hooks,
 // end-of-backward callbacks and retain_grad.
+#include "core/hooks.h"
+
 #include <string>
 #include <vector>
 
 #include "autograd/engine.h"
 #include "core/autograd_meta.h"
-#include "core/hooks.h"
 #include "tests/testing.h"
 
 namespace weft {

@@ -32,10 +32,10 @@ struct Model {
   }
   // (8, 16) -> scalar, built from elementwise ops, views, reductions and dropout
   Tensor loss(const Tensor& x) const {
-    Tensor h = dropout(x * w1 + b1, 0.1);               // (8, 16)
-    Tensor t = h.transpose(0, 1).unsqueeze(0);          // (1, 16, 8)
-    Tensor s = sum(t.squeeze(0) * t.squeeze(0), {1});   // (16)
-    Tensor r = Square::apply(s.narrow(0, 2, 8));         // (8)
+    Tensor h = dropout(x * w1 + b1, 0.1);              // (8, 16)
+    Tensor t = h.transpose(0, 1).unsqueeze(0);         // (1, 16, 8)
+    Tensor s = sum(t.squeeze(0) * t.squeeze(0), {1});  // (16)
+    Tensor r = Square::apply(s.narrow(0, 2, 8));       // (8)
     return sum(r) / 100.0 + sum(s * w2) - sum(h.select(0, 3) / (b1 * b1 + 1.0));
   }
 };
@@ -58,7 +58,10 @@ TEST(Memory, TrainingLoopReturnsToBaseline) {
   for (int it = 0; it < 200; ++it) m.loss(x).backward();
   expect_same(now(), base);
   // the graph of a forward without backward is freed when the loss dies
-  { Tensor l = m.loss(x); EXPECT_GT(Node::live_count(), base.nodes); }
+  {
+    Tensor l = m.loss(x);
+    EXPECT_GT(Node::live_count(), base.nodes);
+  }
   expect_same(now(), base);
 }
 

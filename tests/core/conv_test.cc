@@ -52,8 +52,7 @@ std::vector<double> naive_conv(const Tensor& x, const Tensor& w, const Tensor& b
                 int64_t h = oh * c.stride[0] - c.pad[0] + i * c.dil[0];
                 int64_t ww = ow * c.stride[1] - c.pad[1] + j * c.dil[1];
                 if (h < 0 || h >= c.H || ww < 0 || ww >= c.W) continue;
-                s += vw[((co * Cg + ci) * c.kH + i) * c.kW + j] *
-                     vx[((n * c.Cin + g * Cg + ci) * c.H + h) * c.W + ww];
+                s += vw[((co * Cg + ci) * c.kH + i) * c.kW + j] * vx[((n * c.Cin + g * Cg + ci) * c.H + h) * c.W + ww];
               }
           out[((n * c.Cout + co) * OH + oh) * OW + ow] = s;
         }
@@ -62,21 +61,23 @@ std::vector<double> naive_conv(const Tensor& x, const Tensor& w, const Tensor& b
 
 std::vector<Cfg> configs() {
   return {
-      {2, 3, 7, 6, 4, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1, true},     // plain
-      {3, 2, 9, 8, 5, 3, 2, {2, 2}, {1, 0}, {1, 1}, 1, true},     // stride 2, non-square kernel, padding
-      {2, 3, 10, 9, 2, 3, 3, {1, 2}, {2, 1}, {2, 2}, 1, false},   // dilation 2, no bias
-      {2, 4, 6, 7, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, true},     // groups 2
-      {2, 4, 6, 6, 4, 3, 3, {2, 1}, {1, 1}, {1, 1}, 4, true},     // depthwise
-      {2, 4, 5, 5, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4, false},    // depthwise multiplier 2
-      {3, 6, 5, 4, 4, 1, 1, {1, 1}, {0, 0}, {1, 1}, 2, true},     // 1x1 pointwise, grouped
-      {2, 3, 5, 6, 4, 1, 1, {2, 2}, {1, 0}, {1, 1}, 1, true},     // 1x1 strided, padded
-      {4, 1, 8, 8, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},     // 1 input channel (first layer)
-      {1, 2, 4, 4, 3, 4, 4, {1, 1}, {0, 0}, {1, 1}, 1, true},     // kernel == image
-      {2, 2, 6, 5, 3, 2, 3, {3, 2}, {1, 1}, {2, 1}, 1, true},     // mixed
+      {2, 3, 7, 6, 4, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1, true},    // plain
+      {3, 2, 9, 8, 5, 3, 2, {2, 2}, {1, 0}, {1, 1}, 1, true},    // stride 2, non-square kernel, padding
+      {2, 3, 10, 9, 2, 3, 3, {1, 2}, {2, 1}, {2, 2}, 1, false},  // dilation 2, no bias
+      {2, 4, 6, 7, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, true},    // groups 2
+      {2, 4, 6, 6, 4, 3, 3, {2, 1}, {1, 1}, {1, 1}, 4, true},    // depthwise
+      {2, 4, 5, 5, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4, false},   // depthwise multiplier 2
+      {3, 6, 5, 4, 4, 1, 1, {1, 1}, {0, 0}, {1, 1}, 2, true},    // 1x1 pointwise, grouped
+      {2, 3, 5, 6, 4, 1, 1, {2, 2}, {1, 0}, {1, 1}, 1, true},    // 1x1 strided, padded
+      {4, 1, 8, 8, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},    // 1 input channel (first layer)
+      {1, 2, 4, 4, 3, 4, 4, {1, 1}, {0, 0}, {1, 1}, 1, true},    // kernel == image
+      {2, 2, 6, 5, 3, 2, 3, {3, 2}, {1, 1}, {2, 1}, 1, true},    // mixed
   };
 }
 
-int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
 
 TEST(Conv2d, MatchesNaiveReference) {
   uint64_t seed = 10;
@@ -111,7 +112,7 @@ TEST(Conv2d, NonContiguousAndUnbatched) {
   Tensor xt = rnd({2, 3, 5, 6}, DType::Float64, 3).transpose(2, 3);  // (2, 3, 6, 5), non-contiguous
   ASSERT_FALSE(xt.is_contiguous());
   Tensor w = rnd({4, 3, 3, 3}, DType::Float64, 4).transpose(2, 3);  // non-contiguous weight
-  Tensor b = rnd({8}, DType::Float64, 5).slice(0, 0, 8, 2);          // strided bias
+  Tensor b = rnd({8}, DType::Float64, 5).slice(0, 0, 8, 2);         // strided bias
   Tensor y = conv2d(xt, w, b, {1, 1}, {1, 1});
   EXPECT_TRUE(tensor_near(y, naive_conv(xt, w, b, c, 6, 5), 1e-12));
   // unbatched (C, H, W) input gives (C_out, OH, OW)
@@ -135,7 +136,9 @@ TEST(Conv2d, ThreadCountIndependent) {
   Tensor w = rnd({5, 3, 3, 3}, DType::Float32, 2).requires_grad_();
   Tensor b = rnd({5}, DType::Float32, 3).requires_grad_();
   auto run = [&] {
-    x.zero_grad(); w.zero_grad(); b.zero_grad();
+    x.zero_grad();
+    w.zero_grad();
+    b.zero_grad();
     Tensor y = conv2d(x, w, b, {1, 1}, {1, 1});
     y.backward(ones_like(y));
     return std::vector<Tensor>{y.detach(), x.grad(), w.grad(), b.grad()};
@@ -179,7 +182,10 @@ TEST(Conv2d, ChunkedBatchesAndSingleLargeImage) {
   Tensor w = rnd({3, 2, 3, 3}, DType::Float64, 25).requires_grad_();
   Tensor b = rnd({3}, DType::Float64, 26).requires_grad_();
   auto r = autograd::gradcheck(
-      [](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], {1, 1}, {1, 1}); }, {x, w, b});
+      [](const std::vector<Tensor>& v) {
+        return conv2d(v[0], v[1], v[2], {1, 1}, {1, 1});
+      },
+      {x, w, b});
   EXPECT_TRUE(r.ok) << r.message;
 }
 

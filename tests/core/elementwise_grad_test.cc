@@ -1,11 +1,11 @@
 // Gradients of the elementwise ops: gradcheck (float64 central differences)
 // for every differentiable op, including broadcasting and in-place forms, plus
 // the PyTorch conventions at kinks checked by hand.
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <functional>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
@@ -79,9 +79,9 @@ TEST(ElementwiseGrad, BinaryOpsWithBroadcasting) {
                    {m, leaf({0.1, -0.5}, {2})});
   Tensor c = gt(tensor({1, 0, 1}, {3}), tensor({0.5f}));
   expect_gradcheck("where", [c](const std::vector<Tensor>& x) { return where(c, x[0], x[1]); }, {m, col});
-  expect_gradcheck("where_scalar_b",
-                   [c](const std::vector<Tensor>& x) { return where(c, x[0], wrapped_scalar(2.0, DType::Float64, kCPU)); },
-                   {b});
+  expect_gradcheck(
+      "where_scalar_b",
+      [c](const std::vector<Tensor>& x) { return where(c, x[0], wrapped_scalar(2.0, DType::Float64, kCPU)); }, {b});
   Tensor cbig = gt(tensor({1, 0, 1, 0, 0, 1}, {2, 3}), tensor({0.5f}));
   expect_gradcheck("where_big_cond", [cbig](const std::vector<Tensor>& x) { return where(cbig, x[0], x[1]); },
                    {b, leaf({0.3}, {1})});

@@ -1,12 +1,12 @@
 // Elementwise ops (unary, binary, comparisons, logical, where, in-place) checked
 // against std:: math and hand-computed values, across dtypes, broadcasting and
 // non-contiguous inputs.
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "core/cpu/vec_math.h"
 #include "core/ops.h"
@@ -39,14 +39,10 @@ std::vector<double> map(const std::vector<double>& xs, const std::function<doubl
 
 // Inputs as they are stored in dtype `d` (rounding included), so references
 // are computed from the exact stored value.
-std::vector<double> stored(const std::vector<double>& xs, DType d) {
-  return values(tensor(xs).to(d));
-}
+std::vector<double> stored(const std::vector<double>& xs, DType d) { return values(tensor(xs).to(d)); }
 
 double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
-double gelu_tanh_ref(double x) {
-  return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-}
+double gelu_tanh_ref(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
 double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 struct UnaryCase {

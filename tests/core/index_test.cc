@@ -149,14 +149,18 @@ TEST(Index, Gradchecks) {
   gc([&](const std::vector<Tensor>& x) { return index_add(x[0], 0, sel, x[1]); }, {a, s3});
   Tensor m = boolt({1, 0, 0, 0, 1, 1}, {2, 3});
   gc([&](const std::vector<Tensor>& x) { return masked_fill(x[0], m, 3.0); }, {a});
-  gc([&](const std::vector<Tensor>& x) { return masked_fill(x[0], boolt({1, 0}, {2, 1}), 3.0); },
-     {f64({1, 2, 3}, {3}).requires_grad_()});
-  gc([&](const std::vector<Tensor>& x) {
-       Tensor y = x[0] * x[0];
-       masked_fill_(y, m, 0.0);
-       return y;
-     },
-     {a});
+  gc(
+      [&](const std::vector<Tensor>& x) {
+        return masked_fill(x[0], boolt({1, 0}, {2, 1}), 3.0);
+      },
+      {f64({1, 2, 3}, {3}).requires_grad_()});
+  gc(
+      [&](const std::vector<Tensor>& x) {
+        Tensor y = x[0] * x[0];
+        masked_fill_(y, m, 0.0);
+        return y;
+      },
+      {a});
   Tensor sq = f64({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 2, 3}).requires_grad_();
   gc([](const std::vector<Tensor>& x) { return tril(x[0], 0); }, {sq});
   gc([](const std::vector<Tensor>& x) { return triu(x[0], 1); }, {sq});
@@ -182,10 +186,12 @@ TEST(Index, Errors) {
   EXPECT_WEFT_ERROR(scatter_add(a, 0, i64({2}, {1, 1}), ones({1, 1})), "scatter_add: index 2 is out of bounds");
   EXPECT_WEFT_ERROR(scatter_add(a, 0, i64({0}, {1, 1}), ones({1, 1}, {DType::Float64})), "dtype");
   EXPECT_WEFT_ERROR(scatter_add(a, 0, boolt({0}, {1, 1}), ones({1, 1})), "int64");
-  EXPECT_WEFT_ERROR(index_select(a, 0, i64({0, 2})), "index_select: index 2 is out of bounds for dimension 0 with size 2");
+  EXPECT_WEFT_ERROR(index_select(a, 0, i64({0, 2})),
+                    "index_select: index 2 is out of bounds for dimension 0 with size 2");
   EXPECT_WEFT_ERROR(index_select(a, 0, i64({0}, {1, 1})), "1-D");
   EXPECT_WEFT_ERROR(index_select(a, 0, tensor({0.0f})), "index_select: index must be an int64");
-  EXPECT_WEFT_ERROR(index_add(a, 1, i64({5}), ones({2, 1})), "index_add: index 5 is out of bounds for dimension 1 with size 3");
+  EXPECT_WEFT_ERROR(index_add(a, 1, i64({5}), ones({2, 1})),
+                    "index_add: index 5 is out of bounds for dimension 1 with size 3");
   EXPECT_WEFT_ERROR(index_add(a, 1, i64({0}), ones({2, 2})), "src shape [2, 2]");
 }
 

@@ -83,27 +83,34 @@ TEST(Join, Gradchecks) {
   gc([](const std::vector<Tensor>& x) { return cat({x[0], x[1]}, 0) * cat({x[0], x[1]}, 0); }, {a, b});
   gc([](const std::vector<Tensor>& x) { return cat({x[0].t(), x[1].t()}, -1); }, {a, b});
   Tensor c = f64({7, 8}, {2}).requires_grad_();
-  gc([](const std::vector<Tensor>& x) { return stack({x[0], x[1] * x[1]}, 1); }, {c, f64({1, -2}, {2}).requires_grad_()});
-  gc([](const std::vector<Tensor>& x) {
-       auto p = split(x[0], 1, 1);
-       return p[0] * p[1];
-     },
-     {a});
-  gc([](const std::vector<Tensor>& x) {
-       auto p = chunk(x[0], 2, 0);
-       return p[1] - p[0] * p[0];
-     },
-     {a});
-  gc([](const std::vector<Tensor>& x) {
-       auto p = split(x[0], std::vector<int64_t>{1, 1}, -1);
-       return cat({p[1], p[0]}, 0);
-     },
-     {a});
+  gc(
+      [](const std::vector<Tensor>& x) {
+        return stack({x[0], x[1] * x[1]}, 1);
+      },
+      {c, f64({1, -2}, {2}).requires_grad_()});
+  gc(
+      [](const std::vector<Tensor>& x) {
+        auto p = split(x[0], 1, 1);
+        return p[0] * p[1];
+      },
+      {a});
+  gc(
+      [](const std::vector<Tensor>& x) {
+        auto p = chunk(x[0], 2, 0);
+        return p[1] - p[0] * p[0];
+      },
+      {a});
+  gc(
+      [](const std::vector<Tensor>& x) {
+        auto p = split(x[0], std::vector<int64_t>{1, 1}, -1);
+        return cat({p[1], p[0]}, 0);
+      },
+      {a});
 }
 
 TEST(Join, CatBackwardConvertsDtype) {
-  Tensor a = tensor({1, 2}).requires_grad_();           // float32
-  Tensor b = f64({3}).requires_grad_();                 // float64
+  Tensor a = tensor({1, 2}).requires_grad_();  // float32
+  Tensor b = f64({3}).requires_grad_();        // float64
   Tensor c = cat({a, b});
   EXPECT_EQ(c.dtype(), DType::Float64);
   (c * f64({1, 2, 3})).sum().backward();

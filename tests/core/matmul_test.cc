@@ -1,8 +1,8 @@
 // matmul/mm/bmm/linear against a naive triple loop written here, plus gradchecks,
 // dtype coverage, transposed/non-contiguous inputs and shape errors.
-#include <gtest/gtest.h>
-
 #include <chrono>
+
+#include <gtest/gtest.h>
 
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
@@ -82,9 +82,12 @@ TEST(Matmul, VectorCases) {
 
 TEST(Matmul, ShapesVsNaive) {
   std::vector<std::pair<Shape, Shape>> cases = {
-      {{5, 7}, {7, 3}},          {{1, 1}, {1, 1}},          {{65, 130}, {130, 70}},  {{300, 40}, {40, 257}},
-      {{3, 5, 7}, {3, 7, 2}},    {{3, 5, 7}, {7, 2}},       {{5, 7}, {4, 7, 2}},     {{2, 1, 5, 7}, {3, 7, 4}},
-      {{1, 4, 6}, {5, 6, 3}},    {{2, 3, 9, 4}, {2, 1, 4, 8}}, {{4, 0}, {0, 3}},     {{0, 4}, {4, 3}},
+      {{5, 7}, {7, 3}},       {{1, 1}, {1, 1}},
+      {{65, 130}, {130, 70}}, {{300, 40}, {40, 257}},
+      {{3, 5, 7}, {3, 7, 2}}, {{3, 5, 7}, {7, 2}},
+      {{5, 7}, {4, 7, 2}},    {{2, 1, 5, 7}, {3, 7, 4}},
+      {{1, 4, 6}, {5, 6, 3}}, {{2, 3, 9, 4}, {2, 1, 4, 8}},
+      {{4, 0}, {0, 3}},       {{0, 4}, {4, 3}},
   };
   for (auto& [sa, sb] : cases) {
     Tensor a = rnd(sa, DType::Float32, 1), b = rnd(sb, DType::Float32, 2);
@@ -155,7 +158,8 @@ TEST(Matmul, Errors) {
 }
 
 TEST(Matmul, Linear) {
-  Tensor x = rnd({2, 3, 4}, DType::Float32, 11), w = rnd({5, 4}, DType::Float32, 12), bias = rnd({5}, DType::Float32, 13);
+  Tensor x = rnd({2, 3, 4}, DType::Float32, 11), w = rnd({5, 4}, DType::Float32, 12),
+         bias = rnd({5}, DType::Float32, 13);
   Tensor y = linear(x, w, bias);
   EXPECT_EQ(y.sizes(), (Shape{2, 3, 5}));
   auto ref = naive(x, w.t());

@@ -1,10 +1,10 @@
 // max_pool2d / avg_pool2d / adaptive_avg_pool2d against naive references written
 // here and PyTorch golden values (ceil_mode, count_include_pad), max-pool ties
 // and NaN, gradient routing, gradchecks, dtypes, non-contiguous input, errors.
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <limits>
+
+#include <gtest/gtest.h>
 
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
@@ -72,7 +72,10 @@ std::vector<double> naive_avg(const Tensor& x, const PoolCfg& c, int64_t OH, int
           for (int64_t j = 0; j < c.k[1]; ++j) {
             int64_t h = oh * c.s[0] - c.p[0] + i, w = ow * c.s[1] - c.p[1] + j;
             if (h < c.H + c.p[0] && w < c.W + c.p[1]) ++padcnt;  // inside the padded image
-            if (h >= 0 && h < c.H && w >= 0 && w < c.W) { s += v[(pl * c.H + h) * c.W + w]; ++cnt; }
+            if (h >= 0 && h < c.H && w >= 0 && w < c.W) {
+              s += v[(pl * c.H + h) * c.W + w];
+              ++cnt;
+            }
           }
         out.push_back(s / (include_pad ? padcnt : cnt));
       }
@@ -81,13 +84,13 @@ std::vector<double> naive_avg(const Tensor& x, const PoolCfg& c, int64_t OH, int
 
 std::vector<PoolCfg> max_configs() {
   return {
-      {2, 3, 8, 8, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},  // the CNN's pool (fast path)
-      {2, 2, 7, 9, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},  // odd sizes, fast path drops the edge
-      {2, 2, 6, 39, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false}, // wide rows: vector body + tail
-      {1, 2, 7, 6, {3, 2}, {2, 1}, {1, 1}, {1, 1}, false},  // padding, non-square
-      {2, 1, 9, 9, {3, 3}, {2, 2}, {1, 1}, {2, 2}, false},  // dilation 2
-      {1, 2, 6, 7, {3, 3}, {2, 2}, {1, 0}, {1, 1}, true},   // ceil_mode
-      {2, 2, 5, 5, {2, 2}, {2, 2}, {1, 1}, {1, 1}, true},   // ceil + padding
+      {2, 3, 8, 8, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},   // the CNN's pool (fast path)
+      {2, 2, 7, 9, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},   // odd sizes, fast path drops the edge
+      {2, 2, 6, 39, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},  // wide rows: vector body + tail
+      {1, 2, 7, 6, {3, 2}, {2, 1}, {1, 1}, {1, 1}, false},   // padding, non-square
+      {2, 1, 9, 9, {3, 3}, {2, 2}, {1, 1}, {2, 2}, false},   // dilation 2
+      {1, 2, 6, 7, {3, 3}, {2, 2}, {1, 0}, {1, 1}, true},    // ceil_mode
+      {2, 2, 5, 5, {2, 2}, {2, 2}, {1, 1}, {1, 1}, true},    // ceil + padding
   };
 }
 
@@ -135,7 +138,7 @@ TEST(MaxPool2d, TiesRouteToFirstMax) {
   max_pool2d(x, {2, 2}).sum().backward();
   EXPECT_TRUE(tensor_near(x.grad(), {0, 1, 0, 0}));
   Tensor xw = cat({tensor({0, 5}, {1, 1, 1, 2}).expand({1, 1, 1, 2}), tensor({1, 5}, {1, 1, 1, 2})}, 2);  // (1,1,2,2)
-  Tensor wide = cat(std::vector<Tensor>(10, xw), 3).detach().requires_grad_();                           // (1,1,2,20)
+  Tensor wide = cat(std::vector<Tensor>(10, xw), 3).detach().requires_grad_();                            // (1,1,2,20)
   max_pool2d(wide, {2, 2}).sum().backward();
   auto gw = values(wide.grad());
   for (int64_t w = 0; w < 20; ++w) {
@@ -191,18 +194,16 @@ TEST(MaxPool2d, Gradcheck) {
                        scalar_tensor(1e-4, {DType::Float64})))
                    .detach()
                    .requires_grad_();
-    auto r = autograd::gradcheck([&](const std::vector<Tensor>& v) { return max_pool2d(v[0], c.k, c.s, c.p, c.d, c.ceil); },
-                                 {x});
+    auto r = autograd::gradcheck(
+        [&](const std::vector<Tensor>& v) { return max_pool2d(v[0], c.k, c.s, c.p, c.d, c.ceil); }, {x});
     EXPECT_TRUE(r.ok) << r.message;
   }
 }
 
 std::vector<PoolCfg> avg_configs() {
   return {
-      {2, 3, 8, 8, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},
-      {1, 2, 7, 6, {3, 2}, {2, 1}, {1, 1}, {1, 1}, false},
-      {1, 2, 5, 5, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true},
-      {2, 1, 5, 7, {2, 3}, {2, 2}, {1, 1}, {1, 1}, true},
+      {2, 3, 8, 8, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false}, {1, 2, 7, 6, {3, 2}, {2, 1}, {1, 1}, {1, 1}, false},
+      {1, 2, 5, 5, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true},  {2, 1, 5, 7, {2, 3}, {2, 2}, {1, 1}, {1, 1}, true},
       {1, 1, 6, 6, {3, 3}, {1, 1}, {0, 0}, {1, 1}, false},
   };
 }

@@ -40,7 +40,7 @@ TEST(Philox, KnownAnswerVectorsFromRandom123) {
 TEST(Philox, CounterLayoutMatchesNote) {
   // Value v of a draw at offset o is lane v%4 of philox(o/4 + v/4).
   manual_seed(0x123456789abcdefull);
-  default_generator().reserve(8);  // offset 8 -> block 2
+  default_generator().reserve(8);                // offset 8 -> block 2
   Tensor t = randint(0, int64_t{1} << 62, {3});  // 2 values per element
   PhiloxKey key{0x89abcdefu, 0x01234567u};
   PhiloxCounter b2 = philox4x32_10({2, 0, 0, 0}, key), b3 = philox4x32_10({3, 0, 0, 0}, key);

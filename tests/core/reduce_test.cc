@@ -1,10 +1,10 @@
 // Reductions (core/ops/reduce.cc, reduce_stats.cc) against hand-computed values
 // and naive reference loops written here; gradchecks for the differentiable ones.
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <functional>
 #include <limits>
+
+#include <gtest/gtest.h>
 
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
@@ -33,19 +33,25 @@ std::vector<double> lcg(int64_t n, uint64_t seed, int lo = -16, int hi = 16, dou
 std::vector<double> naive(const std::vector<double>& v, const Shape& s, std::vector<int64_t> dims,
                           const std::function<double(double, double)>& f, double init) {
   const int64_t nd = s.size();
-  if (dims.empty()) for (int64_t d = 0; d < nd; ++d) dims.push_back(d);
-  for (auto& d : dims) if (d < 0) d += nd;
+  if (dims.empty())
+    for (int64_t d = 0; d < nd; ++d) dims.push_back(d);
+  for (auto& d : dims)
+    if (d < 0) d += nd;
   std::vector<bool> red(nd, false);
   for (auto d : dims) red[d] = true;
   int64_t nout = 1;
-  for (int64_t d = 0; d < nd; ++d) if (!red[d]) nout *= s[d];
+  for (int64_t d = 0; d < nd; ++d)
+    if (!red[d]) nout *= s[d];
   std::vector<double> out(nout, init);
   for (int64_t flat = 0; flat < static_cast<int64_t>(v.size()); ++flat) {
     int64_t rem = flat, o = 0, mul = 1;
     for (int64_t d = nd - 1; d >= 0; --d) {
       int64_t i = rem % s[d];
       rem /= s[d];
-      if (!red[d]) { o += i * mul; mul *= s[d]; }
+      if (!red[d]) {
+        o += i * mul;
+        mul *= s[d];
+      }
     }
     out[o] = f(out[o], v[flat]);
   }
@@ -80,16 +86,20 @@ TEST(Reduce, SumEveryDimComboAndDtypeMatchesNaive) {
   std::vector<std::vector<int64_t>> combos{{}, {0}, {1}, {2}, {-1}, {0, 1}, {0, 2}, {1, 2}, {2, 0}, {0, 1, 2}};
   for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16, DType::Int64, DType::Int32,
                    DType::UInt8, DType::Bool}) {
-    auto v = dt == DType::UInt8 ? lcg(60, 3, 0, 40, 1.0)
+    auto v = dt == DType::UInt8  ? lcg(60, 3, 0, 40, 1.0)
              : dt == DType::Bool ? lcg(60, 3, 0, 1, 1.0)
-             : is_integral(dt) ? lcg(60, 3, -40, 40, 1.0) : lcg(60, 3);
+             : is_integral(dt)   ? lcg(60, 3, -40, 40, 1.0)
+                                 : lcg(60, 3);
     Tensor a = tensor(v, s, {dt});
     for (auto& dims : combos) {
       for (bool keep : {false, true}) {
         Tensor r = sum(a, dims, keep);
         EXPECT_EQ(r.dtype(), is_integral(dt, true) ? DType::Int64 : dt);
         auto ref = naive(v, s, dims, kAdd, 0.0);
-        EXPECT_TRUE(tensor_near(r, ref, dt == DType::BFloat16 ? 1e-2 : dt == DType::Float16 ? 1e-3 : 1e-6))
+        EXPECT_TRUE(tensor_near(r, ref,
+                                dt == DType::BFloat16  ? 1e-2
+                                : dt == DType::Float16 ? 1e-3
+                                                       : 1e-6))
             << dt << " dims " << shape_str(dims);
         if (keep) EXPECT_EQ(r.dim(), 3);
       }
@@ -190,10 +200,9 @@ TEST(Reduce, Prod) {
   EXPECT_EQ(prod(ai, 0).dtype(), DType::Int64);
   EXPECT_EQ(prod(ai, 0).item<int64_t>(), 24);
   auto v = lcg(24, 4);
-  v[3] = 0;            // one zero in a slice
-  v[13] = v[17] = 0;   // two zeros in another
-  for (int64_t d : {0, 1, 2})
-    expect_gradcheck([d](auto& x) { return prod(x[0], d); }, {f64(v, {2, 3, 4})});
+  v[3] = 0;           // one zero in a slice
+  v[13] = v[17] = 0;  // two zeros in another
+  for (int64_t d : {0, 1, 2}) expect_gradcheck([d](auto& x) { return prod(x[0], d); }, {f64(v, {2, 3, 4})});
   Tensor z = f64({2, 0, 3}, {3});
   prod(z, 0).backward();
   EXPECT_TRUE(tensor_near(z.grad(), {0, 6, 0}));
@@ -201,8 +210,8 @@ TEST(Reduce, Prod) {
 
 TEST(Reduce, AmaxAminMultiDimAndTieGradient) {
   Shape s{3, 4, 5};
-  for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16, DType::Int64, DType::Int32,
-                   DType::UInt8}) {
+  for (DType dt :
+       {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16, DType::Int64, DType::Int32, DType::UInt8}) {
     auto v0 = dt == DType::UInt8 ? lcg(60, 7, 0, 60, 1.0) : is_integral(dt) ? lcg(60, 7, -30, 30, 1.0) : lcg(60, 7);
     Tensor a = tensor(v0, s, {dt});
     auto v = values(a);
@@ -238,9 +247,9 @@ TEST(Reduce, MaxMinDimValuesIndicesTies) {
   EXPECT_TRUE(tensor_near(mv, {0, 2}));
   EXPECT_TRUE(tensor_near(mi, {3, 0}));
   // non-contiguous, every dtype, against a naive loop along dim 0 of a transposed view
-  for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16, DType::Int64, DType::Int32,
-                   DType::UInt8}) {
-    auto vals = lcg(35, 13, 0, 6, 1.0);  // many ties
+  for (DType dt :
+       {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16, DType::Int64, DType::Int32, DType::UInt8}) {
+    auto vals = lcg(35, 13, 0, 6, 1.0);         // many ties
     Tensor t = tensor(vals, {5, 7}, {dt}).t();  // (7, 5)
     auto [tv, ti] = max(t, 1);
     auto [nv, ni] = min(t, 1);
@@ -249,8 +258,14 @@ TEST(Reduce, MaxMinDimValuesIndicesTies) {
       int64_t bi = -1, wi = -1;
       for (int64_t c = 0; c < 5; ++c) {
         double x = vals[c * 7 + r];
-        if (x > best) { best = x; bi = c; }
-        if (x < worst) { worst = x; wi = c; }
+        if (x > best) {
+          best = x;
+          bi = c;
+        }
+        if (x < worst) {
+          worst = x;
+          wi = c;
+        }
       }
       EXPECT_EQ(values(tv)[r], best) << dt;
       EXPECT_EQ(values(ti)[r], bi) << dt;
@@ -268,8 +283,10 @@ TEST(Reduce, MaxMinDimValuesIndicesTies) {
   Tensor g = f64({1, 4, 4, 2, 9, 3}, {2, 3});
   std::get<0>(max(g, 1)).sum().backward();
   EXPECT_TRUE(tensor_near(g.grad(), {0, 1, 0, 0, 1, 0}));
-  expect_gradcheck([](auto& x) { return std::get<0>(max(x[0], 1)); }, {f64(lcg(24, 21, -1000, 1000, 0.001), {2, 3, 4})});
-  expect_gradcheck([](auto& x) { return std::get<0>(min(x[0], 0, true)); }, {f64(lcg(24, 22, -1000, 1000, 0.001), {2, 3, 4})});
+  expect_gradcheck([](auto& x) { return std::get<0>(max(x[0], 1)); },
+                   {f64(lcg(24, 21, -1000, 1000, 0.001), {2, 3, 4})});
+  expect_gradcheck([](auto& x) { return std::get<0>(min(x[0], 0, true)); },
+                   {f64(lcg(24, 22, -1000, 1000, 0.001), {2, 3, 4})});
 }
 
 TEST(Reduce, MaxMinAllAndArgmax) {

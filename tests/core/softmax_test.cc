@@ -1,9 +1,9 @@
 // softmax / log_softmax (core/ops/softmax.cc) against a naive double-precision
 // reference, stability cases, non-contiguous inputs, every floating dtype, and
 // gradchecks.
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"

@@ -50,8 +50,7 @@ namespace {
 TEST(Tensor, GradcheckMulDiv) {
   Tensor a = tensor(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
   Tensor b = tensor(std::vector<double>{1.5, -2.5, 3.5}, {3}).requires_grad_();
-  auto r = autograd::gradcheck([](const std::vector<Tensor>& x) { return x[0] * x[1] / (x[1] + x[0]) - x[0]; },
-                               {a, b});
+  auto r = autograd::gradcheck([](const std::vector<Tensor>& x) { return x[0] * x[1] / (x[1] + x[0]) - x[0]; }, {a, b});
   EXPECT_TRUE(r.ok) << r.message;
 }
 }  // namespace

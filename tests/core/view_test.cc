@@ -142,7 +142,7 @@ TEST(Views, SqueezeUnsqueezeFlatten) {
 
 TEST(Views, NonContiguousInputsToViews) {
   Tensor a = iota({4, 6}).slice(1, 0, 6, 2);  // (4, 3) strides (6, 2)
-  Tensor t = a.t();                            // (3, 4) strides (2, 6)
+  Tensor t = a.t();                           // (3, 4) strides (2, 6)
   Tensor u = t.unsqueeze(0).expand({2, 3, 4});
   EXPECT_TRUE(tensor_near(u.select(0, 1).select(1, 2), {12, 14, 16}));
   Tensor r = t.reshape({12});  // copy
@@ -164,15 +164,24 @@ TEST(Views, Gradchecks) {
   Tensor x = randn({2, 3, 4}, {DType::Float64, kCPU, true});
   using Fn = std::function<Tensor(const Tensor&)>;
   std::vector<std::pair<const char*, Fn>> cases = {
-      {"view", [](const Tensor& t) { return t.view({6, 4}); }},
+      {"view",
+       [](const Tensor& t) {
+         return t.view({6, 4});
+       }},
       {"reshape_copy", [](const Tensor& t) { return t.transpose(0, 2).reshape({-1}); }},
       {"flatten", [](const Tensor& t) { return t.flatten(1); }},
       {"transpose", [](const Tensor& t) { return t.transpose(-1, 0); }},
-      {"permute", [](const Tensor& t) { return t.permute({1, 2, 0}); }},
+      {"permute",
+       [](const Tensor& t) {
+         return t.permute({1, 2, 0});
+       }},
       {"slice", [](const Tensor& t) { return t.slice(2, 1, 4, 2); }},
       {"narrow", [](const Tensor& t) { return t.narrow(1, 1, 2); }},
       {"select", [](const Tensor& t) { return t.select(-2, 1); }},
-      {"expand", [](const Tensor& t) { return t.unsqueeze(1).expand({2, 5, 3, 4}); }},
+      {"expand",
+       [](const Tensor& t) {
+         return t.unsqueeze(1).expand({2, 5, 3, 4});
+       }},
       {"squeeze", [](const Tensor& t) { return t.narrow(1, 0, 1).squeeze(1); }},
       {"unsqueeze", [](const Tensor& t) { return t.unsqueeze(-1); }},
   };

@@ -1,10 +1,11 @@
 #include "io/idx.h"
 
-#include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <cstdlib>
 #include <fstream>
+
+#include <gtest/gtest.h>
 
 #include "core/ops.h"
 #include "tests/testing.h"
@@ -46,8 +47,8 @@ TEST(Idx, ReadsUint8RawAndGzip) {
 }
 
 TEST(Idx, ReadsBigEndianInt32AndFloat) {
-  std::string ints = {0, 0, 1, 0, static_cast<char>(0xff), static_cast<char>(0xff), static_cast<char>(0xff),
-                      static_cast<char>(0xfe)};
+  std::string ints = {
+      0, 0, 1, 0, static_cast<char>(0xff), static_cast<char>(0xff), static_cast<char>(0xff), static_cast<char>(0xfe)};
   write_raw(tmp_path("i.idx"), idx_bytes(0x0C, {2}, ints));
   EXPECT_TRUE(tensor_near(io::read_idx(tmp_path("i.idx")), {256, -2}, 0));
   std::string f = {0x3f, static_cast<char>(0xc0), 0, 0};  // 1.5f big-endian

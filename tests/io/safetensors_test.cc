@@ -1,10 +1,11 @@
 #include "io/safetensors.h"
 
-#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
+
+#include <gtest/gtest.h>
 
 #include "core/ops.h"
 #include "io/atomic_file.h"
@@ -92,33 +93,33 @@ TEST(Safetensors, RejectsMalformedFiles) {
   EXPECT_WEFT_ERROR(io::safetensors_deserialize(bad_len), "exceeds the file size");
   EXPECT_WEFT_ERROR(io::safetensors_deserialize(with_header("{not json", "")), "not valid JSON");
   EXPECT_WEFT_ERROR(io::safetensors_deserialize(with_header("[1,2]", "")), "JSON object");
-  EXPECT_WEFT_ERROR(io::safetensors_deserialize(with_header(
-                        R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,32]}})", data)),
-                    "out of range");
-  EXPECT_WEFT_ERROR(io::safetensors_deserialize(with_header(
-                        R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", data)),
-                    "needs 12");
-  EXPECT_WEFT_ERROR(io::safetensors_deserialize(with_header(
-                        R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
-                        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data)),
+  EXPECT_WEFT_ERROR(
+      io::safetensors_deserialize(with_header(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,32]}})", data)),
+      "out of range");
+  EXPECT_WEFT_ERROR(
+      io::safetensors_deserialize(with_header(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", data)),
+      "needs 12");
+  EXPECT_WEFT_ERROR(io::safetensors_deserialize(with_header(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
+                                                            R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                                                            data)),
                     "overlaps");
-  EXPECT_WEFT_ERROR(io::safetensors_deserialize(with_header(
-                        R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data)),
-                    "hole");
-  EXPECT_WEFT_ERROR(io::safetensors_deserialize(with_header(
-                        R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data)),
-                    "trailing bytes");
-  EXPECT_WEFT_ERROR(io::safetensors_deserialize(with_header(
-                        R"({"a":{"dtype":"C64","shape":[2],"data_offsets":[0,16]}})", data)),
-                    "unsupported dtype 'C64'");
-  EXPECT_WEFT_ERROR(io::safetensors_deserialize(with_header(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,16]}})", data)),
-                    "non-negative");
+  EXPECT_WEFT_ERROR(
+      io::safetensors_deserialize(with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data)),
+      "hole");
+  EXPECT_WEFT_ERROR(
+      io::safetensors_deserialize(with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data)),
+      "trailing bytes");
+  EXPECT_WEFT_ERROR(
+      io::safetensors_deserialize(with_header(R"({"a":{"dtype":"C64","shape":[2],"data_offsets":[0,16]}})", data)),
+      "unsupported dtype 'C64'");
+  EXPECT_WEFT_ERROR(
+      io::safetensors_deserialize(with_header(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,16]}})", data)),
+      "non-negative");
   EXPECT_WEFT_ERROR(io::safetensors_deserialize(with_header(R"({"a":{"dtype":"F32"}})", data)),
                     "must have dtype, shape and data_offsets");
   // truncated real file
   std::string good = io::safetensors_serialize({{"w", ones({4, 4})}});
-  EXPECT_WEFT_ERROR(io::safetensors_deserialize(good.substr(0, good.size() - 5), "t.safetensors"),
-                    "t.safetensors");
+  EXPECT_WEFT_ERROR(io::safetensors_deserialize(good.substr(0, good.size() - 5), "t.safetensors"), "t.safetensors");
   EXPECT_WEFT_ERROR(io::load_safetensors(tmp_path("does_not_exist.safetensors")), "cannot open");
 }
 
@@ -127,10 +128,11 @@ TEST(Safetensors, FailedSaveKeepsPreviousFile) {
   io::save_safetensors(p, {{"w", full({3}, 7.0)}});
   EXPECT_WEFT_ERROR(io::save_safetensors(p, {{"w", Tensor()}}), "undefined");
   // a failure inside the writer after the temp file was opened
-  EXPECT_THROW(io::write_atomically(p, [](std::ostream& os) {
-                 os << "partial";
-                 WEFT_ERROR("simulated crash mid-write");
-               }),
+  EXPECT_THROW(io::write_atomically(p,
+                                    [](std::ostream& os) {
+                                      os << "partial";
+                                      WEFT_ERROR("simulated crash mid-write");
+                                    }),
                Error);
   io::SafetensorsFile f = io::load_safetensors(p);
   EXPECT_TRUE(tensor_near(f.tensors.at("w"), {7, 7, 7}));

@@ -46,8 +46,8 @@ TEST(Module, NamesInRegistrationOrder) {
   auto net = std::make_shared<Net>();
   std::vector<std::string> names;
   for (auto& [n, p] : net->named_parameters()) names.push_back(n);
-  EXPECT_EQ(names, (std::vector<std::string>{"a.scale", "a.shift", "inner.0.scale", "inner.0.shift",
-                                             "inner.2.scale", "inner.2.shift"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"a.scale", "a.shift", "inner.0.scale", "inner.0.shift", "inner.2.scale",
+                                             "inner.2.shift"}));
   std::vector<std::string> bufs;
   for (auto& [n, b] : net->named_buffers()) bufs.push_back(n);
   EXPECT_EQ(bufs, (std::vector<std::string>{"a.calls", "inner.0.calls", "inner.2.calls"}));
@@ -122,10 +122,10 @@ TEST(Module, TrainEvalZeroGradApply) {
 TEST(Module, ForwardHooksRunInOrderAndRemove) {
   Affine m(2);
   std::vector<std::string> log;
-  auto h1 = m.register_forward_pre_hook([&](Module&, const Tensor& x) { log.push_back("pre" + std::to_string(x.numel())); });
-  auto h2 = m.register_forward_hook([&](Module&, const Tensor&, const Tensor& out) {
-    log.push_back("post" + std::to_string(out.numel()));
-  });
+  auto h1 =
+      m.register_forward_pre_hook([&](Module&, const Tensor& x) { log.push_back("pre" + std::to_string(x.numel())); });
+  auto h2 = m.register_forward_hook(
+      [&](Module&, const Tensor&, const Tensor& out) { log.push_back("post" + std::to_string(out.numel())); });
   m(ones({2}));
   h1.remove();
   m(ones({2}));

@@ -2,14 +2,15 @@
 // values (tests/nn/golden/nn_ops_golden.safetensors, from
 // tools/golden/make_nn_golden.py), float64 gradchecks, naive reference loops,
 // other dtypes, non-contiguous inputs and error messages.
-#include <gtest/gtest.h>
+#include "core/nn_ops.h"
 
 #include <cmath>
 #include <map>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "autograd/gradcheck.h"
-#include "core/nn_ops.h"
 #include "core/parallel.h"
 #include "io/safetensors.h"
 #include "tests/testing.h"
@@ -112,18 +113,19 @@ TEST(BatchNorm, NoAffineNonContiguousMatchesNaive) {
 
 TEST(BatchNorm, Gradcheck) {
   Tensor x = leaf(R64({4, 3, 2})), w = leaf(R64({3})), b = leaf(R64({3}));
-  expect_gradcheck([](const std::vector<Tensor>& in) {
-    return batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true);
-  }, {x, w, b});
+  expect_gradcheck(
+      [](const std::vector<Tensor>& in) { return batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true); },
+      {x, w, b});
   Tensor x2 = leaf(R64({5, 3})), rm = R64({3}), rv = R64({3}).mul(R64({3})) + 0.5;
-  expect_gradcheck([&](const std::vector<Tensor>& in) {
-    return batch_norm(in[0], rm, rv, in[1], in[2], false);
-  }, {x2, w, b});
+  expect_gradcheck([&](const std::vector<Tensor>& in) { return batch_norm(in[0], rm, rv, in[1], in[2], false); },
+                   {x2, w, b});
   // training without affine parameters, non-contiguous input
   Tensor x3 = leaf(R64({2, 3, 4}));
-  expect_gradcheck([](const std::vector<Tensor>& in) {
-    return batch_norm(in[0].transpose(0, 2), Tensor(), Tensor(), Tensor(), Tensor(), true);
-  }, {x3});
+  expect_gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return batch_norm(in[0].transpose(0, 2), Tensor(), Tensor(), Tensor(), Tensor(), true);
+      },
+      {x3});
 }
 
 TEST(BatchNorm, Errors) {
@@ -270,7 +272,7 @@ TEST(CrossEntropy, Golden) {
 }
 
 TEST(CrossEntropy, NonContiguousHalfAndThreads) {
-  Tensor x = G("ce_mean.x");  // (5, 4)
+  Tensor x = G("ce_mean.x");           // (5, 4)
   Tensor xt = x.t().contiguous().t();  // same values, column-major strides
   ASSERT_FALSE(xt.is_contiguous());
   EXPECT_TRUE(tensors_near(cross_entropy(xt, G("ce_mean.target")), G("ce_mean.out"), kTol));
@@ -317,13 +319,11 @@ TEST(CrossEntropy, Gradcheck) {
       expect_gradcheck([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], t, red, -100, ls); }, {x});
   Tensor x3 = leaf(R64({2, 3, 2, 2}));
   Tensor t3 = tensor<int64_t>({0, 2, 1, 1, -100, 0, 2, 2}, {2, 2, 2});
-  expect_gradcheck([&](const std::vector<Tensor>& in) {
-    return cross_entropy(in[0], t3, Reduction::Mean, -100, 0.1);
-  }, {x3});
+  expect_gradcheck([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], t3, Reduction::Mean, -100, 0.1); },
+                   {x3});
   Tensor x1 = leaf(R64({4}));
-  expect_gradcheck([&](const std::vector<Tensor>& in) {
-    return cross_entropy(in[0], scalar_tensor(2, {DType::Int64}));
-  }, {x1});
+  expect_gradcheck(
+      [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], scalar_tensor(2, {DType::Int64})); }, {x1});
 }
 
 TEST(CrossEntropy, Errors) {
@@ -407,13 +407,16 @@ TEST(BceWithLogits, StableGradcheckErrors) {
   Tensor big = tensor({200.f, -200.f}, {2});
   EXPECT_TRUE(tensor_near(binary_cross_entropy_with_logits(big, tensor({1.f, 0.f}), Reduction::None), {0, 0}));
   EXPECT_TRUE(tensor_near(binary_cross_entropy_with_logits(big, tensor({0.f, 1.f}), Reduction::None), {200, 200}));
-  Tensor x = leaf(R64({3, 4}, 3.0)), y = leaf(rand({3, 4}, {DType::Float64})), pw = leaf(rand({4}, {DType::Float64}) + 0.5);
-  expect_gradcheck([](const std::vector<Tensor>& in) {
-    return binary_cross_entropy_with_logits(in[0], in[1], Reduction::Mean, in[2]);
-  }, {x, y, pw});
-  expect_gradcheck([](const std::vector<Tensor>& in) {
-    return binary_cross_entropy_with_logits(in[0], in[1], Reduction::None);
-  }, {x, y});
+  Tensor x = leaf(R64({3, 4}, 3.0)), y = leaf(rand({3, 4}, {DType::Float64})),
+         pw = leaf(rand({4}, {DType::Float64}) + 0.5);
+  expect_gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return binary_cross_entropy_with_logits(in[0], in[1], Reduction::Mean, in[2]);
+      },
+      {x, y, pw});
+  expect_gradcheck(
+      [](const std::vector<Tensor>& in) { return binary_cross_entropy_with_logits(in[0], in[1], Reduction::None); },
+      {x, y});
   EXPECT_WEFT_ERROR(binary_cross_entropy_with_logits(zeros({2, 3}), zeros({3})), "must be the same as input size");
   EXPECT_WEFT_ERROR(binary_cross_entropy_with_logits(zeros({2, 3}), zeros({2, 3}), Reduction::Mean, zeros({2})),
                     "does not broadcast");
@@ -454,25 +457,25 @@ TEST(Attention, CausalFirstRowCopiesFirstValueAndDropout) {
 TEST(Attention, Gradcheck) {
   Tensor q = leaf(R64({1, 2, 3, 2})), k = leaf(R64({1, 2, 4, 2})), v = leaf(R64({1, 2, 4, 3}));
   for (bool causal : {true, false})
-    expect_gradcheck([causal](const std::vector<Tensor>& in) {
-      return scaled_dot_product_attention(in[0], in[1], in[2], causal);
-    }, {q, k, v});
+    expect_gradcheck(
+        [causal](const std::vector<Tensor>& in) { return scaled_dot_product_attention(in[0], in[1], in[2], causal); },
+        {q, k, v});
   // non-contiguous q (a transposed view)
   Tensor qt = leaf(R64({1, 2, 2, 3}));
-  expect_gradcheck([&](const std::vector<Tensor>& in) {
-    return scaled_dot_product_attention(in[0].transpose(-2, -1), k, v, true);
-  }, {qt});
+  expect_gradcheck(
+      [&](const std::vector<Tensor>& in) { return scaled_dot_product_attention(in[0].transpose(-2, -1), k, v, true); },
+      {qt});
 }
 
 TEST(Attention, Errors) {
   EXPECT_WEFT_ERROR(scaled_dot_product_attention(zeros({1, 2, 3, 4}), zeros({1, 2, 3, 5}), zeros({1, 2, 3, 4})),
                     "incompatible shapes");
-  EXPECT_WEFT_ERROR(scaled_dot_product_attention(zeros({1, 2, 3, 4}), zeros({1, 2, 3, 4}), zeros({1, 2, 3, 4}),
-                                                 false, 1.5),
-                    "dropout_p");
-  EXPECT_WEFT_ERROR(scaled_dot_product_attention(zeros({1, 2, 3, 4}), zeros({1, 2, 3, 4}, {DType::Float64}),
-                                                 zeros({1, 2, 3, 4})),
-                    "same floating dtype");
+  EXPECT_WEFT_ERROR(
+      scaled_dot_product_attention(zeros({1, 2, 3, 4}), zeros({1, 2, 3, 4}), zeros({1, 2, 3, 4}), false, 1.5),
+      "dropout_p");
+  EXPECT_WEFT_ERROR(
+      scaled_dot_product_attention(zeros({1, 2, 3, 4}), zeros({1, 2, 3, 4}, {DType::Float64}), zeros({1, 2, 3, 4})),
+      "same floating dtype");
 }
 
 }  // namespace

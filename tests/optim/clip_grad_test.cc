@@ -1,9 +1,10 @@
 // clip_grad_norm_ against PyTorch's values (golden file) and naive references.
-#include <gtest/gtest.h>
+#include "optim/clip_grad.h"
 
 #include <cmath>
 
-#include "optim/clip_grad.h"
+#include <gtest/gtest.h>
+
 #include "tests/optim/golden.h"
 
 namespace weft::optim {

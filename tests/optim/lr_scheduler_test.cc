@@ -1,12 +1,13 @@
 // StepLR, CosineAnnealingLR and LinearWarmupCosine against PyTorch's values
 // (golden file), hand-computed values, state dicts and argument errors.
-#include <gtest/gtest.h>
+#include "optim/lr_scheduler.h"
 
 #include <cmath>
 #include <memory>
 #include <numbers>
 
-#include "optim/lr_scheduler.h"
+#include <gtest/gtest.h>
+
 #include "optim/sgd.h"
 #include "tests/optim/golden.h"
 
@@ -21,8 +22,8 @@ struct TwoGroups {
   TwoGroups() {
     a.requires_grad_(true);
     b.requires_grad_(true);
-    opt = std::make_unique<SGD>(std::vector<ParamGroup>{ParamGroup({a}, {{"lr", 0.1}}), ParamGroup({b}, {{"lr", 0.03}})},
-                                SGDOptions{});
+    opt = std::make_unique<SGD>(
+        std::vector<ParamGroup>{ParamGroup({a}, {{"lr", 0.1}}), ParamGroup({b}, {{"lr", 0.03}})}, SGDOptions{});
   }
 };
 

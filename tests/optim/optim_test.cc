@@ -1,11 +1,11 @@
 // SGD / Adam / AdamW against PyTorch's golden values, plus parameter groups,
 // zero_grad, skipped parameters, state dict round trips and error messages.
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <functional>
 #include <iostream>
 #include <memory>
+
+#include <gtest/gtest.h>
 
 #include "core/parallel.h"
 #include "io/safetensors.h"

@@ -2,8 +2,6 @@
 // dtype and reduce op; sub-groups; a send/recv ring; async Work; barrier;
 // rank0_first ordering. Run under mpirun (tests/parallel/mpi_test.sh) with 2
 // and 4 ranks; every rank runs every test in the same order.
-#include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +12,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "core/ops.h"
 #include "parallel/context.h"
@@ -240,8 +240,9 @@ TEST(Collectives, WaitTimeoutNamesTheLateRankThenSucceeds) {
   if (pg->rank() == pg->size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(700));
   WorkPtr w = pg->barrier();
   if (pg->rank() == 0) {
-    std::string expect = "barrier() (sequence " + std::to_string(seq) + ") on world timed out after 0.2 s: " +
-                         "missing ranks: [" + std::to_string(pg->size() - 1) + "] did not arrive";
+    std::string expect = "barrier() (sequence " + std::to_string(seq) +
+                         ") on world timed out after 0.2 s: " + "missing ranks: [" + std::to_string(pg->size() - 1) +
+                         "] did not arrive";
     EXPECT_WEFT_ERROR(w->wait(std::chrono::milliseconds(200)), expect);
   }
   w->wait();  // the late rank arrives: the same Work completes

@@ -3,11 +3,11 @@
 // in the same order. Each rank also computes, locally, the reference: one plain
 // module trained on the concatenation of every rank's batch (what one process
 // with batch N*B does), and checks its DDP parameters against it.
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "core/autograd_meta.h"
 #include "core/nn_ops.h"
@@ -179,7 +179,7 @@ class Mixed : public nn::Module {
     for (auto& p : parameters()) fill_det(p, k++);
   }
   Tensor forward(const Tensor& x) override {  // x (n, 6) -> (n, 3) float32
-    Tensor h = tanh(matmul(x, big.t()));       // (n, 40)
+    Tensor h = tanh(matmul(x, big.t()));      // (n, 40)
     Tensor s = tiny[0];
     for (size_t i = 1; i < tiny.size(); ++i) s = s + tiny[i] * static_cast<double>(i);
     Tensor z = matmul(h.narrow(1, 0, 6).to(DType::Float64), w64).to(DType::Float32);  // (n, 3)

@@ -1,6 +1,8 @@
 // DistributedDataParallel against an in-process reference, with ranks as threads
 // over tests/parallel/fake_group.h (2 and 4 ranks). The reference is one plain
 // module trained on the concatenation of every rank's batch.
+#include "parallel/ddp.h"
+
 #include <cmath>
 #include <mutex>
 
@@ -11,7 +13,6 @@
 #include "nn/nn.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
-#include "parallel/ddp.h"
 #include "tests/parallel/fake_group.h"
 #include "tests/testing.h"
 
@@ -171,7 +172,7 @@ class Mixed : public nn::Module {
     for (auto& p : parameters()) fill_det(p, k++);
   }
   Tensor forward(const Tensor& x) override {  // x (n, 6) -> (n, 3) float32
-    Tensor h = tanh(matmul(x, big.t()));       // (n, 40)
+    Tensor h = tanh(matmul(x, big.t()));      // (n, 40)
     Tensor s = tiny[0];
     for (size_t i = 1; i < tiny.size(); ++i) s = s + tiny[i] * static_cast<double>(i);
     Tensor z = matmul(h.narrow(1, 0, 6).to(DType::Float64), w64).to(DType::Float32);  // (n, 3)
@@ -295,7 +296,10 @@ TEST_P(DDPWorld, BuffersAndParametersBroadcastFromRankZero) {
     fill_det(w0, 0);
     EXPECT_TRUE(tensors_near(m->lin->parameters()[0], w0, 0));
     // Before each forward, rank 0's buffers are broadcast.
-    { NoGradGuard ng; m->stat.fill_(Scalar(10.0 * (g->rank() + 1))); }
+    {
+      NoGradGuard ng;
+      m->stat.fill_(Scalar(10.0 * (g->rank() + 1)));
+    }
     ddp(zeros({1, 6}));
     EXPECT_TRUE(tensor_near(m->stat, {10, 10, 10}, 0));
   });

@@ -72,43 +72,52 @@ class FakeGroup : public ProcessGroup {
   std::string backend_name() const override { return "fake"; }
 
   WorkPtr allreduce(Tensor& t, const AllreduceOptions& o = {}) override {
-    return post("allreduce", t, [&](FakeShared::Round& r) { r.ar = o; }, [](FakeShared::Round& r) {
-      NoGradGuard ng;
-      Tensor acc = r.in[0].to(DType::Float64);
-      if (r.in[0].dtype() == DType::Float64) acc = acc.clone();
-      for (size_t k = 1; k < r.in.size(); ++k) {
-        Tensor x = r.in[k].to(DType::Float64);
-        if (r.ar.op == ReduceOp::Sum || r.ar.op == ReduceOp::Avg) acc.add_(x);
-        else if (r.ar.op == ReduceOp::Max) acc = maximum(acc, x);
-        else acc = minimum(acc, x);
-      }
-      if (r.ar.op == ReduceOp::Avg) acc.div_(Scalar(static_cast<double>(r.in.size())));
-      for (auto& t : r.in) t.copy_(acc.to(t.dtype()));
-    });
+    return post(
+        "allreduce", t, [&](FakeShared::Round& r) { r.ar = o; },
+        [](FakeShared::Round& r) {
+          NoGradGuard ng;
+          Tensor acc = r.in[0].to(DType::Float64);
+          if (r.in[0].dtype() == DType::Float64) acc = acc.clone();
+          for (size_t k = 1; k < r.in.size(); ++k) {
+            Tensor x = r.in[k].to(DType::Float64);
+            if (r.ar.op == ReduceOp::Sum || r.ar.op == ReduceOp::Avg) acc.add_(x);
+            else if (r.ar.op == ReduceOp::Max) acc = maximum(acc, x);
+            else acc = minimum(acc, x);
+          }
+          if (r.ar.op == ReduceOp::Avg) acc.div_(Scalar(static_cast<double>(r.in.size())));
+          for (auto& t : r.in) t.copy_(acc.to(t.dtype()));
+        });
   }
   WorkPtr broadcast(Tensor& t, const BroadcastOptions& o = {}) override {
-    return post("broadcast", t, [&](FakeShared::Round& r) { r.root = o.root; }, [](FakeShared::Round& r) {
-      NoGradGuard ng;
-      Tensor src = r.in[r.root].clone();
-      for (auto& t : r.in) t.copy_(src);
-    });
+    return post(
+        "broadcast", t, [&](FakeShared::Round& r) { r.root = o.root; },
+        [](FakeShared::Round& r) {
+          NoGradGuard ng;
+          Tensor src = r.in[r.root].clone();
+          for (auto& t : r.in) t.copy_(src);
+        });
   }
   WorkPtr allgather(std::vector<Tensor>& outputs, const Tensor& input, const AllgatherOptions& = {}) override {
     Tensor in = input;
-    return post("allgather", in, [&](FakeShared::Round& r) { r.outs[rank_] = outputs; }, [](FakeShared::Round& r) {
-      NoGradGuard ng;
-      for (auto& outs : r.outs)
-        for (size_t k = 0; k < outs.size(); ++k) outs[k].copy_(r.in[k]);
-    });
+    return post(
+        "allgather", in, [&](FakeShared::Round& r) { r.outs[rank_] = outputs; },
+        [](FakeShared::Round& r) {
+          NoGradGuard ng;
+          for (auto& outs : r.outs)
+            for (size_t k = 0; k < outs.size(); ++k) outs[k].copy_(r.in[k]);
+        });
   }
   WorkPtr barrier(const BarrierOptions& = {}) override {
     Tensor dummy = zeros({1});
-    return post("barrier", dummy, [](FakeShared::Round&) {}, [](FakeShared::Round&) {});
+    return post(
+        "barrier", dummy, [](FakeShared::Round&) {}, [](FakeShared::Round&) {});
   }
   WorkPtr reduce_scatter(Tensor&, const std::vector<Tensor>&, const ReduceScatterOptions& = {}) override {
     WEFT_ERROR("FakeGroup: reduce_scatter not supported");
   }
-  WorkPtr send(const Tensor&, int, const SendRecvOptions& = {}) override { WEFT_ERROR("FakeGroup: send not supported"); }
+  WorkPtr send(const Tensor&, int, const SendRecvOptions& = {}) override {
+    WEFT_ERROR("FakeGroup: send not supported");
+  }
   WorkPtr recv(Tensor&, int, const SendRecvOptions& = {}) override { WEFT_ERROR("FakeGroup: recv not supported"); }
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>&) override {
     WEFT_ERROR("FakeGroup: new_group not supported");

@@ -2,9 +2,9 @@
 // test in the same order inside one DistributedContext. Rank 0 prints the
 // usual gtest output; other ranks print only their failures, prefixed by rank.
 // Each rank's exit status is its own result, so mpirun fails if any rank does.
-#include <gtest/gtest.h>
-
 #include <cstdio>
+
+#include <gtest/gtest.h>
 
 #include "parallel/context.h"
 

@@ -1,10 +1,11 @@
 // DistributedSampler: fastai DistributedDL's cases and the shard dataset.
+#include "parallel/sampler.h"
+
 #include <algorithm>
 
 #include <gtest/gtest.h>
 
 #include "io/dataloader.h"
-#include "parallel/sampler.h"
 #include "tests/testing.h"
 
 namespace weft::parallel {
