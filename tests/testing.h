@@ -19,6 +19,18 @@ inline std::vector<double> values(const Tensor& t) {
   return std::vector<double>(p, p + c.numel());
 }
 
+// Deterministic pseudo-random values in [-1, 1) (an LCG independent of weft's
+// RNG, so reference tests don't depend on the code under test).
+inline Tensor rnd(const Shape& s, DType dt = DType::Float64, uint64_t seed = 1) {
+  std::vector<double> v(numel_of(s));
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 12345;
+  for (auto& e : v) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    e = static_cast<double>((x >> 33) % 2000) / 1000.0 - 1.0;
+  }
+  return tensor(v, s).to(dt);
+}
+
 inline ::testing::AssertionResult tensor_near(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6) {
   auto v = values(t);
   if (v.size() != expected.size())

@@ -14,18 +14,8 @@ namespace weft {
 namespace {
 using testing::tensor_near;
 using testing::tensors_near;
+using testing::rnd;
 using testing::values;
-
-// Deterministic pseudo-random values in [-1, 1) of the given dtype.
-Tensor rnd(const Shape& s, DType dt = DType::Float64, uint64_t seed = 1) {
-  std::vector<double> v(numel_of(s));
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 12345;
-  for (auto& e : v) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    e = static_cast<double>((x >> 33) % 2000) / 1000.0 - 1.0;
-  }
-  return tensor(v, s).to(dt);
-}
 
 // Naive reference for matmul on >= 2-D operands with broadcast batch dims.
 std::vector<double> naive(const Tensor& a, const Tensor& b) {

@@ -16,17 +16,8 @@ namespace weft {
 namespace {
 using testing::tensor_near;
 using testing::tensors_near;
+using testing::rnd;
 using testing::values;
-
-Tensor rnd(const Shape& s, DType dt = DType::Float64, uint64_t seed = 1) {
-  std::vector<double> v(numel_of(s));
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 12345;
-  for (auto& e : v) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    e = static_cast<double>((x >> 33) % 2000) / 1000.0 - 1.0;
-  }
-  return tensor(v, s).to(dt);
-}
 
 struct PoolCfg {
   int64_t N, C, H, W;
