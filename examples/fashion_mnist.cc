@@ -129,21 +129,6 @@ std::map<std::string, Tensor> to_map(const nn::StateDict& sd) {
   return m;
 }
 
-// History travels in the checkpoint's metadata so the plot covers all epochs.
-std::string encode(const EpochMetrics& m) {
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), "%.17g %.17g %.17g %.17g %.17g %.17g", m.train_loss, m.train_accuracy, m.test_loss,
-                m.test_accuracy, m.images_per_second, m.seconds);
-  return buf;
-}
-EpochMetrics decode(int64_t epoch, const std::string& s) {
-  EpochMetrics m;
-  m.epoch = epoch;
-  std::istringstream in(s);
-  in >> m.train_loss >> m.train_accuracy >> m.test_loss >> m.test_accuracy >> m.images_per_second >> m.seconds;
-  return m;
-}
-
 // Mean loss and accuracy of `model` over `loader`.
 std::pair<double, double> evaluate(nn::Module& model, io::DataLoader& loader) {
   NoGradGuard ng;
@@ -190,7 +175,7 @@ int run(const Flags& f) {
     step = ck.step;
     for (int64_t e = 1; e <= start_epoch; ++e) {
       auto it = ck.metadata.find("history." + std::to_string(e));
-      if (it != ck.metadata.end()) history.push_back(decode(e, it->second));
+      if (it != ck.metadata.end()) history.push_back(decode_metrics(e, it->second));
     }
     std::cerr << "fashion_mnist: resumed from " << f.resume << " after epoch " << start_epoch << "\n";
   } else {
@@ -242,7 +227,7 @@ int run(const Flags& f) {
       ck.rng = get_rng_state();
       ck.step = step;
       ck.epoch = epoch + 1;
-      for (const auto& h : history) ck.metadata["history." + std::to_string(h.epoch)] = encode(h);
+      for (const auto& h : history) ck.metadata["history." + std::to_string(h.epoch)] = encode_metrics(h);
       io::save_checkpoint(f.save, ck);
     }
     if (f.stop_after > 0 && epoch + 1 >= f.stop_after) {

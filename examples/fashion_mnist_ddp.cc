@@ -140,20 +140,6 @@ std::shared_ptr<io::TensorDataset> slice(const io::TensorDataset& ds, int64_t be
                                              ds.targets().narrow(0, begin, end - begin));
 }
 
-std::string encode(const EpochMetrics& m) {
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), "%.17g %.17g %.17g %.17g %.17g %.17g", m.train_loss, m.train_accuracy, m.test_loss,
-                m.test_accuracy, m.images_per_second, m.seconds);
-  return buf;
-}
-EpochMetrics decode(int64_t epoch, const std::string& s) {
-  EpochMetrics m;
-  m.epoch = epoch;
-  std::istringstream in(s);
-  in >> m.train_loss >> m.train_accuracy >> m.test_loss >> m.test_accuracy >> m.images_per_second >> m.seconds;
-  return m;
-}
-
 // Sums (a, b, c) over the ranks.
 std::array<double, 3> allreduce_sum(parallel::ProcessGroup& g, double a, double b, double c) {
   Tensor t = tensor<double>({a, b, c}, {3});
@@ -221,7 +207,7 @@ int run(const Flags& f) {
     step = ck.step;
     for (int64_t e = 1; e <= start_epoch; ++e) {
       auto it = ck.metadata.find("history." + std::to_string(e));
-      if (it != ck.metadata.end()) history.push_back(decode(e, it->second));
+      if (it != ck.metadata.end()) history.push_back(decode_metrics(e, it->second));
     }
     if (lead) std::cerr << "fashion_mnist_ddp: resumed from " << f.resume << " after epoch " << start_epoch << "\n";
   } else if (lead) {
@@ -283,7 +269,7 @@ int run(const Flags& f) {
       ck.step = step;
       ck.epoch = epoch + 1;
       ck.metadata["world_size"] = std::to_string(world);
-      for (const auto& h : history) ck.metadata["history." + std::to_string(h.epoch)] = encode(h);
+      for (const auto& h : history) ck.metadata["history." + std::to_string(h.epoch)] = encode_metrics(h);
       io::save_checkpoint(f.save, ck);
     }
   }

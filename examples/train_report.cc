@@ -41,6 +41,21 @@ void ProgressBar::finish() {
   if (enabled_) std::fprintf(stderr, "\n");
 }
 
+std::string encode_metrics(const EpochMetrics& m) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%.17g %.17g %.17g %.17g %.17g %.17g", m.train_loss, m.train_accuracy, m.test_loss,
+                m.test_accuracy, m.images_per_second, m.seconds);
+  return buf;
+}
+
+EpochMetrics decode_metrics(int64_t epoch, const std::string& s) {
+  EpochMetrics m;
+  m.epoch = epoch;
+  std::istringstream in(s);
+  in >> m.train_loss >> m.train_accuracy >> m.test_loss >> m.test_accuracy >> m.images_per_second >> m.seconds;
+  return m;
+}
+
 void append_metrics_jsonl(const std::string& path, const EpochMetrics& m) {
   std::ofstream out(path, std::ios::app);
   WEFT_CHECK(out.good(), "cannot open metrics file '", path, "' for appending");

@@ -30,6 +30,11 @@ class ProgressBar {
   std::chrono::steady_clock::time_point last_draw_;
 };
 
+// One epoch's metrics as a string and back (exact round trip): the examples keep
+// the history in a checkpoint's metadata so a resumed run's plot covers all epochs.
+std::string encode_metrics(const EpochMetrics& m);
+EpochMetrics decode_metrics(int64_t epoch, const std::string& s);
+
 // Appends one JSON object per line.
 void append_metrics_jsonl(const std::string& path, const EpochMetrics& m);
 // Writes an SVG with two panels: training loss and test accuracy per epoch.
