@@ -10,6 +10,10 @@
 // kMaxDims remain), all-contiguous operands take a vectorised path (4 elements
 // per thread, 16-byte loads for float32 when aligned), everything else an
 // offset-calculator path.
+//
+// nvcc rule: an extended `__device__` lambda cannot be written inside a generic
+// lambda (e.g. the body of dispatch(dtype, ..., [&](auto tag) {...})); use a functor
+// struct with a templated `__device__ operator()` there (see Identity below).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -45,6 +49,14 @@ __device__ __forceinline__ void store(void* p, V v) {
   else if constexpr (std::is_same_v<T, bool>) *static_cast<bool*>(p) = static_cast<bool>(v);
   else *static_cast<T*>(p) = static_cast<T>(v);
 }
+
+// x -> x, for conversions inside dispatch lambdas.
+struct Identity {
+  template <typename X>
+  __device__ X operator()(X x) const {
+    return x;
+  }
+};
 
 inline constexpr int kMaxDims = 12;
 inline constexpr int kThreads = 256;
@@ -117,7 +129,7 @@ __device__ __forceinline__ void apply_at(const Ptrs<sizeof...(In) + 1>& ptrs, co
   store<Out>(ptrs.p[0] + off[0], f(load<In>(ptrs.p[I + 1] + off[I + 1])...));
 }
 
-template <typename Out, typename... In, typename F>
+template <typename F, typename Out, typename... In>
 __global__ void strided_kernel(int64_t n, Ptrs<sizeof...(In) + 1> ptrs, OffsetCalc<sizeof...(In) + 1> oc, F f) {
   constexpr int N = sizeof...(In) + 1;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -135,7 +147,7 @@ __device__ __forceinline__ void contiguous_at(const Ptrs<sizeof...(In) + 1>& ptr
   store<Out>(ptrs.p[0] + i * sizeof(Out), f(load<In>(ptrs.p[I + 1] + i * sizeof(In))...));
 }
 
-template <typename Out, typename... In, typename F>
+template <typename F, typename Out, typename... In>
 __global__ void contiguous_kernel(int64_t n, Ptrs<sizeof...(In) + 1> ptrs, F f) {
   using Seq = std::make_index_sequence<sizeof...(In)>;
   int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x * kVec;
@@ -207,11 +219,11 @@ void elementwise(const Tensor& out, const std::array<Tensor, sizeof...(In)>& inp
         return;
       }
     }
-    contiguous_kernel<Out, In...><<<grid_for((n + kVec - 1) / kVec), kThreads, 0, stream>>>(n, ptrs, f);
+    contiguous_kernel<F, Out, In...><<<grid_for((n + kVec - 1) / kVec), kThreads, 0, stream>>>(n, ptrs, f);
     WEFT_CUDA_KERNEL_CHECK("elementwise(contiguous)");
     return;
   }
-  strided_kernel<Out, In...><<<grid_for(n), kThreads, 0, stream>>>(n, ptrs, oc, f);
+  strided_kernel<F, Out, In...><<<grid_for(n), kThreads, 0, stream>>>(n, ptrs, oc, f);
   WEFT_CUDA_KERNEL_CHECK("elementwise(strided)");
 }
 
