@@ -13,23 +13,13 @@
 #include <limits>
 
 #include "core/autograd_meta.h"
+#include "core/kernels/attention.h"
+
 #include "core/dispatch.h"
 #include "core/nn_ops.h"
 #include "core/parallel.h"
 
 namespace weft {
-
-namespace {
-
-// Compute type: float64 for float64, float32 otherwise (float16/bfloat16; the
-// registrar also instantiates kernels for types outside the registered set).
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-// scores, y: (rows, S) contiguous with rows = batch * L; row r is query r % L.
-using AttnSoftmaxKernel =
-    KernelTable<void(const Tensor& y, const Tensor& scores, int64_t L, double scale, bool causal)>;
-using AttnSoftmaxBackwardKernel = KernelTable<void(const Tensor& dx, const Tensor& g, const Tensor& y, double scale)>;
 
 AttnSoftmaxKernel& attn_softmax_table() {
   static AttnSoftmaxKernel t("scaled_dot_product_attention");
@@ -39,6 +29,13 @@ AttnSoftmaxBackwardKernel& attn_softmax_backward_table() {
   static AttnSoftmaxBackwardKernel t("scaled_dot_product_attention_backward");
   return t;
 }
+
+namespace {
+
+// Compute type: float64 for float64, float32 otherwise (float16/bfloat16; the
+// registrar also instantiates kernels for types outside the registered set).
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 template <typename T>
 void cpu_attn_softmax(const Tensor& y, const Tensor& scores, int64_t L, double scale, bool causal) {

@@ -18,6 +18,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/kernels/conv.h"
+
 #include "core/autograd_meta.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/im2col.h"
@@ -26,19 +28,6 @@
 #include "core/parallel.h"
 
 namespace weft {
-
-struct Conv2dParams {
-  int64_t sH, sW, pH, pW, dH, dW, groups;
-};
-
-// out: contiguous (N, C_out, OH, OW); x: contiguous (N, C_in, H, W); w: contiguous
-// (C_out, C_in/groups, kH, kW); b: contiguous (C_out) or undefined.
-using Conv2dKernel =
-    KernelTable<void(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p)>;
-// gx / gw / gb: contiguous outputs (undefined when not needed); go: contiguous
-// (N, C_out, OH, OW); x, w: as in the forward.
-using Conv2dBackwardKernel = KernelTable<void(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& go,
-                                              const Tensor& x, const Tensor& w, const Conv2dParams& p)>;
 
 Conv2dKernel& conv2d_table() {
   static Conv2dKernel t("conv2d");

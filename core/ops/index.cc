@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <array>
 
+#include "core/kernels/index.h"
+
 #include "core/autograd_meta.h"
 #include "core/cpu/loops.h"
 #include "core/dispatch.h"
@@ -17,16 +19,6 @@
 #include "core/parallel.h"
 
 namespace weft {
-
-// gather/scatter_add: (out, self, index int64 contiguous, src, dim)
-using GatherKernel = KernelTable<void(const Tensor& out, const Tensor& self, const Tensor& index, int64_t dim)>;
-using ScatterKernel = KernelTable<void(const Tensor& out, const Tensor& index, const Tensor& src, int64_t dim)>;
-// index_select/index_add on contiguous (outer, n, inner) views
-using IndexSelectKernel = KernelTable<void(const Tensor& out, const Tensor& self, const Tensor& index)>;
-using IndexAddKernel = KernelTable<void(const Tensor& out, const Tensor& index, const Tensor& src)>;
-using MaskedFillKernel = KernelTable<void(const Tensor& out, const Tensor& self, const Tensor& mask, const Scalar& v)>;
-// zeroes the part of contiguous (B, R, C) `out` outside the triangle
-using TriKernel = KernelTable<void(const Tensor& out, int64_t diagonal, bool lower)>;
 
 GatherKernel& gather_table() {
   static GatherKernel t("gather");

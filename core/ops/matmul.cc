@@ -8,6 +8,8 @@
 // dB = sum_to(A^T dC, B), so broadcast batch dims are summed back.
 #include <algorithm>
 
+#include "core/kernels/matmul.h"
+
 #include "core/autograd_meta.h"
 #include "core/cpu/gemm.h"
 #include "core/dispatch.h"
@@ -16,9 +18,6 @@
 
 namespace weft {
 
-// out: contiguous (batch..., M, N); a: (batch..., M, K); b: (batch..., K, N);
-// a and b any strides (broadcast batch dims have stride 0).
-using MatmulKernel = KernelTable<void(const Tensor& out, const Tensor& a, const Tensor& b)>;
 MatmulKernel& matmul_table() {
   static MatmulKernel t("matmul");
   return t;

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/kernels/random.h"
+
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"
 #include "core/ops.h"
@@ -14,11 +16,6 @@
 #include "core/rng.h"
 
 namespace weft {
-
-// Kernel signatures: outputs are contiguous and freshly allocated (or checked contiguous).
-using RandomFillKernel = KernelTable<void(const Tensor& out, PhiloxState s, double a, double b)>;
-using RandintKernel = KernelTable<void(const Tensor& out, PhiloxState s, int64_t low, int64_t high)>;
-using BernoulliKernel = KernelTable<void(const Tensor& out, const Tensor& p, PhiloxState s)>;
 
 #define WEFT_RANDOM_TABLE(type, name) \
   type& name##_table() {              \
