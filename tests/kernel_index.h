@@ -3,13 +3,13 @@
 // CPU must match its row. Used by tests/core and tests/optim kernel_tables_test.
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "core/dispatch.h"
 
@@ -97,8 +97,9 @@ inline void expect_index_matches(const std::vector<TableFacts>& tables, const st
       continue;
     }
     EXPECT_EQ(it->second.name, t.name) << t.accessor;
-    EXPECT_EQ(it->second.cpu_dtypes, t.cpu_dtypes) << t.accessor << ": INDEX.md says " << dtype_list(it->second.cpu_dtypes)
-                                                   << ", CPU registers " << dtype_list(t.cpu_dtypes);
+    EXPECT_EQ(it->second.cpu_dtypes, t.cpu_dtypes)
+        << t.accessor << ": INDEX.md says " << dtype_list(it->second.cpu_dtypes) << ", CPU registers "
+        << dtype_list(t.cpu_dtypes);
   }
 }
 

@@ -34,16 +34,16 @@ UnaryKernel& silu_table();
 UnaryKernel& gelu_table();
 UnaryKernel& gelu_tanh_table();
 
-UnaryGradKernel& exp_backward_table();     // saved = exp(x)
-UnaryGradKernel& log_backward_table();     // saved = x
-UnaryGradKernel& sqrt_backward_table();    // saved = sqrt(x)
-UnaryGradKernel& rsqrt_backward_table();   // saved = rsqrt(x)
-UnaryGradKernel& abs_backward_table();     // saved = x
-UnaryGradKernel& relu_backward_table();    // saved = relu(x)
-UnaryGradKernel& sigmoid_backward_table(); // saved = sigmoid(x)
-UnaryGradKernel& tanh_backward_table();    // saved = tanh(x)
-UnaryGradKernel& silu_backward_table();    // saved = x
-UnaryGradKernel& gelu_backward_table();    // saved = x
+UnaryGradKernel& exp_backward_table();        // saved = exp(x)
+UnaryGradKernel& log_backward_table();        // saved = x
+UnaryGradKernel& sqrt_backward_table();       // saved = sqrt(x)
+UnaryGradKernel& rsqrt_backward_table();      // saved = rsqrt(x)
+UnaryGradKernel& abs_backward_table();        // saved = x
+UnaryGradKernel& relu_backward_table();       // saved = relu(x)
+UnaryGradKernel& sigmoid_backward_table();    // saved = sigmoid(x)
+UnaryGradKernel& tanh_backward_table();       // saved = tanh(x)
+UnaryGradKernel& silu_backward_table();       // saved = x
+UnaryGradKernel& gelu_backward_table();       // saved = x
 UnaryGradKernel& gelu_tanh_backward_table();  // saved = x
 
 ClampKernel& clamp_table();

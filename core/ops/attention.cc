@@ -9,12 +9,12 @@
 // (registered per dtype) scales, masks and softmaxes each score row in a single
 // numerically stable pass, and its backward is the fused softmax backward
 // dx = scale * y * (g - sum(g * y)). Float16/BFloat16 compute in float32.
+#include "core/kernels/attention.h"
+
 #include <cmath>
 #include <limits>
 
 #include "core/autograd_meta.h"
-#include "core/kernels/attention.h"
-
 #include "core/dispatch.h"
 #include "core/nn_ops.h"
 #include "core/parallel.h"

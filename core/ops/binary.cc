@@ -2,9 +2,9 @@
 // minimum (+ in-place forms and operators). Each op: one kernel table, one CPU
 // kernel, one backward. Inputs are promoted to the PyTorch result type (div and
 // pow with a floating scalar exponent give float32 for integral inputs).
-#include <cmath>
-
 #include "core/kernels/binary.h"
+
+#include <cmath>
 
 #include "core/autograd_meta.h"
 #include "core/cpu/loops.h"

@@ -14,11 +14,11 @@
 // Note [conv weight-grad determinism]: grad_weight sums per-chunk products; each
 // chunk's partial lands in its own slot and the slots are summed in chunk
 // order, so the result does not depend on the thread count.
+#include "core/kernels/conv.h"
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
-
-#include "core/kernels/conv.h"
 
 #include "core/autograd_meta.h"
 #include "core/cpu/gemm.h"

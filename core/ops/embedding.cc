@@ -8,9 +8,9 @@
 // gradient deterministically: each thread owns a range of weight rows and adds
 // the contributions to its rows in index order, so results do not depend on the
 // thread count. Float16/BFloat16 accumulate in float32.
-#include <cstring>
-
 #include "core/kernels/embedding.h"
+
+#include <cstring>
 
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"

@@ -7,10 +7,10 @@
 // never read or write out of bounds. Negative indices are rejected. Backward:
 // gather <-> scatter_add, index_select <-> index_add, masked_fill zeroes the
 // filled positions, tril/triu mask the gradient the same way.
+#include "core/kernels/index.h"
+
 #include <algorithm>
 #include <array>
-
-#include "core/kernels/index.h"
 
 #include "core/autograd_meta.h"
 #include "core/cpu/loops.h"

@@ -13,9 +13,9 @@
 // accumulated in double over fixed blocks, so results do not depend on the
 // thread count. Targets outside [0, C) that are not ignore_index are an error
 // naming the target and C. Float16/BFloat16 compute in float32.
-#include <cmath>
-
 #include "core/kernels/loss.h"
+
+#include <cmath>
 
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"

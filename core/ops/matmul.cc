@@ -6,9 +6,9 @@
 // core/cpu/gemm.cc without copying plain transposes, float16/bfloat16 compute in
 // float32, integers use a simple loop. Backward: dA = sum_to(dC B^T, A),
 // dB = sum_to(A^T dC, B), so broadcast batch dims are summed back.
-#include <algorithm>
-
 #include "core/kernels/matmul.h"
+
+#include <algorithm>
 
 #include "core/autograd_meta.h"
 #include "core/cpu/gemm.h"

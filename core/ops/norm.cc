@@ -10,9 +10,9 @@
 // norm normalises with the biased batch variance and updates the running stats
 // in place with the unbiased one: r <- (1 - momentum) r + momentum * stat.
 // Backward kernels are fused and give grads w.r.t. x, weight and bias.
-#include <cmath>
-
 #include "core/kernels/norm.h"
+
+#include <cmath>
 
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"

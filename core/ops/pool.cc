@@ -20,10 +20,9 @@
 #include <immintrin.h>
 #endif
 
-#include "core/kernels/pool.h"
-
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"
+#include "core/kernels/pool.h"
 #include "core/nn_ops.h"
 #include "core/parallel.h"
 

@@ -3,11 +3,11 @@
 // Note [philox counter layout], so results depend only on (seed, offset) and
 // never on the thread count. Each op reserves its values from the generator
 // (advancing its offset) on the calling thread, then kernels fill in parallel.
+#include "core/kernels/random.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-
-#include "core/kernels/random.h"
 
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"

@@ -7,10 +7,10 @@
 // accumulate in double and round once. mean needs a floating input (like
 // PyTorch). max/min along a dim return (values, int64 indices), first index
 // winning ties; NaN counts as the largest (and smallest) value.
+#include "core/kernels/reduce.h"
+
 #include <algorithm>
 #include <numeric>
-
-#include "core/kernels/reduce.h"
 
 #include "core/autograd_meta.h"
 #include "core/cpu/loops.h"

@@ -5,10 +5,10 @@
 // float32 like PyTorch. var uses divisor max(0, N - correction) (0 gives inf/nan
 // like PyTorch). logsumexp shifts by the max (infinite maxima shift by 0), so it
 // never overflows. norm(p): p = 0 counts non-zeros, p = +-inf is max/min |x|.
+#include "core/kernels/reduce_stats.h"
+
 #include <cmath>
 #include <memory>
-
-#include "core/kernels/reduce_stats.h"
 
 #include "core/autograd_meta.h"
 #include "core/cpu/loops.h"

@@ -7,10 +7,10 @@
 // vectorised passes per row (max; exp and sum; scale), rows in parallel; inner
 // > 1 runs the same passes on whole rows of `inner`, vectorised across them.
 // Backward: softmax g -> y * (g - sum(g * y)); log_softmax g -> g - exp(y) * sum(g).
+#include "core/kernels/softmax.h"
+
 #include <cmath>
 #include <vector>
-
-#include "core/kernels/softmax.h"
 
 #include "core/autograd_meta.h"
 #include "core/ops/reduce_util.h"

@@ -10,11 +10,11 @@
 // float exp/log/tanh/erf come from core/cpu/vec_math.h so the loops vectorise.
 // First-order autograd only (the engine runs backward under NoGradGuard), so the
 // fused gradient kernels record no graph.
+#include "core/kernels/unary.h"
+
 #include <cmath>
 #include <limits>
 #include <memory>
-
-#include "core/kernels/unary.h"
 
 #include "core/autograd_meta.h"
 #include "core/cpu/loops.h"
