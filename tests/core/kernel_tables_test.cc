@@ -21,6 +21,7 @@
 #include "core/kernels/softmax.h"
 #include "core/kernels/ternary.h"
 #include "core/kernels/unary.h"
+#include "core/ops.h"
 #include "tests/kernel_index.h"
 
 namespace weft {
