@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include "core/kernels/attention.h"
-#include "core/ops.h"
 #include "core/kernels/binary.h"
 #include "core/kernels/compare.h"
 #include "core/kernels/conv.h"
