@@ -19,38 +19,38 @@ namespace weft::cuda {
 
 template <typename M>
 __device__ __forceinline__ M math_exp(M x) {
-  if constexpr (std::is_same_v<M, float>) return expf(x);
-  else return exp(x);
+  if constexpr (std::is_same_v<M, float>) return ::expf(x);
+  else return ::exp(x);
 }
 template <typename M>
 __device__ __forceinline__ M math_log(M x) {
-  if constexpr (std::is_same_v<M, float>) return logf(x);
-  else return log(x);
+  if constexpr (std::is_same_v<M, float>) return ::logf(x);
+  else return ::log(x);
 }
 template <typename M>
 __device__ __forceinline__ M math_sqrt(M x) {
-  if constexpr (std::is_same_v<M, float>) return sqrtf(x);
-  else return sqrt(x);
+  if constexpr (std::is_same_v<M, float>) return ::sqrtf(x);
+  else return ::sqrt(x);
 }
 template <typename M>
 __device__ __forceinline__ M math_tanh(M x) {
-  if constexpr (std::is_same_v<M, float>) return tanhf(x);
-  else return tanh(x);
+  if constexpr (std::is_same_v<M, float>) return ::tanhf(x);
+  else return ::tanh(x);
 }
 template <typename M>
 __device__ __forceinline__ M math_erf(M x) {
-  if constexpr (std::is_same_v<M, float>) return erff(x);
-  else return erf(x);
+  if constexpr (std::is_same_v<M, float>) return ::erff(x);
+  else return ::erf(x);
 }
 template <typename M>
 __device__ __forceinline__ M math_cos(M x) {
-  if constexpr (std::is_same_v<M, float>) return cosf(x);
-  else return cos(x);
+  if constexpr (std::is_same_v<M, float>) return ::cosf(x);
+  else return ::cos(x);
 }
 template <typename M>
 __device__ __forceinline__ M math_pow(M x, M y) {
-  if constexpr (std::is_same_v<M, float>) return powf(x, y);
-  else return pow(x, y);
+  if constexpr (std::is_same_v<M, float>) return ::powf(x, y);
+  else return ::pow(x, y);
 }
 
 // IEEE round-to-nearest operations that nvcc never fuses.
