@@ -37,7 +37,9 @@ void check_sgd(DType dt, int64_t n, SGDStepArgs a, int steps) {
     optim::sgd_step_table()(kGPU, dt, p_gpu, g.to(kGPU), mom ? b_gpu : Tensor(), a);
   }
   EXPECT_TRUE(tensors_near(p_gpu.cpu(), p_cpu, step_tol(dt))) << dt << " n=" << n;
-  if (mom) EXPECT_TRUE(tensors_near(b_gpu.cpu(), b_cpu, step_tol(dt))) << dt << " n=" << n;
+  if (mom) {
+    EXPECT_TRUE(tensors_near(b_gpu.cpu(), b_cpu, step_tol(dt))) << dt << " n=" << n;
+  }
 }
 
 TEST(CudaOptim, SgdStepsMatchCpu) {
