@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 
 #include "core/cuda/check.h"
@@ -113,6 +114,12 @@ __device__ __forceinline__ float dexp(float x) { return ::expf(x); }
 __device__ __forceinline__ double dexp(double x) { return ::exp(x); }
 __device__ __forceinline__ float dlog(float x) { return ::logf(x); }
 __device__ __forceinline__ double dlog(double x) { return ::log(x); }
+__device__ __forceinline__ float dlog1p(float x) { return ::log1pf(x); }
+__device__ __forceinline__ double dlog1p(double x) { return ::log1p(x); }
+__device__ __forceinline__ float dabs(float x) { return ::fabsf(x); }
+__device__ __forceinline__ double dabs(double x) { return ::fabs(x); }
+__device__ __forceinline__ bool dinf(float x) { return ::isinf(x); }
+__device__ __forceinline__ bool dinf(double x) { return ::isinf(x); }
 
 // ---- launch helpers ----
 inline int blocks_for(int64_t n, int threads, int64_t cap = 65535LL * 16) {
