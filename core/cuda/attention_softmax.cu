@@ -19,7 +19,8 @@ __global__ void attn_softmax_kernel(T* y, const T* x, int64_t rows, int64_t K, i
   const int64_t row0 = kWarp ? threadIdx.y : 0;
   const int lanes = kWarp ? 32 : blockDim.x;
   const int lane = threadIdx.x;
-  for (int64_t r = blockIdx.x * rows_per_block + row0; r < rows; r += static_cast<int64_t>(gridDim.x) * rows_per_block) {
+  for (int64_t r = blockIdx.x * rows_per_block + row0; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * rows_per_block) {
     const T* p = x + r * K;
     T* q = y + r * K;
     const int64_t valid = causal ? (r % L + 1 < K ? r % L + 1 : K) : K;
@@ -45,7 +46,8 @@ __global__ void attn_softmax_backward_kernel(T* dx, const T* g, const T* y, int6
   const int64_t row0 = kWarp ? threadIdx.y : 0;
   const int lanes = kWarp ? 32 : blockDim.x;
   const int lane = threadIdx.x;
-  for (int64_t r = blockIdx.x * rows_per_block + row0; r < rows; r += static_cast<int64_t>(gridDim.x) * rows_per_block) {
+  for (int64_t r = blockIdx.x * rows_per_block + row0; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * rows_per_block) {
     const T* a = g + r * K;
     const T* q = y + r * K;
     T* d = dx + r * K;
@@ -70,8 +72,8 @@ void cuda_attn_softmax(const Tensor& y, const Tensor& scores, int64_t L, double 
   if (K <= 1024)
     attn_softmax_kernel<T, true><<<blocks_for(rows, 8), dim3(32, 8), 0, stream>>>(py, px, rows, K, L, S(scale), causal);
   else
-    attn_softmax_kernel<T, false><<<blocks_for(rows, 1), row_threads(K, 1024, 8), 0, stream>>>(py, px, rows, K, L,
-                                                                                               S(scale), causal);
+    attn_softmax_kernel<T, false>
+        <<<blocks_for(rows, 1), row_threads(K, 1024, 8), 0, stream>>>(py, px, rows, K, L, S(scale), causal);
   WEFT_CUDA_KERNEL_CHECK("scaled_dot_product_attention softmax");
 }
 
@@ -86,10 +88,11 @@ void cuda_attn_softmax_backward(const Tensor& dx, const Tensor& g, const Tensor&
   const T* pg = static_cast<const T*>(g.raw_data());
   const T* py = static_cast<const T*>(y.raw_data());
   if (K <= 1024)
-    attn_softmax_backward_kernel<T, true><<<blocks_for(rows, 8), dim3(32, 8), 0, stream>>>(pd, pg, py, rows, K, S(scale));
+    attn_softmax_backward_kernel<T, true>
+        <<<blocks_for(rows, 8), dim3(32, 8), 0, stream>>>(pd, pg, py, rows, K, S(scale));
   else
-    attn_softmax_backward_kernel<T, false><<<blocks_for(rows, 1), row_threads(K, 1024, 8), 0, stream>>>(pd, pg, py, rows,
-                                                                                                        K, S(scale));
+    attn_softmax_backward_kernel<T, false>
+        <<<blocks_for(rows, 1), row_threads(K, 1024, 8), 0, stream>>>(pd, pg, py, rows, K, S(scale));
   WEFT_CUDA_KERNEL_CHECK("scaled_dot_product_attention softmax backward");
 }
 

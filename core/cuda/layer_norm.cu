@@ -17,8 +17,8 @@ namespace {
 using namespace red;
 
 template <typename T, bool kWarp>
-__global__ void ln_forward_kernel(T* y, const T* x, const T* w, const T* b, double eps, acc_t<T>* mean,
-                                  acc_t<T>* rstd, int64_t R, int64_t K) {
+__global__ void ln_forward_kernel(T* y, const T* x, const T* w, const T* b, double eps, acc_t<T>* mean, acc_t<T>* rstd,
+                                  int64_t R, int64_t K) {
   using S = acc_t<T>;
   const int64_t rows_per_block = kWarp ? blockDim.y : 1;
   const int64_t row0 = kWarp ? threadIdx.y : 0;
@@ -131,8 +131,8 @@ void cuda_ln_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Te
   S* pm = static_cast<S*>(mean.raw_data());
   S* pr = static_cast<S*>(rstd.raw_data());
   if (K <= 1024)
-    ln_forward_kernel<T, true><<<blocks_for(R, 8), dim3(32, 8), 0, stream>>>(py, px, ptr_or_null<T>(w),
-                                                                             ptr_or_null<T>(b), eps, pm, pr, R, K);
+    ln_forward_kernel<T, true>
+        <<<blocks_for(R, 8), dim3(32, 8), 0, stream>>>(py, px, ptr_or_null<T>(w), ptr_or_null<T>(b), eps, pm, pr, R, K);
   else
     ln_forward_kernel<T, false><<<blocks_for(R, 1), row_threads(K, 1024, 8), 0, stream>>>(
         py, px, ptr_or_null<T>(w), ptr_or_null<T>(b), eps, pm, pr, R, K);
@@ -153,11 +153,11 @@ void cuda_ln_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, cons
   if (dx.defined() && R * K > 0) {
     T* pdx = static_cast<T*>(dx.raw_data());
     if (K <= 1024)
-      ln_backward_dx_kernel<T, true><<<blocks_for(R, 8), dim3(32, 8), 0, stream>>>(pdx, pg, px, ptr_or_null<T>(w), pm,
-                                                                                   pr, R, K);
+      ln_backward_dx_kernel<T, true>
+          <<<blocks_for(R, 8), dim3(32, 8), 0, stream>>>(pdx, pg, px, ptr_or_null<T>(w), pm, pr, R, K);
     else
-      ln_backward_dx_kernel<T, false><<<blocks_for(R, 1), row_threads(K, 1024, 8), 0, stream>>>(
-          pdx, pg, px, ptr_or_null<T>(w), pm, pr, R, K);
+      ln_backward_dx_kernel<T, false>
+          <<<blocks_for(R, 1), row_threads(K, 1024, 8), 0, stream>>>(pdx, pg, px, ptr_or_null<T>(w), pm, pr, R, K);
     WEFT_CUDA_KERNEL_CHECK("layer_norm_backward(dx)");
   }
   if ((dw.defined() || db.defined()) && K > 0) {

@@ -17,13 +17,14 @@
 //    the op, the first offending index seen and the bound.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <optional>
 #include <type_traits>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "core/cuda/check.h"
 #include "core/cuda/loops.cuh"
@@ -43,7 +44,8 @@ inline DType stat_dtype(DType d) { return d == DType::Float64 ? DType::Float64 :
 // ---- shuffles: arithmetic types directly, structs member-wise ----
 template <typename V>
 __device__ __forceinline__ V shfl_down(V v, int offset) {
-  if constexpr (std::is_same_v<V, bool>) return static_cast<bool>(__shfl_down_sync(0xffffffffu, static_cast<int>(v), offset));
+  if constexpr (std::is_same_v<V, bool>)
+    return static_cast<bool>(__shfl_down_sync(0xffffffffu, static_cast<int>(v), offset));
   else if constexpr (std::is_same_v<V, uint8_t>)
     return static_cast<uint8_t>(__shfl_down_sync(0xffffffffu, static_cast<unsigned>(v), offset));
   else if constexpr (std::is_arithmetic_v<V>) return __shfl_down_sync(0xffffffffu, v, offset);
@@ -195,31 +197,31 @@ __device__ __forceinline__ void atomic_add(T* p, opmath_t<T> v) {
 }  // namespace weft::cuda::red
 
 #define WEFT_RED_SET(table, dt, T, fn) (table).set(::weft::DeviceType::CUDA, ::weft::DType::dt, &fn<T>)
-#define WEFT_RED_REGISTER_FLOATING(table, fn)                                                    \
-  static ::weft::detail::Registrar WEFT_CONCAT(weft_red_registrar_, __COUNTER__)([] {            \
-    WEFT_RED_SET(table, Float32, float, fn);                                                     \
-    WEFT_RED_SET(table, Float64, double, fn);                                                    \
-    WEFT_RED_SET(table, Float16, ::weft::Half, fn);                                              \
-    WEFT_RED_SET(table, BFloat16, ::weft::BFloat16, fn);                                         \
+#define WEFT_RED_REGISTER_FLOATING(table, fn)                                         \
+  static ::weft::detail::Registrar WEFT_CONCAT(weft_red_registrar_, __COUNTER__)([] { \
+    WEFT_RED_SET(table, Float32, float, fn);                                          \
+    WEFT_RED_SET(table, Float64, double, fn);                                         \
+    WEFT_RED_SET(table, Float16, ::weft::Half, fn);                                   \
+    WEFT_RED_SET(table, BFloat16, ::weft::BFloat16, fn);                              \
   })
-#define WEFT_RED_REGISTER_NUMERIC(table, fn)                                                     \
-  static ::weft::detail::Registrar WEFT_CONCAT(weft_red_registrar_, __COUNTER__)([] {            \
-    WEFT_RED_SET(table, Float32, float, fn);                                                     \
-    WEFT_RED_SET(table, Float64, double, fn);                                                     \
-    WEFT_RED_SET(table, Float16, ::weft::Half, fn);                                              \
-    WEFT_RED_SET(table, BFloat16, ::weft::BFloat16, fn);                                         \
-    WEFT_RED_SET(table, Int64, int64_t, fn);                                                     \
-    WEFT_RED_SET(table, Int32, int32_t, fn);                                                     \
-    WEFT_RED_SET(table, UInt8, uint8_t, fn);                                                     \
+#define WEFT_RED_REGISTER_NUMERIC(table, fn)                                          \
+  static ::weft::detail::Registrar WEFT_CONCAT(weft_red_registrar_, __COUNTER__)([] { \
+    WEFT_RED_SET(table, Float32, float, fn);                                          \
+    WEFT_RED_SET(table, Float64, double, fn);                                         \
+    WEFT_RED_SET(table, Float16, ::weft::Half, fn);                                   \
+    WEFT_RED_SET(table, BFloat16, ::weft::BFloat16, fn);                              \
+    WEFT_RED_SET(table, Int64, int64_t, fn);                                          \
+    WEFT_RED_SET(table, Int32, int32_t, fn);                                          \
+    WEFT_RED_SET(table, UInt8, uint8_t, fn);                                          \
   })
-#define WEFT_RED_REGISTER_ALL(table, fn)                                                         \
-  static ::weft::detail::Registrar WEFT_CONCAT(weft_red_registrar_, __COUNTER__)([] {            \
-    WEFT_RED_SET(table, Float32, float, fn);                                                     \
-    WEFT_RED_SET(table, Float64, double, fn);                                                    \
-    WEFT_RED_SET(table, Float16, ::weft::Half, fn);                                              \
-    WEFT_RED_SET(table, BFloat16, ::weft::BFloat16, fn);                                         \
-    WEFT_RED_SET(table, Int64, int64_t, fn);                                                     \
-    WEFT_RED_SET(table, Int32, int32_t, fn);                                                     \
-    WEFT_RED_SET(table, UInt8, uint8_t, fn);                                                     \
-    WEFT_RED_SET(table, Bool, bool, fn);                                                         \
+#define WEFT_RED_REGISTER_ALL(table, fn)                                              \
+  static ::weft::detail::Registrar WEFT_CONCAT(weft_red_registrar_, __COUNTER__)([] { \
+    WEFT_RED_SET(table, Float32, float, fn);                                          \
+    WEFT_RED_SET(table, Float64, double, fn);                                         \
+    WEFT_RED_SET(table, Float16, ::weft::Half, fn);                                   \
+    WEFT_RED_SET(table, BFloat16, ::weft::BFloat16, fn);                              \
+    WEFT_RED_SET(table, Int64, int64_t, fn);                                          \
+    WEFT_RED_SET(table, Int32, int32_t, fn);                                          \
+    WEFT_RED_SET(table, UInt8, uint8_t, fn);                                          \
+    WEFT_RED_SET(table, Bool, bool, fn);                                              \
   })

@@ -143,8 +143,8 @@ void run_reduce(const T* in, const ReduceGeom& g, const Op& op, Device dev) {
     const int64_t chunk_len = (r + nchunks - 1) / nchunks;
     Tensor scratch = empty({static_cast<int64_t>(outer * nchunks * sizeof(Acc))}, {DType::UInt8, dev});
     Acc* partial = static_cast<Acc*>(scratch.raw_data());
-    reduce_rows_block<T, Op><<<blocks_for(outer * nchunks, 1), threads, 0, stream>>>(in, outer, r, nchunks, chunk_len,
-                                                                                      op, partial);
+    reduce_rows_block<T, Op>
+        <<<blocks_for(outer * nchunks, 1), threads, 0, stream>>>(in, outer, r, nchunks, chunk_len, op, partial);
     WEFT_CUDA_KERNEL_CHECK("reduce_rows_block(partial)");
     dim3 block(32, 8);
     reduce_merge_partials<Op><<<blocks_for(outer, 8), block, 0, stream>>>(partial, outer, nchunks, op);

@@ -24,7 +24,8 @@ __global__ void softmax_rows(const T* in, T* out, int64_t outer, int64_t r) {
   const int64_t row0 = kWarp ? threadIdx.y : 0;
   const int lanes = kWarp ? 32 : blockDim.x;
   const int lane = threadIdx.x;
-  for (int64_t o = blockIdx.x * rows_per_block + row0; o < outer; o += static_cast<int64_t>(gridDim.x) * rows_per_block) {
+  for (int64_t o = blockIdx.x * rows_per_block + row0; o < outer;
+       o += static_cast<int64_t>(gridDim.x) * rows_per_block) {
     const T* x = in + o * r;
     T* y = out + o * r;
     M mx = neg_inf<M>();
