@@ -2,8 +2,8 @@
 // sizes and > 65535 rows, plus float64 gradcheck on the GPU.
 #include <gtest/gtest.h>
 
-#include "autograd/gradcheck.h"
 #include "core/nn_ops.h"
+#include "tests/cuda/gpu_gradcheck.h"
 #include "tests/cuda/gpu_testing.h"
 
 namespace weft {
@@ -53,16 +53,16 @@ TEST(CudaNorm, BatchNormTrainingAndEvalMatchesCpu) {
 
 TEST(CudaNorm, GradcheckFloat64OnGpu) {
   WEFT_REQUIRE_GPU();
-  Tensor x = rnd({3, 6}, DType::Float64, 9).to(kGPU).requires_grad_(true);
-  Tensor w = rnd({6}, DType::Float64, 10).to(kGPU).requires_grad_(true);
-  Tensor b = rnd({6}, DType::Float64, 11).to(kGPU).requires_grad_(true);
-  auto r = autograd::gradcheck([](const std::vector<Tensor>& in) { return layer_norm(in[0], {6}, in[1], in[2], 1e-5); },
-                               {x, w, b});
+  Tensor x = rnd({3, 6}, DType::Float64, 9);
+  Tensor w = rnd({6}, DType::Float64, 10);
+  Tensor b = rnd({6}, DType::Float64, 11);
+  auto r = testing::gpu_gradcheck(
+      [](const std::vector<Tensor>& in) { return layer_norm(in[0], {6}, in[1], in[2], 1e-5); }, {x, w, b});
   EXPECT_TRUE(r) << r.message;
-  Tensor xb = rnd({4, 3, 2}, DType::Float64, 12).to(kGPU).requires_grad_(true);
-  Tensor wb = rnd({3}, DType::Float64, 13).to(kGPU).requires_grad_(true);
-  Tensor bb = rnd({3}, DType::Float64, 14).to(kGPU).requires_grad_(true);
-  auto rb = autograd::gradcheck(
+  Tensor xb = rnd({4, 3, 2}, DType::Float64, 12);
+  Tensor wb = rnd({3}, DType::Float64, 13);
+  Tensor bb = rnd({3}, DType::Float64, 14);
+  auto rb = testing::gpu_gradcheck(
       [](const std::vector<Tensor>& in) {
         return batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true, 0.1, 1e-5);
       },

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "autograd/gradcheck.h"
 #include "core/nn_ops.h"
+#include "tests/cuda/gpu_gradcheck.h"
 #include "tests/cuda/gpu_testing.h"
 
 namespace weft {
@@ -149,10 +149,10 @@ TEST(CudaSoftmax, MatchesCpuRowsColumnsAndVocabRows) {
 
 TEST(CudaSoftmax, GradcheckFloat64OnGpu) {
   WEFT_REQUIRE_GPU();
-  Tensor x = rnd({3, 5}, DType::Float64, 7).to(kGPU).requires_grad_(true);
-  auto r1 = autograd::gradcheck([](const std::vector<Tensor>& in) { return softmax(in[0], 1); }, {x});
+  Tensor x = rnd({3, 5}, DType::Float64, 7);
+  auto r1 = testing::gpu_gradcheck([](const std::vector<Tensor>& in) { return softmax(in[0], 1); }, {x});
   EXPECT_TRUE(r1) << r1.message;
-  auto r2 = autograd::gradcheck([](const std::vector<Tensor>& in) { return log_softmax(in[0], 0); }, {x});
+  auto r2 = testing::gpu_gradcheck([](const std::vector<Tensor>& in) { return log_softmax(in[0], 0); }, {x});
   EXPECT_TRUE(r2) << r2.message;
 }
 
@@ -169,10 +169,10 @@ TEST(CudaAttention, SdpaSoftmaxMatchesCpu) {
             {q, k, v}, testing::tolerance(dt) * 10))
             << dt << " causal " << causal << " S " << S;
       }
-  Tensor q = rnd({1, 2, 4, 3}, DType::Float64, 4).to(kGPU).requires_grad_(true);
-  Tensor k = rnd({1, 2, 4, 3}, DType::Float64, 5).to(kGPU).requires_grad_(true);
-  Tensor v = rnd({1, 2, 4, 3}, DType::Float64, 6).to(kGPU).requires_grad_(true);
-  auto r = autograd::gradcheck(
+  Tensor q = rnd({1, 2, 4, 3}, DType::Float64, 4);
+  Tensor k = rnd({1, 2, 4, 3}, DType::Float64, 5);
+  Tensor v = rnd({1, 2, 4, 3}, DType::Float64, 6);
+  auto r = testing::gpu_gradcheck(
       [](const std::vector<Tensor>& in) { return scaled_dot_product_attention(in[0], in[1], in[2], true); }, {q, k, v});
   EXPECT_TRUE(r) << r.message;
 }
