@@ -121,7 +121,11 @@ TEST(CudaReduce, GradientsMatchCpu) {
 TEST(CudaSoftmax, MatchesCpuRowsColumnsAndVocabRows) {
   WEFT_REQUIRE_GPU();
   for (DType dt : kFloats)
-    for (Shape s : {Shape{1, 1}, Shape{4, 7}, Shape{3, 1000}, Shape{2, 50257}, Shape{70000, 3}, Shape{5, 9, 11}}) {
+    // row lengths hit every path of core/cuda/softmax.cu: warp rows cached 2 / 8 / 32
+    // per lane (<= 64, <= 256, <= 1024), block rows cached 8 per thread (<= 8192), uncached
+    for (Shape s : {Shape{1, 1}, Shape{4, 7}, Shape{3, 64}, Shape{3, 65}, Shape{3, 100}, Shape{3, 257}, Shape{3, 1000},
+                    Shape{3, 1024}, Shape{2, 1025}, Shape{2, 3000}, Shape{2, 8192}, Shape{2, 8193}, Shape{2, 50257},
+                    Shape{70000, 3}, Shape{5, 9, 11}}) {
       Tensor x = mul(rnd(s, dt, 21), scalar_tensor(8.0, {dt, kCPU}));
       for (int64_t d : {int64_t(0), int64_t(-1)}) {
         EXPECT_TRUE(matches_cpu(
