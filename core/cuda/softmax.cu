@@ -8,8 +8,9 @@
 // slice is NaN; a slice whose max is -inf or +inf gives NaN like the CPU / PyTorch.
 // Paths: inner == 1 with r <= 1024 runs one warp per row; longer rows one block per
 // row (up to 1024 threads, e.g. 50257-wide GPT-2 logits rows); inner > 1 runs one
-// thread per (outer, inner) column, coalesced across inner. The slice is re-read
-// for each pass (it stays in L1/L2).
+// thread per (outer, inner) column, coalesced across inner. Rows of up to 8192
+// elements are read once into registers; longer rows and columns are re-read for
+// each pass (they stay in L1/L2).
 #include "core/cuda/red_common.cuh"
 #include "core/kernels/softmax.h"
 
@@ -17,7 +18,11 @@ namespace weft::cuda {
 namespace {
 using namespace red;
 
-template <typename T, bool Log, bool kWarp>
+// kPer > 0: the row is read once into registers (kPer values per thread; the host
+// guarantees kPer * lanes >= r) and all three passes work on them. kPer == 0: no
+// cache, each pass re-reads the row. Both give bit-identical results: every thread
+// visits its elements in the same order (i = lane, lane + lanes, ...) either way.
+template <typename T, bool Log, bool kWarp, int kPer>
 __global__ void softmax_rows(const T* in, T* out, int64_t outer, int64_t r) {
   using M = opmath_t<T>;
   const int64_t rows_per_block = kWarp ? blockDim.y : 1;
@@ -28,6 +33,47 @@ __global__ void softmax_rows(const T* in, T* out, int64_t outer, int64_t r) {
        o += static_cast<int64_t>(gridDim.x) * rows_per_block) {
     const T* x = in + o * r;
     T* y = out + o * r;
+    if constexpr (kPer > 0) {
+      M v[kPer];
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const int64_t i = lane + static_cast<int64_t>(k) * lanes;
+        v[k] = i < r ? static_cast<M>(load<T>(x + i)) : neg_inf<M>();  // -inf never wins the max
+      }
+      M mx = neg_inf<M>();
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) mx = v[k] > mx ? v[k] : mx;
+      mx = row_allreduce<kWarp>(mx, MaxF{}, neg_inf<M>());
+      M s = 0;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        if (lane + static_cast<int64_t>(k) * lanes < r) {
+          if constexpr (Log) {
+            s += dexp(v[k] - mx);
+          } else {
+            v[k] = dexp(v[k] - mx);  // kept for the output pass
+            s += v[k];
+          }
+        }
+      }
+      s = row_allreduce<kWarp>(s, SumF{}, M(0));
+      if constexpr (Log) {
+        const M ls = dlog(s);
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+          const int64_t i = lane + static_cast<int64_t>(k) * lanes;
+          if (i < r) store<T>(y + i, (v[k] - mx) - ls);
+        }
+      } else {
+        const M inv = M(1) / s;
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+          const int64_t i = lane + static_cast<int64_t>(k) * lanes;
+          if (i < r) store<T>(y + i, v[k] * inv);
+        }
+      }
+      continue;
+    }
     M mx = neg_inf<M>();
     for (int64_t i = lane; i < r; i += lanes) {
       M v = load<T>(x + i);
@@ -91,11 +137,23 @@ void run_softmax(const ReduceArgs& a) {
   const T* in = static_cast<const T*>(a.in);
   T* out = static_cast<T*>(a.out);
   if (inner == 1) {
-    if (r <= 1024) {
-      softmax_rows<T, Log, true><<<blocks_for(outer, 8), dim3(32, 8), 0, stream>>>(in, out, outer, r);
+    // One warp per row (r <= 1024, row cached in kPer * 32 registers), one block
+    // per row cached in registers (r <= 8192: row_threads(r, 1024, 8) * 8 >= r), or
+    // one block per row re-reading it (longer rows).
+    const int gw = blocks_for(outer, 8);
+    const dim3 bw(32, 8);
+    if (r <= 64) {
+      softmax_rows<T, Log, true, 2><<<gw, bw, 0, stream>>>(in, out, outer, r);
+    } else if (r <= 256) {
+      softmax_rows<T, Log, true, 8><<<gw, bw, 0, stream>>>(in, out, outer, r);
+    } else if (r <= 1024) {
+      softmax_rows<T, Log, true, 32><<<gw, bw, 0, stream>>>(in, out, outer, r);
+    } else if (r <= 8192) {
+      const int threads = row_threads(r, 1024, 8);
+      softmax_rows<T, Log, false, 8><<<blocks_for(outer, 1), threads, 0, stream>>>(in, out, outer, r);
     } else {
       const int threads = row_threads(r, 1024, 8);
-      softmax_rows<T, Log, false><<<blocks_for(outer, 1), threads, 0, stream>>>(in, out, outer, r);
+      softmax_rows<T, Log, false, 0><<<blocks_for(outer, 1), threads, 0, stream>>>(in, out, outer, r);
     }
     WEFT_CUDA_KERNEL_CHECK(Log ? "log_softmax(rows)" : "softmax(rows)");
     return;
