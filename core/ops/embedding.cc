@@ -90,7 +90,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   WEFT_CHECK(indices.device() == weight.device(), "embedding: indices and weight are on different devices");
   const int64_t V = weight.size(0), D = weight.size(1);
   Tensor idx = indices.detach().contiguous().view({indices.numel()});
-  {
+  if (idx.device().is_cpu()) {  // device indices are range-checked by the CUDA kernel
     const int64_t* pi = idx.data_ptr<int64_t>();
     for (int64_t i = 0; i < idx.numel(); ++i)
       WEFT_CHECK(pi[i] >= 0 && pi[i] < V, "embedding: index ", pi[i], " is out of range for num_embeddings ", V,

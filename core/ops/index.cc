@@ -183,12 +183,13 @@ Tensor index_as_int64(const char* op, const Tensor& index) {
   WEFT_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, op,
              ": index must be an int64 or int32 tensor, got ", index.dtype(), " (shape ", shape_str(index.sizes()),
              ")");
-  WEFT_CHECK(index.device().is_cpu(), op, ": index must be on the cpu here, got ", index.device());
-  return index.detach().to(DType::Int64).contiguous();
+  return index.detach().to(DType::Int64).contiguous();  // converted on the index's own device
 }
 
 // Every entry of `idx` (contiguous int64) must lie in [0, size).
+// Device-resident indices are checked by the device kernels instead (no host read).
 void check_range(const char* op, const Tensor& idx, int64_t size, int64_t dim) {
+  if (!idx.device().is_cpu()) return;
   const int64_t* p = idx.data_ptr<int64_t>();
   for (int64_t i = 0; i < idx.numel(); ++i)
     WEFT_CHECK(p[i] >= 0 && p[i] < size, op, ": index ", p[i], " is out of bounds for dimension ", dim, " with size ",
@@ -310,21 +311,35 @@ Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor
 
 Tensor one_hot(const Tensor& index, int64_t num_classes) {
   Tensor idx = index_as_int64("one_hot", index);
-  const int64_t* p = idx.data_ptr<int64_t>();
   if (num_classes < 0) {
     WEFT_CHECK(num_classes == -1, "one_hot: num_classes must be -1 or non-negative, got ", num_classes);
     WEFT_CHECK(idx.numel() > 0, "one_hot: cannot infer num_classes from an empty index tensor");
-    num_classes = *std::max_element(p, p + idx.numel()) + 1;
   }
-  for (int64_t i = 0; i < idx.numel(); ++i)
-    WEFT_CHECK(p[i] >= 0 && p[i] < num_classes, "one_hot: index ", p[i], " is out of bounds for num_classes ",
+  if (idx.device().is_cpu()) {
+    const int64_t* p = idx.data_ptr<int64_t>();
+    if (num_classes < 0) num_classes = *std::max_element(p, p + idx.numel()) + 1;
+    for (int64_t i = 0; i < idx.numel(); ++i)
+      WEFT_CHECK(p[i] >= 0 && p[i] < num_classes, "one_hot: index ", p[i], " is out of bounds for num_classes ",
+                 num_classes);
+  } else {
+    // Device index: only the extrema come back to the host, then the same checks and messages.
+    const int64_t lo = idx.numel() > 0 ? min(idx).item<int64_t>() : 0;
+    const int64_t hi = idx.numel() > 0 ? max(idx).item<int64_t>() : 0;
+    if (num_classes < 0) num_classes = hi + 1;
+    WEFT_CHECK(idx.numel() == 0 || lo >= 0, "one_hot: index ", lo, " is out of bounds for num_classes ", num_classes);
+    WEFT_CHECK(idx.numel() == 0 || hi < num_classes, "one_hot: index ", hi, " is out of bounds for num_classes ",
                num_classes);
+  }
   Shape s = idx.sizes();
   s.push_back(num_classes);
   Tensor out = zeros(s, {DType::Int64, index.device()});
-  int64_t* o = out.data_ptr<int64_t>();
-  for (int64_t i = 0; i < idx.numel(); ++i) o[i * num_classes + p[i]] = 1;
-  return out;
+  if (idx.numel() == 0 || num_classes == 0) return out;
+  // out[i, idx[i]] = 1 as a scatter on the flat (n, C) view: works on any device.
+  Tensor flat = out.view({idx.numel(), num_classes});
+  NoGradGuard ng;
+  Tensor col = idx.reshape({idx.numel(), 1});
+  Tensor filled = scatter_add(flat, 1, col, ones({idx.numel(), 1}, {DType::Int64, index.device()}));
+  return filled.view(s);
 }
 
 Tensor masked_fill(const Tensor& a, const Tensor& mask, const Scalar& value) {

@@ -181,7 +181,7 @@ Tensor class_loss(const char* op, const Tensor& input, const Tensor& target, Red
   const int64_t R = numel_of(tshape);
   WEFT_CHECK(C > 0 || R == 0, op, ": input has no classes (shape ", shape_str(input.sizes()), ")");
   Tensor tgt = target.detach().contiguous().view({R});
-  {
+  if (tgt.device().is_cpu()) {  // device targets are range-checked by the kernel (same message shape)
     const int64_t* pt = tgt.data_ptr<int64_t>();
     for (int64_t r = 0; r < R; ++r)
       WEFT_CHECK(pt[r] == ignore_index || (pt[r] >= 0 && pt[r] < C), op, ": target ", pt[r], " is out of bounds for ",
@@ -207,12 +207,23 @@ Tensor class_loss(const char* op, const Tensor& input, const Tensor& target, Red
   if (reduction == Reduction::None) {
     out = loss.to(dt).view(tshape);
   } else {
-    const double* pl = loss.data_ptr<double>();
-    double total = block_sum(R, [pl](int64_t i) { return pl[i]; });
+    const bool host = loss.device().is_cpu();
+    double total;
+    if (host) {
+      const double* pl = loss.data_ptr<double>();
+      total = block_sum(R, [pl](int64_t i) { return pl[i]; });
+    } else {  // device: reduce there, copy the scalar back
+      total = R == 0 ? 0.0 : sum(loss).item<double>();
+    }
     if (reduction == Reduction::Mean) {
-      const int64_t* pt = tgt.data_ptr<int64_t>();
       int64_t count = 0;
-      for (int64_t r = 0; r < R; ++r) count += pt[r] != ignore_index;
+      if (host) {
+        const int64_t* pt = tgt.data_ptr<int64_t>();
+        for (int64_t r = 0; r < R; ++r) count += pt[r] != ignore_index;
+      } else if (R > 0) {
+        Tensor kept = ne(tgt, scalar_tensor(ignore_index, tgt.options()));
+        count = sum(kept).item<int64_t>();  // bool sums as int64
+      }
       scale = 1.0 / static_cast<double>(count);
       total = total / static_cast<double>(count);
     }
