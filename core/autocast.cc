@@ -4,6 +4,7 @@
 #include <array>
 
 #include "core/error.h"
+#include "core/ops.h"
 
 namespace weft {
 namespace {
@@ -47,14 +48,14 @@ Tensor lower(const Tensor& t) {
   if (!t.defined()) return t;
   const State& s = states()[static_cast<int>(t.device().type)];
   if (!s.enabled || !eligible_for_lower(t.dtype()) || t.dtype() == s.dtype) return t;
-  return t.to(s.dtype);
+  return to_dtype(t, s.dtype);
 }
 
 Tensor upcast(const Tensor& t) {
   if (!t.defined()) return t;
   if (!states()[static_cast<int>(t.device().type)].enabled) return t;
   if (t.dtype() != DType::Float16 && t.dtype() != DType::BFloat16) return t;
-  return t.to(DType::Float32);
+  return to_dtype(t, DType::Float32);
 }
 
 }  // namespace autocast
