@@ -208,7 +208,16 @@ void cuda_conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tens
           h, &one, d.x, x.raw_data(), d.w, w.raw_data(), d.conv, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
           ws.defined() ? ws.raw_data() : nullptr, c.workspace, &zero, d.y, out.raw_data()));
     }
-    if (b.defined()) WEFT_CUDNN_CHECK(cudnnAddTensor(h, &one, d.b, b.raw_data(), &one, d.y, out.raw_data()));
+    if (b.defined()) {
+      const cudnnStatus_t st = cudnnAddTensor(h, &one, d.b, b.raw_data(), &one, d.y, out.raw_data());
+      if (st == CUDNN_STATUS_NOT_SUPPORTED || st == CUDNN_STATUS_BAD_PARAM) {
+        // some cuDNN builds lack 16-bit AddTensor: the elementwise add kernels instead
+        Tensor o = out;
+        copy_(o, add(out, b.view({1, b.size(0), 1, 1})));
+      } else {
+        WEFT_CUDNN_CHECK(st);
+      }
+    }
   }
 }
 
@@ -245,8 +254,16 @@ void cuda_conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
           h, &one, d.x, x.raw_data(), d.y, go.raw_data(), d.conv, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
           ws.defined() ? ws.raw_data() : nullptr, c.workspace, &zero, d.w, gw.raw_data()));
     }
-    if (gb.defined())
-      WEFT_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, d.y, go.raw_data(), &zero, d.b, gb.raw_data()));
+    if (gb.defined()) {
+      const cudnnStatus_t st = cudnnConvolutionBackwardBias(h, &one, d.y, go.raw_data(), &zero, d.b, gb.raw_data());
+      if (st == CUDNN_STATUS_NOT_SUPPORTED || st == CUDNN_STATUS_BAD_PARAM) {
+        // some cuDNN builds lack 16-bit BackwardBias: a float32 sum over (N, OH, OW) instead
+        Tensor g = gb;
+        copy_(g, sum(go.to(DType::Float32), {0, 2, 3}));
+      } else {
+        WEFT_CUDNN_CHECK(st);
+      }
+    }
   }
 }
 
