@@ -1,6 +1,7 @@
 // Kernel tables of conv2d (core/ops/conv.cc) and the parameters they take.
 // Contract: NCHW, all tensors contiguous; float16/bfloat16 are computed in float32 by
-// the front end, so a backend needs only the dtypes it wants to run natively.
+// the front end unless the device registers both tables for that dtype, so a backend
+// needs only the dtypes it wants to run natively.
 #pragma once
 
 #include <cstdint>

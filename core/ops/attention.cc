@@ -9,11 +9,14 @@
 // (registered per dtype) scales, masks and softmaxes each score row in a single
 // numerically stable pass, and its backward is the fused softmax backward
 // dx = scale * y * (g - sum(g * y)). Float16/BFloat16 compute in float32.
+// Device-agnostic: on CUDA the GEMMs are cuBLAS and the softmax the CUDA
+// attn_softmax kernels. Under autocast q, k, v are cast to the autocast dtype.
 #include "core/kernels/attention.h"
 
 #include <cmath>
 #include <limits>
 
+#include "core/autocast.h"
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"
 #include "core/nn_ops.h"
@@ -117,9 +120,11 @@ Tensor attn_softmax(const Tensor& scores, double scale, bool causal) {
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal, double dropout_p,
-                                    bool training) {
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool is_causal,
+                                    double dropout_p, bool training) {
   const char* op = "scaled_dot_product_attention";
+  WEFT_CHECK(q_in.defined() && k_in.defined() && v_in.defined(), op, ": undefined q, k or v");
+  const Tensor q = autocast::lower(q_in), k = autocast::lower(k_in), v = autocast::lower(v_in);
   WEFT_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op,
              ": expected q, k, v with the same number of dims (B, H, T, D), got shapes ", shape_str(q.sizes()), ", ",
              shape_str(k.sizes()), ", ", shape_str(v.sizes()));

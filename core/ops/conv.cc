@@ -20,6 +20,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/autograd_meta.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/im2col.h"
@@ -207,14 +208,14 @@ std::string arr_str(std::array<int64_t, 2> a) {
   return r;
 }
 
-}  // namespace
-
-Tensor conv2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
-              std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
+// conv2d without autocast (its recursive calls must not re-cast).
+Tensor conv2d_impl(const Tensor& x_in, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
+                   std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
   WEFT_CHECK(x_in.defined() && weight.defined(), "conv2d: undefined input or weight");
   WEFT_CHECK(x_in.dim() == 3 || x_in.dim() == 4,
              "conv2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape ", shape_str(x_in.sizes()));
-  if (x_in.dim() == 3) return squeeze(conv2d(unsqueeze(x_in, 0), weight, bias, stride, padding, dilation, groups), 0);
+  if (x_in.dim() == 3)
+    return squeeze(conv2d_impl(unsqueeze(x_in, 0), weight, bias, stride, padding, dilation, groups), 0);
   const Tensor& x = x_in;
   WEFT_CHECK(weight.dim() == 4, "conv2d: expected a 4-D weight (C_out, C_in / groups, kH, kW), got shape ",
              shape_str(weight.sizes()));
@@ -248,9 +249,12 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, std:
              arr_str(dilation), "): output size would be <= 0");
   WEFT_CHECK(is_floating(x.dtype()), "conv2d: expected a floating dtype, got ", x.dtype());
 
-  if (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16) {
+  // 16-bit types run natively where the backend registers them (cuDNN), else in float32
+  if ((x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16) &&
+      !(conv2d_table().has(x.device().type, x.dtype()) && conv2d_backward_table().has(x.device().type, x.dtype()))) {
     Tensor bf = bias.defined() ? bias.to(DType::Float32) : Tensor();
-    return conv2d(x.to(DType::Float32), weight.to(DType::Float32), bf, stride, padding, dilation, groups).to(x.dtype());
+    return conv2d_impl(x.to(DType::Float32), weight.to(DType::Float32), bf, stride, padding, dilation, groups)
+        .to(x.dtype());
   }
 
   const Conv2dParams p{stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups};
@@ -280,6 +284,14 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, std:
                     });
   }
   return out;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
+              std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
+  return conv2d_impl(autocast::lower(x), autocast::lower(weight), autocast::lower(bias), stride, padding, dilation,
+                     groups);
 }
 
 }  // namespace weft

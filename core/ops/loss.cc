@@ -17,6 +17,7 @@
 
 #include <cmath>
 
+#include "core/autocast.h"
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"
 #include "core/nn_ops.h"
@@ -410,15 +411,18 @@ Tensor point_loss(const char* op, PointLossKernel& fwd, PointLossBackwardKernel&
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing) {
-  return class_loss("cross_entropy", logits, target, reduction, ignore_index, label_smoothing, false);
+  return class_loss("cross_entropy", autocast::upcast(logits), autocast::upcast(target), reduction, ignore_index,
+                    label_smoothing, false);
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
-  return class_loss("nll_loss", log_probs, target, reduction, ignore_index, 0.0, true);
+  return class_loss("nll_loss", autocast::upcast(log_probs), autocast::upcast(target), reduction, ignore_index, 0.0,
+                    true);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  return point_loss("mse_loss", mse_table(), mse_backward_table(), input, target, reduction, Tensor());
+  return point_loss("mse_loss", mse_table(), mse_backward_table(), autocast::upcast(input), autocast::upcast(target),
+                    reduction, Tensor());
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,
@@ -426,7 +430,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   const char* op = "binary_cross_entropy_with_logits";
   WEFT_CHECK(input.sizes() == target.sizes(), op, ": target size ", shape_str(target.sizes()),
              " must be the same as input size ", shape_str(input.sizes()));
-  return point_loss(op, bce_table(), bce_backward_table(), input, target, reduction, pos_weight);
+  return point_loss(op, bce_table(), bce_backward_table(), autocast::upcast(input), autocast::upcast(target), reduction,
+                    autocast::upcast(pos_weight));
 }
 
 }  // namespace weft

@@ -5,11 +5,13 @@
 // kernel reads strided operands; float32/float64 use the Eigen GEMM in
 // core/cpu/gemm.cc without copying plain transposes, float16/bfloat16 compute in
 // float32, integers use a simple loop. Backward: dA = sum_to(dC B^T, A),
-// dB = sum_to(A^T dC, B), so broadcast batch dims are summed back.
+// dB = sum_to(A^T dC, B), so broadcast batch dims are summed back. Under autocast
+// (core/autocast.h) the public entry points cast their operands first.
 #include "core/kernels/matmul.h"
 
 #include <algorithm>
 
+#include "core/autocast.h"
 #include "core/autograd_meta.h"
 #include "core/cpu/gemm.h"
 #include "core/dispatch.h"
@@ -155,8 +157,9 @@ Tensor matmul_nd(const char* op, const char* node, const Tensor& a, const Tensor
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  WEFT_CHECK(a.defined() && b.defined(), "matmul: undefined tensor argument");
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  WEFT_CHECK(a_in.defined() && b_in.defined(), "matmul: undefined tensor argument");
+  const Tensor a = autocast::lower(a_in), b = autocast::lower(b_in);  // core/autocast.h
   WEFT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dimension, got shapes ",
              shape_str(a.sizes()), " and ", shape_str(b.sizes()));
   check_pair("matmul", a, b);
@@ -179,15 +182,17 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return matmul_nd("matmul", "MatmulBackward", a, b);
 }
 
-Tensor mm(const Tensor& a, const Tensor& b) {
-  WEFT_CHECK(a.defined() && b.defined(), "mm: undefined tensor argument");
+Tensor mm(const Tensor& a_in, const Tensor& b_in) {
+  WEFT_CHECK(a_in.defined() && b_in.defined(), "mm: undefined tensor argument");
+  const Tensor a = autocast::lower(a_in), b = autocast::lower(b_in);
   WEFT_CHECK(a.dim() == 2 && b.dim() == 2, "mm: expected 2-D operands, got shapes ", shape_str(a.sizes()), " and ",
              shape_str(b.sizes()));
   return matmul_nd("mm", "MmBackward", a, b);
 }
 
-Tensor bmm(const Tensor& a, const Tensor& b) {
-  WEFT_CHECK(a.defined() && b.defined(), "bmm: undefined tensor argument");
+Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  WEFT_CHECK(a_in.defined() && b_in.defined(), "bmm: undefined tensor argument");
+  const Tensor a = autocast::lower(a_in), b = autocast::lower(b_in);
   WEFT_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D operands, got shapes ", shape_str(a.sizes()), " and ",
              shape_str(b.sizes()));
   WEFT_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: shapes ", shape_str(a.sizes()), " and ",
@@ -195,8 +200,9 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return matmul_nd("bmm", "BmmBackward", a, b);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  WEFT_CHECK(x.defined() && weight.defined(), "linear: undefined input or weight");
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  WEFT_CHECK(x_in.defined() && weight_in.defined(), "linear: undefined input or weight");
+  const Tensor x = autocast::lower(x_in), weight = autocast::lower(weight_in), bias = autocast::lower(bias_in);
   WEFT_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features), got shape ",
              shape_str(weight.sizes()));
   WEFT_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input shape ", shape_str(x.sizes()),

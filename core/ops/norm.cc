@@ -14,6 +14,7 @@
 
 #include <cmath>
 
+#include "core/autocast.h"
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"
 #include "core/nn_ops.h"
@@ -362,9 +363,12 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   return y;
 }
 
-Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
   const char* op = "layer_norm";
+  // float32 under autocast (core/autocast.h)
+  const Tensor input = autocast::upcast(input_in), weight = autocast::upcast(weight_in),
+               bias = autocast::upcast(bias_in);
   const int64_t nd = static_cast<int64_t>(normalized_shape.size());
   WEFT_CHECK(nd >= 1, op, ": normalized_shape must have at least one dim");
   WEFT_CHECK(is_floating(input.dtype()), op, ": expected a floating input, got dtype ", input.dtype());

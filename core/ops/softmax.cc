@@ -12,6 +12,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/autograd_meta.h"
 #include "core/ops/reduce_util.h"
 
@@ -159,7 +160,8 @@ Tensor softmax_forward(const char* op, ReduceTable& table, const Tensor& a, int6
 
 }  // namespace
 
-Tensor softmax(const Tensor& a, int64_t dim) {
+Tensor softmax(const Tensor& a_in, int64_t dim) {
+  const Tensor a = autocast::upcast(a_in);  // float32 under autocast (core/autocast.h)
   int64_t d = 0;
   Tensor out = softmax_forward("softmax", softmax_table(), a, dim, d);
   if (any_requires_grad({a})) {
@@ -175,7 +177,8 @@ Tensor softmax(const Tensor& a, int64_t dim) {
   return out;
 }
 
-Tensor log_softmax(const Tensor& a, int64_t dim) {
+Tensor log_softmax(const Tensor& a_in, int64_t dim) {
+  const Tensor a = autocast::upcast(a_in);  // float32 under autocast (core/autocast.h)
   int64_t d = 0;
   Tensor out = softmax_forward("log_softmax", log_softmax_table(), a, dim, d);
   if (any_requires_grad({a})) {
