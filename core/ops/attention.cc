@@ -17,6 +17,7 @@
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"
 #include "core/nn_ops.h"
+#include "core/ops/elementwise_util.h"
 #include "core/parallel.h"
 
 namespace weft {
@@ -119,6 +120,7 @@ Tensor attn_softmax(const Tensor& scores, double scale, bool causal) {
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal, double dropout_p,
                                     bool training) {
+  detail::check_devices("scaled_dot_product_attention", {q, k, v});
   const char* op = "scaled_dot_product_attention";
   WEFT_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op,
              ": expected q, k, v with the same number of dims (B, H, T, D), got shapes ", shape_str(q.sizes()), ", ",

@@ -14,6 +14,7 @@
 #include "core/cpu/gemm.h"
 #include "core/dispatch.h"
 #include "core/ops.h"
+#include "core/ops/elementwise_util.h"
 #include "core/parallel.h"
 
 namespace weft {
@@ -196,6 +197,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  detail::check_devices("linear", {x, weight, bias});
   WEFT_CHECK(x.defined() && weight.defined(), "linear: undefined input or weight");
   WEFT_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features), got shape ",
              shape_str(weight.sizes()));
