@@ -46,7 +46,7 @@ done
 # the driver and the large CUDA libraries (present on the GPU host via pip).
 SKIP='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libutil|libresolv|libstdc\+\+|libgcc_s|libcuda|libcublas|libcublasLt|libcudnn.*|libnccl|libnvrtc|libnvJitLink|libcufft|libcurand|libcusparse|libcusolver)\.so'
 for f in "$DIR"/tests/* "$DIR"/bin/*; do
-  ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+  { ldd "$f" 2>/dev/null || true; } | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   if [[ "$name" =~ $SKIP ]] || [ -e "$DIR/lib/$name" ]; then continue; fi
   install -m 755 "$(readlink -f "$path")" "$DIR/lib/$name"
