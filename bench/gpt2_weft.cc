@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/autograd_meta.h"
 #include "core/nn_ops.h"
 #include "core/rng.h"
 #include "examples/device_support.h"

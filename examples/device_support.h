@@ -7,7 +7,7 @@
 // - parse_device("cpu" | "cuda" | "cuda:N") returns the device after checking it
 //   can be used: a CUDA device must exist (the error says "no CUDA GPU is visible"
 //   without one, or that the binary was built without CUDA support).
-// - to_device(t, d) copies a CPU batch to d (values identical to t.to(d)).
+// - move_to(t, d) copies a CPU batch to d (values identical to t.to(d)).
 // - synchronize(d) waits for all queued work on d (no-op for the CPU).
 // - AmpScope(amp, d): "none" does nothing; "bf16" enables bfloat16 autocast for d's
 //   device type for the scope (weft::AutocastGuard, core/autocast.h).
@@ -22,7 +22,7 @@ namespace weft::examples {
 
 bool cuda_built();
 Device parse_device(const std::string& spec);
-Tensor to_device(const Tensor& t, Device d);
+Tensor move_to(const Tensor& t, Device d);
 void synchronize(Device d);
 
 class AmpScope {

@@ -12,7 +12,7 @@ Device parse_device(const std::string& spec) {
   return d;
 }
 
-Tensor to_device(const Tensor& t, Device d) { return t.to(d); }
+Tensor move_to(const Tensor& t, Device d) { return t.to(d); }
 
 void synchronize(Device) {}
 

@@ -19,7 +19,7 @@ Device parse_device(const std::string& spec) {
 // buffer per call, which costs more than the pageable copy it would speed up, and the
 // asynchronous copy would read a buffer freed on return. A reusable pinned staging
 // buffer belongs in the data loader (TODO).
-Tensor to_device(const Tensor& t, Device d) { return t.to(d); }
+Tensor move_to(const Tensor& t, Device d) { return t.to(d); }
 
 void synchronize(Device d) {
   if (d.is_cuda()) cuda::synchronize(d.index);

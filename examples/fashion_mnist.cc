@@ -145,7 +145,7 @@ std::pair<double, double> evaluate(nn::Module& model, io::DataLoader& loader, De
   double loss_sum = 0;
   int64_t correct = 0, seen = 0;
   for (auto& batch : loader) {
-    Tensor x = to_device(batch.data, dev), target = to_device(batch.target, dev);
+    Tensor x = move_to(batch.data, dev), target = move_to(batch.target, dev);
     AmpScope autocast(amp, dev);
     Tensor logits = model(x);  // (B, 10)
     loss_sum += cross_entropy(logits, target, Reduction::Sum).item<double>();
@@ -207,7 +207,7 @@ int run(const Flags& f) {
     double loss_sum = 0;
     int64_t correct = 0, seen = 0, b = 0;
     for (auto& batch : train) {
-      Tensor x = to_device(batch.data, dev), target = to_device(batch.target, dev);
+      Tensor x = move_to(batch.data, dev), target = move_to(batch.target, dev);
       Tensor logits, loss;
       {
         AmpScope autocast(f.amp, dev);

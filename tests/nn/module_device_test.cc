@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/kernels/copy.h"
+#include "core/rng.h"
 #include "core/storage.h"
 #include "nn/nn.h"
 #include "optim/adam.h"
