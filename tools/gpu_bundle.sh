@@ -18,15 +18,16 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mkdir -p "$1"
 DIR=$(cd "$1" && pwd)
 cd "$ROOT"
-FLAGS=(--copt=-march=x86-64-v3)
+# GPU_BUNDLE_FLAGS overrides the extra build flags (e.g. empty to reuse a local build).
+read -r -a FLAGS <<<"${GPU_BUNDLE_FLAGS---copt=-march=x86-64-v3}"
 DATA=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 
 mapfile -t TESTS < <(./bazelw query 'attr(tags, gpu, tests(//...))' 2>/dev/null)
 TESTS+=(//tests/cuda:caching_allocator_test)
 BINS=(//examples:fashion_mnist //bench:cnn_gpu_weft //bench:gpt2_weft)
 echo "gpu_bundle: building ${#TESTS[@]} tests and ${#BINS[@]} binaries" >&2
-./bazelw build "${FLAGS[@]}" "${TESTS[@]}" "${BINS[@]}"
-BIN=$(./bazelw info "${FLAGS[@]}" bazel-bin 2>/dev/null)
+./bazelw build ${FLAGS[@]+"${FLAGS[@]}"} "${TESTS[@]}" "${BINS[@]}"
+BIN=$(./bazelw info ${FLAGS[@]+"${FLAGS[@]}"} bazel-bin 2>/dev/null)
 
 rm -rf "$DIR"/{tests,bin,bench,data,lib,run.sh,bench.sh,env.sh,results}
 mkdir -p "$DIR"/{tests,bin,bench,data,lib}
@@ -45,7 +46,10 @@ done
 # Shared libraries: everything ldd resolves except glibc/libstdc++/libgcc basics,
 # the driver and the large CUDA libraries (present on the GPU host via pip).
 SKIP='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libutil|libresolv|libstdc\+\+|libgcc_s|libcuda|libcublas|libcublasLt|libcudnn.*|libnccl|libnvrtc|libnvJitLink|libcufft|libcurand|libcusparse|libcusolver)\.so'
-for f in "$DIR"/tests/* "$DIR"/bin/*; do
+# ldd runs on the binaries in bazel-bin, where their RUNPATH ($ORIGIN/.../_solib_k8)
+# resolves Bazel's per-library shared objects (tests link dynamically).
+for t in "${TESTS[@]}" "${BINS[@]}"; do
+  f=$(path_of "$t")
   { ldd "$f" 2>/dev/null || true; } | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   if [[ "$name" =~ $SKIP ]] || [ -e "$DIR/lib/$name" ]; then continue; fi
