@@ -1,4 +1,5 @@
-// fashion_mnist: trains the reference CNN on Fashion-MNIST on the CPU.
+// fashion_mnist: trains the reference CNN on Fashion-MNIST on the CPU or a GPU
+// (--device cuda[:N]; --amp bf16 for bfloat16 autocast).
 //
 //   ./bazelw run //examples:fashion_mnist -- [flags]
 //
@@ -23,6 +24,7 @@
 #include "core/nn_ops.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "examples/device_support.h"
 #include "examples/models.h"
 #include "examples/train_report.h"
 #include "io/checkpoint.h"
@@ -50,6 +52,8 @@ struct Flags {
   std::string metrics = "fashion_mnist_metrics.jsonl";
   std::string plot = "fashion_mnist.svg";
   bool progress = true;
+  std::string device = "cpu";
+  std::string amp = "none";
 };
 
 const char* kUsage =
@@ -71,7 +75,9 @@ const char* kUsage =
     "  --limit-train N     use the first N training images (quick runs)\n"
     "  --limit-test N      use the first N test images\n"
     "  --stop-after-epoch K  stop after epoch K as if interrupted (to test --resume)\n"
-    "  --no-progress       no progress bar\n";
+    "  --no-progress       no progress bar\n"
+    "  --device D          cpu, cuda or cuda:N (default cpu)\n"
+    "  --amp none|bf16     bfloat16 autocast for forward passes (default none)\n";
 
 Flags parse(int argc, char** argv) {
   Flags f;
@@ -108,10 +114,13 @@ Flags parse(int argc, char** argv) {
     else if (a == "--plot") f.plot = value();
     else if (a == "--stop-after-epoch") f.stop_after = static_cast<int64_t>(number(value()));
     else if (a == "--no-progress") f.progress = false;
+    else if (a == "--device") f.device = value();
+    else if (a == "--amp") f.amp = value();
     else WEFT_ERROR("unknown flag '", a, "'\n", kUsage);
   }
   WEFT_CHECK(f.model == "cnn" || f.model == "mlp", "--model must be cnn or mlp, got '", f.model, "'");
   WEFT_CHECK(f.epochs >= 1 && f.batch_size >= 1, "--epochs and --batch-size must be positive");
+  AmpScope::check(f.amp);
   f.metrics = user_path(f.metrics);
   f.plot = user_path(f.plot);
   if (f.data != io::kFashionMnistDir) f.data = user_path(f.data);
@@ -125,20 +134,22 @@ std::shared_ptr<io::TensorDataset> limit(const io::TensorDataset& ds, int64_t n)
 
 std::map<std::string, Tensor> to_map(const nn::StateDict& sd) {
   std::map<std::string, Tensor> m;
-  for (auto& [k, v] : sd) m[k] = v.clone();
+  for (auto& [k, v] : sd) m[k] = v.to(kCPU).clone();
   return m;
 }
 
 // Mean loss and accuracy of `model` over `loader`.
-std::pair<double, double> evaluate(nn::Module& model, io::DataLoader& loader) {
+std::pair<double, double> evaluate(nn::Module& model, io::DataLoader& loader, Device dev, const std::string& amp) {
   NoGradGuard ng;
   model.eval();
   double loss_sum = 0;
   int64_t correct = 0, seen = 0;
   for (auto& batch : loader) {
-    Tensor logits = model(batch.data);  // (B, 10)
-    loss_sum += cross_entropy(logits, batch.target, Reduction::Sum).item<double>();
-    correct += (argmax(logits, 1) == batch.target).sum().item<int64_t>();
+    Tensor x = move_to(batch.data, dev), target = move_to(batch.target, dev);
+    AmpScope autocast(amp, dev);
+    Tensor logits = model(x);  // (B, 10)
+    loss_sum += cross_entropy(logits, target, Reduction::Sum).item<double>();
+    correct += (argmax(logits, 1) == target).sum().item<int64_t>();
     seen += batch.data.size(0);
   }
   model.train();
@@ -146,6 +157,7 @@ std::pair<double, double> evaluate(nn::Module& model, io::DataLoader& loader) {
 }
 
 int run(const Flags& f) {
+  const Device dev = parse_device(f.device);  // fails early and clearly without a GPU
   if (f.threads > 0) set_num_threads(f.threads);
   std::cerr << "fashion_mnist: loading " << f.data << "\n";
   auto train_ds = limit(io::load_fashion_mnist(f.data, true), f.limit_train);
@@ -157,6 +169,7 @@ int run(const Flags& f) {
 
   manual_seed(f.seed);
   std::shared_ptr<nn::Sequential> model = f.model == "cnn" ? fashion_cnn() : fashion_mlp();
+  model->to(dev);  // initialised on the CPU (same values on every device), then moved
   optim::SGD opt(model->parameters(), {f.lr, f.momentum, 0.0, f.weight_decay, false});
   optim::CosineAnnealingLR sched(opt, f.epochs);
   std::vector<EpochMetrics> history;
@@ -183,7 +196,7 @@ int run(const Flags& f) {
   }
   std::cerr << "fashion_mnist: " << f.model << " with " << model->num_parameters() << " parameters, "
             << train_ds->size() << " training / " << test_ds->size() << " test images, " << get_num_threads()
-            << " threads\n";
+            << " threads, device " << dev << (f.amp == "none" ? "" : ", autocast " + f.amp) << "\n";
 
   for (int64_t epoch = start_epoch; epoch < f.epochs; ++epoch) {
     train.set_epoch(epoch);
@@ -194,22 +207,28 @@ int run(const Flags& f) {
     double loss_sum = 0;
     int64_t correct = 0, seen = 0, b = 0;
     for (auto& batch : train) {
-      Tensor logits = (*model)(batch.data);  // (B, 10)
-      Tensor loss = cross_entropy(logits, batch.target);
+      Tensor x = move_to(batch.data, dev), target = move_to(batch.target, dev);
+      Tensor logits, loss;
+      {
+        AmpScope autocast(f.amp, dev);
+        logits = (*model)(x);  // (B, 10)
+        loss = cross_entropy(logits, target);
+      }
       opt.zero_grad();
       loss.backward();
       opt.step();
       ++step;
       int64_t n = batch.data.size(0);
       loss_sum += loss.item<double>() * static_cast<double>(n);
-      correct += (argmax(logits.detach(), 1) == batch.target).sum().item<int64_t>();
+      correct += (argmax(logits.detach(), 1) == target).sum().item<int64_t>();
       seen += n;
       bar.update(++b, loss_sum / seen, static_cast<double>(correct) / seen, seen);
     }
     bar.finish();
+    synchronize(dev);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sched.step();
-    auto [test_loss, test_acc] = evaluate(*model, test);
+    auto [test_loss, test_acc] = evaluate(*model, test, dev, f.amp);
     EpochMetrics m{epoch + 1, loss_sum / seen, static_cast<double>(correct) / seen, test_loss, test_acc, seen / secs,
                    secs};
     history.push_back(m);
@@ -222,7 +241,7 @@ int run(const Flags& f) {
     if (!f.save.empty()) {
       io::CheckpointContents ck;
       ck.model = to_map(model->state_dict());
-      for (auto& [k, v] : opt.state_dict()) ck.optimizer[k] = v.clone();
+      for (auto& [k, v] : opt.state_dict()) ck.optimizer[k] = v.to(kCPU).clone();
       ck.scheduler = sched.state_dict();
       ck.rng = get_rng_state();
       ck.step = step;

@@ -20,6 +20,7 @@
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"
 #include "core/nn_ops.h"
+#include "core/ops/elementwise_util.h"
 #include "core/parallel.h"
 
 namespace weft {
@@ -122,6 +123,7 @@ Tensor attn_softmax(const Tensor& scores, double scale, bool causal) {
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool is_causal,
                                     double dropout_p, bool training) {
+  detail::check_devices("scaled_dot_product_attention", {q_in, k_in, v_in});
   const char* op = "scaled_dot_product_attention";
   WEFT_CHECK(q_in.defined() && k_in.defined() && v_in.defined(), op, ": undefined q, k or v");
   const Tensor q = autocast::lower(q_in), k = autocast::lower(k_in), v = autocast::lower(v_in);

@@ -94,6 +94,7 @@ Tensor logical_not(const Tensor& a) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  detail::check_devices("where", {cond, a, b});
   WEFT_CHECK(cond.defined() && a.defined() && b.defined(), "where: undefined tensor argument");
   WEFT_CHECK(cond.dtype() == DType::Bool, "where: expected a bool condition, got ", cond.dtype(), " (shape ",
              shape_str(cond.sizes()), ")");

@@ -26,6 +26,7 @@
 #include "core/cpu/im2col.h"
 #include "core/dispatch.h"
 #include "core/nn_ops.h"
+#include "core/ops/elementwise_util.h"
 #include "core/parallel.h"
 
 namespace weft {
@@ -211,6 +212,7 @@ std::string arr_str(std::array<int64_t, 2> a) {
 // conv2d without autocast (its recursive calls must not re-cast).
 Tensor conv2d_impl(const Tensor& x_in, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
                    std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
+  detail::check_devices("conv2d", {x_in, weight, bias});
   WEFT_CHECK(x_in.defined() && weight.defined(), "conv2d: undefined input or weight");
   WEFT_CHECK(x_in.dim() == 3 || x_in.dim() == 4,
              "conv2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape ", shape_str(x_in.sizes()));

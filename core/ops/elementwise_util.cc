@@ -26,6 +26,19 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
              ": expected all tensors on the same device, got ", a.device(), " and ", b.device());
 }
 
+void check_devices(const char* op, std::initializer_list<std::reference_wrapper<const Tensor>> ts) {
+  const Tensor* first = nullptr;
+  for (const Tensor& t : ts) {
+    if (!t.defined() || t.impl()->is_wrapped_number()) continue;
+    if (!first) {
+      first = &t;
+      continue;
+    }
+    WEFT_CHECK(t.device() == first->device(), op, ": expected all tensors on the same device, got ", first->device(),
+               " and ", t.device());
+  }
+}
+
 Shape prepare_binary(const char* op, const Tensor& a, const Tensor& b, DType compute, Tensor& a_out, Tensor& b_out) {
   WEFT_CHECK(a.defined() && b.defined(), op, ": undefined tensor argument");
   check_same_device(op, a, b);

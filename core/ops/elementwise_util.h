@@ -3,6 +3,8 @@
 #pragma once
 
 #include <array>
+#include <functional>
+#include <initializer_list>
 
 #include "core/ops.h"
 
@@ -18,5 +20,10 @@ Shape prepare_binary(const char* op, const Tensor& a, const Tensor& b, DType com
 
 // Checks that `t` lives on `dev`; the error names the op and both devices.
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+
+// Checks that every defined tensor of `ts` (undefined ones, e.g. an absent bias, and
+// wrapped numbers are skipped) is on the device of the first defined one; the error
+// names the op and both devices. Op front ends taking 2+ tensors call it first.
+void check_devices(const char* op, std::initializer_list<std::reference_wrapper<const Tensor>> ts);
 
 }  // namespace weft::detail

@@ -15,6 +15,7 @@
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"
 #include "core/nn_ops.h"
+#include "core/ops/elementwise_util.h"
 #include "core/parallel.h"
 
 namespace weft {
@@ -84,6 +85,7 @@ WEFT_REGISTER_KERNEL(embedding_backward_table(), DeviceType::CPU, kFloatingTypes
 }  // namespace
 
 Tensor embedding(const Tensor& indices, const Tensor& weight) {
+  detail::check_devices("embedding", {indices, weight});
   WEFT_CHECK(indices.dtype() == DType::Int64, "embedding: indices must be int64, got dtype ", indices.dtype());
   WEFT_CHECK(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape ",
              shape_str(weight.sizes()));

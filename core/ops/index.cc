@@ -16,6 +16,7 @@
 #include "core/cpu/loops.h"
 #include "core/dispatch.h"
 #include "core/ops.h"
+#include "core/ops/elementwise_util.h"
 #include "core/parallel.h"
 
 namespace weft {
@@ -217,6 +218,7 @@ void check_gather_shapes(const char* op, const Tensor& a, const Tensor& index, i
 }  // namespace
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
+  detail::check_devices("gather", {a, index});
   int64_t d = wrap_dim("gather", dim, std::max<int64_t>(a.dim(), 1));
   Tensor idx = index_as_int64("gather", index);
   Tensor a0 = a.dim() == 0 ? a.reshape({1}) : a;
@@ -235,6 +237,7 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src) {
+  detail::check_devices("scatter_add", {a, index, src});
   int64_t d = wrap_dim("scatter_add", dim, std::max<int64_t>(a.dim(), 1));
   Tensor idx = index_as_int64("scatter_add", index);
   WEFT_CHECK(src.dtype() == a.dtype(), "scatter_add: src dtype ", src.dtype(), " must match self dtype ", a.dtype());
@@ -266,6 +269,7 @@ Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tens
 }
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
+  detail::check_devices("index_select", {a, index});
   int64_t d = wrap_dim("index_select", dim, std::max<int64_t>(a.dim(), 1));
   Tensor idx = index_as_int64("index_select", index);
   WEFT_CHECK(idx.dim() <= 1, "index_select: index must be 0-D or 1-D, got shape ", shape_str(idx.sizes()));
@@ -287,6 +291,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
 }
 
 Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src) {
+  detail::check_devices("index_add", {a, index, src});
   int64_t d = wrap_dim("index_add", dim, std::max<int64_t>(a.dim(), 1));
   Tensor idx = index_as_int64("index_add", index);
   WEFT_CHECK(idx.dim() <= 1, "index_add: index must be 0-D or 1-D, got shape ", shape_str(idx.sizes()));
@@ -343,6 +348,7 @@ Tensor one_hot(const Tensor& index, int64_t num_classes) {
 }
 
 Tensor masked_fill(const Tensor& a, const Tensor& mask, const Scalar& value) {
+  detail::check_devices("masked_fill", {a, mask});
   WEFT_CHECK(mask.defined() && mask.dtype() == DType::Bool, "masked_fill: mask must be a bool tensor, got ",
              mask.defined() ? std::string(dtype_name(mask.dtype())) : std::string("undefined"));
   Shape shape = broadcast_shapes("masked_fill", a.sizes(), mask.sizes());
@@ -357,6 +363,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, const Scalar& value) {
 }
 
 Tensor& masked_fill_(Tensor& a, const Tensor& mask, const Scalar& value) {
+  detail::check_devices("masked_fill_", {a, mask});
   WEFT_CHECK(mask.defined() && mask.dtype() == DType::Bool, "masked_fill_: mask must be a bool tensor, got ",
              mask.defined() ? std::string(dtype_name(mask.dtype())) : std::string("undefined"));
   check_inplace("masked_fill_", a);

@@ -9,6 +9,7 @@
 
 #include "core/autograd_meta.h"
 #include "core/ops.h"
+#include "core/ops/elementwise_util.h"
 
 namespace weft {
 
@@ -66,6 +67,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  for (const Tensor& t : tensors) detail::check_devices("stack", {tensors[0], t});
   WEFT_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
   for (size_t i = 0; i < tensors.size(); ++i) {
     WEFT_CHECK(tensors[i].defined(), "stack: tensor ", i, " is undefined");

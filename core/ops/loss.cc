@@ -21,6 +21,7 @@
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"
 #include "core/nn_ops.h"
+#include "core/ops/elementwise_util.h"
 #include "core/parallel.h"
 
 namespace weft {
@@ -165,6 +166,7 @@ WEFT_REGISTER_KERNEL(class_loss_backward_table(), DeviceType::CPU, kFloatingType
 // Front end shared by cross_entropy and nll_loss.
 Tensor class_loss(const char* op, const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index,
                   double smoothing, bool log_probs) {
+  detail::check_devices(op, {input, target});
   WEFT_CHECK(is_floating(input.dtype()), op, ": expected floating input, got dtype ", input.dtype());
   WEFT_CHECK(target.dtype() == DType::Int64, op, ": expected int64 class-index targets, got dtype ", target.dtype());
   WEFT_CHECK(input.device() == target.device(), op, ": input and target are on different devices");
@@ -350,6 +352,7 @@ WEFT_REGISTER_KERNEL(bce_backward_table(), DeviceType::CPU, kFloatingTypes, cpu_
 // shape (x's shape for bce, which requires target to match it exactly).
 Tensor point_loss(const char* op, PointLossKernel& fwd, PointLossBackwardKernel& bwd, const Tensor& input,
                   const Tensor& target, Reduction reduction, const Tensor& pos_weight) {
+  detail::check_devices(op, {input, target, pos_weight});
   WEFT_CHECK(is_floating(input.dtype()), op, ": expected floating input, got dtype ", input.dtype());
   WEFT_CHECK(is_floating(target.dtype()), op, ": expected floating target, got dtype ", target.dtype());
   WEFT_CHECK(input.device() == target.device(), op, ": input and target are on different devices");

@@ -16,6 +16,7 @@
 #include "core/cpu/gemm.h"
 #include "core/dispatch.h"
 #include "core/ops.h"
+#include "core/ops/elementwise_util.h"
 #include "core/parallel.h"
 
 namespace weft {
@@ -201,6 +202,7 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  detail::check_devices("linear", {x_in, weight_in, bias_in});
   WEFT_CHECK(x_in.defined() && weight_in.defined(), "linear: undefined input or weight");
   const Tensor x = autocast::lower(x_in), weight = autocast::lower(weight_in), bias = autocast::lower(bias_in);
   WEFT_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features), got shape ",

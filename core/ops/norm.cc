@@ -18,6 +18,7 @@
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"
 #include "core/nn_ops.h"
+#include "core/ops/elementwise_util.h"
 #include "core/parallel.h"
 
 namespace weft {
@@ -304,6 +305,7 @@ WEFT_REGISTER_KERNEL(ln_backward_table(), DeviceType::CPU, kFloatingTypes, cpu_l
 
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
+  detail::check_devices("batch_norm", {input, running_mean, running_var, weight, bias});
   const char* op = "batch_norm";
   WEFT_CHECK(input.dim() >= 2, op, ": expected input of shape (N, C) or (N, C, *), got shape ",
              shape_str(input.sizes()));
@@ -365,6 +367,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 
 Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
+  detail::check_devices("layer_norm", {input, weight, bias});
   const char* op = "layer_norm";
   // float32 under autocast (core/autocast.h)
   const Tensor input = autocast::upcast(input_in), weight = autocast::upcast(weight_in),

@@ -12,6 +12,7 @@
 
 #include "core/autograd_meta.h"
 #include "core/cpu/loops.h"
+#include "core/ops/elementwise_util.h"
 #include "core/ops/reduce_util.h"
 
 namespace weft {
@@ -281,6 +282,7 @@ bool all_pairs(const char* op, const Tensor& a, const Tensor& b, bool as_int, co
 }  // namespace
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  detail::check_devices("allclose", {a, b});
   WEFT_CHECK(a.device() == b.device(), "allclose: tensors on different devices");
   return all_pairs("allclose", a, b, false, [rtol, atol](double x, double y, bool same) {
     if (same) return true;  // equal values, including equal infinities
@@ -290,6 +292,7 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
 }
 
 bool equal(const Tensor& a, const Tensor& b) {
+  detail::check_devices("equal", {a, b});
   WEFT_CHECK(a.device() == b.device(), "equal: tensors on different devices");
   if (a.sizes() != b.sizes()) return false;
   DType dt = promote_types(a.dtype(), b.dtype());

@@ -1,0 +1,29 @@
+# Sourced by run.sh and bench.sh of a GPU bundle (tools/gpu_bundle.sh): puts the
+# CUDA libraries of the Python environment (site-packages/nvidia/*/lib, torch/lib;
+# found without importing torch) and the bundle's own lib/ on LD_LIBRARY_PATH.
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PY=${PYTHON:-python3}
+PYLIBS=""
+if command -v "$PY" >/dev/null 2>&1; then
+  PYLIBS=$("$PY" - <<'PYEOF' 2>/dev/null || true
+import glob, importlib.util, os
+dirs = []
+try:
+    import nvidia
+    for base in nvidia.__path__:
+        dirs += sorted(d for d in glob.glob(os.path.join(base, "*", "lib")) if os.path.isdir(d))
+except Exception:
+    pass
+try:
+    spec = importlib.util.find_spec("torch")
+    if spec and spec.origin:
+        d = os.path.join(os.path.dirname(spec.origin), "lib")
+        if os.path.isdir(d):
+            dirs.append(d)
+except Exception:
+    pass
+print(":".join(dirs))
+PYEOF
+)
+fi
+export LD_LIBRARY_PATH="${PYLIBS:+$PYLIBS:}$HERE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

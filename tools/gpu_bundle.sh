@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# gpu_bundle.sh DIR: builds (here, with Bazel) everything the GPU machine runs and
+# copies it into DIR, a self-contained folder that needs no Bazel there:
+#   DIR/tests/   every gpu-tagged test binary + caching_allocator_test
+#   DIR/bin/     examples/fashion_mnist, bench/cnn_gpu_weft, bench/gpt2_weft
+#   DIR/bench/   the PyTorch peers (cnn_gpu_torch.py, gpt2_torch.py)
+#   DIR/data/    Fashion-MNIST .gz files (Debian's dataset-fashion-mnist)
+#   DIR/lib/     shared libraries the binaries need that the GPU host may lack
+#                (Bazel's own solibs, libgomp, ...). Never the large CUDA libraries
+#                (cuBLAS, cuDNN, NCCL) nor the driver: env.sh finds those in the
+#                GPU host's Python environment (site-packages/nvidia/*/lib, torch/lib).
+#   DIR/run.sh   tests + 1-epoch example on cuda; last line `N passed, N failed`
+#   DIR/bench.sh weft vs torch GPU benchmarks
+# Binaries are built with --copt=-march=x86-64-v3 so they run on the GPU host's CPU.
+set -euo pipefail
+[ $# -eq 1 ] || { echo "usage: $0 DIR" >&2; exit 2; }
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+mkdir -p "$1"
+DIR=$(cd "$1" && pwd)
+cd "$ROOT"
+# GPU_BUNDLE_FLAGS overrides the extra build flags (e.g. empty to reuse a local build).
+read -r -a FLAGS <<<"${GPU_BUNDLE_FLAGS---copt=-march=x86-64-v3}"
+DATA=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+
+mapfile -t TESTS < <(./bazelw query 'attr(tags, gpu, tests(//...))' 2>/dev/null)
+TESTS+=(//tests/cuda:caching_allocator_test)
+BINS=(//examples:fashion_mnist //bench:cnn_gpu_weft //bench:gpt2_weft)
+echo "gpu_bundle: building ${#TESTS[@]} tests and ${#BINS[@]} binaries" >&2
+./bazelw build ${FLAGS[@]+"${FLAGS[@]}"} "${TESTS[@]}" "${BINS[@]}"
+BIN=$(./bazelw info ${FLAGS[@]+"${FLAGS[@]}"} bazel-bin 2>/dev/null)
+
+rm -rf "$DIR"/{tests,bin,bench,data,lib,run.sh,bench.sh,env.sh,results}
+mkdir -p "$DIR"/{tests,bin,bench,data,lib}
+path_of() { local l=${1#//}; echo "$BIN/${l%%:*}/${l##*:}"; }
+for t in "${TESTS[@]}"; do install -m 755 "$(path_of "$t")" "$DIR/tests/"; done
+for b in "${BINS[@]}"; do install -m 755 "$(path_of "$b")" "$DIR/bin/"; done
+install -m 644 bench/cnn_gpu_torch.py bench/gpt2_torch.py "$DIR/bench/"
+install -m 755 tools/gpu/run.sh tools/gpu/bench.sh "$DIR/"
+install -m 644 tools/gpu/env.sh "$DIR/"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+  if [ -f "$DATA/$f.gz" ]; then install -m 644 "$DATA/$f.gz" "$DIR/data/"
+  elif [ -f "$DATA/$f" ]; then gzip -c "$DATA/$f" >"$DIR/data/$f.gz"
+  else echo "gpu_bundle: missing $DATA/$f[.gz] (install dataset-fashion-mnist)" >&2; exit 1; fi
+done
+
+# Shared libraries: everything ldd resolves except glibc/libstdc++/libgcc basics,
+# the driver and the large CUDA libraries (present on the GPU host via pip).
+SKIP='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libutil|libresolv|libstdc\+\+|libgcc_s|libcuda|libcublas|libcublasLt|libcudnn.*|libnccl|libnvrtc|libnvJitLink|libcufft|libcurand|libcusparse|libcusolver)\.so'
+# ldd runs on the binaries in bazel-bin, where their RUNPATH ($ORIGIN/.../_solib_k8)
+# resolves Bazel's per-library shared objects (tests link dynamically).
+for t in "${TESTS[@]}" "${BINS[@]}"; do
+  f=$(path_of "$t")
+  { ldd "$f" 2>/dev/null || true; } | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  if [[ "$name" =~ $SKIP ]] || [ -e "$DIR/lib/$name" ]; then continue; fi
+  install -m 755 "$(readlink -f "$path")" "$DIR/lib/$name"
+done
+# Host code symbols only; device code (fatbins) is kept.
+strip --strip-unneeded "$DIR"/tests/* "$DIR"/bin/* "$DIR"/lib/* 2>/dev/null || true
+
+echo "gpu_bundle: $DIR ($(du -sh "$DIR" | cut -f1)): ${#TESTS[@]} tests, $(ls "$DIR/lib" | wc -l) libs" >&2
+ls "$DIR/lib" >&2
