@@ -16,7 +16,8 @@
 // 4.1 reports nothing to the survivors (MPI_ERRORS_RETURN or not, the pending
 // request just never completes; measured with SIGKILL under --enable-recovery).
 // So the world group runs a heartbeat thread (LivenessMonitor, started by
-// init_process_group, stopped by destroy_process_group before MPI_Finalize):
+// init_process_group, stopped by destroy_process_group, or at the latest by
+// MPI_Finalize through an MPI_COMM_SELF attribute callback, or by exit()):
 // every kHeartbeatPeriod it sends an empty message to every peer on its own
 // duplicate of MPI_COMM_WORLD and receives the peers' ones, recording per
 // global rank when it last heard from it. The thread keeps beating while the
@@ -955,6 +956,25 @@ std::shared_ptr<ProcessGroupMPI>& world_slot() {
   static std::shared_ptr<ProcessGroupMPI> w;
   return w;
 }
+
+// Stops and joins the heartbeat thread, if any. The caller must not hold
+// mpi_mutex() (the thread takes it to beat).
+void stop_monitor() {
+  LivenessMonitor* m = nullptr;
+  {
+    std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
+    std::swap(m, monitor_slot());
+  }
+  if (m != nullptr) {
+    m->stop();
+    delete m;
+  }
+}
+
+int stop_monitor_at_finalize(MPI_Comm, int, void*, void*) {
+  stop_monitor();
+  return MPI_SUCCESS;
+}
 }  // namespace
 
 std::shared_ptr<ProcessGroup> init_process_group() {
@@ -974,22 +994,29 @@ std::shared_ptr<ProcessGroup> init_process_group() {
   world_slot() = ProcessGroupMPI::create_world();
   // Note [liveness]: the heartbeat thread calls MPI from its own thread, which
   // MPI_THREAD_SERIALIZED allows given mpi_mutex().
-  if (world_slot()->size() > 1 && g_thread_level >= MPI_THREAD_SERIALIZED && monitor_slot() == nullptr)
+  if (world_slot()->size() > 1 && g_thread_level >= MPI_THREAD_SERIALIZED && monitor_slot() == nullptr) {
     monitor_slot() = new LivenessMonitor();
+    static bool hooks = false;
+    if (!hooks) {
+      hooks = true;
+      // Stop the thread before MPI goes away even when the program skips
+      // destroy_process_group: MPI_Finalize first deletes MPI_COMM_SELF's
+      // attributes (MPI standard), and exit() runs atexit handlers.
+      int key = MPI_KEYVAL_INVALID;
+      if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, stop_monitor_at_finalize, &key, nullptr) == MPI_SUCCESS)
+        MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr);
+      std::atexit([] { stop_monitor(); });
+    }
+  }
   return world_slot();
 }
 
 void destroy_process_group() {
-  LivenessMonitor* m = nullptr;
   {
     std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
     world_slot().reset();
-    std::swap(m, monitor_slot());
   }
-  if (m != nullptr) {  // joined without mpi_mutex held: the thread needs it
-    m->stop();
-    delete m;
-  }
+  stop_monitor();
 }
 
 bool is_initialized() { return world_slot() != nullptr; }

@@ -67,9 +67,9 @@ bool debug_collectives_from_env();
 
 // Liveness (Note [liveness] in the .cc): with more than one rank,
 // init_process_group starts a heartbeat thread (every 100 ms an empty message
-// to each peer on a private duplicate of MPI_COMM_WORLD) and
-// destroy_process_group stops it (so call it before MPI_Finalize, as
-// DistributedContext does, and not while holding mpi_mutex()). A Work waiting
+// to each peer on a private duplicate of MPI_COMM_WORLD); destroy_process_group
+// stops it (not to be called while holding mpi_mutex()), and so do
+// MPI_Finalize (an MPI_COMM_SELF attribute callback) and exit(). A Work waiting
 // on a peer that has sent no heartbeat for liveness_threshold(timeout) fails at
 // once with "... failed: missing ranks: [r] stopped responding (...)": a killed
 // rank is named even if it died after issuing the collective, well before the
