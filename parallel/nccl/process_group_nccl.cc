@@ -284,15 +284,8 @@ class WorkNCCL final : public Work {
   // Caller holds gs_->m.
   bool poll_locked() {
     if (op_->done) return true;
-    if (gs_->aborted) {
-      op_->done = true;
-      op_->error =
-          weft::detail::str_cat(op_->what_seq(), " on ", gs_->name,
-                                " did not complete: the NCCL communicator was aborted (", gs_->abort_reason, ")");
-      return true;
-    }
     ca::DeviceGuard g(gs_->device);
-    cudaError_t e = cudaEventQuery(op_->done_event);
+    cudaError_t e = cudaEventQuery(op_->done_event);  // first: it may have finished before an abort
     if (e == cudaSuccess) {
       op_->done = true;
       op_->keep.clear();
@@ -304,6 +297,13 @@ class WorkNCCL final : public Work {
       op_->error = weft::detail::str_cat(op_->what_seq(), " on ", gs_->name,
                                          " failed in CUDA: ", ca::cuda_error_text(e), "; communicator aborted");
       gs_->abort_locked(op_->error);
+      return true;
+    }
+    if (gs_->aborted) {
+      op_->done = true;
+      op_->error =
+          weft::detail::str_cat(op_->what_seq(), " on ", gs_->name,
+                                " did not complete: the NCCL communicator was aborted (", gs_->abort_reason, ")");
       return true;
     }
     ncclResult_t state = ncclSuccess;
@@ -441,6 +441,13 @@ std::unique_ptr<NCCLGroupState> make_state(ncclComm_t comm, int device, std::vec
 ProcessGroupNCCL::ProcessGroupNCCL(std::unique_ptr<NCCLGroupState> state) : s_(std::move(state)) {}
 
 ProcessGroupNCCL::~ProcessGroupNCCL() {
+  try {
+    release();
+  } catch (...) {  // a destructor must not throw; the process is likely exiting
+  }
+}
+
+void ProcessGroupNCCL::release() {
   std::lock_guard<std::mutex> l(s_->m);
   int dev = -1;
   if (cudaGetDevice(&dev) != cudaSuccess) return;  // the CUDA runtime is gone (process exit)

@@ -96,6 +96,7 @@ class ProcessGroupNCCL final : public ProcessGroup, public std::enable_shared_fr
 
  private:
   explicit ProcessGroupNCCL(std::unique_ptr<detail::NCCLGroupState> state);
+  void release();  // the destructor's work: drain (bounded), finalize or abort, free
   std::unique_ptr<detail::NCCLGroupState> s_;
 };
 
