@@ -1,7 +1,8 @@
 // Kernel tables: the one registry through which every op reaches a backend.
 //
-// Contract: an op owns one KernelTable<Sig> (declared next to the op, in
-// core/ops/*.cc, with the kernel signature the op needs). Backends register
+// Contract: an op owns one KernelTable<Sig> (defined next to the op, in
+// core/ops/*.cc, and declared with its kernel signature in core/kernels/*.h,
+// listed in core/kernels/INDEX.md). Backends register
 // kernels per (device type, dtype) at static-initialisation time with
 // WEFT_REGISTER_KERNEL. lookup() of a missing entry throws
 // "<op> has no kernel for <device>/<dtype>", never falls through silently.

@@ -19,14 +19,14 @@ class CpuAllocator final : public Allocator {
     mallopt(M_MMAP_THRESHOLD, 512 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
   }
-  void* allocate(size_t nbytes) override {
+  void* allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return nullptr;
     size_t rounded = (nbytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded);
     WEFT_CHECK(p != nullptr, "cpu allocator: out of memory allocating ", nbytes, " bytes");
     return p;
   }
-  void deallocate(void* ptr, size_t) override { std::free(ptr); }
+  void deallocate(void* ptr, size_t, Device) override { std::free(ptr); }
 };
 
 Allocator* g_allocators[kNumDeviceTypes] = {cpu_allocator(), nullptr};
@@ -48,14 +48,14 @@ void set_allocator(DeviceType type, Allocator* allocator) { g_allocators[static_
 
 StorageImpl::StorageImpl(size_t nbytes, Device device, Allocator* allocator)
     : nbytes_(nbytes), device_(device), allocator_(allocator) {
-  data_ = allocator_->allocate(nbytes);
+  data_ = allocator_->allocate(nbytes, device);
 }
 
 StorageImpl::StorageImpl(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter)
     : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {}
 
 StorageImpl::~StorageImpl() {
-  if (allocator_) allocator_->deallocate(data_, nbytes_);
+  if (allocator_) allocator_->deallocate(data_, nbytes_, device_);
   else if (deleter_) deleter_(data_);
 }
 

@@ -18,8 +18,10 @@ namespace weft {
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  virtual void* allocate(size_t nbytes) = 0;
-  virtual void deallocate(void* ptr, size_t nbytes) = 0;
+  // `device` is the storage's device (for CUDA: which GPU; allocators must not
+  // depend on the caller's current device).
+  virtual void* allocate(size_t nbytes, Device device) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes, Device device) = 0;
 };
 
 // 64-byte aligned host memory.

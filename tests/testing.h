@@ -14,7 +14,7 @@ namespace weft::testing {
 
 // Values of `t` (any dtype, any strides) as doubles in row-major order.
 inline std::vector<double> values(const Tensor& t) {
-  Tensor c = t.detach().to(DType::Float64).contiguous();
+  Tensor c = t.detach().cpu().to(DType::Float64).contiguous();
   const double* p = c.data_ptr<double>();
   return std::vector<double>(p, p + c.numel());
 }

@@ -9,6 +9,8 @@
 // (registered per dtype) scales, masks and softmaxes each score row in a single
 // numerically stable pass, and its backward is the fused softmax backward
 // dx = scale * y * (g - sum(g * y)). Float16/BFloat16 compute in float32.
+#include "core/kernels/attention.h"
+
 #include <cmath>
 #include <limits>
 
@@ -19,18 +21,6 @@
 
 namespace weft {
 
-namespace {
-
-// Compute type: float64 for float64, float32 otherwise (float16/bfloat16; the
-// registrar also instantiates kernels for types outside the registered set).
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-// scores, y: (rows, S) contiguous with rows = batch * L; row r is query r % L.
-using AttnSoftmaxKernel =
-    KernelTable<void(const Tensor& y, const Tensor& scores, int64_t L, double scale, bool causal)>;
-using AttnSoftmaxBackwardKernel = KernelTable<void(const Tensor& dx, const Tensor& g, const Tensor& y, double scale)>;
-
 AttnSoftmaxKernel& attn_softmax_table() {
   static AttnSoftmaxKernel t("scaled_dot_product_attention");
   return t;
@@ -39,6 +29,13 @@ AttnSoftmaxBackwardKernel& attn_softmax_backward_table() {
   static AttnSoftmaxBackwardKernel t("scaled_dot_product_attention_backward");
   return t;
 }
+
+namespace {
+
+// Compute type: float64 for float64, float32 otherwise (float16/bfloat16; the
+// registrar also instantiates kernels for types outside the registered set).
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 template <typename T>
 void cpu_attn_softmax(const Tensor& y, const Tensor& scores, int64_t L, double scale, bool causal) {

@@ -2,6 +2,8 @@
 // minimum (+ in-place forms and operators). Each op: one kernel table, one CPU
 // kernel, one backward. Inputs are promoted to the PyTorch result type (div and
 // pow with a floating scalar exponent give float32 for integral inputs).
+#include "core/kernels/binary.h"
+
 #include <cmath>
 
 #include "core/autograd_meta.h"
@@ -11,8 +13,6 @@
 #include "core/ops/elementwise_util.h"
 
 namespace weft {
-
-using BinaryKernel = KernelTable<void(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha)>;
 
 #define WEFT_BINARY_TABLE(name)   \
   BinaryKernel& name##_table() {  \
@@ -26,15 +26,10 @@ WEFT_BINARY_TABLE(pow)
 WEFT_BINARY_TABLE(maximum)
 WEFT_BINARY_TABLE(minimum)
 
-// pow with a scalar exponent: out = a ^ e.
-using PowScalarKernel = KernelTable<void(const Tensor& out, const Tensor& a, const Scalar& e)>;
 PowScalarKernel& pow_scalar_table() {
   static PowScalarKernel t("pow");
   return t;
 }
-// Gradient share of maximum/minimum for the first operand: out = g * w(a, b) with
-// w = 1 where a wins, 1/2 on ties (PyTorch splits the gradient), 0 where b wins.
-using MinMaxGradKernel = KernelTable<void(const Tensor& out, const Tensor& g, const Tensor& a, const Tensor& b)>;
 MinMaxGradKernel& maximum_backward_table() {
   static MinMaxGradKernel t("maximum_backward");
   return t;

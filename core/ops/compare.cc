@@ -6,6 +6,8 @@
 // Logical ops treat nonzero as true. where(cond, a, b) needs a bool condition,
 // broadcasts all three, promotes a and b to their result type, and passes the
 // gradient to a where cond holds and to b elsewhere.
+#include "core/kernels/compare.h"
+
 #include "core/autograd_meta.h"
 #include "core/cpu/loops.h"
 #include "core/dispatch.h"
@@ -13,11 +15,6 @@
 #include "core/ops/elementwise_util.h"
 
 namespace weft {
-
-// out (bool) = f(a, b); a and b in the compute dtype the kernel is registered for.
-using PredicateKernel = KernelTable<void(const Tensor& out, const Tensor& a, const Tensor& b)>;
-using NotKernel = KernelTable<void(const Tensor& out, const Tensor& a)>;
-using WhereKernel = KernelTable<void(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b)>;
 
 // WEFT_PREDICATE_KERNEL(name, expr): table name_table() and a CPU kernel for all
 // dtypes computing bool `expr` from x, y (opmath values).

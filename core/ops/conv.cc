@@ -14,6 +14,8 @@
 // Note [conv weight-grad determinism]: grad_weight sums per-chunk products; each
 // chunk's partial lands in its own slot and the slots are summed in chunk
 // order, so the result does not depend on the thread count.
+#include "core/kernels/conv.h"
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -26,19 +28,6 @@
 #include "core/parallel.h"
 
 namespace weft {
-
-struct Conv2dParams {
-  int64_t sH, sW, pH, pW, dH, dW, groups;
-};
-
-// out: contiguous (N, C_out, OH, OW); x: contiguous (N, C_in, H, W); w: contiguous
-// (C_out, C_in/groups, kH, kW); b: contiguous (C_out) or undefined.
-using Conv2dKernel =
-    KernelTable<void(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p)>;
-// gx / gw / gb: contiguous outputs (undefined when not needed); go: contiguous
-// (N, C_out, OH, OW); x, w: as in the forward.
-using Conv2dBackwardKernel = KernelTable<void(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& go,
-                                              const Tensor& x, const Tensor& w, const Conv2dParams& p)>;
 
 Conv2dKernel& conv2d_table() {
   static Conv2dKernel t("conv2d");

@@ -1,5 +1,7 @@
 // Copies and conversions: copy_ (broadcasting, dtype-converting), fill_, zero_,
 // to_dtype, to_device, clone, contiguous. All differentiable.
+#include "core/kernels/copy.h"
+
 #include "core/autograd_meta.h"
 #include "core/cpu/loops.h"
 #include "core/dispatch.h"
@@ -7,13 +9,12 @@
 
 namespace weft {
 
-// copy kernel: dst and src have the same shape (src expanded); dtypes may differ.
-KernelTable<void(const Tensor&, const Tensor&)>& copy_table() {
-  static KernelTable<void(const Tensor&, const Tensor&)> t("copy_");
+CopyKernel& copy_table() {
+  static CopyKernel t("copy_");
   return t;
 }
-KernelTable<void(const Tensor&, const Scalar&)>& fill_table() {
-  static KernelTable<void(const Tensor&, const Scalar&)> t("fill_");
+FillKernel& fill_table() {
+  static FillKernel t("fill_");
   return t;
 }
 

@@ -8,6 +8,8 @@
 // gradient deterministically: each thread owns a range of weight rows and adds
 // the contributions to its rows in index order, so results do not depend on the
 // thread count. Float16/BFloat16 accumulate in float32.
+#include "core/kernels/embedding.h"
+
 #include <cstring>
 
 #include "core/autograd_meta.h"
@@ -17,18 +19,6 @@
 
 namespace weft {
 
-namespace {
-
-// Compute type: float64 for float64, float32 otherwise (float16/bfloat16; the
-// registrar also instantiates kernels for types outside the registered set).
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-// out: (n, D), weight: (V, D), idx: (n) int64 — all contiguous.
-using EmbeddingKernel = KernelTable<void(const Tensor& out, const Tensor& weight, const Tensor& idx)>;
-// grad_weight: (V, D) zero-initialised; g: (n, D); idx: (n).
-using EmbeddingBackwardKernel = KernelTable<void(const Tensor& grad_weight, const Tensor& g, const Tensor& idx)>;
-
 EmbeddingKernel& embedding_table() {
   static EmbeddingKernel t("embedding");
   return t;
@@ -37,6 +27,13 @@ EmbeddingBackwardKernel& embedding_backward_table() {
   static EmbeddingBackwardKernel t("embedding_backward");
   return t;
 }
+
+namespace {
+
+// Compute type: float64 for float64, float32 otherwise (float16/bfloat16; the
+// registrar also instantiates kernels for types outside the registered set).
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 template <typename T>
 void cpu_embedding(const Tensor& out, const Tensor& weight, const Tensor& idx) {

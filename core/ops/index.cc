@@ -7,6 +7,8 @@
 // never read or write out of bounds. Negative indices are rejected. Backward:
 // gather <-> scatter_add, index_select <-> index_add, masked_fill zeroes the
 // filled positions, tril/triu mask the gradient the same way.
+#include "core/kernels/index.h"
+
 #include <algorithm>
 #include <array>
 
@@ -17,16 +19,6 @@
 #include "core/parallel.h"
 
 namespace weft {
-
-// gather/scatter_add: (out, self, index int64 contiguous, src, dim)
-using GatherKernel = KernelTable<void(const Tensor& out, const Tensor& self, const Tensor& index, int64_t dim)>;
-using ScatterKernel = KernelTable<void(const Tensor& out, const Tensor& index, const Tensor& src, int64_t dim)>;
-// index_select/index_add on contiguous (outer, n, inner) views
-using IndexSelectKernel = KernelTable<void(const Tensor& out, const Tensor& self, const Tensor& index)>;
-using IndexAddKernel = KernelTable<void(const Tensor& out, const Tensor& index, const Tensor& src)>;
-using MaskedFillKernel = KernelTable<void(const Tensor& out, const Tensor& self, const Tensor& mask, const Scalar& v)>;
-// zeroes the part of contiguous (B, R, C) `out` outside the triangle
-using TriKernel = KernelTable<void(const Tensor& out, int64_t diagonal, bool lower)>;
 
 GatherKernel& gather_table() {
   static GatherKernel t("gather");

@@ -13,6 +13,8 @@
 // accumulated in double over fixed blocks, so results do not depend on the
 // thread count. Targets outside [0, C) that are not ignore_index are an error
 // naming the target and C. Float16/BFloat16 compute in float32.
+#include "core/kernels/loss.h"
+
 #include <cmath>
 
 #include "core/autograd_meta.h"
@@ -21,6 +23,31 @@
 #include "core/parallel.h"
 
 namespace weft {
+
+ClassLossKernel& class_loss_table() {
+  static ClassLossKernel t("cross_entropy");
+  return t;
+}
+ClassLossBackwardKernel& class_loss_backward_table() {
+  static ClassLossBackwardKernel t("cross_entropy_backward");
+  return t;
+}
+PointLossKernel& mse_table() {
+  static PointLossKernel t("mse_loss");
+  return t;
+}
+PointLossBackwardKernel& mse_backward_table() {
+  static PointLossBackwardKernel t("mse_loss_backward");
+  return t;
+}
+PointLossKernel& bce_table() {
+  static PointLossKernel t("binary_cross_entropy_with_logits");
+  return t;
+}
+PointLossBackwardKernel& bce_backward_table() {
+  static PointLossBackwardKernel t("binary_cross_entropy_with_logits_backward");
+  return t;
+}
 
 namespace {
 
@@ -51,23 +78,7 @@ double block_sum(int64_t n, const F& f) {
 }
 
 // ---------------------------------------------------------------- cross entropy / nll
-// x: (R, C) contiguous; target: (R) int64; loss: (R) float64 (0 where ignored);
-// lse: (R) stat dtype. log_probs=true means x already holds log-probabilities (nll_loss).
-using ClassLossKernel = KernelTable<void(const Tensor& x, const Tensor& target, int64_t ignore_index, double smoothing,
-                                         bool log_probs, const Tensor& loss, const Tensor& lse)>;
-// dx: (R, C); g: (R) or (1) float64 upstream gradient per row, multiplied by `scale`.
-using ClassLossBackwardKernel =
-    KernelTable<void(const Tensor& dx, const Tensor& x, const Tensor& target, int64_t ignore_index, double smoothing,
-                     bool log_probs, const Tensor& lse, const Tensor& g, double scale)>;
-
-ClassLossKernel& class_loss_table() {
-  static ClassLossKernel t("cross_entropy");
-  return t;
-}
-ClassLossBackwardKernel& class_loss_backward_table() {
-  static ClassLossBackwardKernel t("cross_entropy_backward");
-  return t;
-}
+// Signatures and shapes: core/kernels/loss.h.
 
 template <typename T>
 void cpu_class_loss(const Tensor& x, const Tensor& target, int64_t ignore_index, double smoothing, bool log_probs,
@@ -231,28 +242,7 @@ Tensor class_loss(const char* op, const Tensor& input, const Tensor& target, Red
 
 // ---------------------------------------------------------------- elementwise losses
 // mse: loss_i = (x_i - y_i)^2. bce: loss_i = (1 - y) x + lw * softplus(-x), lw = 1 + (pw - 1) y.
-// out (n) T when reduction is None (else undefined); `total` receives the double sum.
-using PointLossKernel =
-    KernelTable<void(const Tensor& out, const Tensor& x, const Tensor& y, const Tensor& pw, double& total)>;
-// dx, dy, dpw (each (n) T or undefined); g (n) or (1) T upstream gradient, times `scale`.
-using PointLossBackwardKernel = KernelTable<void(const Tensor& dx, const Tensor& dy, const Tensor& dpw, const Tensor& x,
-                                                 const Tensor& y, const Tensor& pw, const Tensor& g, double scale)>;
-PointLossKernel& mse_table() {
-  static PointLossKernel t("mse_loss");
-  return t;
-}
-PointLossBackwardKernel& mse_backward_table() {
-  static PointLossBackwardKernel t("mse_loss_backward");
-  return t;
-}
-PointLossKernel& bce_table() {
-  static PointLossKernel t("binary_cross_entropy_with_logits");
-  return t;
-}
-PointLossBackwardKernel& bce_backward_table() {
-  static PointLossBackwardKernel t("binary_cross_entropy_with_logits_backward");
-  return t;
-}
+// Signatures and shapes: core/kernels/loss.h.
 
 template <typename S>
 inline S softplus_neg(S x) {  // log(1 + exp(-x)), stable

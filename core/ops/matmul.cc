@@ -6,6 +6,8 @@
 // core/cpu/gemm.cc without copying plain transposes, float16/bfloat16 compute in
 // float32, integers use a simple loop. Backward: dA = sum_to(dC B^T, A),
 // dB = sum_to(A^T dC, B), so broadcast batch dims are summed back.
+#include "core/kernels/matmul.h"
+
 #include <algorithm>
 
 #include "core/autograd_meta.h"
@@ -16,9 +18,6 @@
 
 namespace weft {
 
-// out: contiguous (batch..., M, N); a: (batch..., M, K); b: (batch..., K, N);
-// a and b any strides (broadcast batch dims have stride 0).
-using MatmulKernel = KernelTable<void(const Tensor& out, const Tensor& a, const Tensor& b)>;
 MatmulKernel& matmul_table() {
   static MatmulKernel t("matmul");
   return t;

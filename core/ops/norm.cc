@@ -10,6 +10,8 @@
 // norm normalises with the biased batch variance and updates the running stats
 // in place with the unbiased one: r <- (1 - momentum) r + momentum * stat.
 // Backward kernels are fused and give grads w.r.t. x, weight and bias.
+#include "core/kernels/norm.h"
+
 #include <cmath>
 
 #include "core/autograd_meta.h"
@@ -18,26 +20,6 @@
 #include "core/parallel.h"
 
 namespace weft {
-
-namespace {
-
-// Compute type: float64 for float64, float32 otherwise (float16/bfloat16; the
-// registrar also instantiates kernels for types outside the registered set).
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-DType stat_dtype(DType d) { return d == DType::Float64 ? DType::Float64 : DType::Float32; }
-
-// ---------------------------------------------------------------- batch norm
-// x: (N, C, S) contiguous; mean, var: (C) stat dtype, var biased.
-using BnStatsKernel = KernelTable<void(const Tensor& x, const Tensor& mean, const Tensor& var)>;
-// y = (x - mean) * invstd * w + b with invstd = 1 / sqrt(var + eps) written to `invstd`.
-using BnForwardKernel = KernelTable<void(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
-                                         const Tensor& mean, const Tensor& var, double eps, const Tensor& invstd)>;
-// Any of dx, dw, db may be undefined (not needed).
-using BnBackwardKernel =
-    KernelTable<void(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& g, const Tensor& x,
-                     const Tensor& w, const Tensor& mean, const Tensor& invstd, bool training)>;
 
 BnStatsKernel& bn_stats_table() {
   static BnStatsKernel t("batch_norm_stats");
@@ -51,6 +33,26 @@ BnBackwardKernel& bn_backward_table() {
   static BnBackwardKernel t("batch_norm_backward");
   return t;
 }
+LnForwardKernel& ln_forward_table() {
+  static LnForwardKernel t("layer_norm");
+  return t;
+}
+LnBackwardKernel& ln_backward_table() {
+  static LnBackwardKernel t("layer_norm_backward");
+  return t;
+}
+
+namespace {
+
+// Compute type: float64 for float64, float32 otherwise (float16/bfloat16; the
+// registrar also instantiates kernels for types outside the registered set).
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+DType stat_dtype(DType d) { return d == DType::Float64 ? DType::Float64 : DType::Float32; }
+
+// ---------------------------------------------------------------- batch norm
+// Signatures and shapes: core/kernels/norm.h.
 
 template <typename T>
 void cpu_bn_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
@@ -193,19 +195,7 @@ void check_param(const char* op, const char* what, const Tensor& p, const Tensor
 Tensor as_dtype(const Tensor& p, DType d) { return p.defined() ? p.detach().to(d).contiguous() : Tensor(); }
 
 // ---------------------------------------------------------------- layer norm
-// x: (R, K) contiguous; y same; mean, rstd: (R) stat dtype.
-using LnForwardKernel = KernelTable<void(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, double eps,
-                                         const Tensor& mean, const Tensor& rstd)>;
-using LnBackwardKernel = KernelTable<void(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& g,
-                                          const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd)>;
-LnForwardKernel& ln_forward_table() {
-  static LnForwardKernel t("layer_norm");
-  return t;
-}
-LnBackwardKernel& ln_backward_table() {
-  static LnBackwardKernel t("layer_norm_backward");
-  return t;
-}
+// Signatures and shapes: core/kernels/norm.h.
 
 template <typename T>
 void cpu_ln_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& mean,

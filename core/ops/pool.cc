@@ -22,24 +22,11 @@
 
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"
+#include "core/kernels/pool.h"
 #include "core/nn_ops.h"
 #include "core/parallel.h"
 
 namespace weft {
-
-struct Pool2dParams {
-  int64_t kH, kW, sH, sW, pH, pW, dH, dW;
-  bool count_include_pad;
-};
-
-// x, out, indices, go, gx: contiguous (P, H, W) / (P, OH, OW) plane stacks (P = N * C).
-using MaxPool2dKernel =
-    KernelTable<void(const Tensor& out, const Tensor& indices, const Tensor& x, const Pool2dParams& p)>;
-using MaxPool2dBackwardKernel = KernelTable<void(const Tensor& gx, const Tensor& go, const Tensor& indices)>;
-using AvgPool2dKernel = KernelTable<void(const Tensor& out, const Tensor& x, const Pool2dParams& p)>;
-using AvgPool2dBackwardKernel = KernelTable<void(const Tensor& gx, const Tensor& go, const Pool2dParams& p)>;
-using AdaptivePool2dKernel = KernelTable<void(const Tensor& out, const Tensor& x)>;
-using AdaptivePool2dBackwardKernel = KernelTable<void(const Tensor& gx, const Tensor& go)>;
 
 MaxPool2dKernel& max_pool2d_table() {
   static MaxPool2dKernel t("max_pool2d");

@@ -3,6 +3,8 @@
 // Note [philox counter layout], so results depend only on (seed, offset) and
 // never on the thread count. Each op reserves its values from the generator
 // (advancing its offset) on the calling thread, then kernels fill in parallel.
+#include "core/kernels/random.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -14,11 +16,6 @@
 #include "core/rng.h"
 
 namespace weft {
-
-// Kernel signatures: outputs are contiguous and freshly allocated (or checked contiguous).
-using RandomFillKernel = KernelTable<void(const Tensor& out, PhiloxState s, double a, double b)>;
-using RandintKernel = KernelTable<void(const Tensor& out, PhiloxState s, int64_t low, int64_t high)>;
-using BernoulliKernel = KernelTable<void(const Tensor& out, const Tensor& p, PhiloxState s)>;
 
 #define WEFT_RANDOM_TABLE(type, name) \
   type& name##_table() {              \

@@ -7,6 +7,8 @@
 // accumulate in double and round once. mean needs a floating input (like
 // PyTorch). max/min along a dim return (values, int64 indices), first index
 // winning ties; NaN counts as the largest (and smallest) value.
+#include "core/kernels/reduce.h"
+
 #include <algorithm>
 #include <numeric>
 
@@ -15,6 +17,31 @@
 #include "core/ops/reduce_util.h"
 
 namespace weft {
+
+#define WEFT_REDUCE_TABLE(name)  \
+  ReduceTable& name##_table() {  \
+    static ReduceTable t(#name); \
+    return t;                    \
+  }
+WEFT_REDUCE_TABLE(sum)
+WEFT_REDUCE_TABLE(prod)
+WEFT_REDUCE_TABLE(amax)
+WEFT_REDUCE_TABLE(amin)
+WEFT_REDUCE_TABLE(max_dim)
+WEFT_REDUCE_TABLE(min_dim)
+WEFT_REDUCE_TABLE(max_backward)
+WEFT_REDUCE_TABLE(prod_backward)
+#undef WEFT_REDUCE_TABLE
+
+ReduceHelperUnaryKernel& exp_nograd_table() {
+  static ReduceHelperUnaryKernel t("exp (reduction helper)");
+  return t;
+}
+ReduceHelperBinaryKernel& eq_mask_table() {
+  static ReduceHelperBinaryKernel t("eq mask (reduction helper)");
+  return t;
+}
+
 namespace reduce_detail {
 
 // ---- plans ----
@@ -133,14 +160,6 @@ template <typename T>
 void cpu_eq_mask(const Tensor& out, const Tensor& a, const Tensor& b) {
   using M = opmath_t<T>;
   cpu::elementwise<T, T, T>(out, {a, b}, [](M x, M y) { return x == y ? M(1) : M(0); });
-}
-KernelTable<void(const Tensor&, const Tensor&)>& exp_nograd_table() {
-  static KernelTable<void(const Tensor&, const Tensor&)> t("exp (reduction helper)");
-  return t;
-}
-KernelTable<void(const Tensor&, const Tensor&, const Tensor&)>& eq_mask_table() {
-  static KernelTable<void(const Tensor&, const Tensor&, const Tensor&)> t("eq mask (reduction helper)");
-  return t;
 }
 WEFT_REGISTER_KERNEL(exp_nograd_table(), DeviceType::CPU, kFloatingTypes, cpu_exp);
 WEFT_REGISTER_KERNEL(eq_mask_table(), DeviceType::CPU, kNumericTypes, cpu_eq_mask);
@@ -321,20 +340,6 @@ void cpu_prod_backward(const ReduceArgs& a) {
     }
   });
 }
-
-#define WEFT_REDUCE_TABLE(name)  \
-  ReduceTable& name##_table() {  \
-    static ReduceTable t(#name); \
-    return t;                    \
-  }
-WEFT_REDUCE_TABLE(sum)
-WEFT_REDUCE_TABLE(prod)
-WEFT_REDUCE_TABLE(amax)
-WEFT_REDUCE_TABLE(amin)
-WEFT_REDUCE_TABLE(max_dim)
-WEFT_REDUCE_TABLE(min_dim)
-WEFT_REDUCE_TABLE(max_backward)
-WEFT_REDUCE_TABLE(prod_backward)
 
 WEFT_REGISTER_KERNEL(sum_table(), DeviceType::CPU, kAllTypes, cpu_sum);
 WEFT_REGISTER_KERNEL(prod_table(), DeviceType::CPU, kAllTypes, cpu_prod);

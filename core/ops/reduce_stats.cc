@@ -5,6 +5,8 @@
 // float32 like PyTorch. var uses divisor max(0, N - correction) (0 gives inf/nan
 // like PyTorch). logsumexp shifts by the max (infinite maxima shift by 0), so it
 // never overflows. norm(p): p = 0 counts non-zeros, p = +-inf is max/min |x|.
+#include "core/kernels/reduce_stats.h"
+
 #include <cmath>
 #include <memory>
 
@@ -13,6 +15,27 @@
 #include "core/ops/reduce_util.h"
 
 namespace weft {
+
+ReduceTable& logsumexp_table() {
+  static ReduceTable t("logsumexp");
+  return t;
+}
+ReduceTable& norm_table() {
+  static ReduceTable t("norm");
+  return t;
+}
+NormBackwardKernel& norm_backward_table() {
+  static NormBackwardKernel t("norm_backward");
+  return t;
+}
+AbsEqKernel& abs_eq_table() {
+  static AbsEqKernel t("norm_backward mask");
+  return t;
+}
+StdSqrtKernel& std_sqrt_table() {
+  static StdSqrtKernel t("std sqrt");
+  return t;
+}
 
 using namespace reduce_detail;
 
@@ -137,36 +160,16 @@ void cpu_sqrt(const Tensor& out, const Tensor& a) {
   cpu::elementwise<T, T>(out, {a}, [](M x) { return std::sqrt(x); });
 }
 
-ReduceTable& logsumexp_table() {
-  static ReduceTable t("logsumexp");
-  return t;
-}
-ReduceTable& norm_table() {
-  static ReduceTable t("norm");
-  return t;
-}
-KernelTable<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, double)>& norm_backward_table() {
-  static KernelTable<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, double)> t("norm_backward");
-  return t;
-}
-KernelTable<void(const Tensor&, const Tensor&, const Tensor&)>& abs_eq_table() {
-  static KernelTable<void(const Tensor&, const Tensor&, const Tensor&)> t("norm_backward mask");
-  return t;
-}
-KernelTable<void(const Tensor&, const Tensor&)>& sqrt_table() {
-  static KernelTable<void(const Tensor&, const Tensor&)> t("std sqrt");
-  return t;
-}
 WEFT_REGISTER_KERNEL(logsumexp_table(), DeviceType::CPU, kFloatingTypes, cpu_logsumexp);
 WEFT_REGISTER_KERNEL(norm_table(), DeviceType::CPU, kFloatingTypes, cpu_norm);
 WEFT_REGISTER_KERNEL(norm_backward_table(), DeviceType::CPU, kFloatingTypes, cpu_norm_backward);
 WEFT_REGISTER_KERNEL(abs_eq_table(), DeviceType::CPU, kFloatingTypes, cpu_abs_eq_mask);
-WEFT_REGISTER_KERNEL(sqrt_table(), DeviceType::CPU, kFloatingTypes, cpu_sqrt);
+WEFT_REGISTER_KERNEL(std_sqrt_table(), DeviceType::CPU, kFloatingTypes, cpu_sqrt);
 
 // sqrt with backward g / (2 sqrt(x)); used by std.
 Tensor sqrt_for_std(const Tensor& v) {
   Tensor out = empty(v.sizes(), v.options());
-  sqrt_table()(v.device(), v.dtype(), out, v.detach());
+  std_sqrt_table()(v.device(), v.dtype(), out, v.detach());
   if (any_requires_grad({v})) {
     SavedTensor so(out);
     record_function("StdBackward", {v}, {out}, [so](const std::vector<Tensor>& g) {

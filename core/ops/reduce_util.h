@@ -21,14 +21,13 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "core/kernels/reduce.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 
 namespace weft::reduce_detail {
 
-struct ReduceGeom {
-  int64_t outer = 1, r = 1, inner = 1;
-};
+// ReduceGeom, ReduceArgs and ReduceTable live in core/kernels/reduce.h (namespace weft).
 
 struct ReducePlan {
   Tensor in;  // detached; contiguous as (outer, r, inner)
@@ -46,17 +45,6 @@ struct ReducePlan {
 ReducePlan make_plan(const char* op, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim);
 // Plan that always reduces along contiguous rows (inner == 1).
 ReducePlan make_row_plan(const char* op, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim);
-
-// Arguments every reduction kernel table takes (input dtype selects the kernel).
-struct ReduceArgs {
-  const void* in = nullptr;
-  ReduceGeom g;
-  void* out = nullptr;        // primary output
-  void* out2 = nullptr;       // secondary output (indices), may be null
-  double p = 0.0;             // op parameter (scale for sum/mean, p for norm)
-  const void* aux = nullptr;  // op-specific extra input
-};
-using ReduceTable = KernelTable<void(const ReduceArgs&)>;
 
 // ---- the engine ----
 // Op provides: Acc identity(); Acc step(Acc, In x, int64_t i, int64_t o) (i: index

@@ -7,6 +7,8 @@
 // vectorised passes per row (max; exp and sum; scale), rows in parallel; inner
 // > 1 runs the same passes on whole rows of `inner`, vectorised across them.
 // Backward: softmax g -> y * (g - sum(g * y)); log_softmax g -> g - exp(y) * sum(g).
+#include "core/kernels/softmax.h"
+
 #include <cmath>
 #include <vector>
 
@@ -14,6 +16,15 @@
 #include "core/ops/reduce_util.h"
 
 namespace weft {
+
+ReduceTable& softmax_table() {
+  static ReduceTable t("softmax");
+  return t;
+}
+ReduceTable& log_softmax_table() {
+  static ReduceTable t("log_softmax");
+  return t;
+}
 
 using namespace reduce_detail;
 
@@ -123,14 +134,6 @@ template <typename T>
 void cpu_log_softmax(const ReduceArgs& a) {
   if constexpr (std::is_floating_point_v<opmath_t<T>>)
     softmax_impl<T, true>(static_cast<const T*>(a.in), static_cast<T*>(a.out), a.g);
-}
-ReduceTable& softmax_table() {
-  static ReduceTable t("softmax");
-  return t;
-}
-ReduceTable& log_softmax_table() {
-  static ReduceTable t("log_softmax");
-  return t;
 }
 WEFT_REGISTER_KERNEL(softmax_table(), DeviceType::CPU, kFloatingTypes, cpu_softmax);
 WEFT_REGISTER_KERNEL(log_softmax_table(), DeviceType::CPU, kFloatingTypes, cpu_log_softmax);

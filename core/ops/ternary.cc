@@ -4,6 +4,8 @@
 // Contract: the other operands broadcast to `a`'s shape (never the reverse) and
 // their result type must be castable to a's dtype; `a` keeps its dtype. Each op
 // bumps a's version counter and is autograd-aware (check_inplace/record_inplace).
+#include "core/kernels/ternary.h"
+
 #include "core/autograd_meta.h"
 #include "core/cpu/loops.h"
 #include "core/dispatch.h"
@@ -11,10 +13,6 @@
 #include "core/ops/elementwise_util.h"
 
 namespace weft {
-
-// out = f(a, t1, t2; value); all operands already have out's shape and dtype.
-using TernaryKernel =
-    KernelTable<void(const Tensor& out, const Tensor& a, const Tensor& t1, const Tensor& t2, const Scalar& value)>;
 
 TernaryKernel& addcmul_table() {
   static TernaryKernel t("addcmul_");

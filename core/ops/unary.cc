@@ -10,6 +10,8 @@
 // float exp/log/tanh/erf come from core/cpu/vec_math.h so the loops vectorise.
 // First-order autograd only (the engine runs backward under NoGradGuard), so the
 // fused gradient kernels record no graph.
+#include "core/kernels/unary.h"
+
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -22,14 +24,6 @@
 #include "core/ops/elementwise_util.h"
 
 namespace weft {
-
-using UnaryKernel = KernelTable<void(const Tensor& out, const Tensor& a)>;
-// out = dx from (dy, saved); all three have the same shape and dtype.
-using UnaryGradKernel = KernelTable<void(const Tensor& out, const Tensor& g, const Tensor& saved)>;
-using ClampKernel =
-    KernelTable<void(const Tensor& out, const Tensor& a, const Scalar& lo, const Scalar& hi, bool has_lo, bool has_hi)>;
-using ClampGradKernel = KernelTable<void(const Tensor& out, const Tensor& g, const Tensor& x, const Scalar& lo,
-                                         const Scalar& hi, bool has_lo, bool has_hi)>;
 
 // WEFT_UNARY_KERNEL(name, dtypes, body): defines name_table() and registers a CPU
 // kernel computing `body` from `x` (of type M = opmath_t<T>) for every dtype in

@@ -29,8 +29,8 @@ TEST(Errors, DTypeMismatch) {
 // in a CPU-only build; only device bookkeeping is exercised, never data access.
 class FakeCudaAllocator : public Allocator {
  public:
-  void* allocate(size_t n) override { return std::malloc(n ? n : 1); }
-  void deallocate(void* p, size_t) override { std::free(p); }
+  void* allocate(size_t n, Device) override { return std::malloc(n ? n : 1); }
+  void deallocate(void* p, size_t, Device) override { std::free(p); }
 };
 
 TEST(Errors, DeviceMismatch) {

@@ -1,0 +1,17 @@
+// Kernel table of matmul (core/ops/matmul.cc): batched GEMM with broadcast batch dims.
+// Contract: the front end has resolved 1-D operands and broadcasting; the kernel
+// writes every element of out (no accumulation).
+#pragma once
+
+#include "core/dispatch.h"
+#include "core/tensor.h"
+
+namespace weft {
+
+// out: contiguous (batch..., M, N); a: (batch..., M, K); b: (batch..., K, N);
+// a and b any strides (broadcast batch dims have stride 0).
+using MatmulKernel = KernelTable<void(const Tensor& out, const Tensor& a, const Tensor& b)>;
+
+MatmulKernel& matmul_table();
+
+}  // namespace weft
