@@ -1,19 +1,20 @@
 // cuda_adapter: the one place where the NCCL backend reaches weft's CUDA
-// runtime state (devices, the compute stream, scratch memory) and checks CUDA
-// return codes. Everything else in parallel/nccl goes through it, so switching
-// to core/cuda (current stream, caching allocator, check macros) touches only
-// cuda_adapter.cc.
+// runtime state, now core/cuda (devices, the current stream, the caching
+// allocator). Everything else in parallel/nccl goes through it.
 //
-// Contract (until core/cuda lands):
+// Contract:
 // - cuda_device_count(): visible GPUs; 0 when there is no GPU or no driver
-//   (never throws; tests use it to skip).
-// - compute_stream(device): the stream weft's kernels run on for `device`:
-//   the legacy default stream. Collectives are ordered after it with events.
-// - scratch_alloc / scratch_free: stream-ordered device memory
-//   (cudaMallocAsync / cudaFreeAsync on `stream`).
-// - DeviceGuard: sets the current device, restores the previous one.
-// - WEFT_CUDA_CHECK(call, context...): throws weft::Error with
-//   cudaGetErrorName/String on failure.
+//   (never throws; weft::cuda::device_count()).
+// - compute_stream(device): the stream weft's kernels run on for `device` in
+//   the calling thread (weft::cuda::current_stream). Collectives are ordered
+//   after it with events (core/cuda/stream.h rule 2).
+// - scratch(nbytes, device, stream): a (nbytes,) uint8 tensor on `device` from
+//   the caching allocator, allocated with `stream` current, for staging on the
+//   communication stream. Callers keep it (and every tensor a collective
+//   touches) alive until the collective's completion event fired, so no
+//   record_stream() is needed (stream.h rule 3).
+// - DeviceGuard: weft::cuda::DeviceGuard. Return codes: WEFT_CUDA_CHECK from
+//   core/cuda/check.h.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,34 +22,18 @@
 #include <cstddef>
 #include <string>
 
-#include "core/error.h"
+#include "core/cuda/check.h"
+#include "core/cuda/runtime.h"
+#include "core/tensor.h"
 
 namespace weft::parallel::cuda_adapter {
 
+using DeviceGuard = weft::cuda::DeviceGuard;
+
 int cuda_device_count();
 cudaStream_t compute_stream(int device);
-void* scratch_alloc(size_t nbytes, cudaStream_t stream);
-void scratch_free(void* ptr, cudaStream_t stream);
+Tensor scratch(size_t nbytes, int device, cudaStream_t stream);
+// "cudaErrorX (message)".
 std::string cuda_error_text(cudaError_t e);
 
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device);
-  ~DeviceGuard();
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = -1;
-};
-
 }  // namespace weft::parallel::cuda_adapter
-
-#define WEFT_CUDA_CHECK(call, ...)                                                                            \
-  do {                                                                                                        \
-    cudaError_t e_ = (call);                                                                                  \
-    if (e_ != cudaSuccess) {                                                                                  \
-      (void)cudaGetLastError(); /* clear it: later calls start clean */                                       \
-      WEFT_ERROR(__VA_ARGS__, ": ", #call, " failed: ", ::weft::parallel::cuda_adapter::cuda_error_text(e_)); \
-    }                                                                                                         \
-  } while (0)

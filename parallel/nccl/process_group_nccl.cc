@@ -27,6 +27,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/cuda/stream.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/ops.h"
@@ -149,7 +150,7 @@ struct NCCLGroupState {
   std::vector<int> global_ranks;
   std::string name;
   cudaStream_t stream = nullptr;  // the communication stream
-  float* one = nullptr;           // barrier scratch (1 element)
+  Tensor one;                     // barrier scratch: 4 bytes = one float32
   std::mutex m;                   // serialises this group's NCCL/CUDA calls; guards what follows
   int64_t seq = 0;
   bool aborted = false;
@@ -274,8 +275,7 @@ class WorkNCCL final : public Work {
     // Note [nccl ordering]: later compute-stream work comes after the collective.
     std::lock_guard<std::mutex> l(gs_->m);
     ca::DeviceGuard g(gs_->device);
-    WEFT_CUDA_CHECK(cudaStreamWaitEvent(ca::compute_stream(gs_->device), op_->done_event, 0), op_->what_seq(), " on ",
-                    gs_->name, ": ordering the compute stream after it");
+    WEFT_CUDA_CHECK(cudaStreamWaitEvent(ca::compute_stream(gs_->device), op_->done_event, 0));
   }
 
  private:
@@ -371,13 +371,11 @@ class Issue {
     op_->seq = sequenced ? gs_.seq++ : -1;
     op_->timeout = timeout == Duration::zero() ? group_timeout : timeout;
     op_->issued = Clock::now();
-    cudaEvent_t ready = nullptr;
-    WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), op_->what_seq());
-    cudaError_t e1 = cudaEventRecord(ready, ca::compute_stream(gs_.device));
-    cudaError_t e2 = e1 == cudaSuccess ? cudaStreamWaitEvent(gs_.stream, ready, 0) : e1;
-    (void)cudaEventDestroy(ready);  // released once the wait is satisfied
-    WEFT_CUDA_CHECK(e2, op_->what_seq(), " on ", gs_.name, ": ordering after the compute stream");
-    WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&op_->done_event, cudaEventDisableTiming), op_->what_seq());
+    // Note [nccl ordering] (core/cuda/stream.h rule 2).
+    weft::cuda::Event ready;
+    ready.record(ca::compute_stream(gs_.device));
+    ready.block(gs_.stream);
+    WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&op_->done_event, cudaEventDisableTiming));
   }
 
   NCCLOpState& op() { return *op_; }
@@ -399,8 +397,7 @@ class Issue {
   }
 
   WorkPtr commit(std::shared_ptr<ProcessGroupNCCL> self) {
-    WEFT_CUDA_CHECK(cudaEventRecord(op_->done_event, gs_.stream), op_->what_seq(), " on ", gs_.name,
-                    ": recording completion");
+    WEFT_CUDA_CHECK(cudaEventRecord(op_->done_event, gs_.stream));
     gs_.reap_locked();
     gs_.inflight.push_back(op_);
     return std::make_shared<WorkNCCL>(std::move(self), &gs_, op_);
@@ -428,9 +425,9 @@ std::unique_ptr<NCCLGroupState> make_state(ncclComm_t comm, int device, std::vec
   WEFT_CHECK(rc == ncclSuccess, s->name, ": reading rank and size: ", nccl_text(rc, comm));
   s->rank = r;
   s->size = n;
-  WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), s->name,
-                  ": creating the communication stream");
-  WEFT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&s->one), sizeof(float)), s->name, ": barrier scratch");
+  WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+  s->one = ca::scratch(sizeof(float), device, s->stream);
+  WEFT_CUDA_CHECK(cudaMemsetAsync(s->one.raw_data(), 0, sizeof(float), s->stream));
   return s;
 }
 
@@ -474,7 +471,7 @@ void ProcessGroupNCCL::release() {
     s_->comm = nullptr;
   }
   s_->inflight.clear();
-  if (s_->one != nullptr) (void)cudaFree(s_->one);
+  s_->one = Tensor();
   if (s_->stream != nullptr) (void)cudaStreamDestroy(s_->stream);
 }
 
@@ -603,15 +600,15 @@ WorkPtr ProcessGroupNCCL::allgather(std::vector<Tensor>& outputs, const Tensor& 
   is.op().keep.push_back(input);
   const size_t nb = input.nbytes();
   if (nb > 0) {
-    // (size * numel,) staging on the communication stream, then one copy per output.
-    char* flat = static_cast<char*>(ca::scratch_alloc(nb * s_->size, is.stream()));
+    // Staging on the communication stream, then one copy per output.
+    Tensor scratch = ca::scratch(nb * s_->size, s_->device, is.stream());  // (size * nbytes,)
+    is.op().keep.push_back(scratch);
+    char* flat = static_cast<char*>(scratch.raw_data());
     is.nccl(ncclAllGather(input.raw_data(), flat, static_cast<size_t>(input.numel()), nccl_type(input.dtype()),
                           is.comm(), is.stream()),
             "ncclAllGather");
     for (size_t i = 0; i < outputs.size(); ++i)
-      WEFT_CUDA_CHECK(cudaMemcpyAsync(outputs[i].raw_data(), flat + i * nb, nb, cudaMemcpyDeviceToDevice, is.stream()),
-                      "allgather: copying out");
-    ca::scratch_free(flat, is.stream());
+      WEFT_CUDA_CHECK(cudaMemcpyAsync(outputs[i].raw_data(), flat + i * nb, nb, cudaMemcpyDeviceToDevice, is.stream()));
   }
   return is.commit(shared_from_this());
 }
@@ -636,14 +633,14 @@ WorkPtr ProcessGroupNCCL::reduce_scatter(Tensor& output, const std::vector<Tenso
   is.op().keep.push_back(output);
   const size_t nb = output.nbytes();
   if (nb > 0) {
-    char* flat = static_cast<char*>(ca::scratch_alloc(nb * s_->size, is.stream()));
+    Tensor scratch = ca::scratch(nb * s_->size, s_->device, is.stream());  // (size * nbytes,)
+    is.op().keep.push_back(scratch);
+    char* flat = static_cast<char*>(scratch.raw_data());
     for (size_t i = 0; i < inputs.size(); ++i)
-      WEFT_CUDA_CHECK(cudaMemcpyAsync(flat + i * nb, inputs[i].raw_data(), nb, cudaMemcpyDeviceToDevice, is.stream()),
-                      "reduce_scatter: staging the inputs");
+      WEFT_CUDA_CHECK(cudaMemcpyAsync(flat + i * nb, inputs[i].raw_data(), nb, cudaMemcpyDeviceToDevice, is.stream()));
     is.nccl(ncclReduceScatter(flat, output.raw_data(), static_cast<size_t>(output.numel()), nccl_type(output.dtype()),
                               op, is.comm(), is.stream()),
             "ncclReduceScatter");
-    ca::scratch_free(flat, is.stream());
   }
   return is.commit(shared_from_this());
 }
@@ -684,7 +681,8 @@ WorkPtr ProcessGroupNCCL::recv(Tensor& tensor, int src, const SendRecvOptions& o
 
 WorkPtr ProcessGroupNCCL::barrier(const BarrierOptions& opts) {
   Issue is(*s_, "barrier()", true, opts.timeout, timeout_);
-  is.nccl(ncclAllReduce(s_->one, s_->one, 1, ncclFloat32, ncclSum, is.comm(), is.stream()), "ncclAllReduce");
+  is.nccl(ncclAllReduce(s_->one.raw_data(), s_->one.raw_data(), 1, ncclFloat32, ncclSum, is.comm(), is.stream()),
+          "ncclAllReduce");
   return is.commit(shared_from_this());
 }
 

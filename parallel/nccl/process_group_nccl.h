@@ -12,8 +12,9 @@
 //   wait for NCCL (initialisation included) has a deadline.
 // - Collectives take contiguous CUDA tensors on the group's GPU and run on the
 //   group's own communication stream (non-blocking, created per group), after
-//   the work already queued on the compute stream (an event recorded there and
-//   waited on by the communication stream). Each returns a Work at once.
+//   the work already queued on the compute stream (weft::cuda::current_stream
+//   of the GPU: an event recorded there and waited on by the communication
+//   stream; core/cuda/stream.h rule 2). Each returns a Work at once.
 //   Work::is_completed() polls the completion event and ncclCommGetAsyncError;
 //   Work::wait() polls the same until done, then orders the compute stream
 //   after the collective; on a timeout (the group's, default 10 minutes or

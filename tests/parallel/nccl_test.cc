@@ -4,9 +4,7 @@
 // stream, the timeout that aborts the communicator, sub-groups, argument
 // errors. Tagged "gpu": every test skips (GTEST_SKIP) when cudaGetDeviceCount
 // reports no GPU, except the one checking that creating a group then fails.
-//
-// CUDA tensors are made here with cudaMalloc + from-storage wrapping, so the
-// test does not depend on weft's CUDA tensor backend.
+// CUDA tensors come from core/cuda (.to(kGPU) and back).
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -17,10 +15,9 @@
 
 #include <gtest/gtest.h>
 
+#include "core/cuda/runtime.h"
+#include "core/cuda/stream.h"
 #include "core/ops.h"
-#include "core/shape.h"
-#include "core/storage.h"
-#include "core/tensor_impl.h"
 #include "parallel/device_group.h"
 #include "parallel/nccl/process_group_nccl.h"
 #include "tests/parallel/fake_group.h"
@@ -29,8 +26,10 @@
 namespace weft::parallel {
 namespace {
 
+const Device kGPU{DeviceType::CUDA, 0};
+
 #define SKIP_WITHOUT_GPU() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible (cudaGetDeviceCount reports none)"
+  if (!weft::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible (cudaGetDeviceCount reports none)"
 
 const std::vector<DType> kAllDTypes = {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16,
                                        DType::Int64,   DType::Int32,   DType::UInt8,    DType::Bool};
@@ -43,24 +42,11 @@ std::shared_ptr<ProcessGroup> bootstrap() {
 
 std::shared_ptr<ProcessGroupNCCL> group() { return ProcessGroupNCCL::create(bootstrap()); }
 
-// A copy of host tensor `h` on the GPU `device` (cudaMalloc'd, freed with the storage).
-Tensor to_gpu(const Tensor& h, int device) {
-  Tensor c = h.contiguous();
-  void* p = nullptr;
-  EXPECT_EQ(cudaSetDevice(device), cudaSuccess);
-  EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(c.nbytes(), 1)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(p, c.raw_data(), c.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
-  auto storage = std::make_shared<StorageImpl>(p, c.nbytes(), Device(DeviceType::CUDA, device),
-                                               [](void* q) { (void)cudaFree(q); });
-  return Tensor(std::make_shared<TensorImpl>(storage, 0, c.sizes(), contiguous_strides(c.sizes()), c.dtype()));
-}
+// A copy of host tensor `h` on the GPU `device` (core/cuda copies).
+Tensor to_gpu(const Tensor& h, int device) { return h.to(Device(DeviceType::CUDA, device)); }
 
-Tensor to_host(const Tensor& d) {
-  Tensor h = empty(d.sizes(), {d.dtype()});
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(h.raw_data(), d.raw_data(), d.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
-  return h;
-}
+// Back to the host (the device-to-host copy synchronises its stream).
+Tensor to_host(const Tensor& d) { return d.to(kCPU); }
 
 // As in collectives_test.cc: small integers exact in every dtype, varying with rank.
 double value(DType d, int r, int64_t i) {
@@ -192,7 +178,7 @@ struct StreamGate {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   void close_on_compute_stream() {
-    ASSERT_EQ(cudaLaunchHostFunc(cudaStreamLegacy, &StreamGate::hold, this), cudaSuccess);
+    ASSERT_EQ(cudaLaunchHostFunc(weft::cuda::current_stream(0), &StreamGate::hold, this), cudaSuccess);
   }
 };
 
@@ -203,7 +189,7 @@ TEST(NCCL, CollectiveRunsAfterTheComputeStreamsWork) {
   StreamGate gate;
   gate.close_on_compute_stream();
   // Queued on the compute stream behind the gate: the collective must see it.
-  ASSERT_EQ(cudaMemsetAsync(t.raw_data(), 0, t.nbytes(), cudaStreamLegacy), cudaSuccess);
+  t.fill_(Scalar(0.0));
   WorkPtr w = pg->allreduce(t);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_FALSE(w->is_completed());  // waiting for the compute stream
