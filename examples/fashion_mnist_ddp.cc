@@ -13,8 +13,21 @@
 // allreduced. Only rank 0 shows progress, writes metrics, the plot and
 // checkpoints (--save), and prints the final `test_accuracy=0.XXXX`. With
 // --resume every rank loads the checkpoint. Threads per rank default to
-// cores / ranks on this node (at least 1). --device cuda is refused: this
-// build has no CUDA backend.
+// cores / ranks on this node (at least 1).
+//
+// --device cuda: each rank uses GPU local_rank % visible GPUs and DDP reduces
+// over NCCL (parallel/device_group.h: a ProcessGroupNCCL bootstrapped through
+// the MPI world); metrics still go through MPI. It needs the NCCL backend (a
+// build with the CUDA toolkit), a visible GPU and weft's CUDA tensor backend
+// (core/cuda); whichever is missing is named in the error.
+//
+// Batch semantics (the same training as examples/fashion_mnist.cc): the global
+// batch --batch-size (128) is split into batch-size / ranks per rank (rounded
+// down to a multiple of the ranks), DDP averages the ranks' mean-loss
+// gradients, so one step applies the gradient of the mean loss over the global
+// batch with the same learning rate, momentum, weight decay and per-epoch
+// cosine schedule as the single-process example. Only the data order differs
+// (DistributedSampler's (seed, epoch) shuffle, strided over the ranks).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -38,6 +51,7 @@
 #include "optim/sgd.h"
 #include "parallel/context.h"
 #include "parallel/ddp.h"
+#include "parallel/device_group.h"
 #include "parallel/mpi/process_group_mpi.h"
 #include "parallel/sampler.h"
 
@@ -68,7 +82,7 @@ const char* kUsage =
     "usage: mpirun [-np N] fashion_mnist_ddp [flags]\n"
     "  --data DIR          Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)\n"
     "  --model cnn|mlp     model (default cnn)\n"
-    "  --device cpu|cuda   device (default cpu; cuda needs the CUDA backend)\n"
+    "  --device cpu|cuda   device (default cpu; cuda: NCCL, one GPU per rank)\n"
     "  --epochs N          epochs (default 5)\n"
     "  --batch-size N      global batch size, split across ranks (default 128)\n"
     "  --lr X              SGD learning rate, cosine-annealed per epoch (default 0.05)\n"
@@ -126,8 +140,6 @@ Flags parse(int argc, char** argv) {
   }
   WEFT_CHECK(f.model == "cnn" || f.model == "mlp", "--model must be cnn or mlp, got '", f.model, "'");
   WEFT_CHECK(f.device == "cpu" || f.device == "cuda", "--device must be cpu or cuda, got '", f.device, "'");
-  WEFT_CHECK(f.device != "cuda",
-             "--device cuda: CUDA backend not built (this weft build is CPU-only; run with --device cpu)");
   WEFT_CHECK(f.epochs >= 1 && f.batch_size >= 1, "--epochs and --batch-size must be positive");
   f.metrics = user_path(f.metrics);
   f.plot = user_path(f.plot);
@@ -148,15 +160,28 @@ std::array<double, 3> allreduce_sum(parallel::ProcessGroup& g, double a, double 
   return {p[0], p[1], p[2]};
 }
 
+// Whether weft can make tensors on `device` (the CUDA tensor backend, core/cuda,
+// registers an allocator for CUDA).
+bool tensors_available(Device device) {
+  try {
+    (void)get_allocator(device);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 // Loss and accuracy over the whole test set: each rank scores its slice.
-std::pair<double, double> evaluate(nn::Module& model, io::DataLoader& loader, parallel::ProcessGroup& g) {
+std::pair<double, double> evaluate(nn::Module& model, io::DataLoader& loader, parallel::ProcessGroup& g,
+                                   Device device) {
   NoGradGuard ng;
   model.eval();
   double loss_sum = 0, correct = 0, seen = 0;
   for (auto& batch : loader) {
-    Tensor logits = model(batch.data);  // (B, 10)
-    loss_sum += cross_entropy(logits, batch.target, Reduction::Sum).item<double>();
-    correct += static_cast<double>((argmax(logits, 1) == batch.target).sum().item<int64_t>());
+    Tensor x = batch.data.to(device), y = batch.target.to(device);
+    Tensor logits = model(x);  // (B, 10)
+    loss_sum += cross_entropy(logits, y, Reduction::Sum).item<double>();
+    correct += static_cast<double>((argmax(logits, 1) == y).sum().item<int64_t>());
     seen += static_cast<double>(batch.data.size(0));
   }
   model.train();
@@ -176,6 +201,17 @@ int run(const Flags& f) {
   }
   set_num_threads(threads);
   WEFT_CHECK(f.batch_size >= world, "--batch-size ", f.batch_size, " is smaller than the number of ranks ", world);
+  // The device and the group DDP reduces over: MPI for CPU tensors, NCCL for CUDA.
+  Device device = kCPU;
+  std::shared_ptr<parallel::ProcessGroup> ddp_group = ctx.world_ptr();
+  if (f.device == "cuda") {
+    device = parallel::local_device(DeviceType::CUDA);  // errors without NCCL backend or GPU
+    WEFT_CHECK(tensors_available(device), "--device cuda: the NCCL backend and ", parallel::visible_cuda_devices(),
+               " GPU(s) are here, but this weft build has no CUDA tensor backend (core/cuda), so the model cannot "
+               "be placed on ",
+               device, "; run with --device cpu");
+    ddp_group = parallel::new_device_group(ctx.world_ptr(), device);
+  }
   const int64_t per_rank = std::max<int64_t>(1, f.batch_size / world);
   if (lead) std::cerr << "fashion_mnist_ddp: loading " << f.data << " on " << world << " ranks\n";
 
@@ -191,6 +227,7 @@ int run(const Flags& f) {
 
   manual_seed(f.seed);
   std::shared_ptr<nn::Sequential> model = f.model == "cnn" ? fashion_cnn() : fashion_mlp();
+  if (!device.is_cpu()) model->to(device);
   optim::SGD opt(model->parameters(), {f.lr, f.momentum, 0.0, f.weight_decay, false});
   optim::CosineAnnealingLR sched(opt, f.epochs);
   std::vector<EpochMetrics> history;
@@ -215,11 +252,12 @@ int run(const Flags& f) {
   }
   parallel::DDPOptions dopts;
   dopts.bucket_cap_mb = f.bucket_cap_mb;
-  parallel::DistributedDataParallel ddp(model, ctx.world_ptr(), dopts);  // broadcasts rank 0's state
+  parallel::DistributedDataParallel ddp(model, ddp_group, dopts);  // broadcasts rank 0's state
   if (lead)
     std::cerr << "fashion_mnist_ddp: " << f.model << " with " << model->num_parameters() << " parameters in "
               << ddp.bucket_names().size() << " bucket(s), " << n_train << " training / " << n_test << " test images, "
-              << world << " ranks x batch " << per_rank << ", " << threads << " thread(s) per rank\n";
+              << world << " ranks x batch " << per_rank << ", " << threads << " thread(s) per rank, "
+              << (device.is_cpu() ? "cpu (MPI)" : device.str() + " (NCCL)") << "\n";
 
   for (int64_t epoch = start_epoch; epoch < f.epochs; ++epoch) {
     sampler.set_epoch(epoch);
@@ -232,15 +270,16 @@ int run(const Flags& f) {
     double loss_sum = 0;
     int64_t correct = 0, seen = 0, b = 0;
     for (auto& batch : train) {
-      Tensor logits = ddp(batch.data);  // (B, 10)
-      Tensor loss = cross_entropy(logits, batch.target);
+      Tensor x = batch.data.to(device), y = batch.target.to(device);
+      Tensor logits = ddp(x);  // (B, 10)
+      Tensor loss = cross_entropy(logits, y);
       opt.zero_grad();
       loss.backward();  // DDP averages the gradients over the ranks
       opt.step();
       ++step;
       int64_t n = batch.data.size(0);
       loss_sum += loss.item<double>() * static_cast<double>(n);
-      correct += (argmax(logits.detach(), 1) == batch.target).sum().item<int64_t>();
+      correct += (argmax(logits.detach(), 1) == y).sum().item<int64_t>();
       seen += n;
       bar.update(++b, loss_sum / seen, static_cast<double>(correct) / seen, seen * world);
     }
@@ -248,7 +287,7 @@ int run(const Flags& f) {
     auto tr = allreduce_sum(g, loss_sum, static_cast<double>(correct), static_cast<double>(seen));
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sched.step();
-    auto [test_loss, test_acc] = evaluate(*model, test, g);
+    auto [test_loss, test_acc] = evaluate(*model, test, g, device);
     EpochMetrics m{epoch + 1, tr[0] / tr[2], tr[1] / tr[2], test_loss, test_acc, tr[2] / secs, secs};
     history.push_back(m);
     if (!lead) continue;
@@ -262,8 +301,8 @@ int run(const Flags& f) {
     write_svg_plot(f.plot, history, "weft DDP (" + std::to_string(world) + " ranks): Fashion-MNIST " + f.model);
     if (!f.save.empty()) {
       io::CheckpointContents ck;
-      for (auto& [k, v] : model->state_dict()) ck.model[k] = v.clone();
-      for (auto& [k, v] : opt.state_dict()) ck.optimizer[k] = v.clone();
+      for (auto& [k, v] : model->state_dict()) ck.model[k] = v.to(kCPU).clone();
+      for (auto& [k, v] : opt.state_dict()) ck.optimizer[k] = v.to(kCPU).clone();
       ck.scheduler = sched.state_dict();
       ck.rng = get_rng_state();
       ck.step = step;

@@ -10,6 +10,23 @@
 // each other, so on a timeout of collective s the peers whose highest number is
 // below s are exactly those that never issued it: the missing ranks.
 // Announcements are tiny eager sends; a dead peer never blocks them.
+//
+// Note [liveness]: announcements cannot tell a rank that died (or hangs) after
+// issuing collective s from one that is merely slow: without ULFM, Open MPI
+// 4.1 reports nothing to the survivors (MPI_ERRORS_RETURN or not, the pending
+// request just never completes; measured with SIGKILL under --enable-recovery).
+// So the world group runs a heartbeat thread (LivenessMonitor, started by
+// init_process_group, stopped by destroy_process_group, or at the latest by
+// MPI_Finalize through an MPI_COMM_SELF attribute callback, or by exit()):
+// every kHeartbeatPeriod it sends an empty message to every peer on its own
+// duplicate of MPI_COMM_WORLD and receives the peers' ones, recording per
+// global rank when it last heard from it. The thread keeps beating while the
+// rank computes, so a live process is silent only if it is stopped or starved
+// for seconds. A Work waiting on peers checks, every few milliseconds, whether
+// one of them has been silent for liveness_threshold(timeout) (half the
+// timeout, between 1 s and 30 s; WEFT_HEARTBEAT_TIMEOUT_S overrides) and then
+// fails at once, naming those ranks, well before the timeout. At a timeout,
+// peers silent for over a second are named too (they died late in it).
 #include "parallel/mpi/process_group_mpi.h"
 
 #include <mpi.h>
@@ -17,6 +34,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -34,6 +52,10 @@ namespace {
 
 constexpr int kAnnounceTag = 7;
 constexpr int kCreateGroupTag = 11;
+constexpr int kHeartbeatTag = 13;
+constexpr auto kHeartbeatPeriod = std::chrono::milliseconds(100);
+// How often a waiting Work looks at the heartbeats.
+constexpr auto kLivenessPollPeriod = std::chrono::milliseconds(10);
 std::atomic<bool> g_failure{false};
 std::atomic<int> g_thread_level{-1};
 
@@ -156,11 +178,142 @@ uint64_t mix(uint64_t h, uint64_t v) {
   return h;
 }
 
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The heartbeat thread of Note [liveness].
+class LivenessMonitor {
+ public:
+  // Collective over MPI_COMM_WORLD (duplicates it); the caller holds mpi_mutex().
+  LivenessMonitor() {
+    WEFT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "heartbeat monitor: duplicating MPI_COMM_WORLD");
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    const int64_t t = now_ns();
+    last_ = std::make_unique<std::atomic<int64_t>[]>(size_);
+    for (int r = 0; r < size_; ++r) last_[r] = t;  // a peer that never beats counts from here
+    sends_.assign(size_, MPI_REQUEST_NULL);
+    thread_ = std::thread([this] { run(); });
+  }
+  LivenessMonitor(const LivenessMonitor&) = delete;
+  LivenessMonitor& operator=(const LivenessMonitor&) = delete;
+
+  // Stops and joins the thread, then releases its MPI objects. The caller
+  // must not hold mpi_mutex() (the thread takes it to beat).
+  void stop() {
+    {
+      std::lock_guard<std::mutex> l(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    for (auto& r : sends_)
+      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+    if (!g_failure) MPI_Comm_free(&comm_);
+  }
+
+  // Receives the heartbeats that arrived. Caller holds mpi_mutex().
+  void drain() {
+    for (int k = 0; k < 1024; ++k) {
+      int flag = 0;
+      MPI_Status st;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kHeartbeatTag, comm_, &flag, &st) != MPI_SUCCESS || !flag) return;
+      if (MPI_Recv(nullptr, 0, MPI_BYTE, st.MPI_SOURCE, kHeartbeatTag, comm_, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
+      last_[st.MPI_SOURCE] = now_ns();
+    }
+  }
+
+  // Seconds since global rank r was last heard from (after drain()).
+  double silence_s(int r) const { return static_cast<double>(now_ns() - last_[r].load()) * 1e-9; }
+  int size() const { return size_; }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> l(m_);
+    while (!stop_) {
+      l.unlock();
+      beat();
+      l.lock();
+      cv_.wait_for(l, kHeartbeatPeriod, [this] { return stop_; });
+    }
+  }
+
+  void beat() {
+    std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      int done = 1;
+      if (sends_[p] != MPI_REQUEST_NULL && MPI_Test(&sends_[p], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) continue;
+      if (!done) continue;  // one beat in flight per peer (a dead peer's queue does not grow)
+      MPI_Isend(nullptr, 0, MPI_BYTE, p, kHeartbeatTag, comm_, &sends_[p]);
+    }
+    drain();
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::unique_ptr<std::atomic<int64_t>[]> last_;  // per global rank: now_ns() when last heard
+  std::vector<MPI_Request> sends_;
+  std::thread thread_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+};
+
+// The running monitor, or nullptr. Read and used under mpi_mutex().
+LivenessMonitor*& monitor_slot() {
+  static LivenessMonitor* m = nullptr;
+  return m;
+}
+
 }  // namespace
 
 std::recursive_mutex& mpi_mutex() {
   static std::recursive_mutex m;
   return m;
+}
+
+Duration liveness_threshold(Duration timeout) {
+  const char* v = std::getenv("WEFT_HEARTBEAT_TIMEOUT_S");
+  if (v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    double s = std::strtod(v, &end);
+    WEFT_CHECK(end != v && *end == '\0' && s > 0,
+               "WEFT_HEARTBEAT_TIMEOUT_S must be a positive number of seconds, got '", v, "'");
+    return Duration(static_cast<int64_t>(s * 1000.0));
+  }
+  return std::clamp<Duration>(timeout / 2, std::chrono::seconds(1), std::chrono::seconds(30));
+}
+
+bool liveness_monitor_running() {
+  std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
+  return monitor_slot() != nullptr;
+}
+
+std::vector<int> unresponsive_ranks(const std::vector<int>& global_ranks, Duration threshold, double* longest_s) {
+  std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
+  std::vector<int> out;
+  if (longest_s) *longest_s = 0;
+  LivenessMonitor* m = monitor_slot();
+  if (m == nullptr) return out;
+  m->drain();
+  const double limit = static_cast<double>(threshold.count()) / 1000.0;
+  for (int r : global_ranks) {
+    if (r < 0 || r >= m->size()) continue;
+    double s = m->silence_s(r);
+    if (s >= limit) {
+      out.push_back(r);
+      if (longest_s) *longest_s = std::max(*longest_s, s);
+    }
+  }
+  return out;
 }
 int mpi_thread_level() { return g_thread_level; }
 bool had_collective_failure() { return g_failure; }
@@ -248,6 +401,26 @@ struct MPIGroupState {
     return out;
   }
 
+  // Group ranks among `peers` silent for at least `threshold` (Note [liveness]);
+  // *longest_s: the longest silence among them.
+  std::vector<int> silent(const std::vector<int>& peers, Duration threshold, double* longest_s) const {
+    std::vector<int> globals;
+    for (int p : peers) globals.push_back(global_ranks[p]);
+    std::vector<int> dead = unresponsive_ranks(globals, threshold, longest_s);
+    std::vector<int> out;
+    for (int p : peers)
+      if (std::find(dead.begin(), dead.end(), global_ranks[p]) != dead.end()) out.push_back(p);
+    return out;
+  }
+
+  // Every group rank but this one.
+  std::vector<int> peers() const {
+    std::vector<int> out;
+    for (int p = 0; p < size; ++p)
+      if (p != rank) out.push_back(p);
+    return out;
+  }
+
   std::string missing_text(const std::vector<int>& group_ranks) const {
     std::vector<int> g;
     for (int r : group_ranks) g.push_back(global_ranks[r]);
@@ -263,19 +436,42 @@ namespace {
 
 using detail::MPIGroupState;
 
+// Throws if one of `peers` (group ranks) has been silent for the liveness
+// threshold of `timeout` (Note [liveness]). `what` names the operation with its
+// sequence number; `issued` is when it started.
+void check_alive(MPIGroupState& gs, const std::vector<int>& peers, const std::string& what, Duration timeout,
+                 std::chrono::steady_clock::time_point issued) {
+  double longest = 0;
+  std::vector<int> dead = gs.silent(peers, liveness_threshold(timeout), &longest);
+  if (dead.empty()) return;
+  g_failure = true;  // the request stays pending
+  double since = std::chrono::duration<double>(std::chrono::steady_clock::now() - issued).count();
+  WEFT_ERROR(what, " on ", gs.name, " failed: ", gs.missing_text(dead), " stopped responding (no heartbeat for ",
+             std::round(longest * 10) / 10, " s: the process died or is stuck), ", std::round(since * 10) / 10,
+             " s after it was issued (timeout ", timeout.count() / 1000.0, " s)");
+}
+
 // Waits for a request on the calling thread, polling; used where the caller
-// must block (debug fingerprints, new_group). Returns false on timeout.
-bool poll_until(MPI_Request* req, std::chrono::steady_clock::time_point deadline, const std::string& what) {
+// must block (debug fingerprints). Returns false on timeout; throws if a peer
+// stops responding (check_alive).
+bool poll_until(MPI_Request* req, MPIGroupState& gs, const std::string& what_seq, Duration timeout,
+                std::chrono::steady_clock::time_point issued) {
   auto start = std::chrono::steady_clock::now();
+  auto deadline = issued + timeout;
+  auto next_check = start + kLivenessPollPeriod;
   while (true) {
     int done = 0;
     {
       std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
-      WEFT_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE), what);
+      WEFT_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE), what_seq);
     }
     if (done) return true;
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return false;
+    if (now >= next_check) {
+      check_alive(gs, gs.peers(), what_seq, timeout, issued);
+      next_check = now + kLivenessPollPeriod;
+    }
     if (now - start < std::chrono::milliseconds(1)) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -342,9 +538,14 @@ class WorkMPI final : public Work {
     auto start = std::chrono::steady_clock::now();
     auto deadline = timeout == Duration::zero() ? st_->issued + st_->timeout : start + timeout;
     Duration limit = timeout == Duration::zero() ? st_->timeout : timeout;
+    auto next_check = start + kLivenessPollPeriod;
     while (!is_completed()) {
       auto now = std::chrono::steady_clock::now();
       if (now >= deadline) timed_out(limit);
+      if (now >= next_check) {  // Note [liveness]
+        check_alive(*st_->gs, peers(), what_seq(), st_->timeout, st_->issued);
+        next_check = now + kLivenessPollPeriod;
+      }
       if (now - start < std::chrono::milliseconds(1)) std::this_thread::yield();
       else std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
@@ -352,6 +553,13 @@ class WorkMPI final : public Work {
   }
 
  private:
+  // The ranks this operation waits on (group ranks).
+  std::vector<int> peers() const { return st_->seq < 0 ? std::vector<int>{st_->peer} : st_->gs->peers(); }
+  std::string what_seq() const {
+    if (st_->seq < 0) return st_->what;
+    return weft::detail::str_cat(st_->what, " (sequence ", st_->seq, ")");
+  }
+
   [[noreturn]] void timed_out(Duration limit) {
     std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
     auto& gs = *st_->gs;
@@ -361,13 +569,23 @@ class WorkMPI final : public Work {
                  " (the peer did not post the matching operation)");
     }
     std::vector<int> miss = gs.missing(st_->seq);
-    if (miss.empty()) {
-      WEFT_ERROR(st_->what, " (sequence ", st_->seq, ") on ", gs.name, " timed out after ", secs,
-                 " s: missing ranks: [] (every rank announced it; a rank may have died during it or issued a "
-                 "different collective; WEFT_DEBUG_COLLECTIVES=1 checks)");
+    if (!miss.empty()) {
+      WEFT_ERROR(what_seq(), " on ", gs.name, " timed out after ", secs, " s: ", gs.missing_text(miss),
+                 " did not arrive");
     }
-    WEFT_ERROR(st_->what, " (sequence ", st_->seq, ") on ", gs.name, " timed out after ", secs,
-               " s: ", gs.missing_text(miss), " did not arrive");
+    // Everyone announced it: name the peers that went silent since (they died
+    // or hang inside it; Note [liveness]), with a shorter bar than check_alive's.
+    double longest = 0;
+    std::vector<int> dead =
+        gs.silent(peers(), std::min<Duration>(std::chrono::seconds(1), liveness_threshold(st_->timeout)), &longest);
+    if (!dead.empty()) {
+      WEFT_ERROR(what_seq(), " on ", gs.name, " timed out after ", secs, " s: ", gs.missing_text(dead),
+                 " stopped responding (no heartbeat for ", std::round(longest * 10) / 10,
+                 " s: the process died or is stuck)");
+    }
+    WEFT_ERROR(what_seq(), " on ", gs.name, " timed out after ", secs,
+               " s: missing ranks: [] (every rank issued it and is alive; a rank may have issued a different "
+               "collective or be slow inside it; WEFT_DEBUG_COLLECTIVES=1 checks the sequence)");
   }
   std::shared_ptr<WorkState> st_;
 };
@@ -486,7 +704,7 @@ std::shared_ptr<WorkState> begin_collective(ProcessGroupMPI& pg, MPIGroupState& 
     WEFT_MPI_CHECK(
         MPI_Iallgather(mine, kFingerprintLen, MPI_INT64_T, all_buf->data(), kFingerprintLen, MPI_INT64_T, gs.side, req),
         st->what, ": exchanging debug fingerprints");
-    if (!poll_until(req, st->issued + st->timeout, st->what)) {
+    if (!poll_until(req, gs, weft::detail::str_cat(st->what, " (sequence ", st->seq, ")"), st->timeout, st->issued)) {
       g_failure = true;  // a request stays pending
       WEFT_ERROR(st->what, " (sequence ", st->seq, ") on ", gs.name, " timed out after ", st->timeout.count() / 1000.0,
                  " s in the debug fingerprint exchange: ", gs.missing_text(gs.missing(st->seq)), " did not arrive");
@@ -738,6 +956,25 @@ std::shared_ptr<ProcessGroupMPI>& world_slot() {
   static std::shared_ptr<ProcessGroupMPI> w;
   return w;
 }
+
+// Stops and joins the heartbeat thread, if any. The caller must not hold
+// mpi_mutex() (the thread takes it to beat).
+void stop_monitor() {
+  LivenessMonitor* m = nullptr;
+  {
+    std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
+    std::swap(m, monitor_slot());
+  }
+  if (m != nullptr) {
+    m->stop();
+    delete m;
+  }
+}
+
+int stop_monitor_at_finalize(MPI_Comm, int, void*, void*) {
+  stop_monitor();
+  return MPI_SUCCESS;
+}
 }  // namespace
 
 std::shared_ptr<ProcessGroup> init_process_group() {
@@ -755,12 +992,31 @@ std::shared_ptr<ProcessGroup> init_process_group() {
     g_thread_level = provided;
   }
   world_slot() = ProcessGroupMPI::create_world();
+  // Note [liveness]: the heartbeat thread calls MPI from its own thread, which
+  // MPI_THREAD_SERIALIZED allows given mpi_mutex().
+  if (world_slot()->size() > 1 && g_thread_level >= MPI_THREAD_SERIALIZED && monitor_slot() == nullptr) {
+    monitor_slot() = new LivenessMonitor();
+    static bool hooks = false;
+    if (!hooks) {
+      hooks = true;
+      // Stop the thread before MPI goes away even when the program skips
+      // destroy_process_group: MPI_Finalize first deletes MPI_COMM_SELF's
+      // attributes (MPI standard), and exit() runs atexit handlers.
+      int key = MPI_KEYVAL_INVALID;
+      if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, stop_monitor_at_finalize, &key, nullptr) == MPI_SUCCESS)
+        MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr);
+      std::atexit([] { stop_monitor(); });
+    }
+  }
   return world_slot();
 }
 
 void destroy_process_group() {
-  std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
-  world_slot().reset();
+  {
+    std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
+    world_slot().reset();
+  }
+  stop_monitor();
 }
 
 bool is_initialized() { return world_slot() != nullptr; }

@@ -8,7 +8,9 @@
 // - Every collective is non-blocking (MPI_Iallreduce, MPI_Ibcast, ...) and
 //   returns a Work; wait() polls MPI_Test until done or the deadline, then
 //   throws weft::Error naming the collective, its sequence number, the group
-//   and the ranks that did not arrive (Note [arrival announcements]).
+//   and the ranks that did not arrive (Note [arrival announcements]); a peer
+//   that stops sending heartbeats (it died or is stuck) fails the wait
+//   earlier, naming it (Note [liveness]).
 // - Communicators use MPI_ERRORS_RETURN: an MPI failure becomes a weft::Error
 //   carrying MPI's own error string, never an MPI abort.
 // - dtypes: all of weft's. float16/bfloat16 reduce through user-defined MPI
@@ -62,6 +64,26 @@ int local_size();
 Duration default_timeout_from_env();
 // True when WEFT_DEBUG_COLLECTIVES is set to a non-empty value other than "0".
 bool debug_collectives_from_env();
+
+// Liveness (Note [liveness] in the .cc): with more than one rank,
+// init_process_group starts a heartbeat thread (every 100 ms an empty message
+// to each peer on a private duplicate of MPI_COMM_WORLD); destroy_process_group
+// stops it (not to be called while holding mpi_mutex()), and so do
+// MPI_Finalize (an MPI_COMM_SELF attribute callback) and exit(). A Work waiting
+// on a peer that has sent no heartbeat for liveness_threshold(timeout) fails at
+// once with "... failed: missing ranks: [r] stopped responding (...)": a killed
+// rank is named even if it died after issuing the collective, well before the
+// timeout.
+// Half the collective timeout, clamped to [1 s, 30 s]; WEFT_HEARTBEAT_TIMEOUT_S
+// (seconds) overrides it.
+Duration liveness_threshold(Duration timeout);
+// True while the heartbeat thread runs.
+bool liveness_monitor_running();
+// The global ranks among `global_ranks` that sent no heartbeat for at least
+// `threshold` (none without a monitor); *longest_s gets the longest silence.
+// Also usable by other backends built on the MPI world (NCCL).
+std::vector<int> unresponsive_ranks(const std::vector<int>& global_ranks, Duration threshold,
+                                    double* longest_s = nullptr);
 
 // The mutex every MPI call of this backend holds (Note [mpi threading]).
 std::recursive_mutex& mpi_mutex();

@@ -1,0 +1,104 @@
+// ProcessGroupNCCL: the ProcessGroup backend for CUDA tensors, on NCCL. Built
+// only where the CUDA toolkit exists (parallel/BUILD selects it at load time).
+//
+// Contract:
+// - create(bootstrap) is collective over `bootstrap`, a CPU process group
+//   (normally the MPI world, init_process_group()): NCCL ranks are bootstrap
+//   ranks. Rank 0 makes the ncclUniqueId and broadcasts it through the
+//   bootstrap group (MPI_Ibcast for MPI). Each rank uses GPU
+//   NCCLOptions::device, default local_rank() % visible GPUs
+//   (OMPI_COMM_WORLD_LOCAL_RANK), and a non-blocking communicator
+//   (ncclConfig_t::blocking = 0), so that no NCCL call can hang the host: every
+//   wait for NCCL (initialisation included) has a deadline.
+// - Collectives take contiguous CUDA tensors on the group's GPU and run on the
+//   group's own communication stream (non-blocking, created per group), after
+//   the work already queued on the compute stream (weft::cuda::current_stream
+//   of the GPU: an event recorded there and waited on by the communication
+//   stream; core/cuda/stream.h rule 2). Each returns a Work at once.
+//   Work::is_completed() polls the completion event and ncclCommGetAsyncError;
+//   Work::wait() polls the same until done, then orders the compute stream
+//   after the collective; on a timeout (the group's, default 10 minutes or
+//   WEFT_COLLECTIVE_TIMEOUT_S) or an asynchronous NCCL error it aborts the
+//   communicator (ncclCommAbort) and throws weft::Error naming the collective,
+//   its sequence number, the group and, where knowable, the missing ranks:
+//   peers that stopped sending MPI heartbeats (Note [liveness] in
+//   parallel/mpi/process_group_mpi.cc) are named, earlier than the timeout.
+//   NCCL itself does not report which ranks did not arrive. After an abort
+//   every operation on the group throws.
+// - Tensors handed to a collective are kept alive until the GPU finished with
+//   them, whether or not the Work is waited on.
+// - Ops: allreduce (sum, avg, max, min), broadcast, allgather,
+//   reduce_scatter, send/recv, barrier (an allreduce of one element), and
+//   new_group (ncclCommSplit; members get their own communicator and stream).
+//   dtypes: float32/64, bfloat16, float16, int64, int32, uint8, and bool as
+//   uint8 with sum/max = logical or, min = logical and (as in the MPI
+//   backend). Avg only for floating dtypes.
+// - send/recv: NCCL has no tags (tag must be 0) and a send runs only once the
+//   peer's matching recv runs; both are queued on the one communication stream
+//   in issue order, so two ranks that both send first deadlock until the
+//   timeout: order them (e.g. even ranks send first).
+// - Thread safety: calls on one group are serialised by a mutex; Works may be
+//   polled from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "parallel/process_group.h"
+
+namespace weft::parallel {
+
+// Visible CUDA devices; 0 without a GPU or driver (never throws).
+int cuda_device_count();
+
+struct NCCLOptions {
+  int device = -1;  // GPU index; -1: local_rank() % cuda_device_count()
+};
+
+namespace detail {
+struct NCCLGroupState;
+}
+
+class ProcessGroupNCCL final : public ProcessGroup, public std::enable_shared_from_this<ProcessGroupNCCL> {
+ public:
+  // Collective over `bootstrap` (see the contract). Throws if no GPU is visible.
+  static std::shared_ptr<ProcessGroupNCCL> create(const std::shared_ptr<ProcessGroup>& bootstrap,
+                                                  NCCLOptions options = {});
+  ~ProcessGroupNCCL() override;
+
+  int rank() const override;
+  int size() const override;
+  const std::vector<int>& global_ranks() const override;
+  std::string backend_name() const override { return "nccl"; }
+  // "nccl:world" or "nccl:group[0,2]" (global ranks), as used in error messages.
+  const std::string& name() const;
+  // The GPU this rank's communicator uses.
+  Device device() const;
+  // Collectives issued on this group so far (the next one gets this number).
+  int64_t sequence_number() const;
+  // True once the communicator was aborted (timeout, NCCL error, abort()).
+  bool aborted() const;
+  // Aborts the communicator: pending operations stop, later ones throw.
+  void abort(const std::string& reason);
+
+  WorkPtr allreduce(Tensor& tensor, const AllreduceOptions& opts = {}) override;
+  WorkPtr broadcast(Tensor& tensor, const BroadcastOptions& opts = {}) override;
+  WorkPtr allgather(std::vector<Tensor>& outputs, const Tensor& input, const AllgatherOptions& opts = {}) override;
+  WorkPtr reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                         const ReduceScatterOptions& opts = {}) override;
+  WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& opts = {}) override;
+  WorkPtr recv(Tensor& tensor, int src, const SendRecvOptions& opts = {}) override;
+  WorkPtr barrier(const BarrierOptions& opts = {}) override;
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) override;
+
+  // Test hook: the group's communication stream (a cudaStream_t).
+  void* communication_stream() const;
+
+ private:
+  explicit ProcessGroupNCCL(std::unique_ptr<detail::NCCLGroupState> state);
+  void release();  // the destructor's work: drain (bounded), finalize or abort, free
+  std::unique_ptr<detail::NCCLGroupState> s_;
+};
+
+}  // namespace weft::parallel
