@@ -25,7 +25,7 @@ Tensor projection(const Shape& sizes, uint64_t seed) {
 }
 
 double dot(const Tensor& a, const Tensor& v) {
-  Tensor c = a.detach().to(DType::Float64).contiguous();
+  Tensor c = a.detach().cpu().to(DType::Float64).contiguous();
   const double* x = c.data_ptr<double>();
   const double* y = v.data_ptr<double>();
   double s = 0;
@@ -53,7 +53,7 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   Tensor v = projection(out.sizes(), opts.seed);
   std::vector<Tensor> analytical;
   if (out.requires_grad()) {
-    analytical = grad({out}, diff_inputs, {v}, false, true);
+    analytical = grad({out}, diff_inputs, {v.to(out.device())}, false, true);
   } else {
     analytical.resize(diff_inputs.size());
   }
@@ -61,19 +61,29 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   NoGradGuard no_grad;
   for (size_t k = 0; k < diff_inputs.size(); ++k) {
     const Tensor& x = diff_inputs[k];
-    // Perturb through a contiguous buffer and copy it back.
+    // Perturb a host buffer: x itself when it is a contiguous CPU tensor, else a
+    // host mirror copied into x (any device) after every change.
     WEFT_CHECK(x.is_contiguous(), "gradcheck: inputs must be contiguous");
-    double* p = x.data_ptr<double>();
-    Tensor a =
-        analytical[k].defined() ? analytical[k].to(DType::Float64).contiguous() : zeros(x.sizes(), {DType::Float64});
+    const bool direct = x.device().is_cpu();
+    Tensor host = direct ? x : x.detach().cpu().contiguous();
+    Tensor alias = x.detach();
+    double* p = host.data_ptr<double>();
+    auto sync = [&] {
+      if (!direct) copy_(alias, host);
+    };
+    Tensor a = analytical[k].defined() ? analytical[k].cpu().to(DType::Float64).contiguous()
+                                       : zeros(x.sizes(), {DType::Float64});
     const double* ap = a.data_ptr<double>();
     for (int64_t i = 0; i < x.numel(); ++i) {
       double orig = p[i];
       p[i] = orig + opts.eps;
+      sync();
       double fp = dot(fn(inputs), v);
       p[i] = orig - opts.eps;
+      sync();
       double fm = dot(fn(inputs), v);
       p[i] = orig;
+      sync();
       double num = (fp - fm) / (2 * opts.eps);
       if (!(std::abs(num - ap[i]) <= opts.atol + opts.rtol * std::abs(num))) {
         std::ostringstream os;

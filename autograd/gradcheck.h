@@ -4,7 +4,8 @@
 // random projection v of the output, the analytical vector-Jacobian product
 // (one backward with grad_output v) is compared with the numerical one,
 // ((f(x + eps e_i) - f(x - eps e_i)) . v) / (2 eps) for every input element i.
-// Inputs that do not require grad are not perturbed.
+// Inputs that do not require grad are not perturbed. Inputs may live on any
+// device (non-CPU ones are perturbed through a host mirror copied back).
 #pragma once
 
 #include <functional>

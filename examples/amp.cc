@@ -1,10 +1,8 @@
 // AmpScope (examples/device_support.h): the --amp flag of the examples/benchmarks.
+#include "core/autocast.h"
 #include "core/error.h"
 #include "examples/device_support.h"
 
-// TODO(integ): once core/autocast.h (branch h/kern_lib) is merged, include it and
-// replace the error below with:
-//   guard_ = std::make_shared<AutocastGuard>(d.type, DType::BFloat16);
 namespace weft::examples {
 
 void AmpScope::check(const std::string& amp) {
@@ -14,8 +12,7 @@ void AmpScope::check(const std::string& amp) {
 AmpScope::AmpScope(const std::string& amp, Device d) {
   check(amp);
   if (amp == "none") return;
-  (void)d;
-  WEFT_ERROR("--amp bf16: autocast (core/autocast.h, weft::AutocastGuard) is not in this build yet");
+  guard_ = std::make_shared<AutocastGuard>(d.type, DType::BFloat16);
 }
 
 AmpScope::~AmpScope() = default;

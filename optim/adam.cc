@@ -52,6 +52,10 @@ void Adam::update(ParamGroup& group) {
       st["exp_avg"] = zeros(p.sizes(), p.options());                // (p.shape)
       st["exp_avg_sq"] = zeros(p.sizes(), p.options());             // (p.shape)
     }
+    for (const char* key : {"exp_avg", "exp_avg_sq"})
+      WEFT_CHECK(st.at(key).device() == p.device(), op, ": state '", key, "' is on ", st.at(key).device(),
+                 " but its parameter is on ", p.device(),
+                 " (was the module moved after the optimizer created its state? move it first)");
     // step_t += 1, kept as a float32 scalar like PyTorch's.
     float* step = st["step"].data_ptr<float>();
     *step += 1.0f;

@@ -54,6 +54,9 @@ void SGD::update(ParamGroup& group) {
         a.init_buffer = true;
       } else {
         buf = it->second;
+        WEFT_CHECK(buf.device() == p.device(), "SGD.step: state 'momentum_buffer' is on ", buf.device(),
+                   " but its parameter is on ", p.device(),
+                   " (was the module moved after the optimizer created its state? move it first)");
       }
     }
     sgd_step_table()(p.device(), p.dtype(), ops.param, ops.grad, buf, a);
