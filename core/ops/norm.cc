@@ -367,7 +367,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 
 Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
-  detail::check_devices("layer_norm", {input, weight, bias});
+  detail::check_devices("layer_norm", {input_in, weight_in, bias_in});
   const char* op = "layer_norm";
   // float32 under autocast (core/autocast.h)
   const Tensor input = autocast::upcast(input_in), weight = autocast::upcast(weight_in),
