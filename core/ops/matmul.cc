@@ -127,6 +127,11 @@ void check_inner(const char* op, const Tensor& a, const Tensor& b) {
 
 Tensor mT(const Tensor& t) { return transpose(t, -2, -1); }
 
+// A 2-D tensor laid out as the transpose of a contiguous one (Note [grad layout]).
+bool col_major_2d(const Tensor& t) {
+  return t.dim() == 2 && t.size(0) > 1 && t.size(1) > 1 && t.stride(0) == 1 && t.stride(1) == t.size(0);
+}
+
 // The one product op: a (..., M, K) @ b (..., K, N) with broadcast batch dims.
 Tensor matmul_nd(const char* op, const char* node, const Tensor& a, const Tensor& b) {
   check_pair(op, a, b);
@@ -144,10 +149,19 @@ Tensor matmul_nd(const char* op, const char* node, const Tensor& a, const Tensor
     SavedTensor sb = a.requires_grad() ? SavedTensor(b) : SavedTensor();
     Shape za = a.sizes(), zb = b.sizes();
     std::string name = node;
-    record_function(node, {a, b}, {out}, [sa, sb, za, zb, name](const std::vector<Tensor>& g) {
+    // Note [grad layout]: a 2-D operand stored transposed (col-major, such as
+    // linear's weight.t()) gets its gradient computed as the transpose of the
+    // swapped product, so the gradient is col-major too and the weight's own
+    // gradient comes out contiguous (no transposed copy when it is accumulated).
+    const bool ta = col_major_2d(a) && b.dim() == 2, tb = col_major_2d(b) && a.dim() == 2;
+    record_function(node, {a, b}, {out}, [sa, sb, za, zb, name, ta, tb](const std::vector<Tensor>& g) {
       Tensor ga, gb;
-      if (sb.defined()) ga = sum_to(matmul_nd("matmul", "MatmulBackward", g[0], mT(sb.get(name))), za);
-      if (sa.defined()) gb = sum_to(matmul_nd("matmul", "MatmulBackward", mT(sa.get(name)), g[0]), zb);
+      if (sb.defined())
+        ga = ta ? mT(matmul_nd("matmul", "MatmulBackward", sb.get(name), mT(g[0])))
+                : sum_to(matmul_nd("matmul", "MatmulBackward", g[0], mT(sb.get(name))), za);
+      if (sa.defined())
+        gb = tb ? mT(matmul_nd("matmul", "MatmulBackward", mT(g[0]), sa.get(name)))
+                : sum_to(matmul_nd("matmul", "MatmulBackward", mT(sa.get(name)), g[0]), zb);
       return std::vector<Tensor>{ga, gb};
     });
   }
