@@ -52,7 +52,7 @@ constexpr int kMR = 12;        // rows of C per micro-tile
 constexpr int kNR = 32;        // columns of C per micro-tile (two zmm)
 constexpr int64_t kKC = 256;   // max K block: an A panel (kMR x kKC floats = 12 KiB) stays in L1
 constexpr int64_t kMC = 1536;  // rows of A packed at once (kMC x kKC floats = 1.5 MiB)
-constexpr int64_t kNC = 512;   // columns of B packed at once (kKC x kNC floats = 512 KiB, in L2)
+constexpr int64_t kNC = 256;   // columns of B packed at once (kKC x kNC floats = 256 KiB, in L2)
 static_assert(kMC % kMR == 0 && kNC % kNR == 0);
 
 inline __mmask16 lanes(int64_t n) {
@@ -225,6 +225,32 @@ int64_t k_block(int64_t k) {
   return (k + nb - 1) / nb;
 }
 
+// Software prefetch of the raw B block packed next (rows [p0, p0 + kc) x columns
+// [j0, j0 + nc)), spread over the micro-kernel calls of the current block, so its
+// memory traffic overlaps compute: with few rows of A, packing a row-major B is
+// otherwise a memory-bound phase of its own (short strided rows defeat the
+// hardware prefetcher). Measured on Zen 4: +10-15% for 64 x 2048 x 2048 with B
+// row-major; slower for col-major B (long contiguous columns, which the hardware
+// prefetcher already streams) and when the block has little compute (few rows).
+class BPrefetch {
+ public:
+  BPrefetch() = default;
+  BPrefetch(const Operand& B, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t calls) {
+    base_ = B.p + p0 * B.rs + j0, stride_ = B.rs, per_ = (nc + 15) / 16, lines_ = kc * per_;  // rows of nc floats
+    step_ = (lines_ + calls - 1) / calls;
+  }
+  // Prefetches the next share of lines into L2.
+  void next() {
+    const int64_t end = std::min(lines_, done_ + step_);
+    for (; done_ < end; ++done_)
+      _mm_prefetch(reinterpret_cast<const char*>(base_ + (done_ / per_) * stride_ + (done_ % per_) * 16), _MM_HINT_T1);
+  }
+
+ private:
+  const float* base_ = nullptr;
+  int64_t stride_ = 0, per_ = 1, lines_ = 0, step_ = 0, done_ = 0;
+};
+
 // C (m x n at c, leading dimension ldc) = or += A (m x k) * B (k x n), one thread.
 void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, int64_t ldc, bool accumulate) {
   PackBuffers& buf = buffers();
@@ -245,6 +271,14 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, 
           const int nr = static_cast<int>(std::min<int64_t>(kNR, nc - jr));
           pack_b_panel(B.p + pc * B.rs + (jc + jr) * B.cs, B.rs, B.cs, kc, nr, nr > 16 ? 32 : 16, bpack + jr * kc);
         }
+        // the B block packed next: the next columns, else the first ones of the
+        // next row block or K block
+        int64_t np = pc, nj = jc + kNC;
+        if (nj >= n) nj = 0, np = ic + kMC < m ? pc : pc + kcb;
+        const int64_t calls = ((mc + kMR - 1) / kMR) * ((nc + kNR - 1) / kNR);
+        BPrefetch pf;
+        if (B.cs == 1 && mc >= 4 * kMR && np < k)
+          pf = BPrefetch(B, np, std::min(kcb, k - np), nj, std::min(kNC, n - nj), calls);
         for (int64_t ir = 0; ir < mc; ir += kMR) {
           const int mr = static_cast<int>(std::min<int64_t>(kMR, mc - ir));
           const float* ap = apack + ir * kc;
@@ -252,6 +286,7 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, 
           for (int64_t jr = 0; jr < nc; jr += kNR) {
             const int64_t nr = std::min<int64_t>(kNR, nc - jr);
             const int v = nr > 16 ? 2 : 1;
+            pf.next();
             kKernels[mr - 1][v - 1](kc, ap, bpack + jr * kc, crow + jr, ldc, lanes(nr - 16 * (v - 1)), load_c);
           }
         }
