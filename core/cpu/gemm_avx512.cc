@@ -262,9 +262,13 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, 
     const bool load_c = accumulate || pc > 0;
     for (int64_t ic = 0; ic < m; ic += kMC) {
       const int64_t mc = std::min(kMC, m - ic);
-      for (int64_t ir = 0; ir < mc; ir += kMR)
-        pack_a_panel(A.p + (ic + ir) * A.rs + pc * A.cs, A.rs, A.cs, kc,
-                     static_cast<int>(std::min<int64_t>(kMR, mc - ir)), apack + ir * kc);
+      // the mc rows are split into ceil(mc / kMR) panels of near-equal height (64
+      // rows: 10 or 11 each, rather than 5 x 12 + a 4-row panel with few accumulators)
+      const int64_t panels = (mc + kMR - 1) / kMR;
+      auto row0 = [&](int64_t i) { return i * mc / panels; };
+      for (int64_t i = 0; i < panels; ++i)
+        pack_a_panel(A.p + (ic + row0(i)) * A.rs + pc * A.cs, A.rs, A.cs, kc, static_cast<int>(row0(i + 1) - row0(i)),
+                     apack + i * kMR * kc);
       for (int64_t jc = 0; jc < n; jc += kNC) {
         const int64_t nc = std::min(kNC, n - jc);
         for (int64_t jr = 0; jr < nc; jr += kNR) {
@@ -275,14 +279,14 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, 
         // next row block or K block
         int64_t np = pc, nj = jc + kNC;
         if (nj >= n) nj = 0, np = ic + kMC < m ? pc : pc + kcb;
-        const int64_t calls = ((mc + kMR - 1) / kMR) * ((nc + kNR - 1) / kNR);
+        const int64_t calls = panels * ((nc + kNR - 1) / kNR);
         BPrefetch pf;
         if (B.cs == 1 && mc >= 4 * kMR && np < k)
           pf = BPrefetch(B, np, std::min(kcb, k - np), nj, std::min(kNC, n - nj), calls);
-        for (int64_t ir = 0; ir < mc; ir += kMR) {
-          const int mr = static_cast<int>(std::min<int64_t>(kMR, mc - ir));
-          const float* ap = apack + ir * kc;
-          float* crow = c + (ic + ir) * ldc + jc;
+        for (int64_t i = 0; i < panels; ++i) {
+          const int mr = static_cast<int>(row0(i + 1) - row0(i));
+          const float* ap = apack + i * kMR * kc;
+          float* crow = c + (ic + row0(i)) * ldc + jc;
           for (int64_t jr = 0; jr < nc; jr += kNR) {
             const int64_t nr = std::min<int64_t>(kNR, nc - jr);
             const int v = nr > 16 ? 2 : 1;
