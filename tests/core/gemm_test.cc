@@ -121,6 +121,15 @@ TEST(Gemm, OddShapesEveryTransposeVsNaive) {
   });
 }
 
+TEST(Gemm, EveryPanelHeightAndWidthVsNaive) {
+  // m = 1..26 covers every micro-kernel height (one panel up to 12 rows, then two
+  // near-equal panels); n covers one and two vectors per row with masked tails
+  for (int64_t m = 1; m <= 26; ++m)
+    for (int64_t n : {5, 16, 17, 32, 33})
+      for (Kind ka : kPlain)
+        for (Kind kb : kPlain) ASSERT_TRUE(check_gemm<float>(m, n, 21, ka, kb, m % 2 == 0));
+}
+
 TEST(Gemm, LargeShapesVsNaive) {
   // several K blocks (k > 256), more rows than one packed A block (m > 1536),
   // more columns than one packed B block (n > 512), tall/flat extremes
