@@ -311,6 +311,12 @@ void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, 
         for (int64_t i = 0; i < m; ++i) std::fill(c + x * c_stride + i * ldc, c + x * c_stride + i * ldc + n, 0.0f);
     return;
   }
+  // A matrix-vector product C (m, 1) = A b with contiguous C is computed as the
+  // row C^T (1, m) = b^T A^T: full 32-column tiles instead of 1 useful lane in 16.
+  if (n == 1 && m > 1 && ldc == 1) {
+    gemm_avx512_f32(batch, b_off, a_off, 1, m, k, b, b_cs, b_rs, a, a_cs, a_rs, c, c_stride, m, accumulate);
+    return;
+  }
   // Thread tiling: each matrix is cut into `parts` slabs of whole micro-tiles along
   // N (or M), so that batch * parts shares out evenly. Any tiling gives the same
   // bits (Note [gemm determinism]); this one only decides speed.
