@@ -2,10 +2,10 @@
 //
 // Contract: every product goes through one internal op, matmul_nd, on operands
 // with >= 2 dims whose batch dims (all but the last two) broadcast. Its CPU
-// kernel reads strided operands; float32/float64 use the Eigen GEMM in
-// core/cpu/gemm.cc without copying plain transposes, float16/bfloat16 compute in
-// float32, integers use a simple loop. Backward: dA = sum_to(dC B^T, A),
-// dB = sum_to(A^T dC, B), so broadcast batch dims are summed back.
+// kernel reads strided operands; float32/float64 use the GEMM in core/cpu/gemm.h
+// without copying plain transposes, float16/bfloat16 compute in float32, integers
+// use a simple loop. Backward: dA = sum_to(dC B^T, A), dB = sum_to(A^T dC, B), so
+// broadcast batch dims are summed back (Note [grad layout] for 2-D transposes).
 #include <algorithm>
 
 #include "core/autograd_meta.h"
