@@ -10,11 +10,14 @@
 // Micro-kernel: kMR = 12 rows x kNR = 32 columns of C held in 24 zmm accumulators;
 // per k step: two aligned loads of the B panel, 12 broadcasts of the A panel, 24
 // FMAs. The first K block stores C (or adds to it when accumulating), later
-// blocks add their partial sums. Edge tiles use the same kernel with fewer rows
-// (template) and masked C columns; B panels are zero-padded to 16 or 32 columns.
-// Transposes and strides are absorbed by packing: contiguous rows are copied with
-// vector loads, contiguous columns go through 16x16 in-register transposes, any
-// other stride is gathered element by element.
+// blocks add their partial sums. The rows of a block are cut into panels of
+// near-equal height <= kMR (one kernel instantiation per height); the last
+// column tile uses one or two zmm per row with masked C columns, its B panel
+// zero-padded to 16 or 32 columns. Transposes and strides are absorbed by
+// packing: contiguous rows are copied with vector loads, contiguous columns go
+// through 16x16 in-register transposes, any other stride is gathered element by
+// element. With few rows of A, the next row-major B block is prefetched while the
+// current one is computed (BPrefetch).
 #include "core/cpu/gemm_avx512.h"
 
 #include <immintrin.h>
