@@ -53,8 +53,13 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   if (g.defined()) {
     NoGradGuard no_grad;
     if (!meta.grad.defined()) {
-      // Own the buffer: the incoming gradient may alias another tensor.
-      meta.grad = g.clone();
+      // Own the buffer: the incoming gradient may alias another tensor. A dense
+      // one that nothing else refers to (a fresh result) is adopted, not copied.
+      const TensorImpl* gi = g.impl();
+      const bool sole = g.impl_ptr().use_count() == 1 && gi->storage().use_count() == 1 && gi->is_contiguous() &&
+                        gi->offset() == 0 && gi->storage()->nbytes() == g.numel() * element_size(g.dtype());
+      meta.grad = sole ? Tensor(std::make_shared<TensorImpl>(gi->storage(), 0, gi->sizes(), gi->strides(), g.dtype()))
+                       : g.clone();
     } else {
       meta.grad.add_(g);
     }

@@ -1,14 +1,18 @@
-// Eigen-backed GEMM (see core/cpu/gemm.h and Note [gemm determinism]).
-// Eigen's own OpenMP threading is switched off here: weft shares out row blocks
-// itself so results are independent of the thread count.
+// CPU GEMM front end (see core/cpu/gemm.h and Note [gemm determinism]): float32
+// goes to the AVX-512 kernel where the CPU has it, everything else to Eigen's
+// product. Eigen's own OpenMP threading is switched off here: weft shares out
+// blocks of C itself so results are independent of the thread count.
 #define EIGEN_DONT_PARALLELIZE
 #include "core/cpu/gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
+#include <vector>
 
 #include <Eigen/Core>
 
+#include "core/cpu/gemm_avx512.h"
 #include "core/parallel.h"
 
 namespace weft::cpu {
@@ -53,7 +57,7 @@ Grid grid_for(int64_t m, int64_t n, int64_t k) {
 // a + a_off[i], B at b + b_off[i] and writes C at c + i * c_stride.
 template <typename T, int OA, int OB>
 void run(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k, const T* a,
-         int64_t lda, const T* b, int64_t ldb, T* c, int64_t c_stride, int64_t ldc) {
+         int64_t lda, const T* b, int64_t ldb, T* c, int64_t c_stride, int64_t ldc, bool accumulate) {
   const Grid g = grid_for(m, n, k);
   const int64_t nr = (m + g.rb - 1) / g.rb, nc = (n + g.cb - 1) / g.cb, per = nr * nc;
   auto body = [&](int64_t b0, int64_t b1) {
@@ -64,26 +68,50 @@ void run(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, i
       OutMap<T> C(c + i * c_stride, m, n, Eigen::OuterStride<>(ldc));
       int64_t r0 = (blk / nc) * g.rb, c0 = (blk % nc) * g.cb;
       int64_t rl = std::min(g.rb, m - r0), cl = std::min(g.cb, n - c0);
-      C.block(r0, c0, rl, cl).noalias() = A.middleRows(r0, rl) * B.middleCols(c0, cl);
+      if (accumulate) C.block(r0, c0, rl, cl).noalias() += A.middleRows(r0, rl) * B.middleCols(c0, cl);
+      else C.block(r0, c0, rl, cl).noalias() = A.middleRows(r0, rl) * B.middleCols(c0, cl);
     }
   };
   parallel_for(0, batch * per, 1, body);
 }
 
+// Row-major copies of the batch's matrices (rows x cols each) of an operand
+// whose layout Eigen cannot map; offsets rewritten to match.
 template <typename T>
-void gemm_impl(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k, const T* a,
-               int64_t a_rs, int64_t a_cs, const T* b, int64_t b_rs, int64_t b_cs, T* c, int64_t c_stride,
-               int64_t ldc) {
+const T* contiguous_copy(int64_t batch, const int64_t*& off, int64_t rows, int64_t cols, const T* p, int64_t& rs,
+                         int64_t& cs, std::vector<T>& data, std::vector<int64_t>& offs) {
+  data.resize(batch * rows * cols);
+  offs.resize(batch);
+  for (int64_t x = 0; x < batch; ++x) {
+    offs[x] = x * rows * cols;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) data[offs[x] + i * cols + j] = p[off[x] + i * rs + j * cs];
+  }
+  off = offs.data();
+  rs = cols;
+  cs = 1;
+  return data.data();
+}
+
+template <typename T>
+void gemm_eigen(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k, const T* a,
+                int64_t a_rs, int64_t a_cs, const T* b, int64_t b_rs, int64_t b_cs, T* c, int64_t c_stride, int64_t ldc,
+                bool accumulate) {
   if (m == 0 || n == 0 || batch == 0) return;
   if (k == 0) {
-    for (int64_t x = 0; x < batch; ++x)
-      for (int64_t i = 0; i < m; ++i) std::fill(c + x * c_stride + i * ldc, c + x * c_stride + i * ldc + n, T(0));
+    if (!accumulate)
+      for (int64_t x = 0; x < batch; ++x)
+        for (int64_t i = 0; i < m; ++i) std::fill(c + x * c_stride + i * ldc, c + x * c_stride + i * ldc + n, T(0));
     return;
   }
+  std::vector<T> a_data, b_data;
+  std::vector<int64_t> a_offs, b_offs;
+  if (!gemm_layout_ok(m, k, a_rs, a_cs)) a = contiguous_copy(batch, a_off, m, k, a, a_rs, a_cs, a_data, a_offs);
+  if (!gemm_layout_ok(k, n, b_rs, b_cs)) b = contiguous_copy(batch, b_off, k, n, b, b_rs, b_cs, b_data, b_offs);
   Layout la = layout_of(m, k, a_rs, a_cs), lb = layout_of(k, n, b_rs, b_cs);
   auto go = [&](auto oa, auto ob) {
-    run<T, decltype(oa)::value, decltype(ob)::value>(batch, a_off, b_off, m, n, k, a, la.ld, b, lb.ld, c, c_stride,
-                                                     ldc);
+    run<T, decltype(oa)::value, decltype(ob)::value>(batch, a_off, b_off, m, n, k, a, la.ld, b, lb.ld, c, c_stride, ldc,
+                                                     accumulate);
   };
   using RowT = std::integral_constant<int, Eigen::RowMajor>;
   using ColT = std::integral_constant<int, Eigen::ColMajor>;
@@ -93,7 +121,12 @@ void gemm_impl(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_
   else go(ColT{}, ColT{});
 }
 
+std::atomic<bool> g_use_avx512{true};
+
 }  // namespace
+
+bool gemm_f32_uses_avx512() { return g_use_avx512.load(std::memory_order_relaxed) && gemm_avx512_available(); }
+void set_gemm_f32_avx512(bool enabled) { g_use_avx512.store(enabled, std::memory_order_relaxed); }
 
 bool gemm_layout_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   bool row = (cs == 1 || cols <= 1) && (rows <= 1 || rs >= cols);
@@ -103,13 +136,15 @@ bool gemm_layout_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
 
 void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                   const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
-                  int64_t c_stride, int64_t ldc) {
-  gemm_impl(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc);
+                  int64_t c_stride, int64_t ldc, bool accumulate) {
+  if (gemm_f32_uses_avx512())
+    gemm_avx512_f32(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate);
+  else gemm_eigen(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate);
 }
 void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                   const double* a, int64_t a_rs, int64_t a_cs, const double* b, int64_t b_rs, int64_t b_cs, double* c,
-                  int64_t c_stride, int64_t ldc) {
-  gemm_impl(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc);
+                  int64_t c_stride, int64_t ldc, bool accumulate) {
+  gemm_eigen(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate);
 }
 
 }  // namespace weft::cpu

@@ -1,30 +1,52 @@
-// CPU GEMM through Eigen: C = A * B for float and double, strided operands.
+// CPU GEMM: C = A * B (or C += A * B) for float and double, strided operands.
 //
 // Contract: A is (m, k), B is (k, n), element (i, j) of an operand at
-// data[i * rs + j * cs]; each operand must be row-major (cs == 1) or col-major
-// (rs == 1) with a leading dimension covering its inner size -- check with
-// gemm_layout_ok() and copy to contiguous otherwise. C is row-major with leading
-// dimension ldc and is overwritten. This is the only translation unit that
-// includes Eigen (compile time). Note [gemm determinism]: C is cut into blocks
-// (of columns, or of rows when C is narrow) chosen from the shape alone;
-// each block is one single-threaded Eigen product and threads only share out
-// whole blocks, so the result does not depend on the thread count.
+// data[i * rs + j * cs] for any strides (row-major, col-major, sliced, zero
+// strides of broadcast dims); C is row-major with leading dimension ldc >= n, must
+// not overlap A or B, and is overwritten (or added to when `accumulate`).
+// float32 runs the hand-written AVX-512 kernel (core/cpu/gemm_avx512.cc) when the
+// CPU has AVX-512; double, and float32 elsewhere, go through Eigen's product
+// (this is the only translation unit that includes Eigen), which copies an
+// operand to contiguous first when gemm_layout_ok() is false for it.
+//
+// Note [gemm determinism]: every element of C is summed in one order fixed by the
+// shape alone -- K is cut into blocks chosen from K (AVX-512 path), each block's
+// products chained in k order, block sums added to C in block order; the Eigen
+// path computes blocks of C chosen from the shape, each by one single-threaded
+// product. Threads only share out whole tiles of C, so the result does not
+// depend on the thread count.
 #pragma once
 
 #include <cstdint>
 
 namespace weft::cpu {
 
+// True when the operand is plain row-major (cs == 1) or col-major (rs == 1) with
+// a leading dimension covering its inner size; the Eigen path copies it otherwise.
 bool gemm_layout_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs);
 
 // Batched: matrix i of A starts at a + a_off[i], of B at b + b_off[i] (offsets in
 // elements; broadcast batches may repeat offsets); C_i at c + i * c_stride. All
-// (matrix, block) pairs are shared out over the threads together.
+// (matrix, tile) pairs are shared out over the threads together.
 void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                   const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
-                  int64_t c_stride, int64_t ldc);
+                  int64_t c_stride, int64_t ldc, bool accumulate = false);
 void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                   const double* a, int64_t a_rs, int64_t a_cs, const double* b, int64_t b_rs, int64_t b_cs, double* c,
-                  int64_t c_stride, int64_t ldc);
+                  int64_t c_stride, int64_t ldc, bool accumulate = false);
+
+// One matrix: C (m, n) = or += A (m, k) * B (k, n).
+template <typename T>
+void gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t b_rs,
+          int64_t b_cs, T* c, int64_t ldc, bool accumulate = false) {
+  const int64_t zero = 0;
+  gemm_batched(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, accumulate);
+}
+
+// Which float32 path runs: true = AVX-512 kernel (default where the CPU has it),
+// false = Eigen. For tests and benchmarks comparing the two; not thread-safe
+// against concurrent GEMMs.
+bool gemm_f32_uses_avx512();
+void set_gemm_f32_avx512(bool enabled);
 
 }  // namespace weft::cpu

@@ -2,11 +2,11 @@
 //
 // Contract: every product goes through one internal op, matmul_nd, on operands
 // with >= 2 dims whose batch dims (all but the last two) broadcast. Its CPU
-// kernel reads strided operands; float32/float64 use the Eigen GEMM in
-// core/cpu/gemm.cc without copying plain transposes, float16/bfloat16 compute in
-// float32, integers use a simple loop. Backward: dA = sum_to(dC B^T, A),
-// dB = sum_to(A^T dC, B), so broadcast batch dims are summed back. Under autocast
-// (core/autocast.h) the public entry points cast their operands first.
+// kernel reads strided operands; float32/float64 use the GEMM in core/cpu/gemm.h
+// without copying plain transposes, float16/bfloat16 compute in float32, integers
+// use a simple loop. Backward: dA = sum_to(dC B^T, A), dB = sum_to(A^T dC, B), so
+// broadcast batch dims are summed back (Note [grad layout] for 2-D transposes).
+// Under autocast (core/autocast.h) the public entry points cast their operands first.
 #include "core/kernels/matmul.h"
 
 #include <algorithm>
@@ -129,6 +129,11 @@ void check_inner(const char* op, const Tensor& a, const Tensor& b) {
 
 Tensor mT(const Tensor& t) { return transpose(t, -2, -1); }
 
+// A 2-D tensor laid out as the transpose of a contiguous one (Note [grad layout]).
+bool col_major_2d(const Tensor& t) {
+  return t.dim() == 2 && t.size(0) > 1 && t.size(1) > 1 && t.stride(0) == 1 && t.stride(1) == t.size(0);
+}
+
 // The one product op: a (..., M, K) @ b (..., K, N) with broadcast batch dims.
 Tensor matmul_nd(const char* op, const char* node, const Tensor& a, const Tensor& b) {
   check_pair(op, a, b);
@@ -146,10 +151,19 @@ Tensor matmul_nd(const char* op, const char* node, const Tensor& a, const Tensor
     SavedTensor sb = a.requires_grad() ? SavedTensor(b) : SavedTensor();
     Shape za = a.sizes(), zb = b.sizes();
     std::string name = node;
-    record_function(node, {a, b}, {out}, [sa, sb, za, zb, name](const std::vector<Tensor>& g) {
+    // Note [grad layout]: a 2-D operand stored transposed (col-major, such as
+    // linear's weight.t()) gets its gradient computed as the transpose of the
+    // swapped product, so the gradient is col-major too and the weight's own
+    // gradient comes out contiguous (no transposed copy when it is accumulated).
+    const bool ta = col_major_2d(a) && b.dim() == 2, tb = col_major_2d(b) && a.dim() == 2;
+    record_function(node, {a, b}, {out}, [sa, sb, za, zb, name, ta, tb](const std::vector<Tensor>& g) {
       Tensor ga, gb;
-      if (sb.defined()) ga = sum_to(matmul_nd("matmul", "MatmulBackward", g[0], mT(sb.get(name))), za);
-      if (sa.defined()) gb = sum_to(matmul_nd("matmul", "MatmulBackward", mT(sa.get(name)), g[0]), zb);
+      if (sb.defined())
+        ga = ta ? mT(matmul_nd("matmul", "MatmulBackward", sb.get(name), mT(g[0])))
+                : sum_to(matmul_nd("matmul", "MatmulBackward", g[0], mT(sb.get(name))), za);
+      if (sa.defined())
+        gb = tb ? mT(matmul_nd("matmul", "MatmulBackward", mT(g[0]), sa.get(name)))
+                : sum_to(matmul_nd("matmul", "MatmulBackward", mT(sa.get(name)), g[0]), zb);
       return std::vector<Tensor>{ga, gb};
     });
   }

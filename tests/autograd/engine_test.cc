@@ -74,6 +74,32 @@ TEST(Engine, ExplicitGradient) {
   EXPECT_TRUE(tensor_near(x.grad(), {2, 40, 600}));
 }
 
+// AccumulateGrad adopts a fresh, unshared gradient buffer without copying it, and
+// copies one that another tensor still refers to.
+TEST(Engine, AccumulatedGradientNeverAliasesAnotherTensor) {
+  Tensor x = leaf({1, 2, 3});
+  Tensor g = tensor({1.0f, 10.0f, 100.0f});
+  x.backward(g);  // the leaf's gradient is the caller's tensor
+  g.add_(1.0);
+  EXPECT_TRUE(tensor_near(x.grad(), {1, 10, 100}));
+  Tensor seen;
+  Tensor z = leaf({1, 2});
+  z.register_hook([&](const Tensor& t) {
+    seen = t;  // kept alive by the hook
+    return Tensor();
+  });
+  sum(z * 3.0).backward();
+  sum(z * 3.0).backward();  // accumulates in place into z.grad
+  EXPECT_TRUE(tensor_near(z.grad(), {6, 6}));
+  EXPECT_TRUE(tensor_near(seen, {3, 3}));
+  Tensor w = leaf({1, 2});
+  sum(w * 2.0).backward();  // a fresh result nothing else holds: adopted
+  Tensor first = w.grad();
+  sum(w * 2.0).backward();
+  EXPECT_TRUE(tensor_near(w.grad(), {4, 4}));
+  EXPECT_TRUE(first.is_same(w.grad()));
+}
+
 TEST(Engine, BackwardOnTensorWithoutGradErrors) {
   Tensor x = tensor({1.0f});
   EXPECT_WEFT_ERROR(sum(x).backward(), "does not require grad");

@@ -12,9 +12,9 @@
 
 namespace weft {
 namespace {
+using testing::rnd;
 using testing::tensor_near;
 using testing::tensors_near;
-using testing::rnd;
 using testing::values;
 
 // Naive reference for matmul on >= 2-D operands with broadcast batch dims.
@@ -159,6 +159,32 @@ TEST(Matmul, Linear) {
   EXPECT_TRUE(tensor_near(linear(x, w), naive(x, w.t()), 1e-5));
   Tensor y1 = linear(tensor({1, 2, 3, 4}), w);  // 1-D input -> (5)
   EXPECT_EQ(y1.sizes(), (Shape{5}));
+}
+
+// Note [grad layout]: the gradient of a 2-D operand stored transposed comes out in
+// that layout (so linear's weight.t() passes a contiguous gradient to the weight).
+TEST(Matmul, TransposedOperandGradientLayout) {
+  Tensor x = rnd({9, 6}, DType::Float32, 51).requires_grad_(), w = rnd({5, 6}, DType::Float32, 52).requires_grad_();
+  Tensor gy = rnd({9, 5}, DType::Float32, 53);
+  Tensor wt = w.t(), seen_wt;  // (6, 5), strides (1, 6)
+  wt.register_hook([&](const Tensor& g) {
+    seen_wt = g;
+    return Tensor();
+  });
+  (mm(x, wt) * gy).sum().backward();
+  EXPECT_EQ(seen_wt.strides(), wt.strides());
+  EXPECT_TRUE(tensor_near(w.grad(), naive(gy.t(), x), 1e-5));  // dW = gy^T x
+  EXPECT_TRUE(tensor_near(x.grad(), naive(gy, w), 1e-5));      // dx = gy W
+  Tensor a = rnd({6, 9}, DType::Float32, 54).requires_grad_(), b = rnd({6, 5}, DType::Float32, 55).requires_grad_();
+  Tensor at = a.t(), seen_at;  // (9, 6), strides (1, 9)
+  at.register_hook([&](const Tensor& g) {
+    seen_at = g;
+    return Tensor();
+  });
+  (mm(at, b) * gy).sum().backward();
+  EXPECT_EQ(seen_at.strides(), at.strides());
+  EXPECT_TRUE(tensor_near(a.grad(), naive(b, gy.t()), 1e-5));  // dA = (gy B^T)^T = B gy^T
+  EXPECT_TRUE(tensor_near(b.grad(), naive(a, gy), 1e-5));      // dB = at^T gy = a gy
 }
 
 TEST(Matmul, Gradcheck) {

@@ -1,0 +1,79 @@
+// gemm_shapes: GFLOP/s of cpu::gemm (the CPU GEMM under matmul) per shape and
+// operand layout, for the AVX-512 kernel and for Eigen, at a given thread count.
+// Shapes: the DDP benchmark's MLP (784-2048-2048-10, batch 64) forward and
+// backward products, the train benchmark's MLP (batch 128) and sgemm 1024.
+//   gemm_shapes [--threads N] [--reps R]
+// Times are the best of R; at 1 thread they are the thread's CPU time (less
+// disturbed by other processes on a shared machine), else wall time.
+// Layout letters: A then B, N = row-major, T = a transposed (col-major) view.
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/cpu/gemm.h"
+#include "core/parallel.h"
+
+namespace {
+
+struct Case {
+  const char* what;
+  int64_t m, n, k;
+  bool at, bt;  // operand stored transposed (col-major)
+};
+
+double now(bool cpu_time) {
+  if (!cpu_time) return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1, reps = 21;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--threads") threads = std::atoi(argv[i + 1]);
+    else if (a == "--reps") reps = std::atoi(argv[i + 1]);
+  }
+  weft::set_num_threads(threads);
+  const std::vector<Case> cases = {
+      {"ddp fwd1  x.W1t", 64, 2048, 784, false, true},      {"ddp fwd2  h.W2t", 64, 2048, 2048, false, true},
+      {"ddp fwd3  h.W3t", 64, 10, 2048, false, true},       {"ddp dX2   g.W2", 64, 2048, 2048, false, false},
+      {"ddp dX3   g.W3", 64, 2048, 10, false, false},       {"ddp dW1t  xt.g", 784, 2048, 64, true, false},
+      {"ddp dW2t  ht.g", 2048, 2048, 64, true, false},      {"ddp dW1   gt.x", 2048, 784, 64, true, false},
+      {"ddp dW2   gt.h", 2048, 2048, 64, true, false},      {"ddp dW3   gt.h", 10, 2048, 64, true, false},
+      {"sgemm 1024 NN", 1024, 1024, 1024, false, false},    {"sgemm 1024 NT", 1024, 1024, 1024, false, true},
+      {"sgemm 1024 TN", 1024, 1024, 1024, true, false},     {"sgemm 1024 TT", 1024, 1024, 1024, true, true},
+      {"odd 1000x999x1001", 1000, 999, 1001, false, false},
+  };
+  const bool cpu_time = weft::get_num_threads() == 1;
+  std::printf("threads=%d (best of %d, %s time)\n%-20s %6s %6s %6s %10s %10s\n", weft::get_num_threads(), reps,
+              cpu_time ? "thread CPU" : "wall", "case", "m", "n", "k", "avx512", "eigen");
+  for (const Case& cs : cases) {
+    std::vector<float> a(cs.m * cs.k), b(cs.k * cs.n), c(cs.m * cs.n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = float((i * 7919) % 1000) / 1000.0f - 0.5f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = float((i * 104729) % 1000) / 1000.0f - 0.5f;
+    const int64_t ars = cs.at ? 1 : cs.k, acs = cs.at ? cs.m : 1, brs = cs.bt ? 1 : cs.n, bcs = cs.bt ? cs.k : 1;
+    double rate[2];
+    for (int path = 0; path < 2; ++path) {
+      weft::cpu::set_gemm_f32_avx512(path == 0);
+      double best = 1e30;
+      for (int r = 0; r < reps + 2; ++r) {
+        double t0 = now(cpu_time);
+        weft::cpu::gemm<float>(cs.m, cs.n, cs.k, a.data(), ars, acs, b.data(), brs, bcs, c.data(), cs.n);
+        if (r >= 2) best = std::min(best, now(cpu_time) - t0);
+      }
+      rate[path] = 2.0 * cs.m * cs.n * cs.k / best / 1e9;
+    }
+    weft::cpu::set_gemm_f32_avx512(true);
+    std::printf("%-20s %6ld %6ld %6ld %10.1f %10.1f\n", cs.what, long(cs.m), long(cs.n), long(cs.k), rate[0], rate[1]);
+  }
+  return 0;
+}

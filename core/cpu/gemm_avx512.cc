@@ -1,0 +1,360 @@
+// AVX-512 float32 GEMM (contract in core/cpu/gemm_avx512.h).
+//
+// Goto/BLIS structure, seen from row-major C. Each thread owns whole tiles of C
+// (rows [m0, m1) x columns [n0, n1) of one matrix of the batch) and runs:
+//   for pc over K in blocks of kc (kc from K alone: Note [gemm determinism])
+//     for ic over the rows in blocks of kMC:   pack A (mc x kc) into kMR-row panels
+//       for jc over the columns in blocks of kNC: pack B (kc x nc) into kNR-column panels (L2)
+//         for each A panel (kMR x kc, stays in L1)
+//           for each B panel (kc x kNR, streamed from L2): micro-kernel -> kMR x kNR tile of C
+// Micro-kernel: kMR = 12 rows x kNR = 32 columns of C held in 24 zmm accumulators;
+// per k step: two aligned loads of the B panel, 12 broadcasts of the A panel, 24
+// FMAs. The first K block stores C (or adds to it when accumulating), later
+// blocks add their partial sums. The rows of a block are cut into panels of
+// near-equal height <= kMR (one kernel instantiation per height); the last
+// column tile uses one or two zmm per row with masked C columns, its B panel
+// zero-padded to 16 or 32 columns. Transposes and strides are absorbed by
+// packing: contiguous rows are copied with vector loads, contiguous columns go
+// through 16x16 in-register transposes, any other stride is gathered element by
+// element. With few rows of A, the next row-major B block is prefetched while the
+// current one is computed (BPrefetch).
+#include "core/cpu/gemm_avx512.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <utility>
+
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace weft::cpu {
+
+bool gemm_avx512_available() {
+  static const bool ok = __builtin_cpu_supports("avx512f") != 0;
+  return ok;
+}
+
+// Everything below is compiled for AVX-512 whatever -march says; it only runs
+// when gemm_avx512_available() (checked by the caller in gemm.cc).
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")
+// GCC 12's shuffle/unpack intrinsics start from _mm512_undefined_ps(), which
+// -Wmaybe-uninitialized reports at every inlined use.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace {
+
+constexpr int kMR = 12;        // rows of C per micro-tile
+constexpr int kNR = 32;        // columns of C per micro-tile (two zmm)
+constexpr int64_t kKC = 256;   // max K block: an A panel (kMR x kKC floats = 12 KiB) stays in L1
+constexpr int64_t kMC = 1536;  // rows of A packed at once (kMC x kKC floats = 1.5 MiB)
+constexpr int64_t kNC = 256;   // columns of B packed at once (kKC x kNC floats = 256 KiB, in L2)
+static_assert(kMC % kMR == 0 && kNC % kNR == 0);
+
+inline __mmask16 lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(n, 0)) - 1);
+}
+
+// C (R x 16V tile at c, leading dimension ldc) = or += A panel (kc steps of kMR
+// floats, first R used) * B panel (kc steps of 16V floats). `last` masks the
+// columns of the last zmm of each row.
+template <int R, int V>
+void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
+                  __mmask16 last, bool load_c) {
+  __m512 acc[R][V];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    __m512 bv[V];
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) bv[v] = _mm512_load_ps(bp + 16 * v);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      const __m512 av = _mm512_set1_ps(ap[i]);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
+    }
+    ap += kMR;
+    bp += 16 * V;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) {
+      float* cp = c + i * ldc + 16 * v;
+      const __mmask16 mk = v == V - 1 ? last : __mmask16(0xFFFF);
+      __m512 r = acc[i][v];
+      if (load_c) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mk, cp));
+      _mm512_mask_storeu_ps(cp, mk, r);
+    }
+}
+
+using KernelFn = void (*)(int64_t, const float*, const float*, float*, int64_t, __mmask16, bool);
+
+template <int... R>
+constexpr std::array<std::array<KernelFn, 2>, sizeof...(R)> kernel_table(std::integer_sequence<int, R...>) {
+  return {{{&micro_kernel<R + 1, 1>, &micro_kernel<R + 1, 2>}...}};
+}
+// kKernels[r - 1][v - 1]: r rows, v zmm per row.
+constexpr auto kKernels = kernel_table(std::make_integer_sequence<int, kMR>{});
+
+// In-place transpose of a 16x16 block held as 16 rows.
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4g + c], 128-bit lane L = column 4L + c of rows 4g..4g+3
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    r[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    r[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+    r[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    r[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    __m512 v0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xEE);
+    __m512 v2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44), v3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xEE);
+    t[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    t[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+    t[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    t[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// Packs the A block rows [0, mr) x k steps [0, kc) of A (element (i, p) at
+// a[i * rs + p * cs]) as dst[p * kMR + i]; rows >= mr are left unset (never read).
+void pack_a_panel(const float* a, int64_t rs, int64_t cs, int64_t kc, int mr, float* dst) {
+  const __mmask16 mm = lanes(mr);
+  if (rs == 1 || mr == 1) {  // the mr values of one k step are contiguous (or single)
+    if (mr == 1) {
+      for (int64_t p = 0; p < kc; ++p) dst[p * kMR] = a[p * cs];
+    } else {
+      for (int64_t p = 0; p < kc; ++p) _mm512_mask_storeu_ps(dst + p * kMR, mm, _mm512_maskz_loadu_ps(mm, a + p * cs));
+    }
+  } else if (cs == 1) {  // rows contiguous along k: 16x16 transposes
+    for (int64_t p = 0; p < kc; p += 16) {
+      const int64_t pl = std::min<int64_t>(16, kc - p);
+      const __mmask16 pm = lanes(pl);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) r[i] = i < mr ? _mm512_maskz_loadu_ps(pm, a + i * rs + p) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int64_t q = 0; q < pl; ++q) _mm512_mask_storeu_ps(dst + (p + q) * kMR, mm, r[q]);
+    }
+  } else {
+    for (int64_t p = 0; p < kc; ++p)
+      for (int i = 0; i < mr; ++i) dst[p * kMR + i] = a[i * rs + p * cs];
+  }
+}
+
+// Packs columns [0, nr) x k steps [0, kc) of B (element (p, j) at b[p * rs + j * cs])
+// as dst[p * w + j] with w = 16 or 32 >= nr, columns nr..w-1 zero. dst is 64-byte aligned.
+void pack_b_panel(const float* b, int64_t rs, int64_t cs, int64_t kc, int nr, int w, float* dst) {
+  if (cs == 1 || nr == 1) {  // one k step's columns are contiguous (or single)
+    if (nr == 1) {
+      for (int64_t p = 0; p < kc; ++p) {
+        _mm512_store_ps(dst + p * w, _mm512_setzero_ps());
+        if (w == 32) _mm512_store_ps(dst + p * w + 16, _mm512_setzero_ps());
+        dst[p * w] = b[p * rs];
+      }
+      return;
+    }
+    const __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* s = b + p * rs;
+      _mm512_store_ps(dst + p * w, _mm512_maskz_loadu_ps(m0, s));
+      if (w == 32) _mm512_store_ps(dst + p * w + 16, _mm512_maskz_loadu_ps(m1, s + 16));
+    }
+  } else if (rs == 1) {  // columns contiguous along k: 16x16 transposes
+    for (int h = 0; h < w / 16; ++h) {
+      const int cols = static_cast<int>(std::clamp<int64_t>(nr - 16 * h, 0, 16));
+      const float* bh = b + 16 * h * cs;
+      for (int64_t p = 0; p < kc; p += 16) {
+        const int64_t pl = std::min<int64_t>(16, kc - p);
+        const __mmask16 pm = lanes(pl);
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) r[j] = j < cols ? _mm512_maskz_loadu_ps(pm, bh + j * cs + p) : _mm512_setzero_ps();
+        transpose16(r);
+        for (int64_t q = 0; q < pl; ++q) _mm512_store_ps(dst + (p + q) * w + 16 * h, r[q]);
+      }
+    }
+  } else {
+    for (int64_t p = 0; p < kc; ++p)
+      for (int j = 0; j < w; ++j) dst[p * w + j] = j < nr ? b[p * rs + j * cs] : 0.0f;
+  }
+}
+
+// Per-thread packing buffers, 64-byte aligned, kept between calls.
+struct PackBuffers {
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float[], Free> a, b;
+  PackBuffers() {
+    a.reset(static_cast<float*>(std::aligned_alloc(64, kMC * kKC * sizeof(float))));
+    b.reset(static_cast<float*>(std::aligned_alloc(64, kKC * kNC * sizeof(float))));
+    WEFT_CHECK(a && b, "gemm: cannot allocate packing buffers");
+  }
+};
+PackBuffers& buffers() {
+  static thread_local PackBuffers bufs;
+  return bufs;
+}
+
+struct Operand {
+  const float* p;
+  int64_t rs, cs;  // element (r, c) at p[r * rs + c * cs]
+};
+
+// K block size: K cut into ceil(K / kKC) near-equal blocks (a function of K alone).
+int64_t k_block(int64_t k) {
+  const int64_t nb = (k + kKC - 1) / kKC;
+  return (k + nb - 1) / nb;
+}
+
+// Software prefetch of the raw B block packed next (rows [p0, p0 + kc) x columns
+// [j0, j0 + nc) of a row- or col-major B), spread over the micro-kernel calls of
+// the current block so its memory traffic overlaps compute: with few rows of A,
+// packing B is otherwise a memory-bound phase of its own. Measured on Zen 4 (DDP
+// MLP, 64 x 2048 x 2048 products): one-thread training step ~35 -> ~38 steps/s;
+// skipped when the block has few rows (little compute to hide it behind).
+class BPrefetch {
+ public:
+  BPrefetch() = default;
+  BPrefetch(const Operand& B, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t calls) {
+    const bool rows = B.cs == 1;  // rows of nc floats, else columns of kc floats
+    row_ = B.p + p0 * B.rs + j0 * B.cs;
+    stride_ = rows ? B.rs : B.cs;
+    per_ = ((rows ? nc : kc) + 15) / 16;
+    outer_left_ = rows ? kc : nc;
+    step_ = (outer_left_ * per_ + calls - 1) / calls;
+  }
+  // Prefetches the next share of lines into L2.
+  void next() {
+    for (int64_t s = 0; s < step_ && outer_left_ > 0; ++s) {
+      _mm_prefetch(reinterpret_cast<const char*>(row_ + 16 * line_), _MM_HINT_T1);
+      if (++line_ == per_) line_ = 0, row_ += stride_, --outer_left_;
+    }
+  }
+
+ private:
+  const float* row_ = nullptr;
+  int64_t stride_ = 0, per_ = 1, line_ = 0, outer_left_ = 0, step_ = 0;
+};
+
+// C (m x n at c, leading dimension ldc) = or += A (m x k) * B (k x n), one thread.
+void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, int64_t ldc, bool accumulate) {
+  PackBuffers& buf = buffers();
+  float* apack = buf.a.get();
+  float* bpack = buf.b.get();
+  const int64_t kcb = k_block(k);
+  for (int64_t pc = 0; pc < k; pc += kcb) {
+    const int64_t kc = std::min(kcb, k - pc);
+    const bool load_c = accumulate || pc > 0;
+    for (int64_t ic = 0; ic < m; ic += kMC) {
+      const int64_t mc = std::min(kMC, m - ic);
+      // the mc rows are split into ceil(mc / kMR) panels of near-equal height (64
+      // rows: 10 or 11 each, rather than 5 x 12 + a 4-row panel with few accumulators)
+      const int64_t panels = (mc + kMR - 1) / kMR;
+      auto row0 = [&](int64_t i) { return i * mc / panels; };
+      for (int64_t i = 0; i < panels; ++i)
+        pack_a_panel(A.p + (ic + row0(i)) * A.rs + pc * A.cs, A.rs, A.cs, kc, static_cast<int>(row0(i + 1) - row0(i)),
+                     apack + i * kMR * kc);
+      for (int64_t jc = 0; jc < n; jc += kNC) {
+        const int64_t nc = std::min(kNC, n - jc);
+        for (int64_t jr = 0; jr < nc; jr += kNR) {
+          const int nr = static_cast<int>(std::min<int64_t>(kNR, nc - jr));
+          pack_b_panel(B.p + pc * B.rs + (jc + jr) * B.cs, B.rs, B.cs, kc, nr, nr > 16 ? 32 : 16, bpack + jr * kc);
+        }
+        // the B block packed next: the next columns, else the first ones of the
+        // next row block or K block
+        int64_t np = pc, nj = jc + kNC;
+        if (nj >= n) nj = 0, np = ic + kMC < m ? pc : pc + kcb;
+        const int64_t calls = panels * ((nc + kNR - 1) / kNR);
+        BPrefetch pf;
+        if ((B.cs == 1 || B.rs == 1) && mc >= 4 * kMR && np < k)
+          pf = BPrefetch(B, np, std::min(kcb, k - np), nj, std::min(kNC, n - nj), calls);
+        for (int64_t i = 0; i < panels; ++i) {
+          const int mr = static_cast<int>(row0(i + 1) - row0(i));
+          const float* ap = apack + i * kMR * kc;
+          float* crow = c + (ic + row0(i)) * ldc + jc;
+          for (int64_t jr = 0; jr < nc; jr += kNR) {
+            const int64_t nr = std::min<int64_t>(kNR, nc - jr);
+            const int v = nr > 16 ? 2 : 1;
+            pf.next();
+            kKernels[mr - 1][v - 1](kc, ap, bpack + jr * kc, crow + jr, ldc, lanes(nr - 16 * (v - 1)), load_c);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
+                     const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
+                     int64_t c_stride, int64_t ldc, bool accumulate) {
+  if (m == 0 || n == 0 || batch == 0) return;
+  if (k == 0) {
+    if (!accumulate)
+      for (int64_t x = 0; x < batch; ++x)
+        for (int64_t i = 0; i < m; ++i) std::fill(c + x * c_stride + i * ldc, c + x * c_stride + i * ldc + n, 0.0f);
+    return;
+  }
+  // A matrix-vector product C (m, 1) = A b with contiguous C is computed as the
+  // row C^T (1, m) = b^T A^T: full 32-column tiles instead of 1 useful lane in 16.
+  if (n == 1 && m > 1 && ldc == 1) {
+    gemm_avx512_f32(batch, b_off, a_off, 1, m, k, b, b_cs, b_rs, a, a_cs, a_rs, c, c_stride, m, accumulate);
+    return;
+  }
+  // Thread tiling: each matrix is cut into `parts` slabs of whole micro-tiles along
+  // N (or M), so that batch * parts shares out evenly. Any tiling gives the same
+  // bits (Note [gemm determinism]); this one only decides speed.
+  const int nt = in_parallel_region() ? 1 : get_num_threads();
+  const double work = static_cast<double>(m) * n * k * batch;
+  int64_t parts = 1;
+  if (nt > 1 && work >= double(1 << 18) && batch < 4 * nt) parts = nt / std::gcd<int64_t>(batch, nt);
+  const int64_t mt = (m + kMR - 1) / kMR, ntl = (n + kNR - 1) / kNR;
+  // Splitting N repacks A in every slab, splitting M repacks B: split the side
+  // whose other operand is smaller, if it has enough tiles.
+  bool split_n = (m <= n && ntl >= parts) || mt < parts;
+  parts = std::min(parts, split_n ? ntl : mt);
+  auto body = [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t x = w / parts, q = w % parts;
+      const int64_t tiles = split_n ? ntl : mt, unit = split_n ? kNR : kMR, extent = split_n ? n : m;
+      const int64_t s0 = std::min(extent, tiles * q / parts * unit),
+                    s1 = std::min(extent, tiles * (q + 1) / parts * unit);
+      if (s0 >= s1) continue;
+      const float* pa = a + a_off[x];
+      const float* pb = b + b_off[x];
+      float* pc = c + x * c_stride;
+      if (split_n) gemm_tile(m, s1 - s0, k, {pa, a_rs, a_cs}, {pb + s0 * b_cs, b_rs, b_cs}, pc + s0, ldc, accumulate);
+      else gemm_tile(s1 - s0, n, k, {pa + s0 * a_rs, a_rs, a_cs}, {pb, b_rs, b_cs}, pc + s0 * ldc, ldc, accumulate);
+    }
+  };
+  // small products run inline: a thread hand-off costs more than they do
+  parallel_for(0, batch * parts, work >= double(1 << 18) ? 1 : batch * parts, body);
+}
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+}  // namespace weft::cpu

@@ -1,0 +1,26 @@
+// Hand-written AVX-512 float32 GEMM (core/cpu/gemm_avx512.cc), used by
+// core/cpu/gemm.cc for float32 when the CPU has AVX-512 (gemm_avx512_available).
+//
+// Contract: C_i (m, n) = A_i (m, k) * B_i (k, n) (or C_i += A_i * B_i when
+// `accumulate`) for i < batch. Element (r, c) of A_i is at a[a_off[i] + r * a_rs +
+// c * a_cs], of B_i at b[b_off[i] + r * b_rs + c * b_cs]: any strides (row-major,
+// col-major, sliced, broadcast zero strides), transposes handled while packing.
+// C_i is row-major at c + i * c_stride with leading dimension ldc >= n; C must not
+// overlap A or B. Note [gemm determinism] in gemm.h: every element of C is summed
+// in one fixed order (K cut into blocks from K alone, each block summed in order
+// by one FMA chain), so the result does not depend on the thread count or on how
+// C is tiled among threads.
+#pragma once
+
+#include <cstdint>
+
+namespace weft::cpu {
+
+// True when this CPU (not just the compiler) supports AVX-512F.
+bool gemm_avx512_available();
+
+void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
+                     const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
+                     int64_t c_stride, int64_t ldc, bool accumulate);
+
+}  // namespace weft::cpu

@@ -1,0 +1,247 @@
+// cpu::gemm (core/cpu/gemm.h) on raw buffers against a double-precision triple
+// loop: odd shapes (edge tiles, several K blocks, more rows/columns than one
+// packing block), every transpose combination, padded leading dimensions, general
+// and zero strides, accumulate, batched offsets, and bitwise-identical results
+// at 1, 2 and 3 threads. Runs the AVX-512 kernel (where the CPU has it) and the
+// Eigen path; float64 always takes the Eigen path.
+#include "core/cpu/gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/parallel.h"
+
+namespace weft {
+namespace {
+
+// Operand storage kinds. Element (r, c) lives at data[off + r * rs + c * cs].
+enum Kind { kRow, kCol, kRowPadded, kColPadded, kStrided, kBroadcastRows };
+const char* kind_name(Kind k) {
+  static const char* names[] = {"row", "col", "row+ld", "col+ld", "strided", "bcast-rows"};
+  return names[k];
+}
+
+uint64_t g_state = 1;
+// Values k/64 for integer k in [-64, 64): exact in float, products exact in double.
+float next_value() {
+  g_state = g_state * 6364136223846793005ull + 1442695040888963407ull;
+  return static_cast<float>(static_cast<int>((g_state >> 33) % 128) - 64) / 64.0f;
+}
+
+template <typename T>
+struct Mat {
+  std::vector<T> data;  // includes padding filled with junk the GEMM must not read into C
+  int64_t off = 0, rs = 0, cs = 0;
+  T at(int64_t r, int64_t c) const { return data[off + r * rs + c * cs]; }
+};
+
+template <typename T>
+Mat<T> make(int64_t rows, int64_t cols, Kind kind) {
+  Mat<T> m;
+  int64_t size = 0;
+  switch (kind) {
+    case kRow: m.rs = cols, m.cs = 1, size = rows * cols; break;
+    case kCol: m.rs = 1, m.cs = rows, size = rows * cols; break;
+    case kRowPadded: m.rs = cols + 3, m.cs = 1, size = rows * (cols + 3); break;
+    case kColPadded: m.rs = 1, m.cs = rows + 5, size = cols * (rows + 5); break;
+    case kStrided: m.rs = 2 * cols + 1, m.cs = 2, size = rows * (2 * cols + 1); break;  // neither row- nor col-major
+    case kBroadcastRows: m.rs = 0, m.cs = 1, size = cols; break;                        // every row the same
+  }
+  m.off = 2;  // not at the start of the buffer
+  m.data.resize(size + 4);
+  for (T& v : m.data) v = next_value();
+  return m;
+}
+
+// C (m, n; ldc = n + pad) from gemm vs the exact product in double. The bound is
+// the classical one for a length-k float sum, |fl(s) - s| <= (k + 1) u sum|terms|,
+// which no dropped, repeated or misplaced term can stay within.
+template <typename T>
+::testing::AssertionResult check_gemm(int64_t m, int64_t n, int64_t k, Kind ka, Kind kb, bool accumulate,
+                                      int64_t pad = 0) {
+  Mat<T> A = make<T>(m, k, ka), B = make<T>(k, n, kb);
+  const int64_t ldc = n + pad;
+  std::vector<T> c(m * ldc + 1);
+  for (T& v : c) v = next_value();
+  const std::vector<T> c0 = c;
+  cpu::gemm<T>(m, n, k, A.data.data() + A.off, A.rs, A.cs, B.data.data() + B.off, B.rs, B.cs, c.data(), ldc,
+               accumulate);
+  const double u = std::is_same_v<T, float> ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      const T got = c[i * ldc + j];
+      if (j >= n) {
+        if (got != c0[i * ldc + j])
+          return ::testing::AssertionFailure() << "wrote outside C at (" << i << ", " << j << ")";
+        continue;
+      }
+      double s = accumulate ? c0[i * ldc + j] : 0.0, mag = std::abs(s);
+      for (int64_t p = 0; p < k; ++p) {
+        const double t = double(A.at(i, p)) * double(B.at(p, j));
+        s += t;
+        mag += std::abs(t);
+      }
+      if (!(std::abs(got - s) <= (k + 1) * u * 1.01 * mag))
+        return ::testing::AssertionFailure() << "C(" << i << ", " << j << ") = " << got << ", expected " << s
+                                             << " (m=" << m << " n=" << n << " k=" << k << " A " << kind_name(ka)
+                                             << ", B " << kind_name(kb) << (accumulate ? ", accumulate" : "") << ")";
+    }
+  }
+  if (c.back() != c0.back()) return ::testing::AssertionFailure() << "wrote past the end of C";
+  return ::testing::AssertionSuccess();
+}
+
+// Runs the body once on each float32 path (AVX-512 kernel, Eigen), restoring the default.
+template <typename F>
+void for_each_f32_path(F&& body) {
+  for (bool avx : {true, false}) {
+    cpu::set_gemm_f32_avx512(avx);
+    SCOPED_TRACE(avx ? (cpu::gemm_f32_uses_avx512() ? "avx512 kernel" : "avx512 unavailable: eigen") : "eigen");
+    body();
+  }
+  cpu::set_gemm_f32_avx512(true);
+}
+
+const Kind kPlain[] = {kRow, kCol};
+
+TEST(Gemm, OddShapesEveryTransposeVsNaive) {
+  const int64_t sizes[] = {1, 7, 17, 63, 65, 129};
+  for_each_f32_path([&] {
+    for (int64_t m : sizes)
+      for (int64_t n : sizes)
+        for (int64_t k : sizes)
+          for (Kind ka : kPlain)
+            for (Kind kb : kPlain) ASSERT_TRUE(check_gemm<float>(m, n, k, ka, kb, false));
+  });
+}
+
+TEST(Gemm, EveryPanelHeightAndWidthVsNaive) {
+  // m = 1..26 covers every micro-kernel height (one panel up to 12 rows, then two
+  // near-equal panels); n covers one and two vectors per row with masked tails
+  for (int64_t m = 1; m <= 26; ++m)
+    for (int64_t n : {5, 16, 17, 32, 33})
+      for (Kind ka : kPlain)
+        for (Kind kb : kPlain) ASSERT_TRUE(check_gemm<float>(m, n, 21, ka, kb, m % 2 == 0));
+}
+
+TEST(Gemm, LargeShapesVsNaive) {
+  // several K blocks (k > 256), more rows than one packed A block (m > 1536),
+  // more columns than one packed B block (n > 512), tall/flat extremes
+  struct S {
+    int64_t m, n, k;
+  };
+  const S shapes[] = {{1000, 129, 300}, {129, 1000, 257}, {65, 63, 1000}, {1000, 1000, 7},
+                      {1600, 33, 40},   {40, 1100, 50},   {3, 2, 2049},   {513, 257, 1031}};
+  for (const S& s : shapes)
+    for (Kind ka : kPlain)
+      for (Kind kb : kPlain) EXPECT_TRUE(check_gemm<float>(s.m, s.n, s.k, ka, kb, false));
+}
+
+TEST(Gemm, StridesLeadingDimsAndAccumulate) {
+  const Kind kinds[] = {kRow, kCol, kRowPadded, kColPadded, kStrided};
+  for_each_f32_path([&] {
+    for (Kind ka : kinds)
+      for (Kind kb : kinds)
+        for (bool acc : {false, true}) {
+          EXPECT_TRUE(check_gemm<float>(37, 45, 300, ka, kb, acc, 3));
+          EXPECT_TRUE(check_gemm<float>(13, 33, 16, ka, kb, acc, 0));
+        }
+    // zero row stride (a broadcast operand): every row of A (or of B) the same
+    EXPECT_TRUE(check_gemm<float>(20, 40, 30, kBroadcastRows, kRow, false));
+    EXPECT_TRUE(check_gemm<float>(20, 40, 30, kCol, kBroadcastRows, true));
+  });
+  for (Kind ka : kinds)
+    for (Kind kb : kinds)
+      for (bool acc : {false, true}) EXPECT_TRUE(check_gemm<double>(29, 31, 70, ka, kb, acc, 2));
+}
+
+TEST(Gemm, EmptyInnerDimension) {
+  for_each_f32_path([&] {
+    std::vector<float> c(6, 5.0f);
+    cpu::gemm<float>(2, 3, 0, nullptr, 0, 1, nullptr, 3, 1, c.data(), 3, true);
+    EXPECT_EQ(c, std::vector<float>(6, 5.0f));  // C += nothing
+    cpu::gemm<float>(2, 3, 0, nullptr, 0, 1, nullptr, 3, 1, c.data(), 3, false);
+    EXPECT_EQ(c, std::vector<float>(6, 0.0f));
+    cpu::gemm<float>(0, 3, 4, nullptr, 4, 1, nullptr, 3, 1, c.data(), 3, false);  // no rows: no-op
+  });
+}
+
+TEST(Gemm, BatchedOffsetsVsNaive) {
+  // 4 matrices; A's batch broadcast (two offsets repeat), B col-major with gaps
+  const int64_t m = 19, n = 35, k = 41, batch = 4;
+  std::vector<float> a(2 * m * k), b(batch * (k * n + 7)), c(batch * m * n);
+  for (float& v : a) v = next_value();
+  for (float& v : b) v = next_value();
+  const int64_t a_off[] = {0, m * k, 0, m * k};
+  const int64_t b_off[] = {0, k * n + 7, 2 * (k * n + 7), 3 * (k * n + 7)};
+  for_each_f32_path([&] {
+    cpu::gemm_batched(batch, a_off, b_off, m, n, k, a.data(), k, 1, b.data(), 1, k, c.data(), m * n, n);
+    for (int64_t x = 0; x < batch; ++x)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double s = 0, mag = 0;
+          for (int64_t p = 0; p < k; ++p) {
+            double t = double(a[a_off[x] + i * k + p]) * double(b[b_off[x] + j * k + p]);
+            s += t, mag += std::abs(t);
+          }
+          ASSERT_LE(std::abs(c[x * m * n + i * n + j] - s), (k + 1) * std::ldexp(1.0, -24) * mag) << x << " " << i;
+        }
+  });
+}
+
+TEST(Gemm, BitwiseIdenticalAcrossThreadCounts) {
+  struct S {
+    int64_t m, n, k;
+    Kind ka, kb;
+  };
+  const S shapes[] = {{300, 200, 150, kRow, kRow},
+                      {64, 2048, 784, kRow, kCol},
+                      {2048, 784, 64, kCol, kRow},
+                      {1000, 999, 1001, kRow, kRow},
+                      {10, 2048, 64, kCol, kRow},
+                      {2048, 10, 300, kStrided, kCol},
+                      {1700, 40, 520, kColPadded, kRowPadded}};
+  const int prev = get_num_threads();
+  for_each_f32_path([&] {
+    for (const S& s : shapes) {
+      Mat<float> A = make<float>(s.m, s.k, s.ka), B = make<float>(s.k, s.n, s.kb);
+      std::vector<float> init(s.m * s.n);
+      for (float& v : init) v = next_value();
+      std::vector<std::vector<float>> out;
+      for (int threads : {1, 2, 3})
+        for (bool acc : {false, true}) {
+          set_num_threads(threads);
+          std::vector<float> c = init;
+          cpu::gemm<float>(s.m, s.n, s.k, A.data.data() + A.off, A.rs, A.cs, B.data.data() + B.off, B.rs, B.cs,
+                           c.data(), s.n, acc);
+          out.push_back(std::move(c));
+        }
+      set_num_threads(prev);
+      for (size_t r = 2; r < out.size(); ++r)
+        EXPECT_TRUE(out[r] == out[r % 2]) << "m=" << s.m << " n=" << s.n << " k=" << s.k << " run " << r;
+    }
+    // batched: tiles of several matrices shared out together
+    const int64_t m = 70, n = 90, k = 60, batch = 5;
+    std::vector<float> a(batch * m * k), b(k * n);
+    for (float& v : a) v = next_value();
+    for (float& v : b) v = next_value();
+    std::vector<int64_t> a_off(batch), b_off(batch, 0);
+    for (int64_t x = 0; x < batch; ++x) a_off[x] = x * m * k;
+    std::vector<float> c1(batch * m * n), c2(batch * m * n);
+    set_num_threads(1);
+    cpu::gemm_batched(batch, a_off.data(), b_off.data(), m, n, k, a.data(), k, 1, b.data(), 1, k, c1.data(), m * n, n);
+    set_num_threads(2);
+    cpu::gemm_batched(batch, a_off.data(), b_off.data(), m, n, k, a.data(), k, 1, b.data(), 1, k, c2.data(), m * n, n);
+    set_num_threads(prev);
+    EXPECT_TRUE(c1 == c2);
+  });
+}
+
+}  // namespace
+}  // namespace weft
