@@ -1,5 +1,5 @@
 // CUDA copy_ and fill_: device<->device (same GPU: one kernel or cudaMemcpyAsync;
-// across GPUs: peer copy), host->device and device->host, converting dtypes.
+// across GPUs: a synchronous peer copy), host->device and device->host, converting dtypes.
 //
 // Synchronisation (core/cuda/stream.h): all work runs on the current stream of the
 // CUDA operand's device. Device->host copies synchronise that stream before
@@ -41,9 +41,17 @@ void cuda_copy(const Tensor& dst, const Tensor& src) {
       // peer copy of a dense source into a staging tensor on dst's GPU
       Tensor s = src.contiguous();
       Tensor staged = empty(s.sizes(), {s.dtype(), dst.device()});
-      WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_for(s)));
+      {
+        // the source's writes are done (a null stream names the legacy stream of the
+        // *current* device, so the source's device must be current here)
+        DeviceGuard gs(s.device().index);
+        WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_for(s)));
+      }
       WEFT_CUDA_CHECK(cudaMemcpyPeerAsync(staged.raw_data(), dst.device().index, s.raw_data(), s.device().index,
                                           s.nbytes(), stream_for(dst)));
+      // s (maybe a temporary freed on return into the source device's cache) must not
+      // be reused or overwritten by the source's stream before the copy has read it
+      WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_for(dst)));
       device_to_device<Dst>(dst, staged);
       return;
     }

@@ -85,8 +85,8 @@ struct OffsetCalc {
 template <int N>
 bool make_offset_calc(const std::array<const Tensor*, N>& ops, OffsetCalc<N>& oc, bool& contiguous) {
   const Shape& shape = ops[0]->sizes();
-  int64_t sizes[64];
-  int64_t strides[64][N];
+  int64_t sizes[kMaxDims];
+  int64_t strides[kMaxDims][N];
   int nd = 0;
   for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {  // innermost first
     if (shape[d] == 1) continue;
@@ -101,6 +101,7 @@ bool make_offset_calc(const std::array<const Tensor*, N>& ops, OffsetCalc<N>& oc
         continue;
       }
     }
+    if (nd == kMaxDims) return false;  // too many dims remain
     sizes[nd] = shape[d];
     for (int k = 0; k < N; ++k) strides[nd][k] = st[k];
     ++nd;
@@ -109,7 +110,6 @@ bool make_offset_calc(const std::array<const Tensor*, N>& ops, OffsetCalc<N>& oc
   if (nd == 1)
     for (int k = 0; k < N; ++k)
       if (strides[0][k] != static_cast<int64_t>(ops[k]->element_size())) contiguous = false;
-  if (nd > kMaxDims) return false;
   oc.ndim = nd;
   for (int d = 0; d < nd; ++d) {
     oc.sizes[d] = sizes[d];

@@ -73,7 +73,8 @@ TEST(CudaConv2d, UnbatchedAndTF32) {
   auto fn = [](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{conv2d(in[0], in[1], Tensor(), {1, 1}, {1, 1})};
   };
-  EXPECT_TRUE(matches_cpu(fn, {x, w}, 1e-5));
+  // cuDNN may pick Winograd/FFT algorithms: float32 to 1e-4 as in ForwardBackwardMatchCpu
+  EXPECT_TRUE(matches_cpu(fn, {x, w}, 1e-4));
   cuda::set_allow_tf32(true);
   EXPECT_TRUE(matches_cpu(fn, {x, w}, 1e-2));
   cuda::set_allow_tf32(false);
