@@ -4,7 +4,9 @@
 // g (n, D); all contiguous. idx may be on the GPU (then it is range-checked on the
 // device: a bad index is skipped by the kernel and raises weft::Error naming it and
 // V after the launch, which costs one stream synchronisation) or on the CPU (the
-// front end has checked it; it is copied to the GPU). The backward scatter-adds with
+// front end has checked it; it is copied to the GPU). The backward gets the indices
+// the forward already checked, so it skips bad ones without a flag (no stream
+// synchronisation per training step). The backward scatter-adds with
 // atomics: float32 / float64 directly into grad_weight; float16 / bfloat16 into a
 // float32 buffer converted once at the end (like the CPU, which accumulates 16-bit
 // types in float). Atomic order is unspecified, so float results are not bitwise
@@ -78,26 +80,22 @@ void cuda_embedding_backward(const Tensor& grad_weight, const Tensor& g, const T
   if (n * D == 0) return;
   DeviceGuard guard(grad_weight.device().index);
   cudaStream_t stream = stream_for(grad_weight);
-  const bool on_gpu = idx_in.device() == grad_weight.device();
-  Tensor idx = index_on(idx_in, grad_weight);
-  std::optional<BadIndexFlag> flag;
-  if (on_gpu) flag.emplace(grad_weight);
+  Tensor idx = index_on(idx_in, grad_weight);  // checked by the forward: no flag, no synchronisation
   const int64_t* pi = static_cast<const int64_t*>(idx.raw_data());
   const T* pg = static_cast<const T*>(g.raw_data());
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    embedding_backward_kernel<T, T><<<blocks_for(n * D, 256), 256, 0, stream>>>(
-        static_cast<T*>(grad_weight.raw_data()), pg, pi, n, V, D, flag ? flag->ptr() : nullptr);
+    embedding_backward_kernel<T, T>
+        <<<blocks_for(n * D, 256), 256, 0, stream>>>(static_cast<T*>(grad_weight.raw_data()), pg, pi, n, V, D, nullptr);
     WEFT_CUDA_KERNEL_CHECK("embedding_backward");
   } else {
     Tensor acc = zeros({V, D}, {DType::Float32, grad_weight.device()});
-    embedding_backward_kernel<T, float><<<blocks_for(n * D, 256), 256, 0, stream>>>(
-        static_cast<float*>(acc.raw_data()), pg, pi, n, V, D, flag ? flag->ptr() : nullptr);
+    embedding_backward_kernel<T, float>
+        <<<blocks_for(n * D, 256), 256, 0, stream>>>(static_cast<float*>(acc.raw_data()), pg, pi, n, V, D, nullptr);
     WEFT_CUDA_KERNEL_CHECK("embedding_backward");
     add_from_float_kernel<T><<<blocks_for(V * D, 256), 256, 0, stream>>>(
         static_cast<T*>(grad_weight.raw_data()), static_cast<const float*>(acc.raw_data()), V * D);
     WEFT_CUDA_KERNEL_CHECK("embedding_backward(convert)");
   }
-  if (flag) flag->check("embedding_backward", "index", V);
 }
 
 // embedding copies rows: registered for the CPU's numeric dtypes

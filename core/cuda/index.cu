@@ -1,11 +1,12 @@
 // CUDA indexing kernels (core/kernels/index.h): gather, scatter_add, index_select,
 // index_add, masked_fill, tril/triu.
 //
-// Contract (matches core/ops/index.cc): index tensors are int64; the front ends
-// keep them on the CPU and range-check them there, and they are copied to the GPU
-// here. An index tensor already on the GPU is range-checked on the device (a bad
-// index is skipped, then weft::Error names the op, the index and the size after a
-// stream synchronisation); kernels never access out of bounds. gather, index_select
+// Contract (matches core/ops/index.cc): index tensors are int64. The front ends
+// require the index on the input's device, so it is GPU-resident and range-checked
+// on the device (a bad index is skipped, then weft::Error names the op, the index
+// and the size after a stream synchronisation); a CPU index handed to a table
+// directly is copied to the GPU (and was checked by its caller). Kernels never
+// access out of bounds. gather, index_select
 // and tril/triu move raw elements, so they are instantiated per element size (1, 2,
 // 4, 8 bytes) for every dtype. scatter_add / index_add accumulate with atomics
 // (native atomicAdd for float32/float64/int32/int64/float16/bfloat16 — 16-bit types

@@ -1,7 +1,7 @@
 // CUDA gather / scatter_add / index_select / index_add / masked_fill / tril / triu /
-// one_hot against the CPU (indices on the GPU, as PyTorch requires; the front ends
-// also accept CPU indices), gradcheck of gather, and the device-side range check of
-// a GPU-resident index (table call and front ends).
+// one_hot against the CPU (indices on the GPU, as PyTorch requires; a CPU index
+// with a GPU input is a device error), gradcheck of gather, and the device-side
+// range check of a GPU-resident index (table call and front ends).
 #include <gtest/gtest.h>
 
 #include "core/kernels/index.h"
@@ -53,7 +53,9 @@ TEST(CudaIndex, BadGpuIndexIsAnErrorNotACrash) {
   Tensor out = testing::poisoned_empty({3, 2}, DType::Float32);
   Tensor bad = tensor(std::vector<double>{0, 1, 2, 9, 1, 1}, {3, 2}).to(DType::Int64).to(kGPU);
   EXPECT_WEFT_ERROR(gather_table()(kGPU, DType::Float32, out, self, bad, 1), "index 9 is out of bounds");
-  EXPECT_WEFT_ERROR(gather(self, 1, tensor(std::vector<double>{0, 5}, {1, 2}).to(DType::Int64)), "index 5");
+  // a CPU index with a GPU input is rejected (PyTorch's rule), before any range check
+  EXPECT_WEFT_ERROR(gather(self, 1, tensor(std::vector<double>{0, 5}, {1, 2}).to(DType::Int64)),
+                    "gather: expected all tensors on the same device");
   // GPU-resident indices through the front ends: checked on the device.
   Tensor bad_gpu = tensor(std::vector<double>{0, 5}, {1, 2}).to(DType::Int64).to(kGPU);
   EXPECT_WEFT_ERROR(gather(self, 1, bad_gpu), "gather: index 5 is out of bounds");
