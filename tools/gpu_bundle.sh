@@ -11,6 +11,9 @@
 #                GPU host's Python environment (site-packages/nvidia/*/lib, torch/lib).
 #   DIR/run.sh   tests + 1-epoch example on cuda; last line `N passed, N failed`
 #   DIR/bench.sh weft vs torch GPU benchmarks
+# tests/, bin/ and lib/ travel as DIR/payload.tar.xz (about 6 MB instead of 40: the
+# CUDA fatbins compress well); env.sh unpacks it on first use. The whole DIR stays
+# under ~40 MB so it can be carried with the working tree (64 MiB limit).
 # Binaries are built with --copt=-march=x86-64-v3 so they run on the GPU host's CPU.
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 DIR" >&2; exit 2; }
@@ -29,7 +32,7 @@ echo "gpu_bundle: building ${#TESTS[@]} tests and ${#BINS[@]} binaries" >&2
 ./bazelw build ${FLAGS[@]+"${FLAGS[@]}"} "${TESTS[@]}" "${BINS[@]}"
 BIN=$(./bazelw info ${FLAGS[@]+"${FLAGS[@]}"} bazel-bin 2>/dev/null)
 
-rm -rf "$DIR"/{tests,bin,bench,data,lib,run.sh,bench.sh,env.sh,results}
+rm -rf "$DIR"/{tests,bin,bench,data,lib,run.sh,bench.sh,env.sh,results,payload.tar.xz}
 mkdir -p "$DIR"/{tests,bin,bench,data,lib}
 path_of() { local l=${1#//}; echo "$BIN/${l%%:*}/${l##*:}"; }
 for t in "${TESTS[@]}"; do install -m 755 "$(path_of "$t")" "$DIR/tests/"; done
@@ -58,5 +61,11 @@ done
 # Host code symbols only; device code (fatbins) is kept.
 strip --strip-unneeded "$DIR"/tests/* "$DIR"/bin/* "$DIR"/lib/* 2>/dev/null || true
 
-echo "gpu_bundle: $DIR ($(du -sh "$DIR" | cut -f1)): ${#TESTS[@]} tests, $(ls "$DIR/lib" | wc -l) libs" >&2
 ls "$DIR/lib" >&2
+nlibs=$(ls "$DIR/lib" | wc -l)
+# The bundle must travel with a working tree under 64 MiB: ship the binaries
+# xz-compressed (env.sh unpacks them on first use); the dataset is already gzipped.
+rm -f "$DIR/payload.tar.xz"
+tar -C "$DIR" -cf - lib tests bin | xz -T0 -6 >"$DIR/payload.tar.xz"
+rm -rf "$DIR"/{lib,tests,bin}
+echo "gpu_bundle: $DIR ($(du -sh "$DIR" | cut -f1)): ${#TESTS[@]} tests, $nlibs libs" >&2

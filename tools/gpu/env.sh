@@ -2,6 +2,10 @@
 # CUDA libraries of the Python environment (site-packages/nvidia/*/lib, torch/lib;
 # found without importing torch) and the bundle's own lib/ on LD_LIBRARY_PATH.
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The binaries travel xz-compressed (their CUDA fatbins compress ~10x): unpack once.
+if [ -f "$HERE/payload.tar.xz" ] && [ ! -d "$HERE/lib" ]; then
+  tar -C "$HERE" -xJf "$HERE/payload.tar.xz" || { echo "gpu bundle: cannot unpack $HERE/payload.tar.xz" >&2; exit 1; }
+fi
 PY=${PYTHON:-python3}
 PYLIBS=""
 if command -v "$PY" >/dev/null 2>&1; then
