@@ -27,6 +27,17 @@
 // timeout, between 1 s and 30 s; WEFT_HEARTBEAT_TIMEOUT_S overrides) and then
 // fails at once, naming those ranks, well before the timeout. At a timeout,
 // peers silent for over a second are named too (they died late in it).
+//
+// Note [progress thread]: Open MPI 4.1 advances a non-blocking collective
+// (libnbc) only while some thread of the process is inside an MPI call, so an
+// allreduce issued early in a long computation would otherwise mostly run when
+// the caller finally tests or waits on it. While issued operations are
+// pending, the heartbeat thread therefore also polls them every
+// progress_period() (MPI_Request_get_status under mpi_mutex(): it progresses
+// every outstanding request but frees none, so completion and the finish step
+// stay with the Work's own is_completed()/wait()); with nothing pending it
+// sleeps until the next beat. WEFT_MPI_PROGRESS_US sets the period (0 turns
+// the polling off).
 #include "parallel/mpi/process_group_mpi.h"
 
 #include <mpi.h>
@@ -56,6 +67,7 @@ constexpr int kHeartbeatTag = 13;
 constexpr auto kHeartbeatPeriod = std::chrono::milliseconds(100);
 // How often a waiting Work looks at the heartbeats.
 constexpr auto kLivenessPollPeriod = std::chrono::milliseconds(10);
+constexpr int64_t kDefaultProgressUs = 100;  // Note [progress thread]
 std::atomic<bool> g_failure{false};
 std::atomic<int> g_thread_level{-1};
 
@@ -183,7 +195,25 @@ int64_t now_ns() {
       .count();
 }
 
-// The heartbeat thread of Note [liveness].
+struct WorkState;
+bool work_pending(WorkState& st);  // caller holds mpi_mutex()
+
+// Note [progress thread]: the polling period; zero means no polling.
+std::chrono::microseconds progress_period() {
+  static const std::chrono::microseconds p = [] {
+    const char* v = std::getenv("WEFT_MPI_PROGRESS_US");
+    if (v == nullptr || *v == '\0') return std::chrono::microseconds(kDefaultProgressUs);
+    char* end = nullptr;
+    long long us = std::strtoll(v, &end, 10);
+    WEFT_CHECK(end != v && *end == '\0' && us >= 0,
+               "WEFT_MPI_PROGRESS_US must be a non-negative number of microseconds, got '", v, "'");
+    return std::chrono::microseconds(us);
+  }();
+  return p;
+}
+
+// The heartbeat thread of Note [liveness], which also progresses pending
+// operations (Note [progress thread]).
 class LivenessMonitor {
  public:
   // Collective over MPI_COMM_WORLD (duplicates it); the caller holds mpi_mutex().
@@ -230,19 +260,49 @@ class LivenessMonitor {
     }
   }
 
+  // Has the thread progress `st` until it completes (Note [progress thread]).
+  // Caller holds mpi_mutex().
+  void watch(const std::shared_ptr<WorkState>& st) {
+    if (progress_period().count() == 0) return;
+    {
+      std::lock_guard<std::mutex> l(m_);
+      watched_.push_back(st);
+    }
+    cv_.notify_all();
+  }
+
   // Seconds since global rank r was last heard from (after drain()).
   double silence_s(int r) const { return static_cast<double>(now_ns() - last_[r].load()) * 1e-9; }
   int size() const { return size_; }
 
  private:
+  // Lock order: mpi_mutex() before m_; the thread never takes mpi_mutex()
+  // while holding m_.
   void run() {
+    auto next_beat = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> l(m_);
     while (!stop_) {
+      const bool busy = !watched_.empty();
       l.unlock();
-      beat();
+      if (std::chrono::steady_clock::now() >= next_beat) {
+        beat();
+        next_beat = std::chrono::steady_clock::now() + kHeartbeatPeriod;
+      }
+      if (busy) poll();
       l.lock();
-      cv_.wait_for(l, kHeartbeatPeriod, [this] { return stop_; });
+      if (watched_.empty()) cv_.wait_until(l, next_beat, [this] { return stop_ || !watched_.empty(); });
+      else cv_.wait_for(l, progress_period(), [this] { return stop_; });
     }
+  }
+
+  // One progress call for the watched operations; forgets finished ones.
+  void poll() {
+    std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
+    std::lock_guard<std::mutex> l(m_);
+    std::erase_if(watched_, [](const std::weak_ptr<WorkState>& w) {
+      auto st = w.lock();
+      return !st || !work_pending(*st);
+    });
   }
 
   void beat() {
@@ -265,6 +325,7 @@ class LivenessMonitor {
   std::mutex m_;
   std::condition_variable cv_;
   bool stop_ = false;
+  std::vector<std::weak_ptr<WorkState>> watched_;  // guarded by m_
 };
 
 // The running monitor, or nullptr. Read and used under mpi_mutex().
@@ -494,6 +555,15 @@ struct WorkState {
   bool done = false;
   std::string error;
 };
+
+// Note [progress thread]: progresses MPI (every outstanding request) and says
+// whether `st` is still unfinished, without completing or freeing its request.
+bool work_pending(WorkState& st) {
+  if (st.done || st.req == MPI_REQUEST_NULL) return false;
+  int flag = 0;
+  if (MPI_Request_get_status(st.req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+  return !flag;
+}
 
 class WorkMPI final : public Work {
  public:
@@ -746,6 +816,7 @@ WorkPtr launch(const std::shared_ptr<WorkState>& st, int rc) {
     st->done = true;
     WEFT_ERROR(st->what, " failed to start in MPI: ", mpi_error_string(rc));
   }
+  if (LivenessMonitor* m = monitor_slot()) m->watch(st);  // Note [progress thread]
   return std::make_shared<WorkMPI>(st);
 }
 
