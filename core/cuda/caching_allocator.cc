@@ -20,8 +20,10 @@ struct CachingAllocator::Block {
 };
 
 bool CachingAllocator::BlockLess::operator()(const Block* a, const Block* b) const {
-  return std::make_tuple(a->device, reinterpret_cast<uintptr_t>(a->stream), a->size, reinterpret_cast<uintptr_t>(a->ptr)) <
-         std::make_tuple(b->device, reinterpret_cast<uintptr_t>(b->stream), b->size, reinterpret_cast<uintptr_t>(b->ptr));
+  return std::make_tuple(a->device, reinterpret_cast<uintptr_t>(a->stream), a->size,
+                         reinterpret_cast<uintptr_t>(a->ptr)) <
+         std::make_tuple(b->device, reinterpret_cast<uintptr_t>(b->stream), b->size,
+                         reinterpret_cast<uintptr_t>(b->ptr));
 }
 
 CachingAllocator::CachingAllocator(MemoryBackend* backend) : backend_(backend) {}

@@ -47,18 +47,18 @@ struct MemoryStats {
   int64_t reserved = 0;   // bytes in segments obtained from the backend
   int64_t peak_allocated = 0;
   int64_t peak_reserved = 0;
-  int64_t num_allocs = 0;     // malloc calls served
-  int64_t num_segments = 0;   // segments currently held
-  int64_t num_retries = 0;    // backend allocations retried after emptying the cache
-  int64_t num_ooms = 0;       // out-of-memory errors raised
+  int64_t num_allocs = 0;    // malloc calls served
+  int64_t num_segments = 0;  // segments currently held
+  int64_t num_retries = 0;   // backend allocations retried after emptying the cache
+  int64_t num_ooms = 0;      // out-of-memory errors raised
 };
 
 class CachingAllocator {
  public:
   static constexpr size_t kRound = 512;
-  static constexpr size_t kSmallRequest = 1 << 20;   // <= 1 MiB: small pool
-  static constexpr size_t kSmallSegment = 2 << 20;   // 2 MiB
-  static constexpr size_t kMidRequest = 10 << 20;    // < 10 MiB: 20 MiB segments
+  static constexpr size_t kSmallRequest = 1 << 20;  // <= 1 MiB: small pool
+  static constexpr size_t kSmallSegment = 2 << 20;  // 2 MiB
+  static constexpr size_t kMidRequest = 10 << 20;   // < 10 MiB: 20 MiB segments
   static constexpr size_t kMidSegment = 20 << 20;
   static constexpr size_t kLargeRound = 2 << 20;
   static constexpr size_t kMinLargeSplit = 1 << 20;  // large blocks split if > 1 MiB remains

@@ -10,20 +10,20 @@
 
 #include "core/error.h"
 
-#define WEFT_CUDA_CHECK(expr)                                                                        \
-  do {                                                                                               \
-    cudaError_t weft_cuda_err_ = (expr);                                                             \
-    if (weft_cuda_err_ != cudaSuccess) {                                                             \
-      (void)cudaGetLastError();                                                                      \
+#define WEFT_CUDA_CHECK(expr)                                                                             \
+  do {                                                                                                    \
+    cudaError_t weft_cuda_err_ = (expr);                                                                  \
+    if (weft_cuda_err_ != cudaSuccess) {                                                                  \
+      (void)cudaGetLastError();                                                                           \
       WEFT_ERROR("CUDA error ", static_cast<int>(weft_cuda_err_), " (", cudaGetErrorName(weft_cuda_err_), \
-                 "): ", cudaGetErrorString(weft_cuda_err_), " in ", #expr);                          \
-    }                                                                                                \
+                 "): ", cudaGetErrorString(weft_cuda_err_), " in ", #expr);                               \
+    }                                                                                                     \
   } while (0)
 
 // After a kernel launch: reports launch-configuration errors (not asynchronous faults).
-#define WEFT_CUDA_KERNEL_CHECK(kernel_name)                                                              \
-  do {                                                                                                   \
-    cudaError_t weft_cuda_err_ = cudaGetLastError();                                                     \
-    if (weft_cuda_err_ != cudaSuccess)                                                                   \
+#define WEFT_CUDA_KERNEL_CHECK(kernel_name)                                                               \
+  do {                                                                                                    \
+    cudaError_t weft_cuda_err_ = cudaGetLastError();                                                      \
+    if (weft_cuda_err_ != cudaSuccess)                                                                    \
       WEFT_ERROR("CUDA kernel ", kernel_name, " failed to launch: ", cudaGetErrorString(weft_cuda_err_)); \
   } while (0)

@@ -16,14 +16,15 @@
 // struct with a templated `__device__ operator()` there (see Identity below).
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <array>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "core/cuda/check.h"
 #include "core/cuda/runtime.h"

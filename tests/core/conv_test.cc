@@ -12,9 +12,9 @@
 
 namespace weft {
 namespace {
+using testing::rnd;
 using testing::tensor_near;
 using testing::tensors_near;
-using testing::rnd;
 using testing::values;
 
 struct Cfg {

@@ -14,9 +14,9 @@
 
 namespace weft {
 namespace {
+using testing::rnd;
 using testing::tensor_near;
 using testing::tensors_near;
-using testing::rnd;
 using testing::values;
 
 struct PoolCfg {

@@ -3,10 +3,10 @@
 // splitting and merging, record_stream deferral, OOM retry, statistics.
 #include "core/cuda/caching_allocator.h"
 
-#include <gtest/gtest.h>
-
 #include <cstdlib>
 #include <set>
+
+#include <gtest/gtest.h>
 
 #include "tests/testing.h"
 

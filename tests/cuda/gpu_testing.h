@@ -7,18 +7,18 @@
 // bfloat16 2e-2, float16 4e-3 (integers and bool must match exactly).
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <functional>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "core/cuda/allocator.h"
 #include "core/cuda/runtime.h"
 #include "core/ops.h"
 #include "tests/testing.h"
 
-#define WEFT_REQUIRE_GPU()                                                                    \
-  do {                                                                                        \
+#define WEFT_REQUIRE_GPU()                                                                  \
+  do {                                                                                      \
     if (!::weft::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible: test skipped"; \
   } while (0)
 
@@ -62,7 +62,8 @@ inline ::testing::AssertionResult matches_cpu(const std::function<std::vector<Te
     if (!got[i].device().is_cuda())
       return ::testing::AssertionFailure() << "output " << i << " is on " << got[i].device() << ", expected cuda";
     if (got[i].dtype() != want[i].dtype())
-      return ::testing::AssertionFailure() << "output " << i << " dtype " << got[i].dtype() << " != " << want[i].dtype();
+      return ::testing::AssertionFailure()
+             << "output " << i << " dtype " << got[i].dtype() << " != " << want[i].dtype();
     double t = tol >= 0 ? tol : tolerance(want[i].dtype());
     auto r = tensors_near(got[i], want[i], t);
     if (!r) return ::testing::AssertionFailure() << "output " << i << ": " << r.message();
