@@ -37,27 +37,6 @@ struct BlasOperand {
   int64_t batch_stride;  // elements between consecutive batch matrices
 };
 
-// Storage offsets (elements, relative to t's data pointer) of each batch matrix.
-std::vector<int64_t> batch_offsets(const Tensor& t) {
-  const int64_t nb = t.dim() - 2;
-  int64_t count = 1;
-  for (int64_t d = 0; d < nb; ++d) count *= t.size(d);
-  std::vector<int64_t> offs(count, 0);
-  std::vector<int64_t> idx(nb, 0);
-  int64_t off = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    offs[i] = off;
-    for (int64_t d = nb - 1; d >= 0; --d) {
-      ++idx[d];
-      off += t.stride(d);
-      if (idx[d] < t.size(d)) break;
-      off -= t.stride(d) * t.size(d);
-      idx[d] = 0;
-    }
-  }
-  return offs;
-}
-
 // The constant stride between batch matrices, or -1 when there is none.
 int64_t uniform_batch_stride(const Tensor& t) {
   std::vector<int64_t> offs = batch_offsets(t);

@@ -3,6 +3,9 @@
 // writes every element of out (no accumulation).
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "core/dispatch.h"
 #include "core/tensor.h"
 
@@ -13,5 +16,9 @@ namespace weft {
 using MatmulKernel = KernelTable<void(const Tensor& out, const Tensor& a, const Tensor& b)>;
 
 MatmulKernel& matmul_table();
+
+// For kernels: storage offsets (in elements, relative to t's data pointer) of each
+// batch matrix of `t` (batch dims 0..dim-3, row-major batch order).
+std::vector<int64_t> batch_offsets(const Tensor& t);
 
 }  // namespace weft

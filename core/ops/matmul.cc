@@ -26,9 +26,6 @@ MatmulKernel& matmul_table() {
   return t;
 }
 
-namespace {
-
-// Storage offsets (in elements) of each batch matrix of `t` (dims 0..nd-3).
 std::vector<int64_t> batch_offsets(const Tensor& t) {
   const int64_t nb = t.dim() - 2;
   int64_t count = 1;
@@ -48,6 +45,8 @@ std::vector<int64_t> batch_offsets(const Tensor& t) {
   }
   return offs;
 }
+
+namespace {
 
 // A copy of `t` when its matrices are not plain row- or col-major.
 Tensor gemm_ready(const Tensor& t) {
