@@ -16,6 +16,8 @@ Node::Node() : sequence_nr_(g_sequence.fetch_add(1, std::memory_order_relaxed)) 
   g_live_nodes.fetch_add(1, std::memory_order_relaxed);
 }
 
+Node::Node(uint64_t sequence_nr) : sequence_nr_(sequence_nr) { g_live_nodes.fetch_add(1, std::memory_order_relaxed); }
+
 // Note [iterative node destruction]: a graph is a chain of shared_ptr<Node>, so
 // letting each ~Node release its next_edges recursively overflows the stack on
 // long chains (100k ops). Instead, each destructor moves the children it solely
@@ -38,7 +40,7 @@ Node::~Node() {
 
 int64_t Node::live_count() { return g_live_nodes.load(); }
 
-AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : Node(kMaxSequenceNr), leaf_(std::move(leaf)) {}
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   WEFT_INTERNAL_ASSERT(grads.size() == 1);

@@ -62,7 +62,16 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<std::shared_ptr<TensorHookList>> pre_hooks;
   // Outputs whose .grad should be kept (retain_grad), by index: weak refs.
   std::vector<std::weak_ptr<TensorImpl>> retained;
+  // The engine runs the ready node with the highest sequence number first:
+  // creation order for ordinary nodes, so backward follows the reverse of the
+  // forward; kMaxSequenceNr for AccumulateGrad (PyTorch's rule), so a leaf's
+  // gradient is accumulated, and its post-accumulate hooks fire, as soon as it
+  // is complete (Note [linear backward order] in core/ops/matmul.cc).
   uint64_t sequence_nr() const { return sequence_nr_; }
+  static constexpr uint64_t kMaxSequenceNr = ~uint64_t{0};
+
+ protected:
+  explicit Node(uint64_t sequence_nr);
 
  private:
   uint64_t sequence_nr_;
