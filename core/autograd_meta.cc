@@ -150,6 +150,31 @@ void record_function(const char* name, const std::vector<Tensor>& inputs, const 
   set_history(outputs, node);
 }
 
+void record_function_parts(const char* name, const Tensor& output, BackwardPart first, BackwardPart second) {
+  const OutputMeta meta{output.sizes(), output.dtype(), output.device()};
+  // Created in increasing priority: `second`, then `first` (Node::sequence_nr).
+  std::vector<std::shared_ptr<Node>> parts;
+  for (BackwardPart* part : {&second, &first}) {
+    if (!any_requires_grad(part->inputs)) continue;
+    auto node = std::make_shared<FunctionNode>(part->name, std::move(part->backward));
+    for (const Tensor& in : part->inputs) node->next_edges.push_back(gradient_edge(in));
+    node->outputs = {meta};
+    node->pre_hooks.assign(1, nullptr);
+    node->retained.assign(1, {});
+    parts.push_back(std::move(node));
+  }
+  if (parts.empty()) return;
+  if (parts.size() == 1) {
+    set_history({output}, parts[0]);
+    return;
+  }
+  auto fork = std::make_shared<FunctionNode>(name, [](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{g[0], g[0]};
+  });
+  fork->next_edges = {Edge{parts[1], 0}, Edge{parts[0], 0}};  // `first` first
+  set_history({output}, fork);
+}
+
 void check_inplace(const char* op, const Tensor& self) {
   if (!GradMode::is_enabled() || !self.requires_grad()) return;
   WEFT_CHECK(!self.is_leaf(), op, ": a leaf tensor that requires grad (shape ", shape_str(self.sizes()),

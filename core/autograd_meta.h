@@ -66,7 +66,7 @@ class Node : public std::enable_shared_from_this<Node> {
   // creation order for ordinary nodes, so backward follows the reverse of the
   // forward; kMaxSequenceNr for AccumulateGrad (PyTorch's rule), so a leaf's
   // gradient is accumulated, and its post-accumulate hooks fire, as soon as it
-  // is complete (Note [linear backward order] in core/ops/matmul.cc).
+  // is complete (Note [parameters first]).
   uint64_t sequence_nr() const { return sequence_nr_; }
   static constexpr uint64_t kMaxSequenceNr = ~uint64_t{0};
 
@@ -165,6 +165,22 @@ void set_history(const std::vector<Tensor>& outputs, const std::shared_ptr<Node>
 // per input (undefined where the input needs none). No-op unless grad is needed.
 void record_function(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                      FunctionNode::Backward backward);
+// One side of an op's backward for record_function_parts: a node named `name`
+// with edges to `inputs`, returning one gradient per input.
+struct BackwardPart {
+  const char* name;
+  std::vector<Tensor> inputs;
+  FunctionNode::Backward backward;
+};
+// Note [parameters first]: records `output`'s backward as two nodes that both
+// receive its gradient, where the engine runs `first` before `second`. Ops with
+// parameters (linear, conv2d) put the parameter gradients in `first` and the
+// input gradient in `second`: the parameters' gradients are accumulated, and
+// their post-accumulate hooks fire (data parallel launches its allreduce there),
+// before the input-gradient kernel runs, so communication overlaps it. A part
+// whose inputs need no grad is dropped; with one part left, that node is the
+// grad_fn. No-op unless grad is needed.
+void record_function_parts(const char* name, const Tensor& output, BackwardPart first, BackwardPart second);
 // Rejects in-place writes that autograd cannot honour (leaf requiring grad under
 // grad mode; a view of a tensor that requires grad), naming the op.
 void check_inplace(const char* op, const Tensor& self);

@@ -265,25 +265,35 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   Tensor out = empty({N, Cout, OH, OW}, {x.dtype(), x.device()});
   conv2d_table()(x.device(), x.dtype(), out, xc, wc, bc, p);
 
+  // Two backward nodes, parameters first (Note [parameters first] in core/autograd_meta.h).
   if (any_requires_grad({x, weight, bias})) {
-    const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
-    const bool need_b = bias.defined() && bias.requires_grad();
-    // x is needed for grad_weight, weight for grad_input.
-    SavedTensor sx = need_w ? SavedTensor(xc) : SavedTensor();
-    SavedTensor sw(wc);
-    Shape xshape = x.sizes();
-    record_function("Conv2dBackward", {x, weight, bias}, {out},
-                    [sx, sw, xshape, p, need_x, need_w, need_b](const std::vector<Tensor>& grads) {
-                      Tensor go = grads[0].detach().contiguous();
-                      Tensor wv = sw.get("Conv2dBackward");
-                      // the kernel reads x's geometry only; without grad_weight a shape stand-in suffices
-                      Tensor xv = need_w ? sx.get("Conv2dBackward") : make_view(wv, xshape, Shape(xshape.size(), 0), 0);
-                      Tensor gx = need_x ? empty(xshape, {go.dtype(), go.device()}) : Tensor();
-                      Tensor gw = need_w ? empty(wv.sizes(), {go.dtype(), go.device()}) : Tensor();
-                      Tensor gb = need_b ? empty({wv.size(0)}, {go.dtype(), go.device()}) : Tensor();
-                      conv2d_backward_table()(go.device(), go.dtype(), gx, gw, gb, go, xv, wv, p);
-                      return std::vector<Tensor>{gx, gw, gb};
-                    });
+    const bool need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad();
+    SavedTensor sx = need_w ? SavedTensor(xc) : SavedTensor();  // x is needed for grad_weight only
+    Shape xshape = x.sizes(), wshape = weight.sizes();
+    BackwardPart params{"Conv2dWeightBackward",
+                        {weight, bias},
+                        [sx, xshape, wshape, p, need_w, need_b](const std::vector<Tensor>& grads) {
+                          Tensor go = grads[0].detach().contiguous();  // (N, Cout, OH, OW)
+                          // The kernel reads the weight's geometry only here: a shape stand-in.
+                          Tensor wv = make_view(go, wshape, Shape(wshape.size(), 0), 0);
+                          Tensor xv = need_w ? sx.get("Conv2dWeightBackward")
+                                             : make_view(go, xshape, Shape(xshape.size(), 0), 0);
+                          Tensor gw = need_w ? empty(wshape, {go.dtype(), go.device()}) : Tensor();
+                          Tensor gb = need_b ? empty({wshape[0]}, {go.dtype(), go.device()}) : Tensor();
+                          conv2d_backward_table()(go.device(), go.dtype(), Tensor(), gw, gb, go, xv, wv, p);
+                          return std::vector<Tensor>{gw, gb};
+                        }};
+    SavedTensor sw = x.requires_grad() ? SavedTensor(wc) : SavedTensor();
+    BackwardPart input{"Conv2dInputBackward", {x}, [sw, xshape, p](const std::vector<Tensor>& grads) {
+                         Tensor go = grads[0].detach().contiguous();  // (N, Cout, OH, OW)
+                         Tensor wv = sw.get("Conv2dInputBackward");
+                         // The kernel reads x's geometry only here: a shape stand-in.
+                         Tensor xv = make_view(wv, xshape, Shape(xshape.size(), 0), 0);
+                         Tensor gx = empty(xshape, {go.dtype(), go.device()});
+                         conv2d_backward_table()(go.device(), go.dtype(), gx, Tensor(), Tensor(), go, xv, wv, p);
+                         return std::vector<Tensor>{gx};
+                       }};
+    record_function_parts("Conv2dBackward", out, std::move(params), std::move(input));
   }
   return out;
 }

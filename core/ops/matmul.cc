@@ -214,16 +214,9 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
   return matmul_nd("bmm", "BmmBackward", a, b);
 }
 
-// Note [linear backward order]: linear records three nodes, not one:
-// "LinearBackward" (y's grad_fn) hands the output gradient g to
-// "LinearWeightBackward" (dW = g^T x, db = sum of g over rows) and to
-// "LinearInputBackward" (dx = g W). The weight node is created after the input
-// node, so the engine (highest sequence number first, AccumulateGrad before
-// everything: core/autograd_meta.h) accumulates dW and db, firing their
-// post-accumulate hooks, before it spends time on dx. Data-parallel training
-// starts a bucket's allreduce from those hooks, so the reduction of a layer's
-// weights overlaps the input-gradient GEMM of the same layer instead of waiting
-// for it. With only one of the two sides needed, that node is y's grad_fn.
+// linear's backward is two nodes (Note [parameters first] in
+// core/autograd_meta.h): "LinearWeightBackward" (dW = g^T x, db = sum of g over
+// rows) runs before "LinearInputBackward" (dx = g W).
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
   detail::check_devices("linear", {x_in, weight_in, bias_in});
   WEFT_CHECK(x_in.defined() && weight_in.defined(), "linear: undefined input or weight");
@@ -247,55 +240,29 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   }
   if (!any_requires_grad({x, weight, bias})) return y;
 
-  const bool need_x = x.requires_grad();
-  const bool need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad();
-  const OutputMeta y_meta{y.sizes(), y.dtype(), y.device()};
-  std::vector<std::shared_ptr<Node>> parts;  // creation order = increasing priority
-  if (need_x) {
-    SavedTensor sw(weight);
-    const Shape xs = x.sizes();
-    auto node =
-        std::make_shared<FunctionNode>("LinearInputBackward", [sw, xs, rows, out_f](const std::vector<Tensor>& g) {
-          Tensor g2 = reshape(g[0], {rows, out_f});  // (rows, out_f)
-          // (rows, out_f) @ (out_f, in_f) -> (rows, in_f)
-          Tensor dx = matmul_nd("linear", "LinearInputBackward", g2, sw.get("LinearInputBackward"));
-          return std::vector<Tensor>{reshape(dx, xs)};
-        });
-    node->next_edges = {gradient_edge(x)};
-    parts.push_back(node);
-  }
-  if (need_w || need_b) {
-    SavedTensor sx = need_w ? SavedTensor(x) : SavedTensor();
-    const Shape bs = need_b ? bias.sizes() : Shape{};
-    auto node = std::make_shared<FunctionNode>(
-        "LinearWeightBackward", [sx, bs, rows, in_f, out_f, need_b](const std::vector<Tensor>& g) {
-          Tensor g2 = reshape(g[0], {rows, out_f});  // (rows, out_f)
-          Tensor dw, db;
-          if (sx.defined()) {
-            Tensor x2 = reshape(sx.get("LinearWeightBackward"), {rows, in_f});  // (rows, in_f)
-            dw = matmul_nd("linear", "LinearWeightBackward", mT(g2), x2);       // (out_f, in_f), contiguous
-          }
-          if (need_b) db = sum_to(g2, bs);  // (out_f)
-          return std::vector<Tensor>{dw, db};
-        });
-    node->next_edges = {need_w ? gradient_edge(weight) : Edge{}, need_b ? gradient_edge(bias) : Edge{}};
-    parts.push_back(node);
-  }
-  for (auto& p : parts) {
-    p->outputs = {y_meta};
-    p->pre_hooks.assign(1, nullptr);
-    p->retained.assign(1, {});
-  }
-  if (parts.size() == 1) {
-    set_history({y}, parts[0]);
-    return y;
-  }
-  // Both sides: a pass-through node whose edges reach the weight node first.
-  auto split = std::make_shared<FunctionNode>("LinearBackward", [](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{g[0], g[0]};
-  });
-  split->next_edges = {Edge{parts[1], 0}, Edge{parts[0], 0}};
-  set_history({y}, split);
+  SavedTensor sx = weight.requires_grad() ? SavedTensor(x) : SavedTensor();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  const Shape bs = bias.defined() ? bias.sizes() : Shape{};
+  BackwardPart params{
+      "LinearWeightBackward", {weight, bias}, [sx, bs, rows, in_f, out_f, need_b](const std::vector<Tensor>& g) {
+        Tensor g2 = reshape(g[0], {rows, out_f});  // (rows, out_f)
+        Tensor dw, db;
+        if (sx.defined()) {
+          Tensor x2 = reshape(sx.get("LinearWeightBackward"), {rows, in_f});  // (rows, in_f)
+          dw = matmul_nd("linear", "LinearWeightBackward", mT(g2), x2);       // (out_f, in_f)
+        }
+        if (need_b) db = sum_to(g2, bs);  // (out_f)
+        return std::vector<Tensor>{dw, db};
+      }};
+  SavedTensor sw = x.requires_grad() ? SavedTensor(weight) : SavedTensor();
+  const Shape xs = x.sizes();
+  BackwardPart input{"LinearInputBackward", {x}, [sw, xs, rows, out_f](const std::vector<Tensor>& g) {
+                       Tensor g2 = reshape(g[0], {rows, out_f});  // (rows, out_f)
+                       // (rows, out_f) @ (out_f, in_f) -> (rows, in_f)
+                       Tensor dx = matmul_nd("linear", "LinearInputBackward", g2, sw.get("LinearInputBackward"));
+                       return std::vector<Tensor>{reshape(dx, xs)};
+                     }};
+  record_function_parts("LinearBackward", y, std::move(params), std::move(input));
   return y;
 }
 

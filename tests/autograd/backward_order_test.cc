@@ -1,12 +1,13 @@
-// Backward order: AccumulateGrad runs as soon as it is ready, and linear
-// accumulates its weight and bias gradients (firing their post-accumulate hooks)
-// before it computes the input gradient (Note [linear backward order] in
-// core/ops/matmul.cc). Data-parallel training relies on this to start a layer's
-// allreduce while the layer's input-gradient GEMM still runs.
+// Backward order: AccumulateGrad runs as soon as it is ready, and linear and
+// conv2d accumulate their weight and bias gradients (firing their
+// post-accumulate hooks) before they compute the input gradient (Note
+// [parameters first] in core/autograd_meta.h). Data-parallel training relies on
+// this to start a layer's allreduce while the layer's input-gradient kernel runs.
 #include <string>
 #include <vector>
 
 #include "core/autograd_meta.h"
+#include "core/nn_ops.h"
 #include "core/ops.h"
 #include "core/rng.h"
 #include "tests/testing.h"
@@ -67,6 +68,33 @@ TEST(BackwardOrder, LinearOnlyInputOrOnlyWeightNeedsGrad) {
   Tensor wg = w.clone().requires_grad_(true);
   sum(linear(x, wg) * 2.0).backward();
   EXPECT_TRUE(tensors_near(wg.grad(), matmul(full({5, 14}, 2.0), reshape(x, {14, 3}))));
+}
+
+TEST(BackwardOrder, Conv2dAccumulatesWeightAndBiasBeforeInputGradient) {
+  manual_seed(6);
+  Tensor x = randn({2, 3, 6, 5}).requires_grad_(true);  // (N, Cin, H, W)
+  Tensor w = randn({4, 3, 3, 3}).requires_grad_(true);  // (Cout, Cin, kH, kW)
+  Tensor b = randn({4}).requires_grad_(true);           // (Cout)
+  Log log;
+  log.watch(x, "x");
+  log.watch(w, "w");
+  log.watch(b, "b");
+  Tensor y = conv2d(x, w, b, {1, 1}, {1, 1});  // (2, 4, 6, 5)
+  Tensor r = randn(y.sizes());
+  sum(y * r).backward();
+  ASSERT_EQ(log.order.size(), 3u);
+  EXPECT_EQ(log.order.back(), "x");
+  // Against the one-node reference: autograd::grad through conv2d with x, w, b
+  // each alone requiring grad (each then has a single backward node).
+  Tensor x1 = x.detach().requires_grad_(true);
+  sum(conv2d(x1, w.detach(), b.detach(), {1, 1}, {1, 1}) * r).backward();
+  EXPECT_TRUE(tensors_near(x.grad(), x1.grad(), 1e-5));
+  Tensor w1 = w.detach().requires_grad_(true), b1 = b.detach().requires_grad_(true);
+  sum(conv2d(x.detach(), w1, b1, {1, 1}, {1, 1}) * r).backward();
+  EXPECT_TRUE(tensors_near(w.grad(), w1.grad(), 1e-5));
+  EXPECT_TRUE(tensors_near(b.grad(), b1.grad(), 1e-5));
+  // b's gradient is the sum of r over (N, H, W).
+  EXPECT_TRUE(tensors_near(b.grad(), sum(r, {0, 2, 3}), 1e-4));
 }
 
 TEST(BackwardOrder, LinearBiasDtypeMismatchIsAnError) {
