@@ -25,7 +25,9 @@ cd "$ROOT"
 read -r -a FLAGS <<<"${GPU_BUNDLE_FLAGS---copt=-march=x86-64-v3}"
 DATA=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 
-mapfile -t TESTS < <(./bazelw query 'attr(tags, gpu, tests(//...))' 2>/dev/null)
+# gtest binaries only: run.sh calls each directly; gpu-tagged sh_tests (the
+# multi-GPU mpirun ones in tests/parallel) need Bazel's runfiles and mpirun.
+mapfile -t TESTS < <(./bazelw query 'kind(cc_test, attr(tags, gpu, tests(//...)))' 2>/dev/null)
 TESTS+=(//tests/cuda:caching_allocator_test)
 BINS=(//examples:fashion_mnist //bench:cnn_gpu_weft //bench:gpt2_weft)
 echo "gpu_bundle: building ${#TESTS[@]} tests and ${#BINS[@]} binaries" >&2

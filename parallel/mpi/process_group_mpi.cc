@@ -49,7 +49,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -64,6 +64,7 @@ namespace {
 constexpr int kAnnounceTag = 7;
 constexpr int kCreateGroupTag = 11;
 constexpr int kHeartbeatTag = 13;
+constexpr int kFingerprintTag = 17;  // send/recv pairs of check_fingerprint
 constexpr auto kHeartbeatPeriod = std::chrono::milliseconds(100);
 // How often a waiting Work looks at the heartbeats.
 constexpr auto kLivenessPollPeriod = std::chrono::milliseconds(10);
@@ -183,11 +184,6 @@ void check_tensor(const char* what, const Tensor& t) {
 
 std::string describe(const char* what, const Tensor& t) {
   return weft::detail::str_cat(what, "(", t.dtype(), ", ", t.numel(), " elements)");
-}
-
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h;
 }
 
 int64_t now_ns() {
@@ -512,11 +508,11 @@ void check_alive(MPIGroupState& gs, const std::vector<int>& peers, const std::st
              " s after it was issued (timeout ", timeout.count() / 1000.0, " s)");
 }
 
-// Waits for a request on the calling thread, polling; used where the caller
-// must block (debug fingerprints). Returns false on timeout; throws if a peer
-// stops responding (check_alive).
-bool poll_until(MPI_Request* req, MPIGroupState& gs, const std::string& what_seq, Duration timeout,
-                std::chrono::steady_clock::time_point issued) {
+// Waits for `n` requests on the calling thread, polling; used where the caller
+// must block (debug fingerprints). Returns false on timeout; throws if one of
+// `peers` (group ranks) stops responding (check_alive).
+bool poll_until(MPI_Request* reqs, int n, MPIGroupState& gs, const std::vector<int>& peers, const std::string& what_seq,
+                Duration timeout, std::chrono::steady_clock::time_point issued) {
   auto start = std::chrono::steady_clock::now();
   auto deadline = issued + timeout;
   auto next_check = start + kLivenessPollPeriod;
@@ -524,18 +520,58 @@ bool poll_until(MPI_Request* req, MPIGroupState& gs, const std::string& what_seq
     int done = 0;
     {
       std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
-      WEFT_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE), what_seq);
+      WEFT_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what_seq);
     }
     if (done) return true;
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return false;
     if (now >= next_check) {
-      check_alive(gs, gs.peers(), what_seq, timeout, issued);
+      check_alive(gs, peers, what_seq, timeout, issued);
       next_check = now + kLivenessPollPeriod;
     }
     if (now - start < std::chrono::milliseconds(1)) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+}
+
+// Debug mode (parallel/desync.h): exchanges `mine` on the side communicator
+// with every rank of `gs` (peer < 0: MPI_Iallgather) or with group rank `peer`
+// only (MPI_Isend + MPI_Irecv). Returns the fingerprints in group-rank order
+// (for a pair: the lower group rank's first), or nothing after `timeout` from
+// `issued`; throws if a peer stops responding. Buffers are on the heap: on a
+// timeout MPI may still write them, so they are leaked (and g_failure set).
+std::optional<std::vector<Fingerprint>> exchange_fingerprints(MPIGroupState& gs, const Fingerprint& mine, int peer,
+                                                              const std::string& what_seq, Duration timeout,
+                                                              std::chrono::steady_clock::time_point issued) {
+  const int n = peer < 0 ? gs.size : 2;
+  auto* own = new Fingerprint(mine);
+  auto* all = new std::vector<Fingerprint>(n);
+  auto* reqs = new MPI_Request[2]{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  {
+    std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
+    if (peer < 0) {
+      WEFT_MPI_CHECK(MPI_Iallgather(own, kFingerprintLen, MPI_INT64_T, all->data(), kFingerprintLen, MPI_INT64_T,
+                                    gs.side, &reqs[0]),
+                     what_seq, ": exchanging debug fingerprints");
+    } else {
+      Fingerprint* theirs = &(*all)[peer < gs.rank ? 0 : 1];
+      (*all)[peer < gs.rank ? 1 : 0] = mine;
+      WEFT_MPI_CHECK(MPI_Isend(own, kFingerprintLen, MPI_INT64_T, peer, kFingerprintTag, gs.side, &reqs[0]), what_seq,
+                     ": exchanging debug fingerprints");
+      WEFT_MPI_CHECK(MPI_Irecv(theirs, kFingerprintLen, MPI_INT64_T, peer, kFingerprintTag, gs.side, &reqs[1]),
+                     what_seq, ": exchanging debug fingerprints");
+    }
+  }
+  if (!poll_until(reqs, peer < 0 ? 1 : 2, gs, peer < 0 ? gs.peers() : std::vector<int>{peer}, what_seq, timeout,
+                  issued)) {
+    g_failure = true;  // a request stays pending
+    return std::nullopt;
+  }
+  std::vector<Fingerprint> out = std::move(*all);
+  delete all;
+  delete own;
+  delete[] reqs;
+  return out;
 }
 
 // The state of one issued operation. Owned by the Work and, while MPI may still
@@ -660,32 +696,6 @@ class WorkMPI final : public Work {
   std::shared_ptr<WorkState> st_;
 };
 
-// ---- debug-mode fingerprints ----
-
-enum OpCode : int64_t { kAllreduce = 1, kBroadcast, kAllgather, kReduceScatter, kBarrier, kNewGroup };
-
-struct Fingerprint {
-  int64_t seq, group, op, dtype, count, sub;  // sub: reduce op, root, or rank-list hash
-};
-constexpr int kFingerprintLen = 6;
-
-std::string fingerprint_text(const Fingerprint& f) {
-  static const char* names[] = {"?", "allreduce", "broadcast", "allgather", "reduce_scatter", "barrier", "new_group"};
-  std::ostringstream os;
-  os << (f.op >= 1 && f.op <= 6 ? names[f.op] : "?");
-  if (f.op == kBarrier) os << "()";
-  else if (f.op == kNewGroup) os << "(" << f.count << " ranks, list hash " << f.sub << ")";
-  else {
-    os << "(" << (f.dtype >= 0 && f.dtype < kNumDTypes ? dtype_name(static_cast<DType>(f.dtype)) : "?") << ", "
-       << f.count << " elements";
-    if (f.op == kAllreduce || f.op == kReduceScatter) os << ", " << reduce_op_name(static_cast<ReduceOp>(f.sub));
-    if (f.op == kBroadcast) os << ", root " << f.sub;
-    os << ")";
-  }
-  os << " as collective " << f.seq;
-  return os.str();
-}
-
 }  // namespace
 
 // ---- ProcessGroupMPI ----
@@ -767,45 +777,13 @@ std::shared_ptr<WorkState> begin_collective(ProcessGroupMPI& pg, MPIGroupState& 
   if (gs.debug && gs.size > 1) {
     fp.seq = st->seq;
     fp.group = static_cast<int64_t>(gs.id);
-    // Heap buffers: on a timeout MPI may still write them, so they are leaked.
-    auto* mine = new Fingerprint(fp);
-    auto* all_buf = new std::vector<Fingerprint>(gs.size);
-    auto* req = new MPI_Request(MPI_REQUEST_NULL);
-    WEFT_MPI_CHECK(
-        MPI_Iallgather(mine, kFingerprintLen, MPI_INT64_T, all_buf->data(), kFingerprintLen, MPI_INT64_T, gs.side, req),
-        st->what, ": exchanging debug fingerprints");
-    if (!poll_until(req, gs, weft::detail::str_cat(st->what, " (sequence ", st->seq, ")"), st->timeout, st->issued)) {
-      g_failure = true;  // a request stays pending
+    auto all = exchange_fingerprints(gs, fp, -1, weft::detail::str_cat(st->what, " (sequence ", st->seq, ")"),
+                                     st->timeout, st->issued);
+    if (!all) {
       WEFT_ERROR(st->what, " (sequence ", st->seq, ") on ", gs.name, " timed out after ", st->timeout.count() / 1000.0,
                  " s in the debug fingerprint exchange: ", gs.missing_text(gs.missing(st->seq)), " did not arrive");
     }
-    std::vector<Fingerprint> all = std::move(*all_buf);
-    delete all_buf;
-    delete mine;
-    delete req;
-    // First divergent field, in order: sequence, group, op, dtype, count, sub.
-    static const char* fields[] = {"sequence number", "group",         "collective",
-                                   "dtype",           "element count", "reduce op / root / rank list"};
-    for (int f = 0; f < kFingerprintLen; ++f) {
-      auto field = [&](int r) { return reinterpret_cast<const int64_t*>(&all[r])[f]; };
-      bool same = true;
-      for (int r = 1; r < gs.size; ++r) same = same && field(r) == field(0);
-      if (same) continue;
-      std::map<int64_t, std::vector<int>> by_value;  // ordered by first rank below
-      std::vector<std::pair<int, int64_t>> order;
-      for (int r = 0; r < gs.size; ++r) {
-        if (by_value[field(r)].empty()) order.emplace_back(r, field(r));
-        by_value[field(r)].push_back(gs.global_ranks[r]);
-      }
-      std::ostringstream os;
-      os << "collective desync on " << gs.name << " at sequence " << st->seq << " (first divergence: " << fields[f]
-         << "): ";
-      for (size_t i = 0; i < order.size(); ++i) {
-        const auto& rs = by_value[order[i].second];
-        os << (i ? "; " : "") << "ranks " << ranks_str(rs) << " issue " << fingerprint_text(all[order[i].first]);
-      }
-      WEFT_ERROR(os.str());
-    }
+    if (auto err = first_divergence(gs.name, st->seq, *all, gs.global_ranks)) WEFT_ERROR(*err);
   }
   return st;
 }
@@ -822,6 +800,23 @@ WorkPtr launch(const std::shared_ptr<WorkState>& st, int rc) {
 
 }  // namespace
 
+void ProcessGroupMPI::check_fingerprint(const Fingerprint& fp, int peer, const std::string& group_name,
+                                        const std::string& what_seq, Duration timeout) {
+  WEFT_CHECK(peer < s_->size && peer != s_->rank, "check_fingerprint: rank ", peer, " is not a peer in ", s_->name,
+             " (size ", s_->size, ", this rank ", s_->rank, ")");
+  if (s_->size == 1) return;
+  auto all = exchange_fingerprints(*s_, fp, peer, what_seq + " on " + group_name + ": debug fingerprint exchange",
+                                   timeout, std::chrono::steady_clock::now());
+  if (!all) {
+    WEFT_ERROR(what_seq, " on ", group_name, " timed out after ", timeout.count() / 1000.0,
+               " s in the debug fingerprint exchange: missing ranks: unknown (",
+               peer < 0 ? "a peer has" : "the peer has", " not issued it, or issued an operation of another group)");
+  }
+  std::vector<int> globals = s_->global_ranks;
+  if (peer >= 0) globals = {s_->global_ranks[std::min(peer, s_->rank)], s_->global_ranks[std::max(peer, s_->rank)]};
+  if (auto err = first_divergence(group_name, fp.seq, *all, globals)) WEFT_ERROR(*err);
+}
+
 WorkPtr ProcessGroupMPI::allreduce(Tensor& tensor, const AllreduceOptions& opts) {
   check_tensor("allreduce", tensor);
   std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
@@ -829,7 +824,8 @@ WorkPtr ProcessGroupMPI::allreduce(Tensor& tensor, const AllreduceOptions& opts)
   std::string what = weft::detail::str_cat("allreduce(", tensor.dtype(), ", ", tensor.numel(), " elements, ",
                                            reduce_op_name(opts.op), ")");
   auto st = begin_collective(*this, *s_, opts.timeout,
-                             {0, 0, kAllreduce, int64_t(tensor.dtype()), tensor.numel(), int64_t(opts.op)}, what);
+                             {0, 0, Fingerprint::kAllreduce, int64_t(tensor.dtype()), tensor.numel(), int64_t(opts.op)},
+                             what);
   st->group = shared_from_this();
   st->keep = {tensor};
   if (opts.op == ReduceOp::Avg) {
@@ -850,7 +846,7 @@ WorkPtr ProcessGroupMPI::broadcast(Tensor& tensor, const BroadcastOptions& opts)
   std::string what =
       weft::detail::str_cat("broadcast(", tensor.dtype(), ", ", tensor.numel(), " elements, root ", opts.root, ")");
   auto st = begin_collective(*this, *s_, opts.timeout,
-                             {0, 0, kBroadcast, int64_t(tensor.dtype()), tensor.numel(), opts.root}, what);
+                             {0, 0, Fingerprint::kBroadcast, int64_t(tensor.dtype()), tensor.numel(), opts.root}, what);
   st->group = shared_from_this();
   st->keep = {tensor};
   int rc = MPI_Ibcast(tensor.raw_data(), int(tensor.numel()), mpi_type(tensor.dtype()), opts.root, s_->comm, &st->req);
@@ -868,7 +864,8 @@ WorkPtr ProcessGroupMPI::allgather(std::vector<Tensor>& outputs, const Tensor& i
                shape_str(input.sizes()), " and ", input.dtype());
   }
   std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
-  auto st = begin_collective(*this, *s_, opts.timeout, {0, 0, kAllgather, int64_t(input.dtype()), input.numel(), 0},
+  auto st = begin_collective(*this, *s_, opts.timeout,
+                             {0, 0, Fingerprint::kAllgather, int64_t(input.dtype()), input.numel(), 0},
                              describe("allgather", input));
   st->group = shared_from_this();
   size_t nb = input.nbytes();
@@ -901,8 +898,9 @@ WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& output, const std::vector<Tensor
   MPI_Op op = mpi_op("reduce_scatter", output.dtype(), opts.op);
   std::string what = weft::detail::str_cat("reduce_scatter(", output.dtype(), ", ", output.numel(), " elements, ",
                                            reduce_op_name(opts.op), ")");
-  auto st = begin_collective(*this, *s_, opts.timeout,
-                             {0, 0, kReduceScatter, int64_t(output.dtype()), output.numel(), int64_t(opts.op)}, what);
+  auto st = begin_collective(
+      *this, *s_, opts.timeout,
+      {0, 0, Fingerprint::kReduceScatter, int64_t(output.dtype()), output.numel(), int64_t(opts.op)}, what);
   st->group = shared_from_this();
   size_t nb = output.nbytes();
   st->buffer.resize(nb * s_->size);
@@ -921,7 +919,7 @@ WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& output, const std::vector<Tensor
 
 WorkPtr ProcessGroupMPI::barrier(const BarrierOptions& opts) {
   std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
-  auto st = begin_collective(*this, *s_, opts.timeout, {0, 0, kBarrier, -1, 0, 0}, "barrier()");
+  auto st = begin_collective(*this, *s_, opts.timeout, {0, 0, Fingerprint::kBarrier, -1, 0, 0}, "barrier()");
   st->group = shared_from_this();
   int rc = MPI_Ibarrier(s_->comm, &st->req);
   return launch(st, rc);
@@ -991,14 +989,14 @@ std::shared_ptr<ProcessGroup> ProcessGroupMPI::new_group(const std::vector<int>&
   uint64_t h = s_->id;
   for (int r : ranks) {
     globals.push_back(s_->global_ranks[r]);
-    h = mix(h, uint64_t(s_->global_ranks[r]) + 1);
+    h = mix_group_id(h, uint64_t(s_->global_ranks[r]) + 1);
   }
   std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
   // A sequenced, timed barrier over the parent first: every parent rank is
   // present, so the blocking MPI_Comm_create_group below cannot hang on a
   // dead member.
   auto st = begin_collective(*this, *s_, Duration::zero(),
-                             {0, 0, kNewGroup, -1, int64_t(ranks.size()), int64_t(h & 0x7fffffffffffull)},
+                             {0, 0, Fingerprint::kNewGroup, -1, int64_t(ranks.size()), int64_t(h & 0x7fffffffffffull)},
                              "new_group" + ranks_str(ranks));
   st->group = shared_from_this();
   WorkPtr w = launch(st, MPI_Ibarrier(s_->comm, &st->req));

@@ -23,7 +23,8 @@
 //   before each collective the ranks allgather a fingerprint (op, reduce op or
 //   root, dtype, element count, group id, sequence number) on the side
 //   communicator and every rank throws an error naming the first divergence
-//   and the ranks on each side of it.
+//   and the ranks on each side of it (parallel/desync.h). check_fingerprint
+//   offers the same exchange to other backends on these ranks (NCCL).
 //
 // Threading (Note [mpi threading]): all MPI calls of this backend go through
 // one process-wide mutex, so the backend is correct with MPI_THREAD_SERIALIZED
@@ -43,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "parallel/desync.h"
 #include "parallel/process_group.h"
 
 namespace weft::parallel {
@@ -126,6 +128,17 @@ class ProcessGroupMPI final : public ProcessGroup, public std::enable_shared_fro
   WorkPtr recv(Tensor& tensor, int src, const SendRecvOptions& opts = {}) override;
   WorkPtr barrier(const BarrierOptions& opts = {}) override;
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) override;
+
+  // The debug-mode check for an operation of another backend whose group has
+  // exactly this group's ranks in this order (ProcessGroupNCCL): exchanges
+  // `fp` on the side communicator with every rank (peer < 0; every rank calls
+  // it, like a collective) or with group rank `peer` only (a send/recv pair:
+  // both sides call it with the same fp.sub), then throws first_divergence's
+  // error (parallel/desync.h) naming `group_name`. Throws after `timeout`
+  // naming `what_seq` and `group_name`, earlier if a peer stops sending
+  // heartbeats. Not a collective of this group: its sequence number stays.
+  void check_fingerprint(const Fingerprint& fp, int peer, const std::string& group_name, const std::string& what_seq,
+                         Duration timeout);
 
   // Drives MPI progress once (MPI_Test on an internal request); cheap.
   void progress();

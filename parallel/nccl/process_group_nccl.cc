@@ -14,6 +14,14 @@
 // set-up, a dead peer during initialisation or ncclCommSplit). settle() polls
 // ncclCommGetAsyncError until the call is through or a deadline passes, and the
 // caller aborts the communicator then; no NCCL call can hang the process.
+//
+// Note [nccl desync check]: in debug mode the group holds an MPI group with
+// the same ranks in the same order (`debug_mpi`: the bootstrap group, or for a
+// sub-group the MPI sub-group made alongside the ncclCommSplit, both ordered
+// by the `ranks` list), and each operation exchanges its fingerprint there
+// (ProcessGroupMPI::check_fingerprint) while Issue holds the group's mutex,
+// after taking its sequence number and before any CUDA or NCCL call: a
+// divergence throws on every rank with nothing queued on the GPU.
 #include "parallel/nccl/process_group_nccl.h"
 
 #include <nccl.h>
@@ -31,6 +39,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/ops.h"
+#include "parallel/desync.h"
 #include "parallel/mpi/process_group_mpi.h"
 #include "parallel/nccl/cuda_adapter.h"
 
@@ -156,6 +165,10 @@ struct NCCLGroupState {
   bool aborted = false;
   std::string abort_reason;
   std::vector<std::shared_ptr<NCCLOpState>> inflight;
+  // Debug mode (Note [nccl desync check]): fingerprints go through debug_mpi
+  // (null when off); `id` is this group's id in them.
+  std::shared_ptr<ProcessGroupMPI> debug_mpi;
+  uint64_t id = 0;
 
   // Aborts the communicator (Note [nccl non-blocking]). Caller holds m.
   void abort_locked(const std::string& reason) {
@@ -363,14 +376,22 @@ void check_tensor(const char* what, const Tensor& t, const NCCLGroupState& gs) {
 // the completion event (Note [nccl ordering]).
 class Issue {
  public:
-  Issue(NCCLGroupState& gs, std::string what, bool sequenced, Duration timeout, Duration group_timeout)
+  // `peer`: the group rank of a send/recv's peer, -1 for a (sequenced)
+  // collective. `fp`: the debug-mode fingerprint, seq and group filled in here.
+  Issue(NCCLGroupState& gs, std::string what, Fingerprint fp, int peer, Duration timeout, Duration group_timeout)
       : gs_(gs), lock_(gs.m), guard_(gs.device) {
     gs_.check_usable(what);
     op_ = std::make_shared<NCCLOpState>();
     op_->what = std::move(what);
-    op_->seq = sequenced ? gs_.seq++ : -1;
+    op_->seq = peer < 0 ? gs_.seq++ : -1;
+    op_->peer = peer;
     op_->timeout = timeout == Duration::zero() ? group_timeout : timeout;
     op_->issued = Clock::now();
+    if (gs_.debug_mpi != nullptr && gs_.size > 1) {  // Note [nccl desync check]
+      fp.seq = op_->seq;
+      fp.group = static_cast<int64_t>(gs_.id);
+      gs_.debug_mpi->check_fingerprint(fp, peer, gs_.name, op_->what_seq(), op_->timeout);
+    }
     // Note [nccl ordering] (core/cuda/stream.h rule 2).
     weft::cuda::Event ready;
     ready.record(ca::compute_stream(gs_.device));
@@ -483,9 +504,13 @@ std::shared_ptr<ProcessGroupNCCL> ProcessGroupNCCL::create(const std::shared_ptr
   const int device = options.device >= 0 ? options.device : local_rank() % n_dev;
   WEFT_CHECK(device < n_dev, "ProcessGroupNCCL: device ", device, " requested but only ", n_dev, " visible");
   const Duration timeout = default_timeout_from_env();
-  std::string name = "nccl:";
-  if (auto* mpi = dynamic_cast<ProcessGroupMPI*>(bootstrap.get())) name += mpi->name();
-  else name += "group" + ranks_str(bootstrap->global_ranks());
+  auto mpi = std::dynamic_pointer_cast<ProcessGroupMPI>(bootstrap);
+  std::string name = "nccl:" + (mpi != nullptr ? mpi->name() : "group" + ranks_str(bootstrap->global_ranks()));
+  // Note [nccl desync check]: NCCL ranks are bootstrap ranks.
+  const bool debug = debug_collectives_from_env() && bootstrap->size() > 1;
+  WEFT_CHECK(!debug || mpi != nullptr, name,
+             ": WEFT_DEBUG_COLLECTIVES needs an MPI bootstrap group to exchange fingerprints, got a ",
+             bootstrap->backend_name(), " group");
 
   // The unique id: made by rank 0, broadcast through the bootstrap group.
   ncclUniqueId id;
@@ -528,6 +553,9 @@ std::shared_ptr<ProcessGroupNCCL> ProcessGroupNCCL::create(const std::shared_ptr
   }
   auto pg = std::shared_ptr<ProcessGroupNCCL>(new ProcessGroupNCCL(make_state(comm, device, globals, name)));
   pg->set_timeout(timeout);
+  pg->s_->id = 0x6e63636cull;  // "nccl"
+  for (int r : globals) pg->s_->id = mix_group_id(pg->s_->id, uint64_t(r) + 1);
+  if (debug) pg->s_->debug_mpi = mpi;
   return pg;
 }
 
@@ -559,7 +587,8 @@ WorkPtr ProcessGroupNCCL::allreduce(Tensor& tensor, const AllreduceOptions& opts
   Issue is(*s_,
            weft::detail::str_cat("allreduce(", tensor.dtype(), ", ", tensor.numel(), " elements, ",
                                  reduce_op_name(opts.op), ")"),
-           true, opts.timeout, timeout_);
+           {0, 0, Fingerprint::kAllreduce, int64_t(tensor.dtype()), tensor.numel(), int64_t(opts.op)}, -1, opts.timeout,
+           timeout_);
   is.op().keep = {tensor};
   if (tensor.numel() > 0)
     is.nccl(ncclAllReduce(tensor.raw_data(), tensor.raw_data(), static_cast<size_t>(tensor.numel()),
@@ -575,7 +604,7 @@ WorkPtr ProcessGroupNCCL::broadcast(Tensor& tensor, const BroadcastOptions& opts
   Issue is(
       *s_,
       weft::detail::str_cat("broadcast(", tensor.dtype(), ", ", tensor.numel(), " elements, root ", opts.root, ")"),
-      true, opts.timeout, timeout_);
+      {0, 0, Fingerprint::kBroadcast, int64_t(tensor.dtype()), tensor.numel(), opts.root}, -1, opts.timeout, timeout_);
   is.op().keep = {tensor};
   if (tensor.numel() > 0)
     is.nccl(ncclBroadcast(tensor.raw_data(), tensor.raw_data(), static_cast<size_t>(tensor.numel()),
@@ -594,8 +623,8 @@ WorkPtr ProcessGroupNCCL::allgather(std::vector<Tensor>& outputs, const Tensor& 
                " has shape ", shape_str(outputs[i].sizes()), " and dtype ", outputs[i].dtype(), " but the input has ",
                shape_str(input.sizes()), " and ", input.dtype());
   }
-  Issue is(*s_, weft::detail::str_cat("allgather(", input.dtype(), ", ", input.numel(), " elements)"), true,
-           opts.timeout, timeout_);
+  Issue is(*s_, weft::detail::str_cat("allgather(", input.dtype(), ", ", input.numel(), " elements)"),
+           {0, 0, Fingerprint::kAllgather, int64_t(input.dtype()), input.numel(), 0}, -1, opts.timeout, timeout_);
   is.op().keep = outputs;
   is.op().keep.push_back(input);
   const size_t nb = input.nbytes();
@@ -628,7 +657,8 @@ WorkPtr ProcessGroupNCCL::reduce_scatter(Tensor& output, const std::vector<Tenso
   Issue is(*s_,
            weft::detail::str_cat("reduce_scatter(", output.dtype(), ", ", output.numel(), " elements, ",
                                  reduce_op_name(opts.op), ")"),
-           true, opts.timeout, timeout_);
+           {0, 0, Fingerprint::kReduceScatter, int64_t(output.dtype()), output.numel(), int64_t(opts.op)}, -1,
+           opts.timeout, timeout_);
   is.op().keep = inputs;
   is.op().keep.push_back(output);
   const size_t nb = output.nbytes();
@@ -657,8 +687,8 @@ WorkPtr ProcessGroupNCCL::send(const Tensor& tensor, int dst, const SendRecvOpti
   check_tensor("send", tensor, *s_);
   check_peer("send", dst, *s_, opts.tag);
   Issue is(*s_, weft::detail::str_cat("send(", tensor.dtype(), ", ", tensor.numel(), " elements, to rank ", dst, ")"),
-           false, opts.timeout, timeout_);
-  is.op().peer = dst;
+           {-1, 0, Fingerprint::kSendRecv, int64_t(tensor.dtype()), tensor.numel(), send_recv_sub(s_->rank, dst)}, dst,
+           opts.timeout, timeout_);
   is.op().keep = {tensor};
   is.nccl(ncclSend(tensor.raw_data(), static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()), dst, is.comm(),
                    is.stream()),
@@ -670,8 +700,8 @@ WorkPtr ProcessGroupNCCL::recv(Tensor& tensor, int src, const SendRecvOptions& o
   check_tensor("recv", tensor, *s_);
   check_peer("recv", src, *s_, opts.tag);
   Issue is(*s_, weft::detail::str_cat("recv(", tensor.dtype(), ", ", tensor.numel(), " elements, from rank ", src, ")"),
-           false, opts.timeout, timeout_);
-  is.op().peer = src;
+           {-1, 0, Fingerprint::kSendRecv, int64_t(tensor.dtype()), tensor.numel(), send_recv_sub(src, s_->rank)}, src,
+           opts.timeout, timeout_);
   is.op().keep = {tensor};
   is.nccl(ncclRecv(tensor.raw_data(), static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()), src, is.comm(),
                    is.stream()),
@@ -680,7 +710,7 @@ WorkPtr ProcessGroupNCCL::recv(Tensor& tensor, int src, const SendRecvOptions& o
 }
 
 WorkPtr ProcessGroupNCCL::barrier(const BarrierOptions& opts) {
-  Issue is(*s_, "barrier()", true, opts.timeout, timeout_);
+  Issue is(*s_, "barrier()", {0, 0, Fingerprint::kBarrier, -1, 0, 0}, -1, opts.timeout, timeout_);
   is.nccl(ncclAllReduce(s_->one.raw_data(), s_->one.raw_data(), 1, ncclFloat32, ncclSum, is.comm(), is.stream()),
           "ncclAllReduce");
   return is.commit(shared_from_this());
@@ -696,7 +726,11 @@ std::shared_ptr<ProcessGroup> ProcessGroupNCCL::new_group(const std::vector<int>
     WEFT_CHECK(i == 0 || sorted[i] != sorted[i - 1], "new_group: rank ", sorted[i], " is listed twice");
   }
   std::vector<int> globals;
-  for (int r : ranks) globals.push_back(s_->global_ranks[r]);
+  uint64_t h = s_->id;
+  for (int r : ranks) {
+    globals.push_back(s_->global_ranks[r]);
+    h = mix_group_id(h, uint64_t(s_->global_ranks[r]) + 1);
+  }
   auto me = std::find(ranks.begin(), ranks.end(), s_->rank);
   const bool member = me != ranks.end();
   ncclComm_t child = nullptr;
@@ -704,7 +738,12 @@ std::shared_ptr<ProcessGroup> ProcessGroupNCCL::new_group(const std::vector<int>
     std::lock_guard<std::mutex> l(s_->m);
     std::string what = weft::detail::str_cat("new_group", ranks_str(ranks), " (sequence ", s_->seq, ")");
     s_->check_usable(what);
-    ++s_->seq;
+    const int64_t seq = s_->seq++;
+    if (s_->debug_mpi != nullptr) {  // Note [nccl desync check]
+      const int64_t list_hash = int64_t(h & 0x7fffffffffffull);
+      Fingerprint fp{seq, int64_t(s_->id), Fingerprint::kNewGroup, -1, int64_t(ranks.size()), list_hash};
+      s_->debug_mpi->check_fingerprint(fp, -1, s_->name, what, timeout_);
+    }
     ca::DeviceGuard g(s_->device);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // Note [nccl non-blocking]
@@ -724,10 +763,19 @@ std::shared_ptr<ProcessGroup> ProcessGroupNCCL::new_group(const std::vector<int>
       WEFT_ERROR(msg);
     }
   }
-  if (!member) return nullptr;
-  auto pg = std::shared_ptr<ProcessGroupNCCL>(
-      new ProcessGroupNCCL(make_state(child, s_->device, globals, "nccl:group" + ranks_str(globals))));
-  pg->set_timeout(timeout_);
+  std::shared_ptr<ProcessGroupNCCL> pg;
+  if (member) {
+    pg = std::shared_ptr<ProcessGroupNCCL>(
+        new ProcessGroupNCCL(make_state(child, s_->device, globals, "nccl:group" + ranks_str(globals))));
+    pg->set_timeout(timeout_);
+    pg->s_->id = h;
+  }
+  // Note [nccl desync check]: the child's MPI group, made by every parent rank
+  // (MPI_Group_incl keeps the order of `ranks`, as the split key does).
+  if (s_->debug_mpi != nullptr) {
+    auto sub = std::static_pointer_cast<ProcessGroupMPI>(s_->debug_mpi->new_group(ranks));
+    if (pg != nullptr) pg->s_->debug_mpi = std::move(sub);
+  }
   return pg;
 }
 

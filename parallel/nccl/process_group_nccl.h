@@ -37,6 +37,18 @@
 //   peer's matching recv runs; both are queued on the one communication stream
 //   in issue order, so two ranks that both send first deadlock until the
 //   timeout: order them (e.g. even ranks send first).
+// - Debug mode: WEFT_DEBUG_COLLECTIVES, with the MPI backend's meaning (set to
+//   anything but "" or "0"; read when create() runs; sub-groups inherit it).
+//   Before each collective, send, recv and new_group, the ranks exchange a
+//   fingerprint (op, dtype, element count, reduce op / root / peers, group id,
+//   sequence number) through an MPI group with the same ranks
+//   (ProcessGroupMPI::check_fingerprint: the bootstrap group, or an MPI
+//   sub-group that new_group makes alongside; an allgather on its side
+//   communicator, or an exchange between the two ranks of a send/recv), within
+//   the operation's timeout, and every rank throws the first divergence and
+//   the ranks on each side of it (parallel/desync.h) before anything reaches
+//   NCCL. It needs an MPI bootstrap group: create() throws otherwise (with
+//   more than one rank).
 // - Thread safety: calls on one group are serialised by a mutex; Works may be
 //   polled from any thread.
 #pragma once

@@ -1,7 +1,8 @@
 // Every collective of ProcessGroupMPI against values computed here, for every
 // dtype and reduce op; sub-groups; a send/recv ring; async Work; barrier;
-// rank0_first ordering. Run under mpirun (tests/parallel/mpi_test.sh) with 2
-// and 4 ranks; every rank runs every test in the same order.
+// check_fingerprint (the debug-mode exchange NCCL uses); rank0_first
+// ordering. Run under mpirun (tests/parallel/mpi_test.sh) with 2 and 4 ranks;
+// every rank runs every test in the same order.
 #include <unistd.h>
 
 #include <algorithm>
@@ -297,6 +298,53 @@ TEST(Collectives, SubGroups) {
   Tensor x = full({2}, double(me));
   gr->broadcast(x, {0})->wait();
   for (double v : read(x)) EXPECT_DOUBLE_EQ(v, n - 1);
+  pg->barrier()->wait();
+}
+
+// The debug-mode exchange other backends (NCCL) use on an MPI group with their
+// ranks: agreement, a divergence over the whole group, a send/recv pair, and a
+// reversed sub-group whose message names world ranks in group-rank order.
+TEST(Collectives, CheckFingerprintForOtherBackends) {
+  auto pg = std::static_pointer_cast<ProcessGroupMPI>(world());
+  const int n = pg->size(), me = pg->rank();
+  const int64_t seq = pg->sequence_number();
+  const Duration t = std::chrono::seconds(30);
+  const Fingerprint fp{5, 77, Fingerprint::kAllreduce, int64_t(DType::Float32), 8, int64_t(ReduceOp::Sum)};
+  pg->check_fingerprint(fp, -1, "nccl:world", "allreduce (sequence 5)", t);
+  Fingerprint odd = fp;
+  if (me == 1) odd.count = 9;
+  EXPECT_WEFT_ERROR(pg->check_fingerprint(odd, -1, "nccl:world", "allreduce (sequence 5)", t),
+                    "collective desync on nccl:world at sequence 5 (first divergence: element count): ranks " +
+                        std::string(n == 2 ? "[0]" : "[0, 2, 3]") +
+                        " issue allreduce(float32, 8 elements, sum) as collective 5; ranks [1] issue "
+                        "allreduce(float32, 9 elements, sum) as collective 5");
+
+  // Pairs (0, 1) and (2, 3): the even rank sends, then both claim to send.
+  const int peer = me ^ 1, lo = std::min(me, peer), hi = std::max(me, peer);
+  Fingerprint pair{-1, 77, Fingerprint::kSendRecv, int64_t(DType::Float32), 4, send_recv_sub(lo, hi)};
+  pg->check_fingerprint(pair, peer, "nccl:world", "send/recv", t);
+  pair.sub = send_recv_sub(me, peer);
+  EXPECT_WEFT_ERROR(pg->check_fingerprint(pair, peer, "nccl:world", "send/recv", t),
+                    "send/recv desync on nccl:world (first divergence: reduce op / root / rank list): ranks [" +
+                        std::to_string(lo) + "] issue send/recv(float32, 4 elements, rank " + std::to_string(lo) +
+                        " -> rank " + std::to_string(hi) + "); ranks [" + std::to_string(hi) +
+                        "] issue send/recv(float32, 4 elements, rank " + std::to_string(hi) + " -> rank " +
+                        std::to_string(lo) + ")");
+
+  // Group rank r is world rank n-1-r; group rank 0 issues a broadcast.
+  std::vector<int> rev(n);
+  for (int r = 0; r < n; ++r) rev[r] = n - 1 - r;
+  auto sub = std::static_pointer_cast<ProcessGroupMPI>(pg->new_group(rev));
+  ASSERT_NE(sub, nullptr);
+  Fingerprint g = fp;
+  if (sub->rank() == 0) g = {5, 77, Fingerprint::kBroadcast, int64_t(DType::Float32), 8, 0};
+  EXPECT_WEFT_ERROR(
+      sub->check_fingerprint(g, -1, "nccl:sub", "allreduce (sequence 5)", t),
+      "collective desync on nccl:sub at sequence 5 (first divergence: collective): ranks [" + std::to_string(n - 1) +
+          "] issue broadcast(float32, 8 elements, root 0) as collective 5; ranks " +
+          std::string(n == 2 ? "[0]" : "[2, 1, 0]") + " issue allreduce(float32, 8 elements, sum) as collective 5");
+  EXPECT_EQ(pg->sequence_number(), seq + 1);  // only new_group counts
+  EXPECT_EQ(sub->sequence_number(), 0);
   pg->barrier()->wait();
 }
 

@@ -1,0 +1,85 @@
+// The debug-mode fingerprint comparison (contract in desync.h).
+#include "parallel/desync.h"
+
+#include <map>
+#include <sstream>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "parallel/process_group.h"
+
+namespace weft::parallel {
+
+namespace {
+
+const char* reduce_op_name(int64_t op) {
+  switch (static_cast<ReduceOp>(op)) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Avg: return "avg";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+  }
+  return "?";
+}
+
+std::string ranks_str(const std::vector<int>& r) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < r.size(); ++i) os << (i ? ", " : "") << r[i];
+  os << "]";
+  return os.str();
+}
+
+}  // namespace
+
+std::string describe(const Fingerprint& f) {
+  static const char* names[] = {"?",       "allreduce", "broadcast", "allgather", "reduce_scatter",
+                                "barrier", "new_group", "send/recv"};
+  std::ostringstream os;
+  os << (f.op >= Fingerprint::kAllreduce && f.op <= Fingerprint::kSendRecv ? names[f.op] : "?");
+  if (f.op == Fingerprint::kBarrier) os << "()";
+  else if (f.op == Fingerprint::kNewGroup) os << "(" << f.count << " ranks, list hash " << f.sub << ")";
+  else {
+    os << "(" << (f.dtype >= 0 && f.dtype < kNumDTypes ? dtype_name(static_cast<DType>(f.dtype)) : "?") << ", "
+       << f.count << " elements";
+    if (f.op == Fingerprint::kAllreduce || f.op == Fingerprint::kReduceScatter) os << ", " << reduce_op_name(f.sub);
+    if (f.op == Fingerprint::kBroadcast) os << ", root " << f.sub;
+    if (f.op == Fingerprint::kSendRecv) os << ", rank " << (f.sub >> 32) << " -> rank " << (f.sub & 0xffffffff);
+    os << ")";
+  }
+  if (f.op != Fingerprint::kSendRecv) os << " as collective " << f.seq;
+  return os.str();
+}
+
+std::optional<std::string> first_divergence(const std::string& group, int64_t seq, const std::vector<Fingerprint>& all,
+                                            const std::vector<int>& global_ranks) {
+  static const char* fields[] = {"sequence number", "group",         "collective",
+                                 "dtype",           "element count", "reduce op / root / rank list"};
+  const int n = static_cast<int>(all.size());
+  WEFT_INTERNAL_ASSERT(global_ranks.size() == all.size(), "first_divergence: ", all.size(), " fingerprints for ",
+                       global_ranks.size(), " ranks");
+  for (int f = 0; f < kFingerprintLen; ++f) {
+    auto field = [&](int r) { return reinterpret_cast<const int64_t*>(&all[r])[f]; };
+    bool same = true;
+    for (int r = 1; r < n; ++r) same = same && field(r) == field(0);
+    if (same) continue;
+    std::map<int64_t, std::vector<int>> by_value;  // global ranks per value
+    std::vector<int> first_rank;                   // each distinct value's lowest rank, ascending
+    for (int r = 0; r < n; ++r) {
+      if (by_value[field(r)].empty()) first_rank.push_back(r);
+      by_value[field(r)].push_back(global_ranks[r]);
+    }
+    std::ostringstream os;
+    if (seq >= 0) os << "collective desync on " << group << " at sequence " << seq;
+    else os << "send/recv desync on " << group;
+    os << " (first divergence: " << fields[f] << "): ";
+    for (size_t i = 0; i < first_rank.size(); ++i) {
+      const Fingerprint& fp = all[first_rank[i]];
+      os << (i ? "; " : "") << "ranks " << ranks_str(by_value[field(first_rank[i])]) << " issue " << describe(fp);
+    }
+    return os.str();
+  }
+  return std::nullopt;
+}
+
+}  // namespace weft::parallel
