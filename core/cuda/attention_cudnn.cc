@@ -325,8 +325,7 @@ std::shared_ptr<Plan> finalize_plan(GraphBuilder& g, cudnnHandle_t handle) {
       continue;
     }
     int64_t ws = 0, n = 0;
-    check(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
-                                   &ws),
+    check(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws),
           "execution plan: reading the workspace size");
     p->keep.push_back(cfgs[i]);
     p->plan = plan;
@@ -413,9 +412,7 @@ Layout contiguous_layout(const Dims& dims) { return {dims, packed_strides(dims)}
 
 Dims swap_last(const Dims& d) { return {d[0], d[1], d[3], d[2]}; }
 
-void append(Key& key, const Layout& l) {
-  key.insert(key.end(), l.strides.begin(), l.strides.end());
-}
+void append(Key& key, const Layout& l) { key.insert(key.end(), l.strides.begin(), l.strides.end()); }
 
 // ---- graphs -------------------------------------------------------------------
 
@@ -503,7 +500,7 @@ std::shared_ptr<Plan> composite_forward(cudnnHandle_t h, cudnnDataType_t io, con
   DescP log_z = g.virt(CUDNN_DATA_FLOAT, rd, rs);
   g.unary(CUDNN_POINTWISE_LOG, z, log_z);
   g.binary(CUDNN_POINTWISE_ADD, mx, log_z, St);  // stats = M + log Z
-  DescP p = g.virt(io, sd, ss);                   // P in the I/O type: the second GEMM's A operand
+  DescP p = g.virt(io, sd, ss);                  // P in the I/O type: the second GEMM's A operand
   g.binary(CUDNN_POINTWISE_DIV, e, z, p);
   g.matmul(p, V, O);
   return finalize_plan(g, h);
@@ -525,7 +522,7 @@ std::shared_ptr<Plan> composite_backward(cudnnHandle_t h, cudnnDataType_t io, co
   DescP dK = g.tensor(kdK, io, k.dims, packed_strides(k.dims));
   DescP dV = g.tensor(kdV, io, v.dims, packed_strides(v.dims));
   DescP scale = g.scalar(kScale), one = g.scalar(kOne);
-  DescP row_sum = g.tensor(kRowSum, CUDNN_DATA_FLOAT, rd, rs);                       // float32 buffer
+  DescP row_sum = g.tensor(kRowSum, CUDNN_DATA_FLOAT, rd, rs);                            // float32 buffer
   DescP dq_accum = g.tensor(kdQAccum, CUDNN_DATA_FLOAT, q.dims, packed_strides(q.dims));  // float32 buffer
 
   // row_sum = sum_j dO * O (B, H, L, 1)
@@ -692,8 +689,8 @@ bool backward_impl(cudnnDataType_t io, const Tensor& dq, const Tensor& dk, const
           [&] { return native_backward(handle, io, s, lq, lk, lv, lo, ldo); }, w);
       if (plan) {
         execute(*plan, handle, device, {kQ, kK, kV, kO, kdO, kStats, kScale, kdQ, kdK, kdV},
-                {qq.raw_data(), kk.raw_data(), vv.raw_data(), oo.raw_data(), gg.raw_data(), stats.raw_data(),
-                 &scale_f, dq.raw_data(), dk.raw_data(), dv.raw_data()});
+                {qq.raw_data(), kk.raw_data(), vv.raw_data(), oo.raw_data(), gg.raw_data(), stats.raw_data(), &scale_f,
+                 dq.raw_data(), dk.raw_data(), dv.raw_data()});
         return true;
       }
       reasons += "native SDPA_BWD: " + w + "; ";
@@ -711,13 +708,14 @@ bool backward_impl(cudnnDataType_t io, const Tensor& dq, const Tensor& dk, const
           make_key(kBackward, kComposite, device, io, s, causal, {&lq, &lk, &lv, &lo, &ldo}),
           [&] { return composite_backward(handle, io, s, lq, lk, lv, lo, ldo, causal); }, w);
       if (plan) {
-        Tensor row_sum = empty({s.B, s.H, s.L, 1}, {DType::Float32, dq.device()});  // (B, H, L, 1)
+        Tensor row_sum = empty({s.B, s.H, s.L, 1}, {DType::Float32, dq.device()});     // (B, H, L, 1)
         Tensor dq_accum = empty({s.B, s.H, s.L, s.D}, {DType::Float32, dq.device()});  // (B, H, L, D)
         zero_(dq_accum);  // cuDNN < 9.6 accumulates into it without clearing it first
         std::vector<int64_t> uids{kQ, kK, kV, kO, kdO, kStats, kScale, kdQ, kdK, kdV, kOne, kRowSum, kdQAccum};
-        std::vector<void*> ptrs{qq.raw_data(), kk.raw_data(), vv.raw_data(), oo.raw_data(), gg.raw_data(),
-                                stats.raw_data(), &scale_f, dq.raw_data(), dk.raw_data(), dv.raw_data(),
-                                &one, row_sum.raw_data(), dq_accum.raw_data()};
+        std::vector<void*> ptrs{qq.raw_data(),      kk.raw_data(),    vv.raw_data(), oo.raw_data(),
+                                gg.raw_data(),      stats.raw_data(), &scale_f,      dq.raw_data(),
+                                dk.raw_data(),      dv.raw_data(),    &one,          row_sum.raw_data(),
+                                dq_accum.raw_data()};
         if (causal) uids.push_back(kFill), ptrs.push_back(&fill);
         execute(*plan, handle, device, uids, ptrs);
         return true;
@@ -752,9 +750,9 @@ bool cuda_sdpa_fused(const Tensor& o, const Tensor& stats, const Tensor& q, cons
 }
 
 template <typename T>
-bool cuda_sdpa_fused_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& d_o,
-                              const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& stats,
-                              double scale, bool causal) {
+bool cuda_sdpa_fused_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& d_o, const Tensor& q,
+                              const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& stats, double scale,
+                              bool causal) {
   if constexpr (!kFusedType<T>) {
     return false;
   } else {
@@ -782,6 +780,8 @@ std::string sdpa_fused_last_decline() {
   std::lock_guard<std::mutex> lk(g_decline_mu);
   return decline_slot();
 }
+
+int64_t cudnn_runtime_version() { return static_cast<int64_t>(cudnnGetVersion()); }
 
 void set_sdpa_fused_enabled(bool enabled) { g_enabled.store(enabled ? 1 : 0); }
 

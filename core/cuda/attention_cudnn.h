@@ -20,5 +20,7 @@ int64_t sdpa_fused_backward_calls();
 std::string sdpa_fused_last_decline();
 void set_sdpa_fused_enabled(bool enabled);
 bool sdpa_fused_enabled();
+// The loaded cuDNN library's version (cudnnGetVersion(): major * 10000 + minor * 100 + patch).
+int64_t cudnn_runtime_version();
 
 }  // namespace weft::cuda

@@ -34,10 +34,9 @@ using SdpaFusedKernel = KernelTable<bool(const Tensor& o, const Tensor& stats, c
 // Fused attention backward: dq, dk, dv (contiguous, shapes and dtype of q, k, v)
 // from d_o (B, H, L, Dv, stride(-1) == 1) and the forward's q, k, v, o, stats.
 // Returns false (outputs unusable) when the backend cannot run it.
-using SdpaFusedBackwardKernel =
-    KernelTable<bool(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& d_o, const Tensor& q,
-                     const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& stats, double scale,
-                     bool causal)>;
+using SdpaFusedBackwardKernel = KernelTable<bool(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                                 const Tensor& d_o, const Tensor& q, const Tensor& k, const Tensor& v,
+                                                 const Tensor& o, const Tensor& stats, double scale, bool causal)>;
 
 AttnSoftmaxKernel& attn_softmax_table();
 AttnSoftmaxBackwardKernel& attn_softmax_backward_table();

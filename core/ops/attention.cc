@@ -159,9 +159,9 @@ std::vector<Tensor> unfused_attention_backward(const Tensor& q, const Tensor& k,
   const int64_t rows = scores.numel() / S;
   Tensor p = attn_softmax_nograd(scores.view({rows, S}), L, scale, causal);  // (rows, S)
   Tensor p4 = p.view(scores.sizes());
-  Tensor dv = matmul(transpose(p4, -2, -1), g);                           // (..., S, Dv)
+  Tensor dv = matmul(transpose(p4, -2, -1), g);                              // (..., S, Dv)
   Tensor dp = matmul(g, transpose(v, -2, -1)).contiguous().view({rows, S});  // dL/dp
-  Tensor ds = empty({rows, S}, p.options());                               // dL/dscores
+  Tensor ds = empty({rows, S}, p.options());                                 // dL/dscores
   attn_softmax_backward_table()(p.device(), p.dtype(), ds, dp, p, scale);
   Tensor ds4 = ds.view(scores.sizes());
   return {matmul(ds4, k), matmul(transpose(ds4, -2, -1), q), dv};
@@ -180,7 +180,7 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double
   };
   const Tensor qd = unit_last(q), kd = unit_last(k), vd = unit_last(v);
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), Dv = v.size(3);
-  Tensor o = empty({B, H, L, Dv}, qd.options());                      // (B, H, L, Dv)
+  Tensor o = empty({B, H, L, Dv}, qd.options());                           // (B, H, L, Dv)
   Tensor stats = empty({B, H, L, 1}, TensorOptions{DType::Float32, dev});  // (B, H, L, 1)
   if (!sdpa_fused_table()(dev, dt, o, stats, qd, kd, vd, scale, causal)) return Tensor();
   if (any_requires_grad({q, k, v})) {
