@@ -344,18 +344,23 @@ struct Entry {
   std::string why;
 };
 
+std::map<Key, Entry>& plan_cache() {
+  thread_local auto* cache = new std::map<Key, Entry>();  // leaked, like the handles
+  return *cache;
+}
+
 template <typename Build>
 std::shared_ptr<Plan> cached_plan(const Key& key, Build&& build, std::string& why) {
-  thread_local auto* cache = new std::map<Key, Entry>();  // leaked, like the handles
-  auto it = cache->find(key);
-  if (it == cache->end()) {
+  std::map<Key, Entry>& cache = plan_cache();
+  auto it = cache.find(key);
+  if (it == cache.end()) {
     Entry e;
     try {
       e.plan = build();
     } catch (const Unsupported& u) {
       e.why = u.why;
     }
-    it = cache->emplace(key, std::move(e)).first;
+    it = cache.emplace(key, std::move(e)).first;
   }
   why = it->second.why;
   return it->second.plan;
