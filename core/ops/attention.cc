@@ -5,12 +5,26 @@
 // Contract: q (B, H, L, D), k (B, H, S, D), v (B, H, S, Dv) -> (B, H, L, Dv); the
 // leading dims must match exactly. The causal mask is PyTorch's: query i sees
 // keys j <= i (top-left aligned tril of ones(L, S)); a fully masked row gives
-// zero weights. The two GEMMs go through matmul; between them one fused kernel
-// (registered per dtype) scales, masks and softmaxes each score row in a single
-// numerically stable pass, and its backward is the fused softmax backward
-// dx = scale * y * (g - sum(g * y)). Float16/BFloat16 compute in float32.
-// Device-agnostic: on CUDA the GEMMs are cuBLAS and the softmax the CUDA
-// attn_softmax kernels. Under autocast q, k, v are cast to the autocast dtype.
+// zero weights. Float16/BFloat16 compute in float32. Under autocast q, k, v are
+// cast to the autocast dtype.
+//
+// Two paths:
+//  - fused: when q is 4-d on a device whose sdpa_fused_table has a kernel for its
+//    dtype (CUDA float16/bfloat16 through cuDNN, core/cuda/attention_cudnn.cc) and
+//    dropout is inactive (dropout_p == 0 or !training), one kernel computes the
+//    output and the per-row logsumexp; autograd records one node,
+//    "ScaledDotProductAttentionBackward", saving q, k, v, o and the statistics, whose
+//    backward is the fused backward kernel. A kernel that declines (returns false:
+//    unsupported head dim, cuDNN too old, no engine) sends the forward silently to
+//    the unfused path; a declining backward recomputes the gradient with the unfused
+//    path's math (same kernels, no recording), so the gradient stays right.
+//  - unfused (everything else: CPU, float32/float64, dropout in training): the two
+//    GEMMs go through matmul; between them one fused kernel (registered per dtype)
+//    scales, masks and softmaxes each score row in a single numerically stable pass,
+//    and its backward is the fused softmax backward dx = scale * y * (g - sum(g * y)).
+//    Device-agnostic: on CUDA the GEMMs are cuBLAS and the softmax the CUDA
+//    attn_softmax kernels.
+// Neither path is twice differentiable (the softmax backward is a kernel).
 #include "core/kernels/attention.h"
 
 #include <cmath>
@@ -31,6 +45,14 @@ AttnSoftmaxKernel& attn_softmax_table() {
 }
 AttnSoftmaxBackwardKernel& attn_softmax_backward_table() {
   static AttnSoftmaxBackwardKernel t("scaled_dot_product_attention_backward");
+  return t;
+}
+SdpaFusedKernel& sdpa_fused_table() {
+  static SdpaFusedKernel t("scaled_dot_product_attention_fused");
+  return t;
+}
+SdpaFusedBackwardKernel& sdpa_fused_backward_table() {
+  static SdpaFusedBackwardKernel t("scaled_dot_product_attention_fused_backward");
   return t;
 }
 
@@ -119,6 +141,69 @@ Tensor attn_softmax(const Tensor& scores, double scale, bool causal) {
   return y;
 }
 
+// softmax(scale * scores) of (rows, S) contiguous scores, no autograd.
+Tensor attn_softmax_nograd(const Tensor& scores, int64_t L, double scale, bool causal) {
+  Tensor y = empty(scores.sizes(), scores.options());
+  attn_softmax_table()(scores.device(), scores.dtype(), y, scores, L, scale, causal);
+  return y;
+}
+
+// Gradients (dq, dk, dv) of attention from the detached inputs and the output
+// gradient g, with the unfused path's math and kernels and no recording: what the
+// fused node falls back to when the fused backward declines.
+std::vector<Tensor> unfused_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                               double scale, bool causal) {
+  NoGradGuard no_grad;
+  const int64_t L = q.size(-2), S = k.size(-2);
+  Tensor scores = matmul(q, transpose(k, -2, -1)).contiguous();  // (..., L, S)
+  const int64_t rows = scores.numel() / S;
+  Tensor p = attn_softmax_nograd(scores.view({rows, S}), L, scale, causal);  // (rows, S)
+  Tensor p4 = p.view(scores.sizes());
+  Tensor dv = matmul(transpose(p4, -2, -1), g);                              // (..., S, Dv)
+  Tensor dp = matmul(g, transpose(v, -2, -1)).contiguous().view({rows, S});  // dL/dp
+  Tensor ds = empty({rows, S}, p.options());                                 // dL/dscores
+  attn_softmax_backward_table()(p.device(), p.dtype(), ds, dp, p, scale);
+  Tensor ds4 = ds.view(scores.sizes());
+  return {matmul(ds4, k), matmul(transpose(ds4, -2, -1), q), dv};
+}
+
+// The fused path (see the contract above); an undefined tensor when it does not
+// apply or its kernel declines.
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal) {
+  const Device dev = q.device();
+  const DType dt = q.dtype();
+  if (q.dim() != 4 || !sdpa_fused_table().has(dev.type, dt)) return Tensor();
+  if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return Tensor();
+  auto unit_last = [](const Tensor& t) {
+    Tensor d = t.detach();
+    return d.stride(-1) == 1 ? d : d.contiguous();
+  };
+  const Tensor qd = unit_last(q), kd = unit_last(k), vd = unit_last(v);
+  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), Dv = v.size(3);
+  Tensor o = empty({B, H, L, Dv}, qd.options());                           // (B, H, L, Dv)
+  Tensor stats = empty({B, H, L, 1}, TensorOptions{DType::Float32, dev});  // (B, H, L, 1)
+  if (!sdpa_fused_table()(dev, dt, o, stats, qd, kd, vd, scale, causal)) return Tensor();
+  if (any_requires_grad({q, k, v})) {
+    SavedTensor sq(qd), sk(kd), sv(vd), so(o), ss(stats);
+    record_function("ScaledDotProductAttentionBackward", {q, k, v}, {o},
+                    [sq, sk, sv, so, ss, scale, causal](const std::vector<Tensor>& grads) {
+                      const char* node = "ScaledDotProductAttentionBackward";
+                      Tensor qs = sq.get(node), ks = sk.get(node), vs = sv.get(node), os = so.get(node),
+                             st = ss.get(node);
+                      Tensor g = grads[0].detach().to(os.dtype());
+                      if (g.stride(-1) != 1) g = g.contiguous();
+                      Tensor dq = empty(qs.sizes(), qs.options()), dk = empty(ks.sizes(), ks.options()),
+                             dv = empty(vs.sizes(), vs.options());
+                      const auto& bwd = sdpa_fused_backward_table();
+                      if (bwd.has(os.device().type, os.dtype()) &&
+                          bwd(os.device(), os.dtype(), dq, dk, dv, g, qs, ks, vs, os, st, scale, causal))
+                        return std::vector<Tensor>{dq, dk, dv};
+                      return unfused_attention_backward(qs, ks, vs, g, scale, causal);
+                    });
+  }
+  return o;
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool is_causal,
@@ -141,9 +226,14 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
              " (expected q (..., L, D), k (..., S, D), v (..., S, Dv))");
   WEFT_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, op, ": dropout_p must be in [0, 1], got ", dropout_p);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  const bool dropout_active = training && dropout_p > 0.0;
+  if (!dropout_active) {
+    Tensor fused = fused_attention(q, k, v, scale, is_causal);
+    if (fused.defined()) return fused;
+  }
   Tensor scores = matmul(q, transpose(k, -2, -1));  // (..., L, S)
   Tensor attn = attn_softmax(scores, scale, is_causal);
-  if (training && dropout_p > 0.0) attn = dropout(attn, dropout_p, true);
+  if (dropout_active) attn = dropout(attn, dropout_p, true);
   return matmul(attn, v);
 }
 

@@ -32,6 +32,8 @@ std::vector<testing::TableFacts> core_tables() {
   return {
       WEFT_T(attn_softmax_table),
       WEFT_T(attn_softmax_backward_table),
+      WEFT_T(sdpa_fused_table),
+      WEFT_T(sdpa_fused_backward_table),
       // binary
       WEFT_T(add_table),
       WEFT_T(mul_table),
