@@ -207,30 +207,31 @@ Tensor class_loss(const char* op, const Tensor& input, const Tensor& target, Red
 
   Tensor out;
   double scale = 1.0;
+  Tensor dev_scale;  // () float64 on the device: 1 / count for a device mean
   if (reduction == Reduction::None) {
     out = loss.to(dt).view(tshape);
-  } else {
-    const bool host = loss.device().is_cpu();
-    double total;
-    if (host) {
-      const double* pl = loss.data_ptr<double>();
-      total = block_sum(R, [pl](int64_t i) { return pl[i]; });
-    } else {  // device: reduce there, copy the scalar back
-      total = R == 0 ? 0.0 : sum(loss).item<double>();
-    }
+  } else if (loss.device().is_cpu()) {
+    const double* pl = loss.data_ptr<double>();
+    double total = block_sum(R, [pl](int64_t i) { return pl[i]; });
     if (reduction == Reduction::Mean) {
       int64_t count = 0;
-      if (host) {
-        const int64_t* pt = tgt.data_ptr<int64_t>();
-        for (int64_t r = 0; r < R; ++r) count += pt[r] != ignore_index;
-      } else if (R > 0) {
-        Tensor kept = ne(tgt, scalar_tensor(ignore_index, tgt.options()));
-        count = sum(kept).item<int64_t>();  // bool sums as int64
-      }
+      const int64_t* pt = tgt.data_ptr<int64_t>();
+      for (int64_t r = 0; r < R; ++r) count += pt[r] != ignore_index;
       scale = 1.0 / static_cast<double>(count);
       total = total / static_cast<double>(count);
     }
     out = scalar_tensor(total, {dt, input.device()});
+  } else {
+    // Device: the sum, the count and the mean stay there (no host read, so no
+    // stream synchronisation); a mean over zero kept rows is NaN, as on the CPU.
+    Tensor total = R == 0 ? zeros({}, {DType::Float64, input.device()}) : sum(loss);  // ()
+    if (reduction == Reduction::Mean) {
+      Tensor count = R == 0 ? zeros({}, {DType::Float64, input.device()})
+                            : sum(ne(tgt, scalar_tensor(ignore_index, tgt.options()))).to(DType::Float64);  // ()
+      dev_scale = 1.0 / count;
+      total = total * dev_scale;
+    }
+    out = total.to(dt);
   }
   if (any_requires_grad({input})) {
     SavedTensor sx(x), st(tgt), slse(lse);
@@ -239,6 +240,7 @@ Tensor class_loss(const char* op, const Tensor& input, const Tensor& target, Red
     record_function(node.c_str(), {input}, {out}, [=](const std::vector<Tensor>& grads) {
       Tensor xs = sx.get(node);
       Tensor g = grads[0].to(DType::Float64).contiguous();
+      if (dev_scale.defined()) g = (g * dev_scale).contiguous();  // times 1 / count; `scale` is 1 then
       Tensor dx = empty(xs.sizes(), xs.options());
       class_loss_backward_table()(xs.device(), xs.dtype(), dx, xs, st.get(node), ignore_index, smoothing, log_probs,
                                   slse.defined() ? slse.get(node) : Tensor(), g, scale);
