@@ -372,6 +372,17 @@ std::vector<int> unresponsive_ranks(const std::vector<int>& global_ranks, Durati
   }
   return out;
 }
+
+std::vector<int> unresponsive_group_ranks(const std::vector<int>& peers, const std::vector<int>& group_globals,
+                                          Duration threshold, double* longest_s) {
+  std::vector<int> globals;
+  for (int p : peers) globals.push_back(group_globals[p]);
+  std::vector<int> dead = unresponsive_ranks(globals, threshold, longest_s);
+  std::vector<int> out;
+  for (int p : peers)
+    if (std::find(dead.begin(), dead.end(), group_globals[p]) != dead.end()) out.push_back(p);
+  return out;
+}
 int mpi_thread_level() { return g_thread_level; }
 bool had_collective_failure() { return g_failure; }
 
@@ -461,13 +472,7 @@ struct MPIGroupState {
   // Group ranks among `peers` silent for at least `threshold` (Note [liveness]);
   // *longest_s: the longest silence among them.
   std::vector<int> silent(const std::vector<int>& peers, Duration threshold, double* longest_s) const {
-    std::vector<int> globals;
-    for (int p : peers) globals.push_back(global_ranks[p]);
-    std::vector<int> dead = unresponsive_ranks(globals, threshold, longest_s);
-    std::vector<int> out;
-    for (int p : peers)
-      if (std::find(dead.begin(), dead.end(), global_ranks[p]) != dead.end()) out.push_back(p);
-    return out;
+    return unresponsive_group_ranks(peers, global_ranks, threshold, longest_s);
   }
 
   // Every group rank but this one.

@@ -86,6 +86,10 @@ bool liveness_monitor_running();
 // Also usable by other backends built on the MPI world (NCCL).
 std::vector<int> unresponsive_ranks(const std::vector<int>& global_ranks, Duration threshold,
                                     double* longest_s = nullptr);
+// The same for group ranks: those among `peers` (group ranks; global rank of
+// group rank p is group_globals[p]) silent for at least `threshold`.
+std::vector<int> unresponsive_group_ranks(const std::vector<int>& peers, const std::vector<int>& group_globals,
+                                          Duration threshold, double* longest_s = nullptr);
 
 // The mutex every MPI call of this backend holds (Note [mpi threading]).
 std::recursive_mutex& mpi_mutex();

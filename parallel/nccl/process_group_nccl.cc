@@ -207,13 +207,7 @@ struct NCCLGroupState {
 
   // Peers (group ranks) silent for `threshold` by the MPI heartbeats.
   std::vector<int> silent(const std::vector<int>& peers, Duration threshold, double* longest) const {
-    std::vector<int> globals;
-    for (int p : peers) globals.push_back(global_ranks[p]);
-    std::vector<int> dead = unresponsive_ranks(globals, threshold, longest);
-    std::vector<int> out;
-    for (int p : peers)
-      if (std::find(dead.begin(), dead.end(), global_ranks[p]) != dead.end()) out.push_back(p);
-    return out;
+    return unresponsive_group_ranks(peers, global_ranks, threshold, longest);
   }
 
   std::vector<int> peers() const {
