@@ -51,6 +51,23 @@ struct BarrierOptions {
   Duration timeout = Duration::zero();
 };
 
+// One send or receive of a batched point-to-point exchange (batch_isend_irecv;
+// PyTorch's dist.P2POp). `peer` is a group rank; `tensor` must be contiguous
+// and, for a receive, is written in place.
+struct P2POp {
+  enum class Kind { Send, Recv };
+  Kind kind = Kind::Send;
+  Tensor tensor;
+  int peer = -1;
+  int tag = 0;
+
+  static P2POp send(const Tensor& t, int peer, int tag = 0) { return P2POp{Kind::Send, t, peer, tag}; }
+  static P2POp recv(const Tensor& t, int peer, int tag = 0) { return P2POp{Kind::Recv, t, peer, tag}; }
+};
+struct BatchP2POptions {
+  Duration timeout = Duration::zero();
+};
+
 class Work {
  public:
   virtual ~Work() = default;
@@ -83,6 +100,18 @@ class ProcessGroup {
   virtual WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& opts = {}) = 0;
   virtual WorkPtr recv(Tensor& tensor, int src, const SendRecvOptions& opts = {}) = 0;
   virtual WorkPtr barrier(const BarrierOptions& opts = {}) = 0;
+
+  // Batched point-to-point (Note [batched p2p]): issues every send and receive
+  // of `ops` at once and returns one Work that completes when all of them have.
+  // A rank may send to and receive from the same peer (or both neighbours of a
+  // ring) in one batch: nothing in a batch waits for anything else in it, so
+  // two ranks exchanging both ways never deadlock. Between two ranks, the
+  // sends of one (peer, tag) match the other side's receives of that (peer,
+  // tag) in issue order; a receive whose size or dtype differs from the
+  // matching send is an error naming both. Only the peers named take part (not
+  // a collective); an empty batch completes at once. wait() throws on
+  // timeout naming the operations still pending and their peers.
+  virtual WorkPtr batch_isend_irecv(const std::vector<P2POp>& ops, const BatchP2POptions& opts = {}) = 0;
 
   // A sub-group of this group's ranks (group-local rank numbers). Every member
   // of this group must call it with the same list; non-members get nullptr.

@@ -1095,4 +1095,8 @@ void destroy_process_group() {
 
 bool is_initialized() { return world_slot() != nullptr; }
 
+WorkPtr ProcessGroupMPI::batch_isend_irecv(const std::vector<P2POp>&, const BatchP2POptions&) {
+  WEFT_ERROR("batch_isend_irecv is not implemented on mpi yet");
+}
+
 }  // namespace weft::parallel

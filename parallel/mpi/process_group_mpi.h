@@ -131,6 +131,7 @@ class ProcessGroupMPI final : public ProcessGroup, public std::enable_shared_fro
   WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& opts = {}) override;
   WorkPtr recv(Tensor& tensor, int src, const SendRecvOptions& opts = {}) override;
   WorkPtr barrier(const BarrierOptions& opts = {}) override;
+  WorkPtr batch_isend_irecv(const std::vector<P2POp>& ops, const BatchP2POptions& opts = {}) override;
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) override;
 
   // The debug-mode check for an operation of another backend whose group has

@@ -773,4 +773,8 @@ std::shared_ptr<ProcessGroup> ProcessGroupNCCL::new_group(const std::vector<int>
   return pg;
 }
 
+WorkPtr ProcessGroupNCCL::batch_isend_irecv(const std::vector<P2POp>&, const BatchP2POptions&) {
+  WEFT_ERROR("batch_isend_irecv is not implemented on nccl yet");
+}
+
 }  // namespace weft::parallel

@@ -119,6 +119,9 @@ class FakeGroup : public ProcessGroup {
     WEFT_ERROR("FakeGroup: send not supported");
   }
   WorkPtr recv(Tensor&, int, const SendRecvOptions& = {}) override { WEFT_ERROR("FakeGroup: recv not supported"); }
+  WorkPtr batch_isend_irecv(const std::vector<P2POp>&, const BatchP2POptions& = {}) override {
+    WEFT_ERROR("FakeGroup: batch_isend_irecv not supported");
+  }
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>&) override {
     WEFT_ERROR("FakeGroup: new_group not supported");
   }
