@@ -192,6 +192,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   with_backward_state([&] { execute(edges, gs, retain_graph, nullptr, nullptr); });
 }
 
+void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  backward(std::vector<Tensor>{root}, std::vector<Tensor>{gradient}, retain_graph);
+}
+
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
   std::vector<Edge> edges;
@@ -222,9 +226,13 @@ bool in_backward() { return t_state != nullptr; }
 
 }  // namespace weft::autograd
 
-namespace weft {
-// Tensor::backward is declared in core/tensor.h and defined here, by the engine.
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  autograd::backward({*this}, {gradient}, retain_graph);
-}
-}  // namespace weft
+namespace weft::autograd {
+namespace {
+// Installs the engine behind Tensor::backward (Note [backward engine] in core/autograd_meta.h).
+const bool g_engine_installed = [] {
+  set_backward_engine(
+      [](const Tensor& root, const Tensor& gradient, bool retain_graph) { backward(root, gradient, retain_graph); });
+  return true;
+}();
+}  // namespace
+}  // namespace weft::autograd

@@ -28,6 +28,8 @@ namespace weft::autograd {
 // Accumulates d(sum of roots * grads)/d(leaf) into every reachable leaf's .grad.
 // A root without a gradient must be a one-element tensor (gradient 1).
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {}, bool retain_graph = false);
+// One root: what Tensor::backward runs (Note [backward engine] in core/autograd_meta.h).
+void backward(const Tensor& root, const Tensor& gradient = Tensor(), bool retain_graph = false);
 
 // Returns d(outputs)/d(inputs) without touching any .grad. An input the outputs
 // do not depend on gets an undefined tensor when allow_unused, else an error.

@@ -114,6 +114,18 @@ class FunctionNode final : public Node {
   Backward backward_;
 };
 
+// ---- the engine seam (Note [backward engine]) ----
+// Note [backward engine]: core records the graph but does not walk it. Tensor::
+// backward is declared and defined in core; it runs the engine that //autograd
+// installs here at static initialisation (autograd/engine.cc; //autograd is
+// alwayslink). A binary that links only //core therefore links; calling
+// backward() there is an error that says to depend on //autograd. PyTorch's
+// ATen reaches its autograd the same way (VariableHooksInterface).
+using BackwardEngineFn = void (*)(const Tensor& root, const Tensor& gradient, bool retain_graph);
+void set_backward_engine(BackwardEngineFn fn);
+// The installed engine, or nullptr when //autograd is not linked.
+BackwardEngineFn backward_engine();
+
 // ---- grad mode ----
 struct GradMode {
   static bool is_enabled();

@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include <atomic>
+
 #include "core/autograd_meta.h"
 #include "core/ops.h"
 
@@ -83,6 +85,22 @@ const std::shared_ptr<Node>& Tensor::grad_fn() const {
 int Tensor::output_nr() const {
   AutogradMeta* m = checked()->autograd_meta();
   return m ? m->output_nr : 0;
+}
+
+namespace {
+std::atomic<BackwardEngineFn> g_backward_engine{nullptr};
+}  // namespace
+
+void set_backward_engine(BackwardEngineFn fn) { g_backward_engine.store(fn); }
+BackwardEngineFn backward_engine() { return g_backward_engine.load(); }
+
+// Note [backward engine] in core/autograd_meta.h.
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  BackwardEngineFn engine = backward_engine();
+  WEFT_CHECK(engine != nullptr,
+             "Tensor::backward: no autograd engine is linked into this binary; add a dependency on //autograd "
+             "(it installs the engine; Note [backward engine] in core/autograd_meta.h)");
+  engine(*this, gradient, retain_graph);
 }
 
 bool Tensor::is_leaf() const { return grad_fn() == nullptr; }

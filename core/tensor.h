@@ -87,7 +87,9 @@ class Tensor {
   bool is_leaf() const;
   // Keeps .grad on a non-leaf after backward.
   void retain_grad() const;
-  // Defined by //autograd (the engine). `gradient` may be omitted for scalars.
+  // Runs the engine of //autograd (Note [backward engine] in core/autograd_meta.h:
+  // without //autograd linked it is an error). `gradient` may be omitted for
+  // one-element tensors. Same as autograd::backward(*this, gradient, retain_graph).
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   // A tensor hook sees the gradient flowing into this tensor and may replace it
   // by returning a defined tensor (return an undefined Tensor to keep it).
