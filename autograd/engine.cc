@@ -224,9 +224,6 @@ void queue_callback(std::function<void()> cb) {
 
 bool in_backward() { return t_state != nullptr; }
 
-}  // namespace weft::autograd
-
-namespace weft::autograd {
 namespace {
 // Installs the engine behind Tensor::backward (Note [backward engine] in core/autograd_meta.h).
 const bool g_engine_installed = [] {
