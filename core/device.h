@@ -28,6 +28,7 @@ struct Device {
 };
 
 inline constexpr Device kCPU{DeviceType::CPU, 0};
+inline constexpr Device kCUDA{DeviceType::CUDA, 0};  // cuda:0
 
 inline std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
 

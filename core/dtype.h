@@ -33,6 +33,16 @@ constexpr std::string_view dtype_name(DType d) {
 }
 inline std::ostream& operator<<(std::ostream& os, DType d) { return os << dtype_name(d); }
 
+// libtorch-style spellings: zeros({n}, kInt64), x.to(kBFloat16).
+inline constexpr DType kFloat32 = DType::Float32;
+inline constexpr DType kFloat64 = DType::Float64;
+inline constexpr DType kBFloat16 = DType::BFloat16;
+inline constexpr DType kFloat16 = DType::Float16;
+inline constexpr DType kInt64 = DType::Int64;
+inline constexpr DType kInt32 = DType::Int32;
+inline constexpr DType kUInt8 = DType::UInt8;
+inline constexpr DType kBool = DType::Bool;
+
 constexpr size_t element_size(DType d) {
   switch (d) {
     case DType::Float64:

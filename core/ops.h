@@ -18,18 +18,40 @@
 namespace weft {
 
 // ---- factories (core/ops/factory.cc) ----
+// Every factory takes TensorOptions, a DType or a Device (TensorOptions converts
+// implicitly from either, as in libtorch): zeros({n}, kInt64), ones({n}, kCUDA).
 Tensor empty(const Shape& sizes, const TensorOptions& opts = {});
 Tensor zeros(const Shape& sizes, const TensorOptions& opts = {});
 Tensor ones(const Shape& sizes, const TensorOptions& opts = {});
-Tensor full(const Shape& sizes, const Scalar& value, const TensorOptions& opts = {});
+// Without options the dtype follows the value, like libtorch: an integer gives
+// int64, a bool gives bool, a floating value float32.
+Tensor full(const Shape& sizes, const Scalar& value);
+Tensor full(const Shape& sizes, const Scalar& value, const TensorOptions& opts);
+// *_like: the source's shape and options; a DType or a Device changes only that
+// field (zeros_like(x, kInt64) stays on x's device), TensorOptions replace all.
 Tensor empty_like(const Tensor& t);
+Tensor empty_like(const Tensor& t, DType dtype);
+Tensor empty_like(const Tensor& t, Device device);
+Tensor empty_like(const Tensor& t, const TensorOptions& opts);
 Tensor zeros_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t, DType dtype);
+Tensor zeros_like(const Tensor& t, Device device);
+Tensor zeros_like(const Tensor& t, const TensorOptions& opts);
 Tensor ones_like(const Tensor& t);
+Tensor ones_like(const Tensor& t, DType dtype);
+Tensor ones_like(const Tensor& t, Device device);
+Tensor ones_like(const Tensor& t, const TensorOptions& opts);
 Tensor full_like(const Tensor& t, const Scalar& value);
-// [start, end) with `step`; dtype int64 unless opts say otherwise.
-Tensor arange(const Scalar& end, const TensorOptions& opts = {DType::Int64});
-Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1,
-              const TensorOptions& opts = {DType::Int64});
+Tensor full_like(const Tensor& t, const Scalar& value, DType dtype);
+Tensor full_like(const Tensor& t, const Scalar& value, Device device);
+Tensor full_like(const Tensor& t, const Scalar& value, const TensorOptions& opts);
+// [start, end) with `step`. Without options the dtype follows the arguments,
+// like libtorch: int64 when all are integers, else float32.
+Tensor arange(const Scalar& end);
+Tensor arange(const Scalar& end, const TensorOptions& opts);
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1);
+Tensor arange(const Scalar& start, const Scalar& end, const TensorOptions& opts);
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, const TensorOptions& opts);
 Tensor linspace(double start, double end, int64_t steps, const TensorOptions& opts = {});
 Tensor eye(int64_t n, const TensorOptions& opts = {});
 // A 0-dim tensor holding `value` (wrapped_number marks it as coming from C++).

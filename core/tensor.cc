@@ -20,6 +20,7 @@ T Tensor::item() const {
     using S = typename decltype(tag)::type;
     S v = *static_cast<const S*>(c.raw_data());
     if constexpr (std::is_same_v<T, bool>) out = static_cast<float>(v) != 0.0f;
+    else if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) out = T(static_cast<float>(v));
     else if constexpr (std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>)
       out = static_cast<T>(static_cast<float>(v));
     else out = static_cast<T>(v);
@@ -32,6 +33,8 @@ template int64_t Tensor::item<int64_t>() const;
 template int32_t Tensor::item<int32_t>() const;
 template uint8_t Tensor::item<uint8_t>() const;
 template bool Tensor::item<bool>() const;
+template BFloat16 Tensor::item<BFloat16>() const;
+template Half Tensor::item<Half>() const;
 
 Scalar Tensor::item() const {
   if (is_floating(dtype())) return Scalar(item<double>());

@@ -27,10 +27,27 @@ namespace weft {
 class Node;
 class RemovableHandle;
 
+// What a factory makes: dtype, device, requires_grad. Like libtorch's, a DType
+// or a Device converts implicitly, so zeros({n}, DType::Int64),
+// arange(0, T, 1, kInt64) and ones({n}, Device("cuda")) read as in PyTorch; the
+// with_* methods return a copy with one field changed (libtorch spells them
+// .dtype(d), .device(d), .requires_grad(b)). Unlike libtorch's, every field has
+// a value (float32, CPU, false): the *_like factories take a bare DType or
+// Device to change only that field of the source tensor's options.
 struct TensorOptions {
   DType dtype = DType::Float32;
   Device device = kCPU;
   bool requires_grad = false;
+
+  constexpr TensorOptions() = default;
+  constexpr TensorOptions(DType d) : dtype(d) {}        // NOLINT(google-explicit-constructor)
+  constexpr TensorOptions(Device dev) : device(dev) {}  // NOLINT(google-explicit-constructor)
+  constexpr TensorOptions(DType d, Device dev, bool grad = false) : dtype(d), device(dev), requires_grad(grad) {}
+
+  constexpr TensorOptions with_dtype(DType d) const { return {d, device, requires_grad}; }
+  constexpr TensorOptions with_device(Device dev) const { return {dtype, dev, requires_grad}; }
+  constexpr TensorOptions with_requires_grad(bool grad = true) const { return {dtype, device, grad}; }
+  friend constexpr bool operator==(const TensorOptions&, const TensorOptions&) = default;
 };
 
 class Tensor {
@@ -69,7 +86,8 @@ class Tensor {
   }
   void* raw_data() const { return checked()->data(); }
 
-  // The value of a one-element tensor (any shape with numel 1).
+  // The value of a one-element tensor (any shape with numel 1), converted to T
+  // (float, double, int64_t, int32_t, uint8_t, bool, BFloat16, Half).
   template <typename T>
   T item() const;
   Scalar item() const;

@@ -27,12 +27,26 @@ Tensor full(const Shape& sizes, const Scalar& value, const TensorOptions& opts) 
   return t;
 }
 
+Tensor full(const Shape& sizes, const Scalar& value) { return full(sizes, value, value.default_dtype()); }
+
 Tensor zeros(const Shape& sizes, const TensorOptions& opts) { return full(sizes, 0, opts); }
 Tensor ones(const Shape& sizes, const TensorOptions& opts) { return full(sizes, 1, opts); }
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.options()); }
+Tensor empty_like(const Tensor& t, DType d) { return empty(t.sizes(), t.options().with_dtype(d)); }
+Tensor empty_like(const Tensor& t, Device d) { return empty(t.sizes(), t.options().with_device(d)); }
+Tensor empty_like(const Tensor& t, const TensorOptions& o) { return empty(t.sizes(), o); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.options()); }
+Tensor zeros_like(const Tensor& t, DType d) { return zeros(t.sizes(), t.options().with_dtype(d)); }
+Tensor zeros_like(const Tensor& t, Device d) { return zeros(t.sizes(), t.options().with_device(d)); }
+Tensor zeros_like(const Tensor& t, const TensorOptions& o) { return zeros(t.sizes(), o); }
 Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.options()); }
+Tensor ones_like(const Tensor& t, DType d) { return ones(t.sizes(), t.options().with_dtype(d)); }
+Tensor ones_like(const Tensor& t, Device d) { return ones(t.sizes(), t.options().with_device(d)); }
+Tensor ones_like(const Tensor& t, const TensorOptions& o) { return ones(t.sizes(), o); }
 Tensor full_like(const Tensor& t, const Scalar& v) { return full(t.sizes(), v, t.options()); }
+Tensor full_like(const Tensor& t, const Scalar& v, DType d) { return full(t.sizes(), v, t.options().with_dtype(d)); }
+Tensor full_like(const Tensor& t, const Scalar& v, Device d) { return full(t.sizes(), v, t.options().with_device(d)); }
+Tensor full_like(const Tensor& t, const Scalar& v, const TensorOptions& o) { return full(t.sizes(), v, o); }
 
 Tensor scalar_tensor(const Scalar& value, const TensorOptions& opts) { return full({}, value, opts); }
 
@@ -42,7 +56,19 @@ Tensor wrapped_scalar(const Scalar& value, DType dtype, Device device) {
   return t;
 }
 
+namespace {
+// libtorch's arange dtype without options: int64 for integer arguments, else float32.
+DType arange_dtype(const Scalar& start, const Scalar& end, const Scalar& step) {
+  return start.is_floating() || end.is_floating() || step.is_floating() ? DType::Float32 : DType::Int64;
+}
+}  // namespace
+
+Tensor arange(const Scalar& end) { return arange(0, end, 1, arange_dtype(0, end, 1)); }
 Tensor arange(const Scalar& end, const TensorOptions& opts) { return arange(0, end, 1, opts); }
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step) {
+  return arange(start, end, step, arange_dtype(start, end, step));
+}
+Tensor arange(const Scalar& start, const Scalar& end, const TensorOptions& opts) { return arange(start, end, 1, opts); }
 
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, const TensorOptions& opts) {
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
