@@ -1,3 +1,5 @@
+// nn::Module: registration, names (Note [name prefix]), state dicts, hooks and
+// the single/multi-tensor forward bridge (Note [multi-tensor forward]).
 #include "nn/module.h"
 
 #include <set>
@@ -6,32 +8,6 @@
 #include "core/autograd_meta.h"
 
 namespace weft::nn {
-
-// ---- StateDict ----
-void StateDict::insert(const std::string& key, const Tensor& value) {
-  for (auto& [k, v] : items_)
-    if (k == key) {
-      v = value;
-      return;
-    }
-  items_.emplace_back(key, value);
-}
-bool StateDict::contains(const std::string& key) const { return find(key) != nullptr; }
-const Tensor* StateDict::find(const std::string& key) const {
-  for (auto& [k, v] : items_)
-    if (k == key) return &v;
-  return nullptr;
-}
-const Tensor& StateDict::at(const std::string& key) const {
-  const Tensor* t = find(key);
-  WEFT_CHECK(t != nullptr, "state dict has no key '", key, "'");
-  return *t;
-}
-std::vector<std::string> StateDict::keys() const {
-  std::vector<std::string> out;
-  for (auto& [k, v] : items_) out.push_back(k);
-  return out;
-}
 
 // ---- registration ----
 namespace {
@@ -59,6 +35,22 @@ Tensor& Module::register_buffer(const std::string& name, Tensor t) {
   return *buffers_.back().second;
 }
 
+void Module::set_name_prefix(const std::string& prefix) {
+  if (!prefix.empty()) {
+    size_t start = 0;
+    while (true) {
+      size_t dot = prefix.find('.', start);
+      WEFT_CHECK(dot != start && start != prefix.size(), type_name_, ": name prefix '", prefix,
+                 "' must be a dotted path of non-empty names (e.g. \"h\" or \"encoder.layers\")");
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+  }
+  name_prefix_ = prefix;
+}
+
+std::string Module::root_prefix() const { return name_prefix_.empty() ? "" : name_prefix_ + "."; }
+
 void Module::register_child(const std::string& name, std::shared_ptr<Module> m) {
   check_name(type_name_, "submodule", name);
   WEFT_CHECK(m != nullptr, type_name_, ": submodule '", name, "' is null");
@@ -76,7 +68,7 @@ std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurs
     if (!recurse) return;
     for (auto& [n, c] : m.children_) walk(*c, prefix + n + ".");
   };
-  walk(*this, "");
+  walk(*this, root_prefix());
   return out;
 }
 
@@ -94,7 +86,7 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) 
     if (!recurse) return;
     for (auto& [n, c] : m.children_) walk(*c, prefix + n + ".");
   };
-  walk(*this, "");
+  walk(*this, root_prefix());
   return out;
 }
 
@@ -129,8 +121,8 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modul
   } catch (const std::bad_weak_ptr&) {
     self = std::shared_ptr<Module>(this, [](Module*) {});  // not owned by a shared_ptr: non-owning view
   }
-  out.emplace_back("", self);
-  collect_named_modules("", out);
+  out.emplace_back(name_prefix_, self);
+  collect_named_modules(name_prefix_, out);
   return out;
 }
 
@@ -206,7 +198,7 @@ void Module::collect_state(const std::string& prefix, StateDict& out) const {
 
 StateDict Module::state_dict() const {
   StateDict sd;
-  collect_state("", sd);
+  collect_state(root_prefix(), sd);
   return sd;
 }
 
@@ -220,7 +212,7 @@ Module::LoadResult Module::load_state_dict(const StateDict& sd, bool strict) {
       if (b->defined()) slots.emplace_back(prefix + n, b.get());
     for (auto& [n, c] : m.children_) walk(*c, prefix + n + ".");
   };
-  walk(*this, "");
+  walk(*this, root_prefix());
   LoadResult res;
   std::vector<std::string> mismatched;
   std::set<std::string> known;
@@ -240,7 +232,9 @@ Module::LoadResult Module::load_state_dict(const StateDict& sd, bool strict) {
   bool fail = !mismatched.empty() || (strict && (!res.missing_keys.empty() || !res.unexpected_keys.empty()));
   if (fail) {
     std::ostringstream os;
-    os << "load_state_dict: error(s) loading state dict for " << type_name_ << ":";
+    os << "load_state_dict: error(s) loading state dict for " << type_name_;
+    if (!name_prefix_.empty()) os << " (name prefix '" << name_prefix_ << "')";
+    os << ":";
     auto list = [&](const char* what, const std::vector<std::string>& keys) {
       if (keys.empty()) return;
       os << "\n  " << what << ": ";
@@ -260,23 +254,83 @@ Module::LoadResult Module::load_state_dict(const StateDict& sd, bool strict) {
   return res;
 }
 
-// ---- forward and hooks ----
-RemovableHandle Module::register_forward_pre_hook(ForwardPreHook hook) { return pre_hooks_->add(std::move(hook)); }
-RemovableHandle Module::register_forward_hook(ForwardHook hook) { return hooks_->add(std::move(hook)); }
+// ---- forward and hooks (Note [multi-tensor forward]) ----
+RemovableHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+  return pre_hooks_->add(
+      [hook = std::move(hook)](Module& m, const Tensors& in) { hook(m, in.empty() ? Tensor() : in[0]); });
+}
+RemovableHandle Module::register_forward_hook(ForwardHook hook) {
+  return hooks_->add([hook = std::move(hook)](Module& m, const Tensors& in, const Tensors& out) {
+    hook(m, in.empty() ? Tensor() : in[0], out.empty() ? Tensor() : out[0]);
+  });
+}
+RemovableHandle Module::register_forward_pre_hook_multi(ForwardPreHookMulti hook) {
+  return pre_hooks_->add(std::move(hook));
+}
+RemovableHandle Module::register_forward_hook_multi(ForwardHookMulti hook) { return hooks_->add(std::move(hook)); }
 
-Tensor Module::forward(const Tensor&) {
-  WEFT_ERROR(type_name_, " has no forward(Tensor); call its own forward signature");
+namespace {
+// The module whose default forward / forward_multi is bridging to the other
+// form on this thread: reaching the other default for the same module means it
+// overrides neither.
+thread_local const Module* t_bridging = nullptr;
+
+class BridgeGuard {
+ public:
+  explicit BridgeGuard(const Module* m) : prev_(t_bridging) {
+    WEFT_CHECK(t_bridging != m, m->type_name(),
+               " overrides neither forward(Tensor) nor forward_multi(Tensors); call its own forward signature");
+    t_bridging = m;
+  }
+  ~BridgeGuard() { t_bridging = prev_; }
+  BridgeGuard(const BridgeGuard&) = delete;
+  BridgeGuard& operator=(const BridgeGuard&) = delete;
+
+ private:
+  const Module* prev_;
+};
+}  // namespace
+
+Tensor Module::forward(const Tensor& input) {
+  BridgeGuard guard(this);
+  Tensors out = forward_multi({input});
+  WEFT_CHECK(out.size() == 1, type_name_, ": forward_multi returned ", out.size(),
+             " tensors where forward(Tensor) returns one; call it as operator()(Tensors) to get them all");
+  return out[0];
+}
+
+Tensors Module::forward_multi(const Tensors& inputs) {
+  WEFT_CHECK(inputs.size() == 1, type_name_, ": forward_multi got ", inputs.size(), " tensors, but ", type_name_,
+             " takes one tensor (it overrides forward(Tensor) only; override forward_multi to take several)");
+  BridgeGuard guard(this);
+  return {forward(inputs[0])};
+}
+
+Tensors Module::call_with_hooks(const Tensors& inputs, const std::function<Tensors()>& fn) {
+  for (auto& h : pre_hooks_->snapshot()) h(*this, inputs);
+  Tensors out = fn();
+  for (auto& h : hooks_->snapshot()) h(*this, inputs, out);
+  return out;
 }
 
 Tensor Module::call_with_hooks(const Tensor& input, const std::function<Tensor()>& fn) {
-  for (auto& h : pre_hooks_->snapshot()) h(*this, input);
+  if (pre_hooks_->empty() && hooks_->empty()) return fn();
+  const Tensors in{input};
+  for (auto& h : pre_hooks_->snapshot()) h(*this, in);
   Tensor out = fn();
-  for (auto& h : hooks_->snapshot()) h(*this, input, out);
+  if (!hooks_->empty()) {
+    const Tensors outs{out};
+    for (auto& h : hooks_->snapshot()) h(*this, in, outs);
+  }
   return out;
 }
 
 Tensor Module::operator()(const Tensor& input) {
   return call_with_hooks(input, [&] { return forward(input); });
+}
+
+Tensors Module::operator()(const Tensors& inputs) {
+  return call_with_hooks(inputs, [&] { return forward_multi(inputs); });
 }
 
 std::string Module::repr_indented(int indent) const {

@@ -10,8 +10,26 @@
 // - state_dict() lists parameters then buffers of each module, depth first in
 //   registration order. load_state_dict(strict) reports, in one error, every
 //   missing key, unexpected key and shape mismatch.
+// - Note [name prefix]: a module cut out of a bigger model (a pipeline stage, a
+//   Sequential::slice of a GPT's blocks "h") can carry its path in that model,
+//   set_name_prefix("h"). named_parameters(), named_buffers(), named_modules(),
+//   state_dict() and load_state_dict() called on it put "h." in front of every
+//   name, so its names and state dict keys are the whole model's ("h.3.attn.qkv.
+//   weight", not "3.attn.qkv.weight") and a partition's state dict is a subset
+//   of the whole one. Only the module asked uses its prefix: reached as a child,
+//   a module is named by its path from the module asked, as always.
 // - operator() runs forward pre-hooks, forward, then forward hooks; every hook
 //   registration returns a RemovableHandle.
+// - Note [multi-tensor forward]: a module may take and return several tensors
+//   (a pipeline stage boundary carrying (activation, mask)): it overrides
+//   forward_multi(Tensors) and is called as (*m)(Tensors{...}). The defaults
+//   bridge the two forms for one tensor each way: forward_multi({x}) of a module
+//   that overrides forward(Tensor) returns {forward(x)}, and forward(x) of one
+//   that overrides forward_multi returns its single output; any other count is
+//   an error naming the module type and the count. Hooks run on both call
+//   forms, in registration order across both kinds: the *_multi hooks see every
+//   input and output, the single-tensor hooks the first input and the first
+//   output (an undefined Tensor when there is none).
 #pragma once
 
 #include <functional>
@@ -22,25 +40,12 @@
 
 #include "core/hooks.h"
 #include "core/ops.h"
+#include "nn/state_dict.h"
 
 namespace weft::nn {
 
-// An insertion-ordered name -> tensor map (state dicts).
-class StateDict {
- public:
-  void insert(const std::string& key, const Tensor& value);
-  bool contains(const std::string& key) const;
-  const Tensor& at(const std::string& key) const;  // error names the key
-  const Tensor* find(const std::string& key) const;
-  const std::vector<std::pair<std::string, Tensor>>& items() const { return items_; }
-  std::vector<std::string> keys() const;
-  size_t size() const { return items_.size(); }
-  auto begin() const { return items_.begin(); }
-  auto end() const { return items_.end(); }
-
- private:
-  std::vector<std::pair<std::string, Tensor>> items_;
-};
+// Several tensors crossing a module boundary (fairscale's TensorOrTensors).
+using Tensors = std::vector<Tensor>;
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -60,6 +65,12 @@ class Module : public std::enable_shared_from_this<Module> {
     return m;
   }
 
+  // ---- names (Note [name prefix]) ----
+  // This module's dotted path in the model it was cut from ("" for a whole
+  // model, "h" for a slice of its blocks); an error unless empty or dotted names.
+  void set_name_prefix(const std::string& prefix);
+  const std::string& name_prefix() const { return name_prefix_; }
+
   // ---- access ----
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
   std::vector<Tensor> parameters(bool recurse = true) const;
@@ -67,7 +78,8 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<Tensor> buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
   std::vector<std::shared_ptr<Module>> children() const;
-  // Includes this module (name "") first, then descendants depth first.
+  // Includes this module first (named by its name prefix, "" by default), then
+  // descendants depth first.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
   int64_t num_parameters(bool trainable_only = false) const;
 
@@ -92,14 +104,21 @@ class Module : public std::enable_shared_from_this<Module> {
   };
   LoadResult load_state_dict(const StateDict& sd, bool strict = true);
 
-  // ---- forward and hooks ----
+  // ---- forward and hooks (Note [multi-tensor forward]) ----
   using ForwardPreHook = std::function<void(Module&, const Tensor& input)>;
   using ForwardHook = std::function<void(Module&, const Tensor& input, const Tensor& output)>;
+  using ForwardPreHookMulti = std::function<void(Module&, const Tensors& inputs)>;
+  using ForwardHookMulti = std::function<void(Module&, const Tensors& inputs, const Tensors& outputs)>;
   RemovableHandle register_forward_pre_hook(ForwardPreHook hook);
   RemovableHandle register_forward_hook(ForwardHook hook);
+  RemovableHandle register_forward_pre_hook_multi(ForwardPreHookMulti hook);
+  RemovableHandle register_forward_hook_multi(ForwardHookMulti hook);
   // Single-tensor forward; modules with other signatures add their own call.
   virtual Tensor forward(const Tensor& input);
+  // Several tensors in, several out.
+  virtual Tensors forward_multi(const Tensors& inputs);
   Tensor operator()(const Tensor& input);
+  Tensors operator()(const Tensors& inputs);
 
   // Readable tree: "Sequential(\n  (0): Linear(in=784, out=512, bias=true)\n ...)"
   virtual std::string extra_repr() const { return ""; }
@@ -110,21 +129,26 @@ class Module : public std::enable_shared_from_this<Module> {
   // Runs hooks around a forward computed by `fn` (for modules whose forward has
   // another signature but still want hooks on the first tensor input).
   Tensor call_with_hooks(const Tensor& input, const std::function<Tensor()>& fn);
+  Tensors call_with_hooks(const Tensors& inputs, const std::function<Tensors()>& fn);
 
  private:
+  // name_prefix_ + "." (or "" without a prefix): where every name starts.
+  std::string root_prefix() const;
   void collect_named_modules(const std::string& prefix,
                              std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out);
   void collect_state(const std::string& prefix, StateDict& out) const;
   std::string repr_indented(int indent) const;
 
   std::string type_name_;
+  std::string name_prefix_;
   bool training_ = true;
   // Stored as unique_ptr so references returned by register_* stay valid.
   std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> params_;
   std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
-  std::shared_ptr<HookList<ForwardPreHook>> pre_hooks_ = std::make_shared<HookList<ForwardPreHook>>();
-  std::shared_ptr<HookList<ForwardHook>> hooks_ = std::make_shared<HookList<ForwardHook>>();
+  // One list per side for both hook kinds, so they run in registration order.
+  std::shared_ptr<HookList<ForwardPreHookMulti>> pre_hooks_ = std::make_shared<HookList<ForwardPreHookMulti>>();
+  std::shared_ptr<HookList<ForwardHookMulti>> hooks_ = std::make_shared<HookList<ForwardHookMulti>>();
 };
 
 }  // namespace weft::nn
