@@ -6,4 +6,5 @@
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "nn/state_dict.h"
 #include "nn/transformer.h"
