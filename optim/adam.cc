@@ -14,6 +14,8 @@ Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)
     : Adam("Adam", false, {ParamGroup(std::move(params))}, options) {}
 Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults)
     : Adam("Adam", false, std::move(groups), defaults) {}
+Adam::Adam(const NamedParameters& named_params, const AdamOptions& options)
+    : Adam("Adam", false, {ParamGroup(named_params)}, options) {}
 Adam::Adam(const char* name, bool decoupled, std::vector<ParamGroup> groups, const AdamOptions& defaults)
     : Optimizer(name, defaults.to_map()), decoupled_(decoupled) {
   init_groups(std::move(groups));
@@ -23,6 +25,8 @@ AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& options)
     : Adam("AdamW", true, {ParamGroup(std::move(params))}, options) {}
 AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& defaults)
     : Adam("AdamW", true, std::move(groups), defaults) {}
+AdamW::AdamW(const NamedParameters& named_params, const AdamWOptions& options)
+    : Adam("AdamW", true, {ParamGroup(named_params)}, options) {}
 
 void Adam::validate(const OptionMap& o) const {
   const double lr = o.at("lr"), eps = o.at("eps"), b1 = o.at("beta1"), b2 = o.at("beta2");

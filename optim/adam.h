@@ -24,6 +24,8 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, const AdamOptions& options);
   Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults);
+  // From Module::named_parameters(): the optimizer knows the names (Note [optimizer state by name]).
+  Adam(const NamedParameters& named_params, const AdamOptions& options);
 
  protected:
   Adam(const char* name, bool decoupled, std::vector<ParamGroup> groups, const AdamOptions& defaults);
@@ -44,6 +46,7 @@ class AdamW : public Adam {
  public:
   AdamW(std::vector<Tensor> params, const AdamWOptions& options);
   AdamW(std::vector<ParamGroup> groups, const AdamWOptions& defaults);
+  AdamW(const NamedParameters& named_params, const AdamWOptions& options);
 };
 
 }  // namespace weft::optim

@@ -10,6 +10,13 @@
 
 namespace weft::optim {
 
+ParamGroup::ParamGroup(const NamedParameters& named, OptionMap o) : options(std::move(o)) {
+  for (const auto& [name, p] : named) {
+    param_names.push_back(name);
+    params.push_back(p);
+  }
+}
+
 double ParamGroup::get(const std::string& key) const {
   auto it = options.find(key);
   WEFT_CHECK(it != options.end(), "param group has no hyper-parameter '", key, "'");
@@ -28,9 +35,18 @@ void Optimizer::add_param_group(ParamGroup group) {
   }
   for (const auto& [key, value] : defaults_) group.options.emplace(key, value);
   validate(group.options);
+  WEFT_CHECK(group.param_names.empty() || group.param_names.size() == group.params.size(), name_, ": the group has ",
+             group.params.size(), " parameters but ", group.param_names.size(), " parameter names");
   std::unordered_set<const TensorImpl*> seen;
-  for (const auto& g : groups_)
+  std::set<std::string> names;
+  for (const auto& g : groups_) {
     for (const auto& p : g.params) seen.insert(p.impl());
+    names.insert(g.param_names.begin(), g.param_names.end());
+  }
+  for (const auto& n : group.param_names) {
+    WEFT_CHECK(!n.empty(), name_, ": a parameter name is empty");
+    WEFT_CHECK(names.insert(n).second, name_, ": parameter name '", n, "' appears more than once");
+  }
   for (size_t i = 0; i < group.params.size(); ++i) {
     const Tensor& p = group.params[i];
     WEFT_CHECK(p.defined(), name_, ": parameter ", i, " of the new group is undefined");
@@ -159,34 +175,50 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
   }
 
   // ---- per-parameter state: known names, known parameters, shapes ----
-  const std::vector<std::string> names = state_names();
+  std::vector<const Tensor*> params;
+  std::vector<std::map<std::string, Tensor>> entries_of;
   for (const auto& [index, entries] : state_entries) {
     auto it = id_to_param.find(index);
     WEFT_CHECK(it != id_to_param.end(), op, ": state for parameter ", index,
                " but no parameter group lists that parameter");
     const Tensor& p = *it->second;
-    for (const auto& [name, t] : entries) {
-      WEFT_CHECK(std::find(names.begin(), names.end(), name) != names.end(), op, ": unexpected state entry 'state.",
-                 index, ".", name, "' for ", name_);
-      if (name == "step") {
-        WEFT_CHECK(t.numel() == 1, op, ": 'state.", index, ".step' must have one element, got shape ",
-                   shape_str(t.sizes()));
-      } else {
-        WEFT_CHECK(t.sizes() == p.sizes(), op, ": 'state.", index, ".", name, "' has shape ", shape_str(t.sizes()),
-                   " but parameter ", index, " has shape ", shape_str(p.sizes()));
-        WEFT_CHECK(t.is_floating_point(), op, ": 'state.", index, ".", name, "' has non-floating dtype ", t.dtype());
-      }
-    }
+    for (const auto& [name, t] : entries)
+      check_state_entry(op, "state." + std::to_string(index) + "." + name, name, t, p,
+                        "parameter " + std::to_string(index));
+    params.push_back(&p);
+    entries_of.push_back(entries);
   }
 
   // ---- everything checked: replace options and state ----
-  NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) groups_[gi].options = new_options[gi];
+  replace_state(params, entries_of);
+}
+
+void Optimizer::check_state_entry(const std::string& op, const std::string& key, const std::string& name,
+                                  const Tensor& t, const Tensor& p, const std::string& who) const {
+  const std::vector<std::string> names = state_names();
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    std::string known;
+    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+    WEFT_ERROR(op, ": unexpected state entry '", key, "' for ", name_, " (its state names: ", known, ")");
+  }
+  if (name == "step") {
+    WEFT_CHECK(t.numel() == 1, op, ": '", key, "' must have one element, got shape ", shape_str(t.sizes()));
+  } else {
+    WEFT_CHECK(t.sizes() == p.sizes(), op, ": '", key, "' has shape ", shape_str(t.sizes()), " but ", who,
+               " has shape ", shape_str(p.sizes()));
+    WEFT_CHECK(t.is_floating_point(), op, ": '", key, "' has non-floating dtype ", t.dtype());
+  }
+}
+
+void Optimizer::replace_state(const std::vector<const Tensor*>& params,
+                              const std::vector<std::map<std::string, Tensor>>& entries) {
+  NoGradGuard no_grad;
   state_.clear();
-  for (const auto& [index, entries] : state_entries) {
-    const Tensor& p = *id_to_param.at(index);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = *params[i];
     ParamState& st = state_[p.impl()];
-    for (const auto& [name, t] : entries) {
+    for (const auto& [name, t] : entries[i]) {
       // Like PyTorch: state follows the parameter's dtype and device; "step" stays a float32 CPU scalar.
       Tensor v = name == "step" ? t.to(TensorOptions{DType::Float32, kCPU}).reshape({}) : t.to(p.options());
       st[name] = v.is_same(t) ? t.clone() : v.contiguous();

@@ -25,11 +25,30 @@
 //                            (booleans such as nesterov are 0 or 1).
 // Like PyTorch's, the returned state tensors alias the live state: save or clone
 // them before stepping again.
+//
+// Note [optimizer state by name]: the same state keyed by parameter name
+// (state_dict_by_name), so it can be re-split across another partitioning of
+// the model: each stage's optimizer loads the entries of its own parameters
+// (load_state_dict_by_name) and leaves the rest. Keys:
+//   "state.<param name>.<name>"  state tensor <name> of that parameter (only for
+//                                parameters that have state);
+//   "options.<param name>.<opt>" float64 0-dim: hyper-parameter <opt> of the
+//                                group holding that parameter (every parameter).
+// Parameter names may contain dots ("h.3.attn.qkv.weight"); state and option
+// names do not, so a key splits at its last dot. The names come from the groups
+// (an optimizer built from Module::named_parameters()) or are passed in.
+// Loading checks, before changing anything, that every parameter of this
+// optimizer has all its options, that the parameters of one group were saved
+// with equal options (they become the group's), and every state entry's name
+// and shape; errors name the parameter. Entries of parameters this optimizer
+// does not hold are returned, not loaded. Positional and by-name dicts hold the
+// same tensors, so either round-trips through io::save_safetensors.
 #pragma once
 
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/ops.h"
@@ -39,13 +58,19 @@ namespace weft::optim {
 using OptionMap = std::map<std::string, double>;
 using ParamState = std::map<std::string, Tensor>;
 using OptimizerStateDict = std::map<std::string, Tensor>;
+// Name/parameter pairs, as Module::named_parameters() returns them.
+using NamedParameters = std::vector<std::pair<std::string, Tensor>>;
 
 struct ParamGroup {
   std::vector<Tensor> params;
   OptionMap options;  // hyper-parameters; missing ones take the optimizer's defaults
+  // The parameters' names (Note [optimizer state by name]): empty, or one per parameter.
+  std::vector<std::string> param_names;
 
   ParamGroup() = default;
   ParamGroup(std::vector<Tensor> p, OptionMap o = {}) : params(std::move(p)), options(std::move(o)) {}  // NOLINT
+  // From named_parameters(): the group knows its parameters' names.
+  ParamGroup(const NamedParameters& named, OptionMap o = {});  // NOLINT(google-explicit-constructor)
 
   double get(const std::string& key) const;  // error names the key
   double lr() const { return get("lr"); }
@@ -77,6 +102,18 @@ class Optimizer {
   OptimizerStateDict state_dict() const;
   void load_state_dict(const OptimizerStateDict& sd);
 
+  // ---- by parameter name (Note [optimizer state by name]) ----
+  // Every parameter's name, in group order; an error naming the group when a
+  // group was built without names.
+  std::vector<std::string> param_names() const;
+  OptimizerStateDict state_dict_by_name() const;
+  // Names looked up by parameter identity, e.g. in model->named_parameters().
+  OptimizerStateDict state_dict_by_name(const NamedParameters& names) const;
+  // Loads the entries of this optimizer's parameters; returns the keys of
+  // parameters it does not hold (another partition's), in key order.
+  std::vector<std::string> load_state_dict_by_name(const OptimizerStateDict& sd);
+  std::vector<std::string> load_state_dict_by_name(const OptimizerStateDict& sd, const NamedParameters& names);
+
  protected:
   Optimizer(std::string name, OptionMap defaults) : name_(std::move(name)), defaults_(std::move(defaults)) {}
   // Throws for invalid hyper-parameters (the subclass's checks, PyTorch's messages).
@@ -91,6 +128,17 @@ class Optimizer {
   void init_groups(std::vector<ParamGroup> groups);
 
  private:
+  // The names of all parameters in group order: `names` looked up by identity, else the groups'.
+  std::vector<std::string> resolve_names(const char* op, const NamedParameters* names) const;
+  OptimizerStateDict state_dict_by_name_impl(const std::vector<std::string>& names) const;
+  std::vector<std::string> load_by_name_impl(const OptimizerStateDict& sd, const std::vector<std::string>& names);
+  // Checks a loaded state tensor `key` (state `name` of parameter `p`, called `who` in errors).
+  void check_state_entry(const std::string& op, const std::string& key, const std::string& name, const Tensor& t,
+                         const Tensor& p, const std::string& who) const;
+  // Replaces the whole state: entries[i] is the loaded state of `params[i]`.
+  void replace_state(const std::vector<const Tensor*>& params,
+                     const std::vector<std::map<std::string, Tensor>>& entries);
+
   std::string name_;
   OptionMap defaults_;
   std::vector<ParamGroup> groups_;

@@ -22,6 +22,10 @@ SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults) : Optimizer
   init_groups(std::move(groups));
 }
 
+SGD::SGD(const NamedParameters& named_params, const SGDOptions& options) : Optimizer("SGD", options.to_map()) {
+  init_groups({ParamGroup(named_params)});
+}
+
 void SGD::validate(const OptionMap& o) const {
   const double lr = o.at("lr"), momentum = o.at("momentum"), dampening = o.at("dampening");
   const double wd = o.at("weight_decay"), nesterov = o.at("nesterov");

@@ -25,6 +25,8 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, const SGDOptions& options);
   SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults);
+  // From Module::named_parameters(): the optimizer knows the names (Note [optimizer state by name]).
+  SGD(const NamedParameters& named_params, const SGDOptions& options);
 
  protected:
   void validate(const OptionMap& o) const override;
