@@ -212,5 +212,22 @@ TEST(Engine, MultipleRoots) {
   EXPECT_WEFT_ERROR(autograd::backward({a, b}, {Tensor()}), "got 1 gradients for 2 tensors");
 }
 
+// Note [backward engine]: linking //autograd installs the engine behind
+// Tensor::backward, and the one-root free function does the same work.
+TEST(Engine, TensorBackwardRunsTheInstalledEngine) {
+  EXPECT_NE(backward_engine(), nullptr);
+  Tensor x = leaf({1, 2, 3});
+  Tensor y = x * x;
+  autograd::backward(y, tensor({1.0f, 1.0f, 2.0f}), /*retain_graph=*/true);
+  EXPECT_TRUE(tensor_near(x.grad(), {2, 4, 12}));
+  y.backward(tensor({1.0f, 0.0f, 0.0f}));
+  EXPECT_TRUE(tensor_near(x.grad(), {4, 4, 12}));
+  EXPECT_WEFT_ERROR(autograd::backward(y, ones({3})), "Trying to backward through the graph a second time");
+  EXPECT_WEFT_ERROR(autograd::backward(y), "grad can be implicitly created only for scalar outputs");
+  Tensor z = sum(x * 2.0);
+  autograd::backward(z);
+  EXPECT_TRUE(tensor_near(x.grad(), {6, 6, 14}));
+}
+
 }  // namespace
 }  // namespace weft
