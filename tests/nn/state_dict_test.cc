@@ -72,7 +72,7 @@ TEST(StateDict, SafetensorsRoundTripWithoutGlue) {
   auto a = Sequential::of(std::make_shared<Linear>(3, 4), std::make_shared<BatchNorm1d>(4));
   auto b = Sequential::of(std::make_shared<Linear>(3, 4), std::make_shared<BatchNorm1d>(4));
   const std::string path = tmp_path("state_dict_roundtrip.safetensors");
-  io::save_safetensors(path, a->state_dict());              // StateDict -> std::map
+  io::save_safetensors(path, a->state_dict());             // StateDict -> std::map
   b->load_state_dict(io::load_safetensors(path).tensors);  // std::map -> StateDict
   StateDict sa = a->state_dict(), sb = b->state_dict();
   ASSERT_EQ(sa.keys(), sb.keys());
