@@ -58,7 +58,8 @@ struct Round {
   std::vector<std::vector<Tensor>> list;  // per rank: allgather outputs, reduce_scatter inputs
   std::shared_ptr<InProcGroup> created;   // new_group's result
   bool done = false;
-  std::string error;  // non-empty: failed (finished too)
+  std::string error;    // non-empty: failed (finished too)
+  bool desync = false;  // `error` is a desync
 };
 
 // One posted send or receive.
@@ -271,12 +272,9 @@ void compute(Round& r) {
   }
 }
 
-// The desync error if `rank`'s description differs from another arrived
-// rank's. Caller holds the lock.
-std::optional<std::string> desync(const InProcGroup& g, const Round& r, int rank, int64_t seq) {
-  bool differs = false;
-  for (int q = 0; q < g.size(); ++q) differs = differs || (r.arrived[q] && r.what[q] != r.what[rank]);
-  if (!differs) return std::nullopt;
+// The desync error if the arrived ranks issued different descriptions, naming
+// every arrived rank. Caller holds the lock.
+std::optional<std::string> desync(const InProcGroup& g, const Round& r, int64_t seq) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<int>> by_what;  // global ranks per description
   for (int q = 0; q < g.size(); ++q) {
@@ -284,6 +282,7 @@ std::optional<std::string> desync(const InProcGroup& g, const Round& r, int rank
     if (by_what[r.what[q]].empty()) order.push_back(r.what[q]);
     by_what[r.what[q]].push_back(g.global_ranks[q]);
   }
+  if (order.size() < 2) return std::nullopt;
   std::ostringstream os;
   os << "collective desync on " << g.name << " at sequence " << seq << ": ";
   for (size_t i = 0; i < order.size(); ++i)
@@ -499,9 +498,10 @@ WorkPtr ProcessGroupInProc::collective(Issue is, Duration opt_timeout, std::shar
   r->tensor[rank_] = std::move(is.tensor);
   r->list[rank_] = std::move(is.list);
   bool notify = false;
-  if (r->error.empty()) {
-    if (auto err = desync(g, *r, rank_, seq)) {
+  if (r->error.empty() || r->desync) {  // a desync message names every rank arrived so far
+    if (auto err = desync(g, *r, seq)) {
       r->error = *err;
+      r->desync = true;
       notify = true;
     }
   }
