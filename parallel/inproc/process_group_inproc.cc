@@ -14,7 +14,6 @@
 #include "parallel/inproc/process_group_inproc.h"
 
 #include <algorithm>
-#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -25,11 +24,10 @@
 #include <sstream>
 #include <thread>
 #include <tuple>
-#include <type_traits>
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "core/half.h"
+#include "parallel/inproc/reduce.h"
 
 namespace weft::parallel {
 
@@ -178,61 +176,6 @@ std::string exited_text(const InProcWorld& w, const InProcGroup& g, const std::v
   return s + ")";
 }
 
-// ---- reductions (Note [inproc rendezvous]: run by the last rank to arrive) ----
-
-template <typename T>
-constexpr bool kIsFloat = std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-
-// out[i] = op over k of in[k][i], for n elements of type T. Floating types in
-// float64 (NaN propagates through max/min), integers exactly (sum wraps), bool
-// as or (sum, max) / and (min).
-template <typename T>
-void reduce_typed(ReduceOp op, const std::vector<const void*>& in, void* out, int64_t n) {
-  T* o = static_cast<T*>(out);
-  const size_t k = in.size();
-  auto at = [&](size_t q, int64_t i) { return static_cast<const T*>(in[q])[i]; };
-  for (int64_t i = 0; i < n; ++i) {
-    if constexpr (std::is_same_v<T, bool>) {
-      bool acc = at(0, i);
-      for (size_t q = 1; q < k; ++q) acc = op == ReduceOp::Min ? (acc && at(q, i)) : (acc || at(q, i));
-      o[i] = acc;
-    } else if constexpr (kIsFloat<T>) {
-      auto load = [](T v) { return static_cast<double>(static_cast<opmath_t<T>>(v)); };
-      double acc = load(at(0, i));
-      for (size_t q = 1; q < k; ++q) {
-        double x = load(at(q, i));
-        if (op == ReduceOp::Sum || op == ReduceOp::Avg) acc += x;
-        else if (op == ReduceOp::Max) acc = (std::isnan(acc) || x <= acc) ? acc : x;
-        else acc = (std::isnan(acc) || x >= acc) ? acc : x;
-      }
-      if (op == ReduceOp::Avg) acc /= static_cast<double>(k);
-      o[i] = T(static_cast<opmath_t<T>>(acc));
-    } else {
-      using U = std::make_unsigned_t<T>;
-      T acc = at(0, i);
-      for (size_t q = 1; q < k; ++q) {
-        T x = at(q, i);
-        if (op == ReduceOp::Sum) acc = static_cast<T>(static_cast<U>(static_cast<U>(acc) + static_cast<U>(x)));
-        else if (op == ReduceOp::Max) acc = std::max(acc, x);
-        else acc = std::min(acc, x);
-      }
-      o[i] = acc;
-    }
-  }
-}
-
-std::vector<uint8_t> reduce_tensors(const char* what, ReduceOp op, const std::vector<const Tensor*>& in) {
-  const Tensor& t0 = *in[0];
-  std::vector<uint8_t> buf(t0.nbytes());
-  std::vector<const void*> ptrs;
-  for (const Tensor* t : in) ptrs.push_back(t->raw_data());
-  dispatch<kAllTypes>(t0.dtype(), what, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    reduce_typed<T>(op, ptrs, buf.data(), t0.numel());
-  });
-  return buf;
-}
-
 void copy_bytes(const Tensor& dst, const void* src, size_t nb) {
   if (nb > 0 && dst.raw_data() != src) std::memmove(dst.raw_data(), src, nb);
 }
@@ -244,7 +187,7 @@ void compute(Round& r) {
     case Kind::Allreduce: {
       std::vector<const Tensor*> in;
       for (auto& t : r.tensor) in.push_back(&t);
-      auto buf = reduce_tensors("allreduce", r.op, in);
+      auto buf = detail::reduce_tensors("allreduce", r.op, in);
       for (auto& t : r.tensor) copy_bytes(t, buf.data(), buf.size());
       break;
     }
@@ -262,7 +205,7 @@ void compute(Round& r) {
       for (int q = 0; q < n; ++q) {
         std::vector<const Tensor*> in;
         for (int k = 0; k < n; ++k) in.push_back(&r.list[k][q]);
-        bufs.push_back(reduce_tensors("reduce_scatter", r.op, in));
+        bufs.push_back(detail::reduce_tensors("reduce_scatter", r.op, in));
       }
       for (int q = 0; q < n; ++q) copy_bytes(r.tensor[q], bufs[q].data(), bufs[q].size());
       break;
