@@ -46,7 +46,7 @@ struct InProcGroup;
 struct Round;
 }  // namespace detail
 
-class ProcessGroupInProc final : public ProcessGroup, public std::enable_shared_from_this<ProcessGroupInProc> {
+class ProcessGroupInProc final : public ProcessGroup {
  public:
   // The world groups of `n` in-process ranks (element r is rank r's), each with
   // default timeout `timeout`.
