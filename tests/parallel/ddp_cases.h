@@ -1,6 +1,6 @@
 // The DistributedDataParallel test cases, written once against a ProcessGroup
 // and run by two drivers: tests/parallel/ddp_test.cc (ranks as threads over the
-// in-process FakeGroup, 2 and 4 ranks) and tests/parallel/ddp_mpi_test.cc
+// in-process group of parallel/inproc, 2 and 4 ranks) and tests/parallel/ddp_mpi_test.cc
 // (ranks as processes over ProcessGroupMPI under mpirun -np 2 and 4). Each case
 // is a function of the calling rank's group; every rank calls it.
 //

@@ -1,7 +1,7 @@
 // DistributedDataParallel over the real MPI process group, run under mpirun
 // (tests/parallel/mpi_test.sh) with 2 and 4 ranks: every case of
 // tests/parallel/ddp_cases.h (the same cases ddp_test.cc runs over the
-// in-process FakeGroup). Every rank runs every test in the same order.
+// in-process group of parallel/inproc). Every rank runs every test in the same order.
 #include <gtest/gtest.h>
 
 #include "parallel/mpi/process_group_mpi.h"

@@ -4,14 +4,14 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/parallel/fake_group.h"
+#include "parallel/inproc/process_group_inproc.h"
 #include "tests/testing.h"
 
 namespace weft::parallel {
 namespace {
 
 TEST(DeviceGroup, CpuKeepsTheBootstrapGroup) {
-  auto boot = std::make_shared<fake::FakeGroup>(std::make_shared<fake::FakeShared>(1), 0);
+  auto boot = std::shared_ptr<ProcessGroup>(ProcessGroupInProc::create_world(1)[0]);
   EXPECT_EQ(new_device_group(boot, kCPU), boot);
   EXPECT_EQ(local_device(DeviceType::CPU), kCPU);
   EXPECT_WEFT_ERROR(new_device_group(nullptr, kCPU), "bootstrap group is null");
@@ -19,7 +19,7 @@ TEST(DeviceGroup, CpuKeepsTheBootstrapGroup) {
 
 TEST(DeviceGroup, CudaWithoutGpuOrNcclIsAClearError) {
   if (visible_cuda_devices() > 0) GTEST_SKIP() << "a GPU is visible";
-  auto boot = std::make_shared<fake::FakeGroup>(std::make_shared<fake::FakeShared>(1), 0);
+  auto boot = std::shared_ptr<ProcessGroup>(ProcessGroupInProc::create_world(1)[0]);
   const char* why = nccl_backend_built() ? "no CUDA device is visible" : "no NCCL backend";
   EXPECT_WEFT_ERROR(new_device_group(boot, Device(DeviceType::CUDA, 0)), why);
   EXPECT_WEFT_ERROR(local_device(DeviceType::CUDA), why);

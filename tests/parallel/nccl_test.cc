@@ -1,5 +1,5 @@
 // ProcessGroupNCCL on this process's GPU, one rank (bootstrapped through a
-// one-rank FakeGroup standing in for MPI): every collective against values
+// one-rank in-process group standing in for MPI): every collective against values
 // computed here for every dtype and reduce op, ordering after the compute
 // stream, the timeout that aborts the communicator, sub-groups, argument
 // errors. Tagged "gpu": every test skips (GTEST_SKIP) when cudaGetDeviceCount
@@ -19,8 +19,8 @@
 #include "core/cuda/stream.h"
 #include "core/ops.h"
 #include "parallel/device_group.h"
+#include "parallel/inproc/process_group_inproc.h"
 #include "parallel/nccl/process_group_nccl.h"
-#include "tests/parallel/fake_group.h"
 #include "tests/testing.h"
 
 namespace weft::parallel {
@@ -36,9 +36,7 @@ const std::vector<DType> kAllDTypes = {DType::Float32, DType::Float64, DType::BF
 const std::vector<ReduceOp> kOps = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min};
 constexpr int64_t kN = 37;
 
-std::shared_ptr<ProcessGroup> bootstrap() {
-  return std::make_shared<fake::FakeGroup>(std::make_shared<fake::FakeShared>(1), 0);
-}
+std::shared_ptr<ProcessGroup> bootstrap() { return ProcessGroupInProc::create_world(1)[0]; }
 
 std::shared_ptr<ProcessGroupNCCL> group() { return ProcessGroupNCCL::create(bootstrap()); }
 
