@@ -39,5 +39,7 @@ std::string svg_chart(const Schedule& schedule, const Simulation& sim, const Cha
 std::string chart_label(const Schedule& schedule, const Action& a);
 // A number without trailing zeros ("9", "13.5", "0.3333"; up to 4 decimals).
 std::string format_number(double x);
+// A fraction as a percentage with one decimal ("33.3%").
+std::string format_percent(double fraction);
 
 }  // namespace weft::parallel::pipe

@@ -74,7 +74,7 @@ std::string svg_chart(const Schedule& schedule, const Simulation& sim, const Cha
   const std::string heading = xml_escape(detail::str_cat(
       schedule.name, ": ", schedule.num_ranks, " ranks, ", schedule.num_microbatches, " micro-batches, ",
       schedule.virtual_stages, " per rank; makespan ", format_number(sim.makespan), ", bubble ",
-      format_number(100 * sim.bubble_fraction), "%"));
+      format_percent(sim.bubble_fraction)));
   os << "<title>" << heading << "</title>\n";
   os << "<rect x=\"0\" y=\"0\" width=\"" << px(width) << "\" height=\"" << px(height) << "\" fill=\"#ffffff\"/>\n";
   os << "<text x=\"" << px(left) << "\" y=\"18\" font-size=\"13\">" << heading << "</text>\n";

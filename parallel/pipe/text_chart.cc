@@ -19,6 +19,12 @@ std::string format_number(double x) {
   return s;
 }
 
+std::string format_percent(double fraction) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * fraction);
+  return buf;
+}
+
 std::string chart_label(const Schedule& schedule, const Action& a) {
   std::string label = to_string(a.kind) + std::to_string(a.microbatch);
   if (schedule.virtual_stages > 1) label += static_cast<char>('a' + schedule.local_index(a.stage) % 26);
@@ -46,10 +52,11 @@ std::string text_chart(const Schedule& schedule, const Simulation& sim, const Ch
     columns = options.max_columns;
   }
   std::ostringstream os;
-  os << schedule.name << ": " << schedule.num_ranks << " ranks, " << schedule.num_microbatches << " micro-batches, "
-     << schedule.virtual_stages << " stage" << (schedule.virtual_stages == 1 ? "" : "s") << " per rank; 1 column = "
-     << format_number(unit) << " time; makespan " << format_number(sim.makespan) << ", bubble "
-     << format_number(100 * sim.bubble_fraction) << "%\n";
+  auto plural = [](int n) { return n == 1 ? "" : "s"; };
+  os << schedule.name << ": " << schedule.num_ranks << " rank" << plural(schedule.num_ranks) << ", "
+     << schedule.num_microbatches << " micro-batch" << (schedule.num_microbatches == 1 ? "" : "es") << ", "
+     << schedule.virtual_stages << " stage" << plural(schedule.virtual_stages) << " per rank; column = " << format_number(unit) << " time unit" << (unit == 1 ? "" : "s") << "; makespan "
+     << format_number(sim.makespan) << ", bubble " << format_percent(sim.bubble_fraction) << "\n";
   const std::string last_rank = std::to_string(schedule.num_ranks - 1);
   for (int r = 0; r < schedule.num_ranks; ++r) {
     std::string name = "rank " + std::to_string(r);
