@@ -27,8 +27,8 @@
 namespace weft::parallel::pipe {
 
 struct ChartOptions {
-  double unit = 0;           // text: time per column; 0 = the shortest compute action
-  int max_columns = 240;     // text: widen the unit beyond this many columns
+  double unit = 0;             // text: time per column; 0 = the shortest compute action
+  int max_columns = 240;       // text: widen the unit beyond this many columns
   double max_width_px = 2400;  // svg: widest drawing; the shortest action gets up to 28 px
 };
 

@@ -1,9 +1,8 @@
 // Interleaved 1F1B (Megatron-LM style): v stages per rank, micro-batches in groups of p.
-#include "parallel/pipe/generators.h"
-
 #include <algorithm>
 
 #include "core/error.h"
+#include "parallel/pipe/generators.h"
 
 namespace weft::parallel::pipe {
 
@@ -11,7 +10,8 @@ Schedule interleaved_schedule(int ranks, int microbatches, int virtual_stages) {
   WEFT_CHECK(ranks > 0 && microbatches > 0 && virtual_stages > 0,
              "interleaved: ranks, micro-batches and virtual stages must be positive (ranks=", ranks,
              ", microbatches=", microbatches, ", virtual=", virtual_stages, ")");
-  WEFT_CHECK(microbatches % ranks == 0, "interleaved 1F1B needs the micro-batch count to be a multiple of the rank count",
+  WEFT_CHECK(microbatches % ranks == 0,
+             "interleaved 1F1B needs the micro-batch count to be a multiple of the rank count",
              " (microbatches=", microbatches, ", ranks=", ranks, ")");
   Schedule s = make_empty_schedule("interleaved", ranks, microbatches, virtual_stages, /*split_backward=*/false);
   const int p = ranks, v = virtual_stages, total = microbatches * virtual_stages;

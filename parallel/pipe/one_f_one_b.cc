@@ -1,9 +1,8 @@
 // 1F1B (PipeDream-flush): warm-up forwards, one forward one backward, drain.
-#include "parallel/pipe/generators.h"
-
 #include <algorithm>
 
 #include "core/error.h"
+#include "parallel/pipe/generators.h"
 
 namespace weft::parallel::pipe {
 

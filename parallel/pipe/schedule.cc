@@ -81,8 +81,8 @@ std::vector<int> looped_placement(int ranks, int virtual_stages) {
 Schedule make_empty_schedule(std::string name, int ranks, int microbatches, int virtual_stages, bool split_backward) {
   WEFT_CHECK(ranks > 0, "schedule ", name, ": ranks must be positive (ranks=", ranks, ")");
   WEFT_CHECK(microbatches > 0, "schedule ", name, ": micro-batches must be positive (microbatches=", microbatches, ")");
-  WEFT_CHECK(virtual_stages > 0, "schedule ", name, ": virtual stages per rank must be positive (virtual=",
-             virtual_stages, ")");
+  WEFT_CHECK(virtual_stages > 0, "schedule ", name,
+             ": virtual stages per rank must be positive (virtual=", virtual_stages, ")");
   Schedule s;
   s.name = std::move(name);
   s.num_ranks = ranks;
@@ -122,9 +122,8 @@ void insert_communication(Schedule& schedule) {
 
 std::string to_string(const Schedule& s) {
   std::ostringstream os;
-  os << s.name << ": ranks=" << s.num_ranks << " microbatches=" << s.num_microbatches
-     << " virtual=" << s.virtual_stages << " stages=" << s.num_stages()
-     << " backward=" << (s.split_backward ? "split" : "full") << '\n';
+  os << s.name << ": ranks=" << s.num_ranks << " microbatches=" << s.num_microbatches << " virtual=" << s.virtual_stages
+     << " stages=" << s.num_stages() << " backward=" << (s.split_backward ? "split" : "full") << '\n';
   for (size_t r = 0; r < s.rank_actions.size(); ++r) os << "rank " << r << ": " << to_string(s.rank_actions[r]) << '\n';
   return os.str();
 }

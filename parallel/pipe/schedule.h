@@ -86,9 +86,9 @@ struct Schedule {
   std::string name;  // "gpipe", "1f1b", "interleaved", "zb-h1", or a user's
   int num_ranks = 0;
   int num_microbatches = 0;
-  int virtual_stages = 1;       // stages per rank
-  bool split_backward = false;  // B is the input gradient only and W exists
-  std::vector<int> stage_to_rank;                // size num_stages()
+  int virtual_stages = 1;                         // stages per rank
+  bool split_backward = false;                    // B is the input gradient only and W exists
+  std::vector<int> stage_to_rank;                 // size num_stages()
   std::vector<std::vector<Action>> rank_actions;  // size num_ranks
 
   int num_stages() const { return static_cast<int>(stage_to_rank.size()); }

@@ -69,12 +69,11 @@ std::string svg_chart(const Schedule& schedule, const Simulation& sim, const Cha
 
   std::ostringstream os;
   os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << px(width) << "\" height=\"" << px(height)
-     << "\" viewBox=\"0 0 " << px(width) << ' ' << px(height)
-     << "\" font-family=\"monospace\" font-size=\"11\">\n";
+     << "\" viewBox=\"0 0 " << px(width) << ' ' << px(height) << "\" font-family=\"monospace\" font-size=\"11\">\n";
   const std::string heading = xml_escape(detail::str_cat(
       schedule.name, ": ", schedule.num_ranks, " ranks, ", schedule.num_microbatches, " micro-batches, ",
-      schedule.virtual_stages, " per rank; makespan ", format_number(sim.makespan), ", bubble ",
-      format_percent(sim.bubble_fraction)));
+      schedule.virtual_stages, " stage", schedule.virtual_stages == 1 ? "" : "s", " per rank; makespan ",
+      format_number(sim.makespan), ", bubble ", format_percent(sim.bubble_fraction)));
   os << "<title>" << heading << "</title>\n";
   os << "<rect x=\"0\" y=\"0\" width=\"" << px(width) << "\" height=\"" << px(height) << "\" fill=\"#ffffff\"/>\n";
   os << "<text x=\"" << px(left) << "\" y=\"18\" font-size=\"13\">" << heading << "</text>\n";
@@ -90,11 +89,11 @@ std::string svg_chart(const Schedule& schedule, const Simulation& sim, const Cha
       os << "<rect class=\"action " << to_string(t.action.kind) << "\" x=\"" << px(x) << "\" y=\"" << px(y)
          << "\" width=\"" << px(w) << "\" height=\"" << px(box) << "\" fill=\"" << colour(t.action.kind, chunk)
          << "\" stroke=\"#ffffff\" stroke-width=\"1\"><title>" << to_string(t.action) << " (stage " << t.action.stage
-         << ", micro-batch " << t.action.microbatch << "): " << format_number(t.start) << " to "
-         << format_number(t.end) << "</title></rect>\n";
+         << ", micro-batch " << t.action.microbatch << "): " << format_number(t.start) << " to " << format_number(t.end)
+         << "</title></rect>\n";
       if (w >= 10)
-        os << "<text x=\"" << px(x + w / 2) << "\" y=\"" << px(y + box / 2 + 4)
-           << "\" text-anchor=\"middle\" fill=\"#ffffff\">" << t.action.microbatch << "</text>\n";
+        os << "<text x=\"" << px(x + w / 2) << "\" y=\"" << px(y + box / 2 + 4) << "\" text-anchor=\"middle\" fill=\""
+           << (chunk % 4 < 2 ? "#ffffff" : "#222222") << "\">" << t.action.microbatch << "</text>\n";
     }
   }
   // Time axis.
@@ -121,7 +120,8 @@ std::string svg_chart(const Schedule& schedule, const Simulation& sim, const Cha
     os << "<text x=\"" << px(lx + 16) << "\" y=\"" << px(ly + 10) << "\">" << name << "</text>\n";
     lx += 16 + 8 * std::string(name).size() + 16;
   }
-  os << "<text x=\"" << px(lx) << "\" y=\"" << px(ly + 10) << "\">grey = idle</text>\n";
+  os << "<text x=\"" << px(lx) << "\" y=\"" << px(ly + 10) << "\">grey = idle"
+     << (schedule.virtual_stages > 1 ? "; lighter = the rank's later stages" : "") << "</text>\n";
   os << "</svg>\n";
   return os.str();
 }

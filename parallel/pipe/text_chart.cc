@@ -55,7 +55,8 @@ std::string text_chart(const Schedule& schedule, const Simulation& sim, const Ch
   auto plural = [](int n) { return n == 1 ? "" : "s"; };
   os << schedule.name << ": " << schedule.num_ranks << " rank" << plural(schedule.num_ranks) << ", "
      << schedule.num_microbatches << " micro-batch" << (schedule.num_microbatches == 1 ? "" : "es") << ", "
-     << schedule.virtual_stages << " stage" << plural(schedule.virtual_stages) << " per rank; column = " << format_number(unit) << " time unit" << (unit == 1 ? "" : "s") << "; makespan "
+     << schedule.virtual_stages << " stage" << plural(schedule.virtual_stages)
+     << " per rank; column = " << format_number(unit) << " time unit" << (unit == 1 ? "" : "s") << "; makespan "
      << format_number(sim.makespan) << ", bubble " << format_percent(sim.bubble_fraction) << "\n";
   const std::string last_rank = std::to_string(schedule.num_ranks - 1);
   for (int r = 0; r < schedule.num_ranks; ++r) {

@@ -32,8 +32,8 @@ MessageKey message_key(const Action& a) {
 }
 
 std::string describe(const MessageKey& k) {
-  return detail::str_cat(std::get<0>(k) ? "gradient" : "activation", " of micro-batch ", std::get<2>(k),
-                         " from stage ", std::get<1>(k));
+  return detail::str_cat(std::get<0>(k) ? "gradient" : "activation", " of micro-batch ", std::get<2>(k), " from stage ",
+                         std::get<1>(k));
 }
 
 void check_shape(const Schedule& s) {
@@ -114,12 +114,12 @@ void check_rank_order(const Schedule& s, int r) {
                    mb);
         break;
       case ActionKind::kSendActivation:
-        WEFT_CHECK(has(ActionKind::kForward, st, mb), "schedule ", s.name, ": ", where(w), ": sends before F", st,
-                   ".", mb, " produced the activation");
+        WEFT_CHECK(has(ActionKind::kForward, st, mb), "schedule ", s.name, ": ", where(w), ": sends before F", st, ".",
+                   mb, " produced the activation");
         break;
       case ActionKind::kSendGrad:
-        WEFT_CHECK(has(ActionKind::kBackward, st, mb), "schedule ", s.name, ": ", where(w), ": sends before B", st,
-                   ".", mb, " produced the gradient");
+        WEFT_CHECK(has(ActionKind::kBackward, st, mb), "schedule ", s.name, ": ", where(w), ": sends before B", st, ".",
+                   mb, " produced the gradient");
         break;
       case ActionKind::kRecvActivation:
       case ActionKind::kRecvGrad: break;
@@ -161,8 +161,8 @@ Messages match_messages(const Schedule& s) {
   for (const auto& [key, w] : m.send) {
     auto it = m.recv.find(key);
     WEFT_CHECK(it != m.recv.end() && it->second.rank == w.action.peer_rank, "schedule ", s.name, ": ", where(w),
-               ": no matching ", std::get<0>(key) ? "RecvGrad" : "RecvAct", " on rank ",
-               w.action.peer_rank, " for the ", describe(key));
+               ": no matching ", std::get<0>(key) ? "RecvGrad" : "RecvAct", " on rank ", w.action.peer_rank,
+               " for the ", describe(key));
   }
   for (const auto& [key, w] : m.recv) {
     auto it = m.send.find(key);
@@ -217,9 +217,8 @@ void check_deadlock(const Schedule& s, const Messages& m) {
   const Where blocked{first, pc[first], s.rank_actions[first][pc[first]]};
   const Where& send = awaited(first);
   const Where peer{send.rank, pc[send.rank], s.rank_actions[send.rank][pc[send.rank]]};
-  WEFT_ERROR("schedule ", s.name, ": deadlock: ", where(blocked), " waits forever for ", where(send),
-             ", which rank ", send.rank, " never reaches: it is blocked at ", where(peer), "; wait cycle: ",
-             cycle.str());
+  WEFT_ERROR("schedule ", s.name, ": deadlock: ", where(blocked), " waits forever for ", where(send), ", which rank ",
+             send.rank, " never reaches: it is blocked at ", where(peer), "; wait cycle: ", cycle.str());
 }
 
 }  // namespace

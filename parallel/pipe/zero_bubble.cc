@@ -1,10 +1,9 @@
 // ZB-H1 (zero bubble, Qi et al. 2023): 1F1B's F/B order with the weight gradient
 // split off and deferred into the drain bubble (see generators.h).
-#include "parallel/pipe/generators.h"
-
 #include <algorithm>
 
 #include "core/error.h"
+#include "parallel/pipe/generators.h"
 
 namespace weft::parallel::pipe {
 

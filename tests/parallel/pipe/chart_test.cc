@@ -119,8 +119,8 @@ TEST(PipeChart, TextChartUnitAndWidth) {
 }
 
 TEST(PipeChart, SvgIsWellFormedWithABoxPerComputeAction) {
-  for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved1F1B,
-                            ScheduleKind::kZeroBubbleH1}) {
+  for (ScheduleKind kind :
+       {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved1F1B, ScheduleKind::kZeroBubbleH1}) {
     const int v = kind == ScheduleKind::kInterleaved1F1B ? 2 : 1;
     Schedule s = make_schedule(kind, 4, 8, v);
     Simulation sim = simulate(s, CostModel::uniform(4 * v, 1, 1, 1));

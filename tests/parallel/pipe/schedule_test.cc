@@ -91,14 +91,10 @@ TEST(PipeGenerators, GPipeFourRanksEightMicrobatches) {
 
 TEST(PipeGenerators, OneFOneBFourRanksEightMicrobatches) {
   Schedule s = one_f_one_b_schedule(4, 8);
-  EXPECT_EQ(compute_order(s, 0),
-            "F0.0 F0.1 F0.2 F0.3 B0.0 F0.4 B0.1 F0.5 B0.2 F0.6 B0.3 F0.7 B0.4 B0.5 B0.6 B0.7");
-  EXPECT_EQ(compute_order(s, 1),
-            "F1.0 F1.1 F1.2 B1.0 F1.3 B1.1 F1.4 B1.2 F1.5 B1.3 F1.6 B1.4 F1.7 B1.5 B1.6 B1.7");
-  EXPECT_EQ(compute_order(s, 2),
-            "F2.0 F2.1 B2.0 F2.2 B2.1 F2.3 B2.2 F2.4 B2.3 F2.5 B2.4 F2.6 B2.5 F2.7 B2.6 B2.7");
-  EXPECT_EQ(compute_order(s, 3),
-            "F3.0 B3.0 F3.1 B3.1 F3.2 B3.2 F3.3 B3.3 F3.4 B3.4 F3.5 B3.5 F3.6 B3.6 F3.7 B3.7");
+  EXPECT_EQ(compute_order(s, 0), "F0.0 F0.1 F0.2 F0.3 B0.0 F0.4 B0.1 F0.5 B0.2 F0.6 B0.3 F0.7 B0.4 B0.5 B0.6 B0.7");
+  EXPECT_EQ(compute_order(s, 1), "F1.0 F1.1 F1.2 B1.0 F1.3 B1.1 F1.4 B1.2 F1.5 B1.3 F1.6 B1.4 F1.7 B1.5 B1.6 B1.7");
+  EXPECT_EQ(compute_order(s, 2), "F2.0 F2.1 B2.0 F2.2 B2.1 F2.3 B2.2 F2.4 B2.3 F2.5 B2.4 F2.6 B2.5 F2.7 B2.6 B2.7");
+  EXPECT_EQ(compute_order(s, 3), "F3.0 B3.0 F3.1 B3.1 F3.2 B3.2 F3.3 B3.3 F3.4 B3.4 F3.5 B3.5 F3.6 B3.6 F3.7 B3.7");
 }
 
 TEST(PipeGenerators, OneFOneBFewerMicrobatchesThanRanksIsFillDrain) {

@@ -67,10 +67,10 @@ TEST(PipeSimulate, GPipeForwardClockCyclesMatchFairscale) {
   Simulation sim = simulate(gpipe_schedule(3, 4), CostModel::uniform(3, 1, 1, 1));
   const auto ticks = clock_cycles(sim, 1);
   ASSERT_EQ(ticks.size(), 18u);  // makespan (4 + 3 - 1) * 3
-  const std::vector<std::string> want = {"F0.0",           "F0.1 F1.0",      "F0.2 F1.1 F2.0", "F0.3 F1.2 F2.1",
-                                         "F1.3 F2.2",      "F2.3",           "B2.0",           "",
-                                         "B1.0 B2.1",      "",               "B0.0 B1.1 B2.2", "",
-                                         "B0.1 B1.2 B2.3", "",               "B0.2 B1.3",      "",
+  const std::vector<std::string> want = {"F0.0",           "F0.1 F1.0", "F0.2 F1.1 F2.0", "F0.3 F1.2 F2.1",
+                                         "F1.3 F2.2",      "F2.3",      "B2.0",           "",
+                                         "B1.0 B2.1",      "",          "B0.0 B1.1 B2.2", "",
+                                         "B0.1 B1.2 B2.3", "",          "B0.2 B1.3",      "",
                                          "B0.3",           ""};
   for (size_t t = 0; t < ticks.size(); ++t) EXPECT_EQ(to_string(ticks[t]), want[t]) << "tick " << t;
 }
@@ -98,8 +98,7 @@ TEST(PipeSimulate, FillDrainAndOneFOneBBubbleIsTextbook) {
 TEST(PipeSimulate, OneFOneBKeepsPMinusIMicrobatchesAliveGPipeKeepsM) {
   EXPECT_EQ(peak_live(simulate(one_f_one_b_schedule(4, 8), CostModel::uniform(4, 1, 1, 1))),
             (std::vector<int>{4, 3, 2, 1}));
-  EXPECT_EQ(peak_live(simulate(gpipe_schedule(4, 8), CostModel::uniform(4, 1, 1, 1))),
-            (std::vector<int>{8, 8, 8, 8}));
+  EXPECT_EQ(peak_live(simulate(gpipe_schedule(4, 8), CostModel::uniform(4, 1, 1, 1))), (std::vector<int>{8, 8, 8, 8}));
   EXPECT_EQ(peak_live(simulate(one_f_one_b_schedule(4, 2), CostModel::uniform(4, 1, 1, 1))),
             (std::vector<int>{2, 2, 2, 1}));
   for (int p : {1, 2, 3, 5, 8})
@@ -185,7 +184,7 @@ TEST(PipeSimulate, ZeroBubbleH1FollowsThePaperFormulaForUnequalCosts) {
 TEST(PipeSimulate, ZeroBubbleH1MemoryAccounting) {
   // The live count matches 1F1B; the deferred Ws hold weight-gradient stashes: rank i defers up to i + 1 of them.
   CostModel c = CostModel::uniform(4, 1, 1, 1);
-  c.activation_memory.assign(4, 1.0);    // M_B per micro-batch
+  c.activation_memory.assign(4, 1.0);   // M_B per micro-batch
   c.weight_grad_memory.assign(4, 0.5);  // M_W per micro-batch
   Simulation zb = simulate(zero_bubble_h1_schedule(4, 8), c);
   Simulation one = simulate(one_f_one_b_schedule(4, 8), c);

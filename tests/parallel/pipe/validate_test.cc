@@ -57,8 +57,9 @@ TEST(PipeValidate, MissingReceiveIsRefused) {
                     "before (no earlier RecvAct1.1)");
   Schedule g = gpipe_schedule(2, 2);
   erase(g, 0, Action::recv_grad(0, 0, 1));
-  EXPECT_WEFT_ERROR(validate(g), "rank 0 action 4 (B0.0): its output gradient from stage 1 on rank 1 was not "
-                                 "received before (no earlier RecvGrad0.0)");
+  EXPECT_WEFT_ERROR(validate(g),
+                    "rank 0 action 4 (B0.0): its output gradient from stage 1 on rank 1 was not "
+                    "received before (no earlier RecvGrad0.0)");
 }
 
 TEST(PipeValidate, SendWithoutANeighbourIsRefused) {
