@@ -14,7 +14,8 @@
 //   (k / (p v)) * p + k % p; backward step k the same micro-batch on chunk
 //   v - 1 - (k / p) % v. Warm-up: min((v-1) p + 2 (p-1-r), m v) forwards (for
 //   v = 1 it is 1f1b's p-1-r, so interleaved with v = 1 is 1f1b), then one forward
-//   and one backward step at a time, then the remaining backwards.
+//   and one backward step at a time, then the remaining backwards. (Megatron runs
+//   everything as warm-up when m = p; with buffered sends that is not needed.)
 // - zb-h1 (zero bubble, "ZB-H1" of Qi et al. 2023, v = 1, split backward): 1f1b's
 //   order of F and B (same warm-up, same peak of live activations), with W(r, j)
 //   deferred: rank r runs W in micro-batch order, the j-th W right after the B of

@@ -20,6 +20,12 @@
 //   receive match when they carry the same payload (activation or gradient) of
 //   the same micro-batch from the same sending stage. Neighbour stages on the same
 //   rank exchange nothing: the consumer uses the local producer's result.
+// - For runners: the list order says when data must be there, not when a
+//   transfer starts. A runner may post receives earlier (so transfers overlap
+//   compute) but must never block on a send before going on: the validator's
+//   deadlock model treats sends as buffered (non-blocking) and receives as
+//   blocking, so with NCCL or MPI sends are issued asynchronously and waited for
+//   lazily (before their buffer is reused, at the latest at the end of the step).
 // - to_string(Action): compute as kind letter, stage, '.', micro-batch ("F3.1" is
 //   stage 3's forward of micro-batch 1); communication as e.g. "SendAct3.1->s4@r0"
 //   and "RecvGrad3.1<-s4@r0".
