@@ -1,0 +1,133 @@
+// Schedule helpers: placement, names, communication insertion (see schedule.h).
+#include "parallel/pipe/schedule.h"
+
+#include <sstream>
+
+#include "core/error.h"
+
+namespace weft::parallel::pipe {
+
+std::string to_string(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward: return "F";
+    case ActionKind::kBackward: return "B";
+    case ActionKind::kWeight: return "W";
+    case ActionKind::kSendActivation: return "SendAct";
+    case ActionKind::kRecvActivation: return "RecvAct";
+    case ActionKind::kSendGrad: return "SendGrad";
+    case ActionKind::kRecvGrad: return "RecvGrad";
+  }
+  return "?";
+}
+
+std::string to_string(const Action& a) {
+  std::ostringstream os;
+  os << to_string(a.kind) << a.stage << '.' << a.microbatch;
+  if (is_send(a.kind)) os << "->s" << a.peer_stage << "@r" << a.peer_rank;
+  if (is_recv(a.kind)) os << "<-s" << a.peer_stage << "@r" << a.peer_rank;
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Action& a) { return os << to_string(a); }
+
+std::string to_string(const std::vector<Action>& actions) {
+  std::string out;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (i) out += ' ';
+    out += to_string(actions[i]);
+  }
+  return out;
+}
+
+int Schedule::rank_of(int stage) const {
+  WEFT_CHECK(stage >= 0 && stage < num_stages(), "schedule ", name, ": stage ", stage, " out of range [0, ",
+             num_stages(), ")");
+  return stage_to_rank[stage];
+}
+
+std::vector<int> Schedule::stages_of_rank(int rank) const {
+  WEFT_CHECK(rank >= 0 && rank < num_ranks, "schedule ", name, ": rank ", rank, " out of range [0, ", num_ranks, ")");
+  std::vector<int> out;
+  for (int s = 0; s < num_stages(); ++s)
+    if (stage_to_rank[s] == rank) out.push_back(s);
+  return out;
+}
+
+int Schedule::local_index(int stage) const {
+  const int r = rank_of(stage);
+  int index = 0;
+  for (int s = 0; s < stage; ++s)
+    if (stage_to_rank[s] == r) ++index;
+  return index;
+}
+
+std::vector<Action> Schedule::compute_actions(int rank) const {
+  WEFT_CHECK(rank >= 0 && rank < static_cast<int>(rank_actions.size()), "schedule ", name, ": rank ", rank,
+             " out of range [0, ", rank_actions.size(), ")");
+  std::vector<Action> out;
+  for (const Action& a : rank_actions[rank])
+    if (is_compute(a.kind)) out.push_back(a);
+  return out;
+}
+
+std::vector<int> looped_placement(int ranks, int virtual_stages) {
+  WEFT_CHECK(ranks > 0 && virtual_stages > 0, "looped_placement needs positive ranks and virtual stages (ranks=", ranks,
+             ", virtual_stages=", virtual_stages, ")");
+  std::vector<int> out(static_cast<size_t>(ranks) * virtual_stages);
+  for (size_t s = 0; s < out.size(); ++s) out[s] = static_cast<int>(s) % ranks;
+  return out;
+}
+
+Schedule make_empty_schedule(std::string name, int ranks, int microbatches, int virtual_stages, bool split_backward) {
+  WEFT_CHECK(ranks > 0, "schedule ", name, ": ranks must be positive (ranks=", ranks, ")");
+  WEFT_CHECK(microbatches > 0, "schedule ", name, ": micro-batches must be positive (microbatches=", microbatches, ")");
+  WEFT_CHECK(virtual_stages > 0, "schedule ", name,
+             ": virtual stages per rank must be positive (virtual=", virtual_stages, ")");
+  Schedule s;
+  s.name = std::move(name);
+  s.num_ranks = ranks;
+  s.num_microbatches = microbatches;
+  s.virtual_stages = virtual_stages;
+  s.split_backward = split_backward;
+  s.stage_to_rank = looped_placement(ranks, virtual_stages);
+  s.rank_actions.resize(ranks);
+  return s;
+}
+
+void insert_communication(Schedule& schedule) {
+  const int last = schedule.num_stages() - 1;
+  for (int r = 0; r < schedule.num_ranks; ++r) {
+    std::vector<Action> out;
+    for (const Action& a : schedule.rank_actions[r]) {
+      WEFT_CHECK(is_compute(a.kind), "insert_communication: schedule ", schedule.name, " rank ", r,
+                 " already holds communication action ", to_string(a));
+      const int s = a.stage, mb = a.microbatch;
+      const int prev_rank = s > 0 ? schedule.rank_of(s - 1) : r;
+      const int next_rank = s < last ? schedule.rank_of(s + 1) : r;
+      if (a.kind == ActionKind::kForward) {
+        if (prev_rank != r) out.push_back(Action::recv_activation(s, mb, prev_rank));
+        out.push_back(a);
+        if (next_rank != r) out.push_back(Action::send_activation(s, mb, next_rank));
+      } else if (a.kind == ActionKind::kBackward) {
+        if (next_rank != r) out.push_back(Action::recv_grad(s, mb, next_rank));
+        out.push_back(a);
+        if (prev_rank != r) out.push_back(Action::send_grad(s, mb, prev_rank));
+      } else {
+        out.push_back(a);
+      }
+    }
+    schedule.rank_actions[r] = std::move(out);
+  }
+}
+
+std::string to_string(const Schedule& s) {
+  std::ostringstream os;
+  os << s.name << ": ranks=" << s.num_ranks << " microbatches=" << s.num_microbatches << " virtual=" << s.virtual_stages
+     << " stages=" << s.num_stages() << " backward=" << (s.split_backward ? "split" : "full") << '\n';
+  for (size_t r = 0; r < s.rank_actions.size(); ++r) os << "rank " << r << ": " << to_string(s.rank_actions[r]) << '\n';
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Schedule& s) { return os << to_string(s); }
+
+}  // namespace weft::parallel::pipe

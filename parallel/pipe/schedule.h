@@ -1,0 +1,125 @@
+// Pipeline schedules as plain data: what each rank does, in which order.
+//
+// Contract:
+// - A pipeline has S = ranks * virtual_stages stages. Stage s lives on rank
+//   stage_to_rank[s]; the generators place stage s on rank s % ranks ("looped"
+//   placement: rank r holds stages r, r + p, r + 2p, ...), so with one stage per
+//   rank stage s is rank s.
+// - A Schedule holds, per rank, the ordered list of Actions that rank executes for
+//   one training step over `num_microbatches` micro-batches. No tensors, no
+//   process groups: runners (multi-process over ProcessGroup::batch_isend_irecv,
+//   single-process with a thread per device) interpret it; validate.h checks it;
+//   simulate.h times it.
+// - Compute actions: F(s, mb) forward; B(s, mb) backward: the input gradient only
+//   when the schedule splits the backward (split_backward), else the whole backward
+//   (input and weight gradients); W(s, mb) the weight gradient, only when split.
+// - Communication actions sit on the rank that runs `stage` and name the
+//   neighbour stage at the other end (peer_stage) and its rank (peer_rank):
+//   SendActivation(s -> s+1) after F(s); RecvActivation(s <- s-1) before F(s);
+//   SendGrad(s -> s-1) after B(s); RecvGrad(s <- s+1) before B(s). A send and a
+//   receive match when they carry the same payload (activation or gradient) of
+//   the same micro-batch from the same sending stage. Neighbour stages on the same
+//   rank exchange nothing: the consumer uses the local producer's result.
+// - For runners: the list order says when data must be there, not when a
+//   transfer starts. A runner may post receives earlier (so transfers overlap
+//   compute) but must never block on a send before going on: the validator's
+//   deadlock model treats sends as buffered (non-blocking) and receives as
+//   blocking, so with NCCL or MPI sends are issued asynchronously and waited for
+//   lazily (before their buffer is reused, at the latest at the end of the step).
+// - to_string(Action): compute as kind letter, stage, '.', micro-batch ("F3.1" is
+//   stage 3's forward of micro-batch 1); communication as e.g. "SendAct3.1->s4@r0"
+//   and "RecvGrad3.1<-s4@r0".
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace weft::parallel::pipe {
+
+enum class ActionKind : std::uint8_t {
+  kForward,         // F
+  kBackward,        // B: input gradient (the whole backward when not split)
+  kWeight,          // W: weight gradient (split schedules only)
+  kSendActivation,  // F(stage)'s output to stage + 1
+  kRecvActivation,  // stage's input from stage - 1
+  kSendGrad,        // B(stage)'s input gradient to stage - 1
+  kRecvGrad,        // stage's output gradient from stage + 1
+};
+
+inline bool is_compute(ActionKind k) {
+  return k == ActionKind::kForward || k == ActionKind::kBackward || k == ActionKind::kWeight;
+}
+inline bool is_send(ActionKind k) { return k == ActionKind::kSendActivation || k == ActionKind::kSendGrad; }
+inline bool is_recv(ActionKind k) { return k == ActionKind::kRecvActivation || k == ActionKind::kRecvGrad; }
+inline bool is_comm(ActionKind k) { return is_send(k) || is_recv(k); }
+
+struct Action {
+  ActionKind kind = ActionKind::kForward;
+  int stage = 0;        // the stage (on this rank) the action belongs to
+  int microbatch = 0;   // 0 .. num_microbatches - 1
+  int peer_stage = -1;  // communication only: the stage at the other end
+  int peer_rank = -1;   // communication only: the rank that runs peer_stage
+
+  static Action forward(int stage, int mb) { return {ActionKind::kForward, stage, mb}; }
+  static Action backward(int stage, int mb) { return {ActionKind::kBackward, stage, mb}; }
+  static Action weight(int stage, int mb) { return {ActionKind::kWeight, stage, mb}; }
+  static Action send_activation(int stage, int mb, int peer_rank) {
+    return {ActionKind::kSendActivation, stage, mb, stage + 1, peer_rank};
+  }
+  static Action recv_activation(int stage, int mb, int peer_rank) {
+    return {ActionKind::kRecvActivation, stage, mb, stage - 1, peer_rank};
+  }
+  static Action send_grad(int stage, int mb, int peer_rank) {
+    return {ActionKind::kSendGrad, stage, mb, stage - 1, peer_rank};
+  }
+  static Action recv_grad(int stage, int mb, int peer_rank) {
+    return {ActionKind::kRecvGrad, stage, mb, stage + 1, peer_rank};
+  }
+
+  friend bool operator==(const Action&, const Action&) = default;
+};
+
+// "F", "B", "W", "SendAct", "RecvAct", "SendGrad", "RecvGrad".
+std::string to_string(ActionKind kind);
+std::string to_string(const Action& a);
+std::ostream& operator<<(std::ostream& os, const Action& a);
+// Space-separated to_string of each action ("F0.0 SendAct0.0->s1@r1 ...").
+std::string to_string(const std::vector<Action>& actions);
+
+struct Schedule {
+  std::string name;  // "gpipe", "1f1b", "interleaved", "zb-h1", or a user's
+  int num_ranks = 0;
+  int num_microbatches = 0;
+  int virtual_stages = 1;                         // stages per rank
+  bool split_backward = false;                    // B is the input gradient only and W exists
+  std::vector<int> stage_to_rank;                 // size num_stages()
+  std::vector<std::vector<Action>> rank_actions;  // size num_ranks
+
+  int num_stages() const { return static_cast<int>(stage_to_rank.size()); }
+  int rank_of(int stage) const;
+  // The stages rank r runs, in increasing order.
+  std::vector<int> stages_of_rank(int rank) const;
+  // The index of `stage` among stages_of_rank(rank_of(stage)) (the "chunk").
+  int local_index(int stage) const;
+  // rank_actions[r] restricted to compute actions (F, B, W).
+  std::vector<Action> compute_actions(int rank) const;
+};
+
+// Stage s on rank s % ranks, for ranks * virtual_stages stages.
+std::vector<int> looped_placement(int ranks, int virtual_stages);
+
+// An empty schedule (no actions) with looped placement; checks the counts are positive.
+Schedule make_empty_schedule(std::string name, int ranks, int microbatches, int virtual_stages, bool split_backward);
+
+// Adds the communication actions to compute-only action lists, in place: a receive
+// right before each compute whose input comes from another rank, a send right
+// after each compute whose output goes to another rank (see the contract above).
+void insert_communication(Schedule& schedule);
+
+// A header line with the parameters, then "rank r: <actions>" per rank.
+std::string to_string(const Schedule& s);
+std::ostream& operator<<(std::ostream& os, const Schedule& s);
+
+}  // namespace weft::parallel::pipe

@@ -1,0 +1,84 @@
+// The schedule simulator: times a Schedule under given per-stage costs.
+//
+// Contract:
+// - Costs are per stage (they may differ by stage): forward[s] is F's time;
+//   backward[s] the input-gradient part and weight[s] the weight-gradient part of
+//   the backward. A split schedule charges B = backward[s] and W = weight[s]; a
+//   full one charges B = backward[s] + weight[s]. So F = B = W = 1 means F = 1 and
+//   a full B = 2 (the textbook "backward costs twice the forward").
+// - transfer[b] is the time a message between stages b and b+1 takes (either
+//   direction); empty means 0. Neighbour stages on one rank exchange nothing.
+// - Timing model (what a runner with posted receives does): each rank runs its
+//   actions in order, one at a time. A compute action starts when the previous
+//   action ends and lasts its cost. A send is non-blocking and takes no time; its
+//   message arrives transfer[b] after it is issued (no link contention). A
+//   receive starts when reached and ends when its message has arrived (at once if
+//   it already has): the wait is idle time.
+// - busy = total compute time of the rank; idle = makespan - busy (waiting before
+//   the first action, inside receives and after the rank's last action);
+//   makespan = the latest end of any action; bubble_fraction = sum of idle over
+//   ranks / (ranks * makespan) = 1 - total compute / (ranks * makespan). For
+//   fill-drain and 1F1B with equal stage costs and no transfer time this is the
+//   textbook (p-1)/(m+p-1).
+// - Memory: an activation of (stage, mb) is live from its F until its B (the input
+//   gradient frees the stashed activations; with a full B that is the whole
+//   backward). When split, B leaves a weight-gradient stash (the layer inputs and
+//   output gradients W needs) pending until W. Per rank, peak_live_activations and
+//   peak_pending_weights count (stage, mb) pairs, and peak_memory is the largest
+//   sum of activation_memory[s] over live pairs plus weight_grad_memory[s] over
+//   pending pairs, all taken after each action in the rank's order. This is the
+//   zero-bubble paper's accounting (F: +M_B, B: -M_B + M_W, W: -M_W): ZB-H1 keeps
+//   1F1B's live activations (p - i on stage i) and adds only W stashes.
+// - simulate() validates the schedule first (validate.h), so it never deadlocks.
+#pragma once
+
+#include <vector>
+
+#include "parallel/pipe/schedule.h"
+
+namespace weft::parallel::pipe {
+
+struct CostModel {
+  std::vector<double> forward;             // per stage
+  std::vector<double> backward;            // per stage: input gradient
+  std::vector<double> weight;              // per stage: weight gradient
+  std::vector<double> transfer;            // per boundary (stages - 1 entries) or empty (= 0)
+  std::vector<double> activation_memory;   // per stage, per micro-batch; empty: 1
+  std::vector<double> weight_grad_memory;  // per stage, per micro-batch; empty: 0
+
+  // The same costs on every stage of a `stages`-stage pipeline.
+  static CostModel uniform(int stages, double forward, double backward, double weight, double transfer = 0);
+};
+
+struct TimedAction {
+  Action action;
+  double start = 0;
+  double end = 0;
+};
+
+struct RankTimeline {
+  std::vector<TimedAction> actions;  // the rank's actions in order, timed
+  double busy = 0;
+  double idle = 0;
+  double finish = 0;  // end of the rank's last action
+  int peak_live_activations = 0;
+  int peak_pending_weights = 0;
+  double peak_memory = 0;
+};
+
+struct Simulation {
+  double makespan = 0;
+  double bubble_fraction = 0;
+  std::vector<RankTimeline> ranks;
+};
+
+// The time a compute action takes under `costs` (0 for communication).
+double action_cost(const Schedule& schedule, const CostModel& costs, const Action& a);
+
+Simulation simulate(const Schedule& schedule, const CostModel& costs);
+
+// fairscale's clock cycles: tick t lists the compute actions (rank by rank) that
+// start in [t * unit, (t + 1) * unit).
+std::vector<std::vector<Action>> clock_cycles(const Simulation& sim, double unit);
+
+}  // namespace weft::parallel::pipe

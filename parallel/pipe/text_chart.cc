@@ -1,0 +1,87 @@
+// The text chart of a simulated schedule (see chart.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "core/error.h"
+#include "parallel/pipe/chart.h"
+
+namespace weft::parallel::pipe {
+
+std::string format_number(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4f", x);
+  std::string s = buf;
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  if (s == "-0") s = "0";
+  return s;
+}
+
+std::string format_percent(double fraction) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * fraction);
+  return buf;
+}
+
+std::string chart_label(const Schedule& schedule, const Action& a) {
+  std::string label = to_string(a.kind) + std::to_string(a.microbatch);
+  if (schedule.virtual_stages > 1) label += static_cast<char>('a' + schedule.local_index(a.stage) % 26);
+  return label;
+}
+
+std::string text_chart(const Schedule& schedule, const Simulation& sim, const ChartOptions& options) {
+  WEFT_CHECK(static_cast<int>(sim.ranks.size()) == schedule.num_ranks, "text_chart: simulation of ", sim.ranks.size(),
+             " ranks for schedule ", schedule.name, " of ", schedule.num_ranks);
+  WEFT_CHECK(options.unit >= 0 && options.max_columns > 0, "text_chart: unit ", options.unit, " and max_columns ",
+             options.max_columns, " must be non-negative and positive");
+  double unit = options.unit;
+  size_t width = 1;
+  if (unit == 0) unit = sim.makespan;
+  for (const RankTimeline& tl : sim.ranks)
+    for (const TimedAction& t : tl.actions) {
+      if (!is_compute(t.action.kind)) continue;
+      if (options.unit == 0 && t.end > t.start) unit = std::min(unit, t.end - t.start);
+      width = std::max(width, chart_label(schedule, t.action).size());
+    }
+  if (unit <= 0) unit = 1;
+  int columns = static_cast<int>(std::ceil(sim.makespan / unit - 1e-9));
+  if (columns > options.max_columns) {
+    unit = sim.makespan / options.max_columns;
+    columns = options.max_columns;
+  }
+  std::ostringstream os;
+  auto plural = [](int n) { return n == 1 ? "" : "s"; };
+  os << schedule.name << ": " << schedule.num_ranks << " rank" << plural(schedule.num_ranks) << ", "
+     << schedule.num_microbatches << " micro-batch" << (schedule.num_microbatches == 1 ? "" : "es") << ", "
+     << schedule.virtual_stages << " stage" << plural(schedule.virtual_stages)
+     << " per rank; column = " << format_number(unit) << " time unit" << (unit == 1 ? "" : "s") << "; makespan "
+     << format_number(sim.makespan) << ", bubble " << format_percent(sim.bubble_fraction) << "\n";
+  const std::string last_rank = std::to_string(schedule.num_ranks - 1);
+  for (int r = 0; r < schedule.num_ranks; ++r) {
+    std::string name = "rank " + std::to_string(r);
+    name.resize(5 + last_rank.size(), ' ');
+    os << name << " |";
+    const auto& actions = sim.ranks[r].actions;
+    size_t next = 0;  // actions are in time order: walk them with the columns
+    for (int c = 0; c < columns; ++c) {
+      const double mid = (c + 0.5) * unit;
+      while (next < actions.size() && (actions[next].end <= mid || !is_compute(actions[next].action.kind))) ++next;
+      std::string cell(width, '.');
+      if (next < actions.size() && actions[next].start <= mid) {
+        cell = chart_label(schedule, actions[next].action);
+        cell.resize(width, ' ');
+      }
+      os << (c ? " " : "") << cell;
+    }
+    os << "|\n";
+  }
+  os << "F forward, B backward" << (schedule.split_backward ? " (input gradient), W weight gradient" : "")
+     << ", number = micro-batch";
+  if (schedule.virtual_stages > 1) os << ", letter = the rank's stage (a = first)";
+  os << ", dots = idle\n";
+  return os.str();
+}
+
+}  // namespace weft::parallel::pipe
