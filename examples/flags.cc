@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <limits>
 #include <ostream>
 #include <sstream>
@@ -154,6 +156,16 @@ bool FlagParser::parse(int argc, const char* const* argv, std::ostream& help_out
     f->set(value);
   }
   return true;
+}
+
+std::optional<int> FlagParser::parse_in_main(int argc, const char* const* argv, const std::string& program) {
+  try {
+    if (!parse(argc, argv, std::cout)) return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.message().c_str());
+    return 2;
+  }
+  return std::nullopt;
 }
 
 std::string FlagParser::help() const {

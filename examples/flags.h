@@ -17,11 +17,13 @@
 //   value given to a switch, stray positional argument).
 // - parse() returns false after writing help() to `help_out` when --help or -h
 //   is given (the program should then exit 0); it never exits by itself.
+//   parse_in_main() wraps it for a main() that has nothing else to report.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,10 @@ class FlagParser {
   bool parse(int argc, const char* const* argv, std::ostream& help_out);
   // The usage line and one aligned line per flag, in registration order.
   std::string help() const;
+  // For main(): parses; returns std::nullopt to go on, else the exit status:
+  // 0 after --help (printed to stdout), 2 after a flag error (printed to stderr
+  // as "<program>: error: <message>").
+  std::optional<int> parse_in_main(int argc, const char* const* argv, const std::string& program);
 
  private:
   struct Flag {
