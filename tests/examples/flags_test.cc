@@ -131,6 +131,24 @@ TEST(FlagParser, ChoicesAndSwitchesAreChecked) {
   EXPECT_WEFT_ERROR(parse({"--no-progress=1"}), "flag --no-progress takes no value");
 }
 
+TEST(FlagParser, ParseInMainGivesExitStatus) {
+  int64_t steps = 1;
+  FlagParser p("usage: bench");
+  p.add("--steps N", &steps, "steps");
+  const char* ok[] = {"bench", "--steps", "4"};
+  EXPECT_EQ(p.parse_in_main(3, ok, "bench"), std::nullopt);
+  EXPECT_EQ(steps, 4);
+  const char* help[] = {"bench", "--help"};
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(p.parse_in_main(2, help, "bench"), 0);
+  EXPECT_NE(::testing::internal::GetCapturedStdout().find("--steps N"), std::string::npos);
+  const char* bad[] = {"bench", "--steps", "four"};
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(p.parse_in_main(3, bad, "bench"), 2);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("bench: error: flag --steps: 'four' is not an integer"),
+            std::string::npos);
+}
+
 TEST(FlagParser, BadRegistrationsAreErrors) {
   int a = 0, b = 0;
   FlagParser p("usage");
