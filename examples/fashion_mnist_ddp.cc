@@ -4,8 +4,10 @@
 //   ./bazelw build //examples:fashion_mnist_ddp
 //   mpirun --allow-run-as-root --oversubscribe -np 2 bazel-bin/examples/fashion_mnist_ddp [flags]
 //
-// Every rank reads the dataset; a DistributedSampler gives each rank its shard
-// of every epoch (shuffled by (seed, epoch), the same on every rank), and each
+// Every rank reads the dataset; a DistributedSampler, the sampler of the rank's
+// DataLoader, gives each rank its shard of every epoch (shuffled by (seed,
+// epoch), the same on every rank; per-example transforms are seeded by (seed,
+// epoch, dataset index) as in the single-process example), and each
 // rank trains on batches of global-batch / world-size images, so one step sees
 // the same number of images as the single-process example with that batch.
 // DDP averages the gradients (bucketed, overlapping backward). Evaluation is
@@ -189,7 +191,12 @@ int run(const Flags& f) {
   auto test_shard = slice(full_test, n_test * rank / world, n_test * (rank + 1) / world);
   auto normalize = [](const io::Example& e, Generator&) { return io::Example{(e.data - 0.2860) / 0.3530, e.target}; };
   io::DataLoader test(test_shard, {1000, false, 0, false, f.workers, 2}, normalize);
-  parallel::DistributedSampler sampler(n_train, world, rank, {true, f.seed});
+  // This rank's shard of each epoch's (seed, epoch) shuffle; the loader keeps
+  // the sampler's order and seeds per-example transforms by (seed, epoch,
+  // dataset index), as the single-process example's loader does.
+  auto sampler = std::make_shared<parallel::DistributedSampler>(n_train, world, rank,
+                                                                parallel::DistributedSamplerOptions{true, f.seed});
+  io::DataLoader train(train_ds, {per_rank, false, f.seed, false, f.workers, 2}, sampler, normalize);
 
   manual_seed(f.seed);
   std::shared_ptr<nn::Sequential> model = f.model == "cnn" ? fashion_cnn() : fashion_mlp();
@@ -226,9 +233,7 @@ int run(const Flags& f) {
               << (device.is_cpu() ? "cpu (MPI)" : device.str() + " (NCCL)") << "\n";
 
   for (int64_t epoch = start_epoch; epoch < f.epochs; ++epoch) {
-    sampler.set_epoch(epoch);
-    // The sampler shuffled already; the loader keeps its order.
-    io::DataLoader train(sampler.shard(train_ds), {per_rank, false, f.seed, false, f.workers, 2}, normalize);
+    train.set_epoch(epoch);
     model->train();
     ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(f.epochs), train.num_batches(),
                     f.progress && lead);
