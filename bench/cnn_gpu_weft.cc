@@ -12,6 +12,7 @@
 #include "core/nn_ops.h"
 #include "core/rng.h"
 #include "examples/device_support.h"
+#include "examples/flags.h"
 #include "examples/models.h"
 #include "optim/sgd.h"
 
@@ -19,17 +20,12 @@ int main(int argc, char** argv) {
   std::string device = "cuda:0";
   int steps = 50, warmup = 10;
   int64_t batch = 256;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
-    if (a == "--device") device = v;
-    else if (a == "--steps") steps = std::atoi(v.c_str());
-    else if (a == "--warmup") warmup = std::atoi(v.c_str());
-    else if (a == "--batch") batch = std::atoll(v.c_str());
-    else {
-      std::fprintf(stderr, "cnn_gpu_weft: unknown flag %s\n", a.c_str());
-      return 2;
-    }
-  }
+  weft::examples::FlagParser flags("usage: cnn_gpu_weft [flags]");
+  flags.add("--device D", &device, "cuda or cuda:N")
+      .add("--steps N", &steps, "timed steps")
+      .add("--warmup N", &warmup, "untimed steps first")
+      .add("--batch N", &batch, "batch size");
+  if (auto status = flags.parse_in_main(argc, argv, "cnn_gpu_weft")) return *status;
   try {
     using namespace weft;
     const Device dev = examples::parse_device(device);

@@ -12,6 +12,7 @@
 #include "core/nn_ops.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "examples/flags.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"
 #include "parallel/context.h"
@@ -21,19 +22,14 @@ int main(int argc, char** argv) {
   int steps = 30, warmup = 5, threads = 1;
   int64_t batch = 64, hidden = 2048;
   double cap = 4;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
-    if (a == "--steps") steps = std::atoi(v.c_str());
-    else if (a == "--warmup") warmup = std::atoi(v.c_str());
-    else if (a == "--threads") threads = std::atoi(v.c_str());
-    else if (a == "--batch") batch = std::atoll(v.c_str());
-    else if (a == "--hidden") hidden = std::atoll(v.c_str());
-    else if (a == "--bucket-cap-mb") cap = std::atof(v.c_str());
-    else {
-      std::fprintf(stderr, "ddp_weft: unknown flag %s\n", a.c_str());
-      return 2;
-    }
-  }
+  weft::examples::FlagParser flags("usage: mpirun -np N ddp_weft [flags]");
+  flags.add("--steps N", &steps, "timed steps")
+      .add("--warmup N", &warmup, "untimed steps first")
+      .add("--threads N", &threads, "CPU threads per rank")
+      .add("--batch N", &batch, "batch size per rank")
+      .add("--hidden N", &hidden, "hidden width")
+      .add("--bucket-cap-mb X", &cap, "DDP gradient bucket cap");
+  if (auto status = flags.parse_in_main(argc, argv, "ddp_weft")) return *status;
   try {
     using namespace weft;
     parallel::DistributedContext ctx;

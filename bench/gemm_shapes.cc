@@ -17,6 +17,7 @@
 
 #include "core/cpu/gemm.h"
 #include "core/parallel.h"
+#include "examples/flags.h"
 
 namespace {
 
@@ -37,11 +38,9 @@ double now(bool cpu_time) {
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 21;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    if (a == "--threads") threads = std::atoi(argv[i + 1]);
-    else if (a == "--reps") reps = std::atoi(argv[i + 1]);
-  }
+  weft::examples::FlagParser flags("usage: gemm_shapes [flags]");
+  flags.add("--threads N", &threads, "CPU threads").add("--reps N", &reps, "timed repetitions per shape");
+  if (auto status = flags.parse_in_main(argc, argv, "gemm_shapes")) return *status;
   weft::set_num_threads(threads);
   const std::vector<Case> cases = {
       {"ddp fwd1  x.W1t", 64, 2048, 784, false, true},      {"ddp fwd2  h.W2t", 64, 2048, 2048, false, true},

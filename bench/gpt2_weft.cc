@@ -17,6 +17,7 @@
 #include "core/nn_ops.h"
 #include "core/rng.h"
 #include "examples/device_support.h"
+#include "examples/flags.h"
 #include "nn/nn.h"
 #include "nn/transformer.h"
 #include "optim/adam.h"
@@ -82,16 +83,14 @@ int run(int argc, char** argv) {
   int steps = 10, warmup = 3;
   int64_t batch = 8;
   Gpt2Config c;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
-    if (a == "--device") device = v;
-    else if (a == "--steps") steps = std::atoi(v.c_str());
-    else if (a == "--warmup") warmup = std::atoi(v.c_str());
-    else if (a == "--batch") batch = std::atoll(v.c_str());
-    else if (a == "--layers") c.layers = std::atoll(v.c_str());
-    else if (a == "--amp") amp = v;
-    else WEFT_ERROR("unknown flag ", a);
-  }
+  examples::FlagParser flags("usage: gpt2_weft [flags]");
+  flags.add("--device D", &device, "cuda or cuda:N")
+      .add("--steps N", &steps, "timed steps")
+      .add("--warmup N", &warmup, "untimed steps first")
+      .add("--batch N", &batch, "batch size")
+      .add("--layers N", &c.layers, "transformer blocks")
+      .add_choice("--amp", &amp, {"none", "bf16"}, "autocast for the forward pass");
+  if (auto status = flags.parse_in_main(argc, argv, "gpt2_weft")) return *status;
   const Device dev = examples::parse_device(device);
   examples::AmpScope::check(amp);
   manual_seed(0);

@@ -11,24 +11,20 @@
 #include "core/nn_ops.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "examples/flags.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"
 
 int main(int argc, char** argv) {
   int steps = 50, warmup = 5, threads = 1;
   int64_t batch = 64, hidden = 2048;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
-    if (a == "--steps") steps = std::atoi(v.c_str());
-    else if (a == "--warmup") warmup = std::atoi(v.c_str());
-    else if (a == "--threads") threads = std::atoi(v.c_str());
-    else if (a == "--batch") batch = std::atoll(v.c_str());
-    else if (a == "--hidden") hidden = std::atoll(v.c_str());
-    else {
-      std::fprintf(stderr, "mlp_step: unknown flag %s\n", a.c_str());
-      return 2;
-    }
-  }
+  weft::examples::FlagParser flags("usage: mlp_step [flags]");
+  flags.add("--steps N", &steps, "timed steps")
+      .add("--warmup N", &warmup, "untimed steps first")
+      .add("--threads N", &threads, "CPU threads")
+      .add("--batch N", &batch, "batch size")
+      .add("--hidden N", &hidden, "hidden width");
+  if (auto status = flags.parse_in_main(argc, argv, "mlp_step")) return *status;
   try {
     using namespace weft;
     using clk = std::chrono::steady_clock;

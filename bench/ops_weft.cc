@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "core/parallel.h"
+#include "examples/flags.h"
 
 namespace weft::bench {
 namespace {
@@ -51,24 +52,14 @@ int run_main(int argc, char** argv) {
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   int reps = 15, warmup = 3;
   std::string only;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto next = [&](const char* what) -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "ops_weft: %s needs a value\n", what);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (arg == "--threads") threads = std::stoi(next("--threads"));
-    else if (arg == "--reps") reps = std::max(1, std::stoi(next("--reps")));
-    else if (arg == "--warmup") warmup = std::max(0, std::stoi(next("--warmup")));
-    else if (arg == "--only") only = next("--only");
-    else {
-      std::fprintf(stderr, "usage: ops_weft [--threads N] [--reps R] [--warmup W] [--only NAME[,NAME...]]\n");
-      return 2;
-    }
-  }
+  examples::FlagParser flags("usage: ops_weft [flags]");
+  flags.add("--threads N", &threads, "CPU threads", "all cores")
+      .add("--reps N", &reps, "timed repetitions per workload")
+      .add("--warmup N", &warmup, "untimed repetitions first")
+      .add("--only NAME[,NAME...]", &only, "run only these workloads", "all");
+  if (auto status = flags.parse_in_main(argc, argv, "ops_weft")) return *status;
+  reps = std::max(1, reps);
+  warmup = std::max(0, warmup);
   if (threads < 1) threads = 1;
   set_num_threads(threads);
 

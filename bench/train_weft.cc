@@ -13,6 +13,7 @@
 #include "core/nn_ops.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "examples/flags.h"
 #include "examples/models.h"
 #include "io/fashion_mnist.h"
 #include "optim/sgd.h"
@@ -21,18 +22,13 @@ int main(int argc, char** argv) {
   std::string model_name = "cnn";
   int steps = 60, warmup = 5, threads = 0;
   int64_t batch = 128;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
-    if (a == "--model") model_name = v;
-    else if (a == "--steps") steps = std::atoi(v.c_str());
-    else if (a == "--warmup") warmup = std::atoi(v.c_str());
-    else if (a == "--threads") threads = std::atoi(v.c_str());
-    else if (a == "--batch") batch = std::atoll(v.c_str());
-    else {
-      std::fprintf(stderr, "train_weft: unknown flag %s\n", a.c_str());
-      return 2;
-    }
-  }
+  weft::examples::FlagParser flags("usage: train_weft [flags]");
+  flags.add_choice("--model", &model_name, {"mlp", "cnn"}, "model")
+      .add("--steps N", &steps, "timed steps")
+      .add("--warmup N", &warmup, "untimed steps first")
+      .add("--threads N", &threads, "CPU threads", "all cores")
+      .add("--batch N", &batch, "batch size");
+  if (auto status = flags.parse_in_main(argc, argv, "train_weft")) return *status;
   try {
     using namespace weft;
     if (threads > 0) set_num_threads(threads);

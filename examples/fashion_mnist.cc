@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -25,6 +26,7 @@
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "examples/device_support.h"
+#include "examples/flags.h"
 #include "examples/models.h"
 #include "examples/train_report.h"
 #include "io/checkpoint.h"
@@ -56,71 +58,34 @@ struct Flags {
   std::string amp = "none";
 };
 
-const char* kUsage =
-    "usage: fashion_mnist [flags]\n"
-    "  --data DIR          Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)\n"
-    "  --model cnn|mlp     model (default cnn)\n"
-    "  --epochs N          epochs (default 5)\n"
-    "  --batch-size N      batch size (default 128)\n"
-    "  --lr X              SGD learning rate, cosine-annealed per epoch (default 0.05)\n"
-    "  --momentum X        SGD momentum (default 0.9)\n"
-    "  --weight-decay X    SGD weight decay (default 5e-4)\n"
-    "  --seed N            seed for init and data order (default 0)\n"
-    "  --threads N         CPU threads (default: all cores)\n"
-    "  --workers N         data-loader threads (default 1)\n"
-    "  --save PATH         write a checkpoint after every epoch\n"
-    "  --resume PATH       continue from a checkpoint written by --save\n"
-    "  --metrics PATH      JSON-lines metrics (default fashion_mnist_metrics.jsonl)\n"
-    "  --plot PATH         SVG plot of loss and accuracy (default fashion_mnist.svg)\n"
-    "  --limit-train N     use the first N training images (quick runs)\n"
-    "  --limit-test N      use the first N test images\n"
-    "  --stop-after-epoch K  stop after epoch K as if interrupted (to test --resume)\n"
-    "  --no-progress       no progress bar\n"
-    "  --device D          cpu, cuda or cuda:N (default cpu)\n"
-    "  --amp none|bf16     bfloat16 autocast for forward passes (default none)\n";
-
-Flags parse(int argc, char** argv) {
+// The flags, or std::nullopt after --help printed them.
+std::optional<Flags> parse(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      WEFT_CHECK(i + 1 < argc, "flag ", a, " needs a value\n", kUsage);
-      return argv[++i];
-    };
-    auto number = [&](const std::string& s) -> double {
-      char* end = nullptr;
-      double v = std::strtod(s.c_str(), &end);
-      WEFT_CHECK(end && *end == '\0' && !s.empty(), "flag ", a, ": '", s, "' is not a number");
-      return v;
-    };
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (a == "--data") f.data = value();
-    else if (a == "--model") f.model = value();
-    else if (a == "--epochs") f.epochs = static_cast<int64_t>(number(value()));
-    else if (a == "--batch-size") f.batch_size = static_cast<int64_t>(number(value()));
-    else if (a == "--lr") f.lr = number(value());
-    else if (a == "--momentum") f.momentum = number(value());
-    else if (a == "--weight-decay") f.weight_decay = number(value());
-    else if (a == "--seed") f.seed = static_cast<uint64_t>(number(value()));
-    else if (a == "--threads") f.threads = static_cast<int>(number(value()));
-    else if (a == "--workers") f.workers = static_cast<int>(number(value()));
-    else if (a == "--limit-train") f.limit_train = static_cast<int64_t>(number(value()));
-    else if (a == "--limit-test") f.limit_test = static_cast<int64_t>(number(value()));
-    else if (a == "--save") f.save = user_path(value());
-    else if (a == "--resume") f.resume = user_path(value());
-    else if (a == "--metrics") f.metrics = value();
-    else if (a == "--plot") f.plot = value();
-    else if (a == "--stop-after-epoch") f.stop_after = static_cast<int64_t>(number(value()));
-    else if (a == "--no-progress") f.progress = false;
-    else if (a == "--device") f.device = value();
-    else if (a == "--amp") f.amp = value();
-    else WEFT_ERROR("unknown flag '", a, "'\n", kUsage);
-  }
-  WEFT_CHECK(f.model == "cnn" || f.model == "mlp", "--model must be cnn or mlp, got '", f.model, "'");
+  FlagParser p("usage: fashion_mnist [flags]");
+  p.add("--data DIR", &f.data, "Fashion-MNIST IDX files")
+      .add_choice("--model", &f.model, {"cnn", "mlp"}, "model")
+      .add("--epochs N", &f.epochs, "epochs")
+      .add("--batch-size N", &f.batch_size, "batch size")
+      .add("--lr X", &f.lr, "SGD learning rate, cosine-annealed per epoch")
+      .add("--momentum X", &f.momentum, "SGD momentum")
+      .add("--weight-decay X", &f.weight_decay, "SGD weight decay")
+      .add("--seed N", &f.seed, "seed for init and data order")
+      .add("--threads N", &f.threads, "CPU threads", "all cores")
+      .add("--workers N", &f.workers, "data-loader threads")
+      .add("--save PATH", &f.save, "write a checkpoint after every epoch")
+      .add("--resume PATH", &f.resume, "continue from a checkpoint written by --save")
+      .add("--metrics PATH", &f.metrics, "JSON-lines metrics")
+      .add("--plot PATH", &f.plot, "SVG plot of loss and accuracy")
+      .add("--limit-train N", &f.limit_train, "use the first N training images (quick runs)", "all")
+      .add("--limit-test N", &f.limit_test, "use the first N test images", "all")
+      .add("--stop-after-epoch K", &f.stop_after, "stop after epoch K as if interrupted (to test --resume)", "none")
+      .add_switch("--no-progress", &f.progress, false, "no progress bar")
+      .add("--device D", &f.device, "cpu, cuda or cuda:N")
+      .add_choice("--amp", &f.amp, {"none", "bf16"}, "bfloat16 autocast for forward passes");
+  if (!p.parse(argc, argv, std::cout)) return std::nullopt;
   WEFT_CHECK(f.epochs >= 1 && f.batch_size >= 1, "--epochs and --batch-size must be positive");
-  AmpScope::check(f.amp);
+  f.save = user_path(f.save);
+  f.resume = user_path(f.resume);
   f.metrics = user_path(f.metrics);
   f.plot = user_path(f.plot);
   if (f.data != io::kFashionMnistDir) f.data = user_path(f.data);
@@ -265,7 +230,8 @@ int run(const Flags& f) {
 
 int main(int argc, char** argv) {
   try {
-    return weft::examples::run(weft::examples::parse(argc, argv));
+    auto flags = weft::examples::parse(argc, argv);
+    return flags ? weft::examples::run(*flags) : 0;
   } catch (const weft::Error& e) {
     std::fprintf(stderr, "\nfashion_mnist: error: %s\n", e.message().c_str());
     return 1;

@@ -4,8 +4,10 @@
 //   ./bazelw build //examples:fashion_mnist_ddp
 //   mpirun --allow-run-as-root --oversubscribe -np 2 bazel-bin/examples/fashion_mnist_ddp [flags]
 //
-// Every rank reads the dataset; a DistributedSampler gives each rank its shard
-// of every epoch (shuffled by (seed, epoch), the same on every rank), and each
+// Every rank reads the dataset; a DistributedSampler, the sampler of the rank's
+// DataLoader, gives each rank its shard of every epoch (shuffled by (seed,
+// epoch), the same on every rank; per-example transforms are seeded by (seed,
+// epoch, dataset index) as in the single-process example), and each
 // rank trains on batches of global-batch / world-size images, so one step sees
 // the same number of images as the single-process example with that batch.
 // DDP averages the gradients (bucketed, overlapping backward). Evaluation is
@@ -34,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -42,6 +45,7 @@
 #include "core/nn_ops.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "examples/flags.h"
 #include "examples/models.h"
 #include "examples/train_report.h"
 #include "io/checkpoint.h"
@@ -78,69 +82,33 @@ struct Flags {
   bool progress = true;
 };
 
-const char* kUsage =
-    "usage: mpirun [-np N] fashion_mnist_ddp [flags]\n"
-    "  --data DIR          Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)\n"
-    "  --model cnn|mlp     model (default cnn)\n"
-    "  --device cpu|cuda   device (default cpu; cuda: NCCL, one GPU per rank)\n"
-    "  --epochs N          epochs (default 5)\n"
-    "  --batch-size N      global batch size, split across ranks (default 128)\n"
-    "  --lr X              SGD learning rate, cosine-annealed per epoch (default 0.05)\n"
-    "  --momentum X        SGD momentum (default 0.9)\n"
-    "  --weight-decay X    SGD weight decay (default 5e-4)\n"
-    "  --seed N            seed for init and data order (default 0)\n"
-    "  --threads N         CPU threads per rank (default: cores / ranks on this node, at least 1)\n"
-    "  --workers N         data-loader threads per rank (default 1)\n"
-    "  --bucket-cap-mb X   DDP gradient bucket cap (default 25)\n"
-    "  --save PATH         rank 0 writes a checkpoint after every epoch\n"
-    "  --resume PATH       continue from a checkpoint written by --save\n"
-    "  --metrics PATH      JSON-lines metrics (default fashion_mnist_ddp_metrics.jsonl)\n"
-    "  --plot PATH         SVG plot (default fashion_mnist_ddp.svg)\n"
-    "  --limit-train N     use the first N training images\n"
-    "  --limit-test N      use the first N test images\n"
-    "  --no-progress       no progress bar\n";
-
-Flags parse(int argc, char** argv) {
+// The flags, or std::nullopt after --help printed them.
+std::optional<Flags> parse(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      WEFT_CHECK(i + 1 < argc, "flag ", a, " needs a value\n", kUsage);
-      return argv[++i];
-    };
-    auto number = [&](const std::string& s) -> double {
-      char* end = nullptr;
-      double v = std::strtod(s.c_str(), &end);
-      WEFT_CHECK(end && *end == '\0' && !s.empty(), "flag ", a, ": '", s, "' is not a number");
-      return v;
-    };
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (a == "--data") f.data = value();
-    else if (a == "--model") f.model = value();
-    else if (a == "--device") f.device = value();
-    else if (a == "--epochs") f.epochs = static_cast<int64_t>(number(value()));
-    else if (a == "--batch-size") f.batch_size = static_cast<int64_t>(number(value()));
-    else if (a == "--lr") f.lr = number(value());
-    else if (a == "--momentum") f.momentum = number(value());
-    else if (a == "--weight-decay") f.weight_decay = number(value());
-    else if (a == "--seed") f.seed = static_cast<uint64_t>(number(value()));
-    else if (a == "--threads") f.threads = static_cast<int>(number(value()));
-    else if (a == "--workers") f.workers = static_cast<int>(number(value()));
-    else if (a == "--bucket-cap-mb") f.bucket_cap_mb = number(value());
-    else if (a == "--limit-train") f.limit_train = static_cast<int64_t>(number(value()));
-    else if (a == "--limit-test") f.limit_test = static_cast<int64_t>(number(value()));
-    else if (a == "--save") f.save = user_path(value());
-    else if (a == "--resume") f.resume = user_path(value());
-    else if (a == "--metrics") f.metrics = value();
-    else if (a == "--plot") f.plot = value();
-    else if (a == "--no-progress") f.progress = false;
-    else WEFT_ERROR("unknown flag '", a, "'\n", kUsage);
-  }
-  WEFT_CHECK(f.model == "cnn" || f.model == "mlp", "--model must be cnn or mlp, got '", f.model, "'");
-  WEFT_CHECK(f.device == "cpu" || f.device == "cuda", "--device must be cpu or cuda, got '", f.device, "'");
+  FlagParser p("usage: mpirun [-np N] fashion_mnist_ddp [flags]");
+  p.add("--data DIR", &f.data, "Fashion-MNIST IDX files")
+      .add_choice("--model", &f.model, {"cnn", "mlp"}, "model")
+      .add_choice("--device", &f.device, {"cpu", "cuda"}, "device (cuda: NCCL, one GPU per rank)")
+      .add("--epochs N", &f.epochs, "epochs")
+      .add("--batch-size N", &f.batch_size, "global batch size, split across ranks")
+      .add("--lr X", &f.lr, "SGD learning rate, cosine-annealed per epoch")
+      .add("--momentum X", &f.momentum, "SGD momentum")
+      .add("--weight-decay X", &f.weight_decay, "SGD weight decay")
+      .add("--seed N", &f.seed, "seed for init and data order")
+      .add("--threads N", &f.threads, "CPU threads per rank", "cores / ranks on this node, at least 1")
+      .add("--workers N", &f.workers, "data-loader threads per rank")
+      .add("--bucket-cap-mb X", &f.bucket_cap_mb, "DDP gradient bucket cap")
+      .add("--save PATH", &f.save, "rank 0 writes a checkpoint after every epoch")
+      .add("--resume PATH", &f.resume, "continue from a checkpoint written by --save")
+      .add("--metrics PATH", &f.metrics, "JSON-lines metrics")
+      .add("--plot PATH", &f.plot, "SVG plot")
+      .add("--limit-train N", &f.limit_train, "use the first N training images", "all")
+      .add("--limit-test N", &f.limit_test, "use the first N test images", "all")
+      .add_switch("--no-progress", &f.progress, false, "no progress bar");
+  if (!p.parse(argc, argv, std::cout)) return std::nullopt;
   WEFT_CHECK(f.epochs >= 1 && f.batch_size >= 1, "--epochs and --batch-size must be positive");
+  f.save = user_path(f.save);
+  f.resume = user_path(f.resume);
   f.metrics = user_path(f.metrics);
   f.plot = user_path(f.plot);
   if (f.data != io::kFashionMnistDir) f.data = user_path(f.data);
@@ -223,7 +191,12 @@ int run(const Flags& f) {
   auto test_shard = slice(full_test, n_test * rank / world, n_test * (rank + 1) / world);
   auto normalize = [](const io::Example& e, Generator&) { return io::Example{(e.data - 0.2860) / 0.3530, e.target}; };
   io::DataLoader test(test_shard, {1000, false, 0, false, f.workers, 2}, normalize);
-  parallel::DistributedSampler sampler(n_train, world, rank, {true, f.seed});
+  // This rank's shard of each epoch's (seed, epoch) shuffle; the loader keeps
+  // the sampler's order and seeds per-example transforms by (seed, epoch,
+  // dataset index), as the single-process example's loader does.
+  auto sampler = std::make_shared<parallel::DistributedSampler>(n_train, world, rank,
+                                                                parallel::DistributedSamplerOptions{true, f.seed});
+  io::DataLoader train(train_ds, {per_rank, false, f.seed, false, f.workers, 2}, sampler, normalize);
 
   manual_seed(f.seed);
   std::shared_ptr<nn::Sequential> model = f.model == "cnn" ? fashion_cnn() : fashion_mlp();
@@ -260,9 +233,7 @@ int run(const Flags& f) {
               << (device.is_cpu() ? "cpu (MPI)" : device.str() + " (NCCL)") << "\n";
 
   for (int64_t epoch = start_epoch; epoch < f.epochs; ++epoch) {
-    sampler.set_epoch(epoch);
-    // The sampler shuffled already; the loader keeps its order.
-    io::DataLoader train(sampler.shard(train_ds), {per_rank, false, f.seed, false, f.workers, 2}, normalize);
+    train.set_epoch(epoch);
     model->train();
     ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(f.epochs), train.num_batches(),
                     f.progress && lead);
@@ -325,7 +296,8 @@ int run(const Flags& f) {
 
 int main(int argc, char** argv) {
   try {
-    return weft::examples::run(weft::examples::parse(argc, argv));
+    auto flags = weft::examples::parse(argc, argv);
+    return flags ? weft::examples::run(*flags) : 0;
   } catch (const weft::Error& e) {
     std::fprintf(stderr, "\nfashion_mnist_ddp: error: %s\n", e.message().c_str());
     return 1;

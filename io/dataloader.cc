@@ -68,11 +68,26 @@ struct DataLoader::Epoch {
 };
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options, ExampleTransform transform)
-    : dataset_(std::move(dataset)), options_(options), transform_(std::move(transform)) {
+    : DataLoader(dataset, options, nullptr, std::move(transform)) {}
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options,
+                       std::shared_ptr<const Sampler> sampler, ExampleTransform transform)
+    : dataset_(std::move(dataset)), options_(options), sampler_(std::move(sampler)), transform_(std::move(transform)) {
   WEFT_CHECK(dataset_ != nullptr, "DataLoader: dataset is null");
   WEFT_CHECK(options_.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ", options_.batch_size);
   WEFT_CHECK(options_.num_workers >= 0, "DataLoader: num_workers must be >= 0, got ", options_.num_workers);
   WEFT_CHECK(options_.prefetch_factor >= 1, "DataLoader: prefetch_factor must be >= 1, got ", options_.prefetch_factor);
+  if (sampler_ == nullptr) {
+    if (options_.shuffle) sampler_ = std::make_shared<RandomSampler>(dataset_->size(), options_.seed);
+    else sampler_ = std::make_shared<SequentialSampler>(dataset_->size());
+  } else {
+    WEFT_CHECK(!options_.shuffle,
+               "DataLoader: options.shuffle is true but a sampler was given; the sampler decides the order (set "
+               "shuffle = false, or shuffle in the sampler)");
+    WEFT_CHECK(sampler_->dataset_size() == dataset_->size(), "DataLoader: the sampler draws from ",
+               sampler_->dataset_size(), " items but the dataset has ", dataset_->size());
+    WEFT_CHECK(sampler_->size() >= 0, "DataLoader: the sampler's size is negative (", sampler_->size(), ")");
+  }
 }
 
 DataLoader::~DataLoader() { stop_epoch(); }
@@ -83,15 +98,19 @@ void DataLoader::set_epoch(int64_t epoch) {
 }
 
 int64_t DataLoader::num_batches() const {
-  const int64_t n = dataset_->size(), b = options_.batch_size;
+  const int64_t n = sampler_->size(), b = options_.batch_size;
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 std::vector<int64_t> DataLoader::indices(int64_t epoch) const {
+  WEFT_CHECK(epoch >= 0, "DataLoader::indices: epoch must be >= 0, got ", epoch);
+  std::vector<int64_t> p = sampler_->indices(epoch);
   const int64_t n = dataset_->size();
-  if (options_.shuffle) return seeded_permutation(n, shuffle_seed(options_.seed, static_cast<uint64_t>(epoch)));
-  std::vector<int64_t> p(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) p[i] = i;
+  WEFT_CHECK(static_cast<int64_t>(p.size()) == sampler_->size(), "DataLoader: the sampler promised ", sampler_->size(),
+             " indices per epoch but gave ", p.size(), " for epoch ", epoch);
+  for (int64_t i : p)
+    WEFT_CHECK(i >= 0 && i < n, "DataLoader: sampler index ", i, " (epoch ", epoch, ") is outside the dataset's [0, ",
+               n, ")");
   return p;
 }
 

@@ -1,14 +1,21 @@
-// DataLoader: batches of a Dataset, optionally shuffled and transformed, built
-// synchronously or by background prefetch threads.
+// DataLoader: batches of a Dataset in a Sampler's order, optionally
+// transformed, built synchronously or by background prefetch threads.
 //
 // Contract:
-// - An epoch visits every index of the dataset exactly once (drop_last drops the
-//   final partial batch). With shuffle, the order is a permutation seeded by
-//   (seed, epoch) only; set_epoch(e) selects the epoch (it does not advance on its
-//   own, like PyTorch's DistributedSampler). Without shuffle, the order is 0..N-1.
+// - An epoch visits the indices of its sampler's indices(epoch) in that order
+//   (drop_last drops the final partial batch); set_epoch(e) selects the epoch
+//   (it does not advance on its own, like PyTorch's DistributedSampler). Without
+//   a sampler the loader makes its own (io/sampler.h): with shuffle a
+//   RandomSampler(seed), a permutation seeded by (seed, epoch) only; without,
+//   a SequentialSampler, 0..N-1. A sampler and shuffle = true together are an
+//   error (shuffling is the sampler's job), as is a sampler built for a dataset
+//   of another size.
 // - The transform (optional) is applied to each example with a Generator seeded by
 //   (seed, epoch, dataset index) (example_seed), so batches are identical for any
-//   num_workers, including 0.
+//   num_workers, including 0, and an example's augmentation depends only on its
+//   dataset index and the epoch, not on the sampler or its position (a
+//   DistributedSampler's rank gets the same augmentation for an index as a
+//   single-process loader with the same seed).
 // - num_workers = 0 builds batches on the consumer's thread. num_workers > 0
 //   starts that many threads per epoch; at most num_workers * prefetch_factor
 //   batches are built ahead of the consumer, and batches are delivered in order.
@@ -31,12 +38,13 @@
 #include <vector>
 
 #include "io/dataset.h"
+#include "io/sampler.h"
 
 namespace weft::io {
 
 struct DataLoaderOptions {
   int64_t batch_size = 1;
-  bool shuffle = false;
+  bool shuffle = false;  // without a sampler: RandomSampler(seed) instead of SequentialSampler
   uint64_t seed = 0;
   bool drop_last = false;
   int num_workers = 0;      // background threads; 0 = synchronous
@@ -53,6 +61,9 @@ std::vector<int64_t> seeded_permutation(int64_t n, uint64_t seed);
 class DataLoader {
  public:
   DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options, ExampleTransform transform = nullptr);
+  // Visits `sampler`'s indices (options.shuffle must be false).
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options, std::shared_ptr<const Sampler> sampler,
+             ExampleTransform transform = nullptr);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -61,9 +72,10 @@ class DataLoader {
   int64_t epoch() const { return epoch_; }
   const DataLoaderOptions& options() const { return options_; }
   const Dataset& dataset() const { return *dataset_; }
+  const Sampler& sampler() const { return *sampler_; }
   int64_t num_batches() const;  // batches per epoch
   int64_t size() const { return num_batches(); }
-  // The dataset indices of `epoch` in visiting order (before drop_last).
+  // The dataset indices of `epoch` in visiting order (before drop_last): the sampler's.
   std::vector<int64_t> indices(int64_t epoch) const;
 
   // Next batch of the current epoch (starting one if none is running);
@@ -110,6 +122,7 @@ class DataLoader {
 
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
+  std::shared_ptr<const Sampler> sampler_;
   ExampleTransform transform_;
   int64_t epoch_ = 0;
   uint64_t generation_ = 0;  // bumped at each epoch start

@@ -15,10 +15,16 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int world_size, int
   total_ = (n_ + world_ - 1) / world_ * world_;
 }
 
-std::vector<int64_t> DistributedSampler::indices() const {
+void DistributedSampler::set_epoch(int64_t epoch) {
+  WEFT_CHECK(epoch >= 0, "DistributedSampler::set_epoch: epoch must be >= 0, got ", epoch);
+  epoch_ = epoch;
+}
+
+std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
+  WEFT_CHECK(epoch >= 0, "DistributedSampler::indices: epoch must be >= 0, got ", epoch);
   std::vector<int64_t> all;
   if (options_.shuffle) {
-    all = io::seeded_permutation(total_, io::shuffle_seed(options_.seed, static_cast<uint64_t>(epoch_)));
+    all = io::seeded_permutation(total_, io::shuffle_seed(options_.seed, static_cast<uint64_t>(epoch)));
   } else {
     all.resize(total_);
     for (int64_t i = 0; i < total_; ++i) all[i] = i;

@@ -1,7 +1,10 @@
-// DistributedSampler: fastai DistributedDL's cases and the shard dataset.
+// DistributedSampler: fastai DistributedDL's cases, the sampler inside a
+// DataLoader (order, set_epoch, per-epoch augmentation equal to the
+// single-process loader's) and the shard dataset.
 #include "parallel/sampler.h"
 
 #include <algorithm>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -87,6 +90,89 @@ TEST(DistributedSampler, ShardDatasetFeedsDataLoader) {
   EXPECT_EQ(std::unique(seen.begin(), seen.end()) - seen.begin(), 10);
 }
 
+// Example i: data = [i] (float32), target = i (int64).
+std::shared_ptr<io::TensorDataset> make_dataset(int64_t n) {
+  return std::make_shared<io::TensorDataset>(arange(n, {DType::Float32}).view({n, 1}), arange(n, {DType::Int64}));
+}
+
+// A random augmentation: adds a draw from the example's generator to its data.
+io::Example add_noise(const io::Example& e, Generator& g) {
+  PhiloxReader r(g.reserve(1));
+  Tensor d = e.data.clone();
+  d.data_ptr<float>()[0] += uniform_float(r.value(0));
+  return io::Example{d, e.target};
+}
+
+// (dataset index, transformed value) of one epoch, in visiting order.
+std::vector<std::pair<int64_t, double>> run_epoch(io::DataLoader& loader) {
+  std::vector<std::pair<int64_t, double>> out;
+  for (auto& b : loader)
+    for (int64_t k = 0; k < b.target.size(0); ++k)
+      out.emplace_back(b.target[k].item<int64_t>(), static_cast<double>(b.data[k][0].item<float>()));
+  return out;
+}
+
+std::vector<int64_t> order_of(const std::vector<std::pair<int64_t, double>>& epoch) {
+  std::vector<int64_t> out;
+  for (auto& [i, v] : epoch) out.push_back(i);
+  return out;
+}
+
+TEST(DistributedSampler, IsTheDataLoadersSamplerAndFollowsSetEpoch) {
+  auto ds = make_dataset(23);
+  for (int r = 0; r < 3; ++r) {
+    auto sampler = std::make_shared<DistributedSampler>(23, 3, r, DistributedSamplerOptions{true, 4});
+    for (int workers : {0, 2}) {
+      io::DataLoader loader(ds, {.batch_size = 3, .seed = 4, .num_workers = workers}, sampler);
+      EXPECT_EQ(loader.num_batches(), 3);  // 8 indices per rank
+      std::vector<int64_t> previous;
+      for (int64_t e : {0, 1, 7}) {
+        loader.set_epoch(e);
+        auto got = order_of(run_epoch(loader));
+        EXPECT_EQ(got, sampler->indices(e)) << "rank " << r << " epoch " << e;
+        EXPECT_EQ(loader.indices(e), sampler->indices(e));
+        EXPECT_NE(got, previous) << "set_epoch(" << e << ") must change the order";
+        previous = got;
+      }
+      // The loader's epoch, not the sampler's own set_epoch, decides.
+      sampler->set_epoch(5);
+      loader.set_epoch(1);
+      EXPECT_EQ(order_of(run_epoch(loader)), sampler->indices(1));
+      sampler->set_epoch(0);
+    }
+  }
+}
+
+TEST(DistributedSampler, AugmentationDiffersPerEpochAndMatchesTheSingleProcessLoader) {
+  const int64_t n = 40;
+  auto ds = make_dataset(n);
+  io::DataLoader single(ds, {.batch_size = 8, .shuffle = true, .seed = 11}, add_noise);
+  std::map<int64_t, std::map<int64_t, double>> by_epoch;  // epoch -> index -> value
+  for (int64_t e : {0, 1, 2}) {
+    single.set_epoch(e);
+    for (auto& [i, v] : run_epoch(single)) by_epoch[e][i] = v;
+  }
+  for (int world : {2, 3}) {
+    for (int r = 0; r < world; ++r) {
+      auto sampler = std::make_shared<DistributedSampler>(n, world, r, DistributedSamplerOptions{true, 11});
+      io::DataLoader loader(ds, {.batch_size = 5, .seed = 11, .num_workers = 1}, sampler, add_noise);
+      std::map<int64_t, double> first;
+      for (int64_t e : {0, 1, 2}) {
+        loader.set_epoch(e);
+        auto got = run_epoch(loader);
+        ASSERT_EQ(static_cast<int64_t>(got.size()), sampler->num_samples());
+        for (auto& [i, v] : got) {
+          EXPECT_EQ(v, by_epoch[e].at(i)) << "world " << world << " rank " << r << " epoch " << e << " index " << i;
+          EXPECT_GE(v, static_cast<double>(i));
+          EXPECT_LT(v, static_cast<double>(i) + 1.0);
+          if (e == 0) first[i] = v;
+          else if (first.count(i)) EXPECT_NE(v, first[i]) << "index " << i << ": epoch " << e << " repeats epoch 0";
+        }
+      }
+    }
+  }
+}
+
 TEST(DistributedSampler, BadArgumentsAreErrors) {
   EXPECT_WEFT_ERROR(DistributedSampler(0, 2, 0), "dataset is empty");
   EXPECT_WEFT_ERROR(DistributedSampler(10, 0, 0), "world_size must be at least 1");
@@ -96,6 +182,9 @@ TEST(DistributedSampler, BadArgumentsAreErrors) {
   DistributedSampler s(10, 2, 0);
   EXPECT_WEFT_ERROR(s.shard(ds), "built for 10 items but the dataset has 5");
   EXPECT_WEFT_ERROR(ShardDataset(ds, {7}), "index 7 is outside [0, 5)");
+  EXPECT_WEFT_ERROR(io::DataLoader(ds, {.batch_size = 2}, std::make_shared<DistributedSampler>(10, 2, 0)),
+                    "the sampler draws from 10 items but the dataset has 5");
+  EXPECT_WEFT_ERROR(s.set_epoch(-1), "epoch must be >= 0");
 }
 
 }  // namespace
