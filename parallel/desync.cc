@@ -10,44 +10,31 @@
 
 namespace weft::parallel {
 
-namespace {
-
-const char* reduce_op_name(int64_t op) {
-  switch (static_cast<ReduceOp>(op)) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Avg: return "avg";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-  }
-  return "?";
-}
-
-std::string ranks_str(const std::vector<int>& r) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < r.size(); ++i) os << (i ? ", " : "") << r[i];
-  os << "]";
-  return os.str();
-}
-
-}  // namespace
-
 std::string describe(const Fingerprint& f) {
-  static const char* names[] = {"?",       "allreduce", "broadcast", "allgather", "reduce_scatter",
-                                "barrier", "new_group", "send/recv"};
+  static const char* names[] = {"?",       "allreduce", "broadcast", "allgather",        "reduce_scatter",
+                                "barrier", "new_group", "send/recv", "batch_isend_irecv"};
   std::ostringstream os;
-  os << (f.op >= Fingerprint::kAllreduce && f.op <= Fingerprint::kSendRecv ? names[f.op] : "?");
+  os << (f.op >= Fingerprint::kAllreduce && f.op <= Fingerprint::kBatchP2P ? names[f.op] : "?");
+  auto messages = [](int64_t n) { return std::to_string(n) + (n == 1 ? " message" : " messages"); };
   if (f.op == Fingerprint::kBarrier) os << "()";
-  else if (f.op == Fingerprint::kNewGroup) os << "(" << f.count << " ranks, list hash " << f.sub << ")";
+  else if (f.op == Fingerprint::kBatchP2P) {
+    const int64_t lo = f.dtype >> 32, hi = f.dtype & 0xffffffff;
+    os << "(rank " << lo << " -> rank " << hi << ": " << messages(f.count) << ", rank " << hi << " -> rank " << lo
+       << ": " << messages(f.sub) << ")";
+  } else if (f.op == Fingerprint::kNewGroup) os << "(" << f.count << " ranks, list hash " << f.sub << ")";
   else {
     os << "(" << (f.dtype >= 0 && f.dtype < kNumDTypes ? dtype_name(static_cast<DType>(f.dtype)) : "?") << ", "
        << f.count << " elements";
-    if (f.op == Fingerprint::kAllreduce || f.op == Fingerprint::kReduceScatter) os << ", " << reduce_op_name(f.sub);
+    if (f.op == Fingerprint::kAllreduce || f.op == Fingerprint::kReduceScatter)
+      os << ", " << reduce_op_name(static_cast<ReduceOp>(f.sub));
     if (f.op == Fingerprint::kBroadcast) os << ", root " << f.sub;
-    if (f.op == Fingerprint::kSendRecv) os << ", rank " << (f.sub >> 32) << " -> rank " << (f.sub & 0xffffffff);
+    if (f.op == Fingerprint::kSendRecv) {
+      os << ", rank " << (f.sub >> 40) << " -> rank " << ((f.sub >> 16) & 0xffffff);
+      if ((f.sub & 0xffff) != 0) os << ", tag " << (f.sub & 0xffff);
+    }
     os << ")";
   }
-  if (f.op != Fingerprint::kSendRecv) os << " as collective " << f.seq;
+  if (f.op != Fingerprint::kSendRecv && f.op != Fingerprint::kBatchP2P) os << " as collective " << f.seq;
   return os.str();
 }
 

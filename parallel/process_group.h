@@ -28,6 +28,11 @@ inline constexpr Duration kDefaultTimeout = std::chrono::minutes(10);
 
 enum class ReduceOp { Sum, Avg, Max, Min };
 
+// For error messages: "sum", "avg", "max", "min" ("?" for anything else).
+const char* reduce_op_name(ReduceOp op);
+// For error messages: "[0, 2, 3]".
+std::string ranks_str(const std::vector<int>& ranks);
+
 struct AllreduceOptions {
   ReduceOp op = ReduceOp::Sum;
   Duration timeout = Duration::zero();  // zero: the group's default timeout
@@ -78,6 +83,9 @@ class Work {
   virtual void wait(Duration timeout = Duration::zero()) = 0;
 };
 using WorkPtr = std::shared_ptr<Work>;
+
+// A Work that is already complete (an empty batch, a no-op on one rank).
+WorkPtr completed_work();
 
 class ProcessGroup {
  public:

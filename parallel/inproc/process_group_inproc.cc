@@ -103,24 +103,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // A local copy until the shared helper lands (parallel/mpi has the same).
-std::string ranks_str(const std::vector<int>& r) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < r.size(); ++i) os << (i ? ", " : "") << r[i];
-  os << "]";
-  return os.str();
-}
-
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Avg: return "avg";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-  }
-  return "?";
-}
-
 double seconds(Duration d) { return static_cast<double>(d.count()) / 1000.0; }
 
 void check_tensor(const char* what, const Tensor& t) {

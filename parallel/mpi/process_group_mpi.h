@@ -11,6 +11,12 @@
 //   and the ranks that did not arrive (Note [arrival announcements]); a peer
 //   that stops sending heartbeats (it died or is stuck) fails the wait
 //   earlier, naming it (Note [liveness]).
+// - Point-to-point (send, recv, batch_isend_irecv): non-blocking
+//   MPI_Isend/MPI_Irecv with tags 0..32767. A batch posts all its sends and
+//   receives before returning and completes as one Work (Note [batched p2p]
+//   in p2p_mpi.cc); send and recv are batches of one. Each message carries a
+//   small header, so a receive whose dtype or size differs from the send is
+//   an error naming both (Note [p2p headers]).
 // - Communicators use MPI_ERRORS_RETURN: an MPI failure becomes a weft::Error
 //   carrying MPI's own error string, never an MPI abort.
 // - dtypes: all of weft's. float16/bfloat16 reduce through user-defined MPI
@@ -40,11 +46,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "parallel/desync.h"
+#include "parallel/mpi/liveness.h"
 #include "parallel/process_group.h"
 
 namespace weft::parallel {
@@ -67,32 +73,9 @@ Duration default_timeout_from_env();
 // True when WEFT_DEBUG_COLLECTIVES is set to a non-empty value other than "0".
 bool debug_collectives_from_env();
 
-// Liveness (Note [liveness] in the .cc): with more than one rank,
-// init_process_group starts a heartbeat thread (every 100 ms an empty message
-// to each peer on a private duplicate of MPI_COMM_WORLD); destroy_process_group
-// stops it (not to be called while holding mpi_mutex()), and so do
-// MPI_Finalize (an MPI_COMM_SELF attribute callback) and exit(). A Work waiting
-// on a peer that has sent no heartbeat for liveness_threshold(timeout) fails at
-// once with "... failed: missing ranks: [r] stopped responding (...)": a killed
-// rank is named even if it died after issuing the collective, well before the
-// timeout.
-// Half the collective timeout, clamped to [1 s, 30 s]; WEFT_HEARTBEAT_TIMEOUT_S
-// (seconds) overrides it.
-Duration liveness_threshold(Duration timeout);
-// True while the heartbeat thread runs.
-bool liveness_monitor_running();
-// The global ranks among `global_ranks` that sent no heartbeat for at least
-// `threshold` (none without a monitor); *longest_s gets the longest silence.
-// Also usable by other backends built on the MPI world (NCCL).
-std::vector<int> unresponsive_ranks(const std::vector<int>& global_ranks, Duration threshold,
-                                    double* longest_s = nullptr);
-// The same for group ranks: those among `peers` (group ranks; global rank of
-// group rank p is group_globals[p]) silent for at least `threshold`.
-std::vector<int> unresponsive_group_ranks(const std::vector<int>& peers, const std::vector<int>& group_globals,
-                                          Duration threshold, double* longest_s = nullptr);
+// Liveness: the heartbeat thread, liveness_threshold, unresponsive_ranks and
+// mpi_mutex() are declared in parallel/mpi/liveness.h.
 
-// The mutex every MPI call of this backend holds (Note [mpi threading]).
-std::recursive_mutex& mpi_mutex();
 // The thread level MPI provided (MPI_THREAD_*), or -1 before initialisation.
 int mpi_thread_level();
 // True once an MPI call of this backend failed or an unfinished Work was
@@ -150,6 +133,8 @@ class ProcessGroupMPI final : public ProcessGroup, public std::enable_shared_fro
 
  private:
   explicit ProcessGroupMPI(std::unique_ptr<detail::MPIGroupState> state);
+  // Sends and receives of `ops` as one Work (p2p_mpi.cc); `what` empty: one op.
+  WorkPtr post_p2p(const std::vector<P2POp>& ops, std::string what, Duration timeout);
   std::unique_ptr<detail::MPIGroupState> s_;
 };
 

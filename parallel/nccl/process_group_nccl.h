@@ -22,7 +22,7 @@
 //   communicator (ncclCommAbort) and throws weft::Error naming the collective,
 //   its sequence number, the group and, where knowable, the missing ranks:
 //   peers that stopped sending MPI heartbeats (Note [liveness] in
-//   parallel/mpi/process_group_mpi.cc) are named, earlier than the timeout.
+//   parallel/mpi/liveness.cc) are named, earlier than the timeout.
 //   NCCL itself does not report which ranks did not arrive. After an abort
 //   every operation on the group throws.
 // - Tensors handed to a collective are kept alive until the GPU finished with
@@ -33,10 +33,14 @@
 //   dtypes: float32/64, bfloat16, float16, int64, int32, uint8, and bool as
 //   uint8 with sum/max = logical or, min = logical and (as in the MPI
 //   backend). Avg only for floating dtypes.
-// - send/recv: NCCL has no tags (tag must be 0) and a send runs only once the
-//   peer's matching recv runs; both are queued on the one communication stream
-//   in issue order, so two ranks that both send first deadlock until the
-//   timeout: order them (e.g. even ranks send first).
+// - send/recv: a send runs only once the peer's matching recv runs; single
+//   sends and recvs are queued on the one communication stream in issue
+//   order, so two ranks that both send first deadlock until the timeout.
+//   batch_isend_irecv issues a list of sends and receives as one NCCL group
+//   (Note [nccl batched p2p] in p2p_nccl.cc): ranks exchanging both ways, or
+//   around a ring, do it in one batch. NCCL has no tags: between two ranks the
+//   messages of one direction match in issue order, whatever their tags (0 to
+//   32767 accepted); debug mode checks tags, dtypes and sizes pairwise.
 // - Debug mode: WEFT_DEBUG_COLLECTIVES, with the MPI backend's meaning (set to
 //   anything but "" or "0"; read when create() runs; sub-groups inherit it).
 //   Before each collective, send, recv and new_group, the ranks exchange a

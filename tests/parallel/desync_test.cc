@@ -38,6 +38,19 @@ TEST(Desync, DescribeEveryOperation) {
   EXPECT_EQ(describe({5, 1, 42, 99, 1, 0}), "?(?, 1 elements) as collective 5");
 }
 
+TEST(Desync, TagsAndBatchCountsAreDescribed) {
+  EXPECT_EQ(describe({-1, 1, Fingerprint::kSendRecv, int64_t(DType::Int32), 2, send_recv_sub(70000, 5, 32767)}),
+            "send/recv(int32, 2 elements, rank 70000 -> rank 5, tag 32767)");
+  EXPECT_EQ(describe(batch_p2p_fingerprint(1, 2, 3, 1)),
+            "batch_isend_irecv(rank 1 -> rank 2: 3 messages, rank 2 -> rank 1: 1 message)");
+  // A pair whose batches disagree on how many messages go up.
+  Fingerprint a = batch_p2p_fingerprint(0, 1, 2, 0), b = batch_p2p_fingerprint(0, 1, 1, 0);
+  EXPECT_EQ(first_divergence("nccl:world", -1, {a, b}, {0, 1}).value(),
+            "send/recv desync on nccl:world (first divergence: element count): ranks [0] issue "
+            "batch_isend_irecv(rank 0 -> rank 1: 2 messages, rank 1 -> rank 0: 0 messages); ranks [1] issue "
+            "batch_isend_irecv(rank 0 -> rank 1: 1 message, rank 1 -> rank 0: 0 messages)");
+}
+
 TEST(Desync, AgreementIsNoError) {
   EXPECT_FALSE(first_divergence("world", 3, {base()}, {0}).has_value());
   EXPECT_FALSE(first_divergence("world", 3, {base(), base()}, {0, 1}).has_value());

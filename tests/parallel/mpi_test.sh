@@ -5,7 +5,9 @@ set -uo pipefail
 here="$(dirname "${BASH_SOURCE[0]}")"
 bin="$1"; shift
 export WEFT_COLLECTIVE_TIMEOUT_S="${WEFT_COLLECTIVE_TIMEOUT_S:-30}"
-unset GTEST_OUTPUT XML_OUTPUT_FILE
+# Every rank would create and remove the same premature-exit file; the second
+# removal fails and gtest then exits without MPI_Finalize.
+unset GTEST_OUTPUT XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE
 for np in 2 4; do
   echo "=== mpirun -np $np $bin $*"
   start=$(date +%s.%N)
