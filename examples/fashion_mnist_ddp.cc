@@ -295,14 +295,8 @@ int run(const Flags& f) {
 }  // namespace weft::examples
 
 int main(int argc, char** argv) {
-  try {
+  return weft::examples::run_main("fashion_mnist_ddp", [&] {
     auto flags = weft::examples::parse(argc, argv);
     return flags ? weft::examples::run(*flags) : 0;
-  } catch (const weft::Error& e) {
-    std::fprintf(stderr, "\nfashion_mnist_ddp: error: %s\n", e.message().c_str());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "\nfashion_mnist_ddp: error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -187,4 +187,15 @@ std::string FlagParser::help() const {
   return os.str();
 }
 
+int run_main(const std::string& program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "\n%s: error: %s\n", program.c_str(), e.message().c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "\n%s: error: %s\n", program.c_str(), e.what());
+  }
+  return 1;
+}
+
 }  // namespace weft::examples

@@ -71,4 +71,9 @@ class FlagParser {
   std::vector<Flag> flags_;
 };
 
+// For main(): runs `body` and returns its status; a weft::Error or other
+// std::exception escaping it is printed to stderr as "\n<program>: error:
+// <message>" and gives 1.
+int run_main(const std::string& program, const std::function<int()>& body);
+
 }  // namespace weft::examples

@@ -2,7 +2,10 @@
 // (contract in process_group.h).
 #include "parallel/process_group.h"
 
+#include <algorithm>
 #include <sstream>
+
+#include "core/error.h"
 
 namespace weft::parallel {
 
@@ -31,6 +34,17 @@ class CompletedWork final : public Work {
   void wait(Duration) override {}
 };
 }  // namespace
+
+void check_new_group_ranks(const std::vector<int>& ranks, int size, const std::string& group) {
+  WEFT_CHECK(!ranks.empty(), "new_group: the rank list is empty");
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    WEFT_CHECK(sorted[i] >= 0 && sorted[i] < size, "new_group: rank ", sorted[i], " is not in ", group, " (size ", size,
+               ")");
+    WEFT_CHECK(i == 0 || sorted[i] != sorted[i - 1], "new_group: rank ", sorted[i], " is listed twice");
+  }
+}
 
 WorkPtr completed_work() { return std::make_shared<CompletedWork>(); }
 

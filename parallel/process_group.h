@@ -87,6 +87,10 @@ using WorkPtr = std::shared_ptr<Work>;
 // A Work that is already complete (an empty batch, a no-op on one rank).
 WorkPtr completed_work();
 
+// new_group's argument checks for a group of `size` ranks called `group`: a
+// non-empty list of distinct ranks in [0, size), or an error naming the rank.
+void check_new_group_ranks(const std::vector<int>& ranks, int size, const std::string& group);
+
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;

@@ -532,14 +532,7 @@ WorkPtr ProcessGroupInProc::barrier(const BarrierOptions& opts) {
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroupInProc::new_group(const std::vector<int>& ranks) {
-  WEFT_CHECK(!ranks.empty(), "new_group: the rank list is empty");
-  std::vector<int> sorted = ranks;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    WEFT_CHECK(sorted[i] >= 0 && sorted[i] < size(), "new_group: rank ", sorted[i], " is not in ", name(), " (size ",
-               size(), ")");
-    WEFT_CHECK(i == 0 || sorted[i] != sorted[i - 1], "new_group: rank ", sorted[i], " is listed twice");
-  }
+  check_new_group_ranks(ranks, size(), name());
   Issue is;
   is.kind = Kind::NewGroup;
   is.what = "new_group" + ranks_str(ranks);

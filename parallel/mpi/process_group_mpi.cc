@@ -311,14 +311,7 @@ WorkPtr ProcessGroupMPI::barrier(const BarrierOptions& opts) {
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroupMPI::new_group(const std::vector<int>& ranks) {
-  WEFT_CHECK(!ranks.empty(), "new_group: the rank list is empty");
-  std::vector<int> sorted = ranks;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    WEFT_CHECK(sorted[i] >= 0 && sorted[i] < s_->size, "new_group: rank ", sorted[i], " is not in ", s_->name,
-               " (size ", s_->size, ")");
-    WEFT_CHECK(i == 0 || sorted[i] != sorted[i - 1], "new_group: rank ", sorted[i], " is listed twice");
-  }
+  check_new_group_ranks(ranks, s_->size, s_->name);
   std::vector<int> globals;
   uint64_t h = s_->id;
   for (int r : ranks) {
