@@ -23,7 +23,8 @@ declare -A allowed=(
   [optim]="//core //autograd //nn //optim"
   [optim/cuda]="//core //autograd //nn //optim"
   [io]="//core"
-  [parallel]="//core //autograd //nn //optim //io"
+  [parallel]="//core //autograd //nn //optim //io //parallel"
+  [parallel/pipe]="//core //autograd //nn //optim //io //parallel"
 )
 # package -> targets it must see (the layering's own edges, so the check is not vacuous).
 declare -A required=(
@@ -32,11 +33,12 @@ declare -A required=(
   [optim]="//nn:nn //autograd:autograd"
   [io]="//core:core"
   [parallel]="//optim:optim //nn:nn //io:io //core:core"
+  [parallel/pipe]="//core:core //parallel:process_group"
 )
 libraries="//core/... + //autograd/... + //nn/... + //optim/... + //io/... + //parallel/..."
 
 fail=0
-for pkg in core core/cuda autograd nn optim optim/cuda io parallel; do
+for pkg in core core/cuda autograd nn optim optim/cuda io parallel parallel/pipe; do
   viewer="$(q "kind(rule, //$pkg:*)" | head -n 1)"
   if [[ -z "$viewer" ]]; then echo "check_layering: no rule in //$pkg"; fail=1; continue; fi
   seen="$(q "visible($viewer, kind(rule, $libraries) - //$pkg:*)")"
