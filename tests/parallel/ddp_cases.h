@@ -28,6 +28,7 @@
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "parallel/ddp.h"
+#include "parallel/ddp_optim.h"
 #include "tests/testing.h"
 
 #define WEFT_DDP_CASES(X)                                                         \
