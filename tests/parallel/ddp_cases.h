@@ -349,7 +349,9 @@ inline void buffers_broadcast_random_inits_equal(const GroupPtr& g) {
   // Rank 0's initial weight, for everyone.
   Tensor w_rank0 = w_before.clone();
   g->broadcast(w_rank0, {0})->wait();
-  if (g->rank() != 0) EXPECT_FALSE(tensors_near(w_before, w_rank0, 0));
+  if (g->rank() != 0) {
+    EXPECT_FALSE(tensors_near(w_before, w_rank0, 0));
+  }
   DistributedDataParallel ddp(m, g);
   EXPECT_TRUE(tensor_near(m->stat, {1, 1, 1}, 0));
   EXPECT_TRUE(tensors_near(m->lin->parameters()[0], w_rank0, 0));
