@@ -1,13 +1,14 @@
 """Multi-process tests of parallel/: binaries run under mpirun by a script.
 
-mpi_sh_test runs one binary through a script (mpi_test.sh: mpirun -np 2, then
+Usable from any package under tests/. mpi_sh_test runs one binary through a
+script (//tests/parallel:mpi_test.sh: mpirun -np 2, then
 -np 4; fault_test.sh and friends: a scenario and its expected errors) with
-:mpirun.sh in its data and the "multiprocess" tag. mpi_gtest adds the gtest
+//tests/parallel:mpirun.sh in its data and the "multiprocess" tag. mpi_gtest adds the gtest
 binary (with mpi_gtest_main.cc); mpi_scenario_tests makes one test per
 scenario of a driver.
 """
 
-def mpi_sh_test(name, binary, args = [], script = "mpi_test.sh", size = "medium", tags = []):
+def mpi_sh_test(name, binary, args = [], script = "//tests/parallel:mpi_test.sh", size = "medium", tags = []):
     native.sh_test(
         name = name,
         size = size,
@@ -15,7 +16,7 @@ def mpi_sh_test(name, binary, args = [], script = "mpi_test.sh", size = "medium"
         args = ["$(location %s)" % binary] + args,
         data = [
             binary,
-            ":mpirun.sh",
+            "//tests/parallel:mpirun.sh",
         ],
         tags = ["multiprocess"] + tags,
     )
@@ -25,7 +26,7 @@ def mpi_gtest(name, srcs, deps, args = [], size = "medium", tags = []):
     native.cc_binary(
         name = name + "_bin",
         testonly = 1,
-        srcs = srcs + ["mpi_gtest_main.cc"],
+        srcs = srcs + ["//tests/parallel:mpi_gtest_main.cc"],
         deps = deps + ["//third_party:gtest"],
     )
     mpi_sh_test(name = name, binary = ":%s_bin" % name, args = args, size = size, tags = tags)

@@ -1,0 +1,236 @@
+// PipelineRunner (contract in runner.h).
+//
+// Note [boundary messages]: an activation or gradient crossing ranks is two
+// messages with one tag: a header of kHeaderLen int64s (dtype, number of
+// dimensions, the sizes) and the contiguous payload. Both go out in one
+// batch_isend_irecv that is not waited for until the end of the step (sends
+// are buffered in the validator's model); the receiver takes the header, makes
+// the tensor and takes the payload. The tag names the payload, ((micro-batch *
+// stages + sending stage) * 2 + is-gradient) mod 32768, so messages between
+// two ranks match by what they carry, not by the order the two ranks happen to
+// issue them in (interleaved schedules send several stages' activations
+// between the same ranks). Tags only repeat 16384 (stage, micro-batch) pairs
+// apart, and messages with the same tag travel in order.
+//
+// Note [stage boundaries]: every stage's input is a leaf. For stage 0 it is
+// the micro-batch; for the others the received (or, from a stage on this
+// rank, the handed-over and detached) activation, with requires_grad when
+// floating, so B(s, mb) backpropagates the stage's own graph only and its
+// input's .grad is the gradient stage s - 1 needs. The last stage's output is
+// its weighted micro-batch loss.
+#include "parallel/pipe/runner.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "autograd/engine.h"
+#include "core/autograd_meta.h"
+#include "core/error.h"
+#include "core/ops.h"
+#include "parallel/pipe/validate.h"
+
+namespace weft::parallel::pipe {
+
+namespace {
+
+constexpr int64_t kMaxDims = 8;
+constexpr int64_t kHeaderLen = 2 + kMaxDims;
+
+int message_tag(bool grad, int sending_stage, int mb, int num_stages) {
+  const int64_t t = ((int64_t(mb) * num_stages + sending_stage) * 2 + (grad ? 1 : 0)) % 32768;
+  return static_cast<int>(t);
+}
+
+Tensor make_header(const Tensor& t, const std::string& what) {
+  WEFT_CHECK(t.dim() <= kMaxDims, what, ": a tensor of ", t.dim(), " dimensions ", shape_str(t.sizes()),
+             " cannot cross a pipeline boundary (at most ", kMaxDims, ")");
+  Tensor h = zeros({kHeaderLen}, DType::Int64);  // (kHeaderLen,)
+  int64_t* p = h.data_ptr<int64_t>();
+  p[0] = static_cast<int64_t>(t.dtype());
+  p[1] = t.dim();
+  for (int64_t d = 0; d < t.dim(); ++d) p[2 + d] = t.sizes()[d];
+  return h;
+}
+
+Tensor tensor_for_header(const Tensor& h, const std::string& what) {
+  const int64_t* p = h.data_ptr<int64_t>();
+  WEFT_CHECK(p[0] >= 0 && p[0] < kNumDTypes && p[1] >= 0 && p[1] <= kMaxDims, what,
+             ": the boundary header is not one a PipelineRunner sent (dtype ", p[0], ", ", p[1], " dimensions)");
+  Shape sizes(p + 2, p + 2 + p[1]);
+  return empty(sizes, static_cast<DType>(p[0]));
+}
+
+}  // namespace
+
+struct PipelineRunner::StepState {
+  const LossFn* loss_fn = nullptr;
+  std::vector<Tensor> inputs, targets;  // per micro-batch (stage 0's rank; the last stage's)
+  std::vector<double> weights;          // rows_mb / rows
+  // Per local stage, per micro-batch (Note [stage boundaries]).
+  std::vector<std::vector<Tensor>> in, out, grad_out, grad_in;
+  std::vector<std::pair<WorkPtr, std::vector<Tensor>>> sends;  // buffers kept until the end
+  double loss = 0;
+};
+
+PipelineRunner::PipelineRunner(Schedule schedule, std::vector<std::shared_ptr<nn::Module>> stages,
+                               std::shared_ptr<ProcessGroup> group)
+    : schedule_(std::move(schedule)), stages_(std::move(stages)), group_(std::move(group)) {
+  WEFT_CHECK(group_ != nullptr, "PipelineRunner: process group is null");
+  WEFT_CHECK(group_->size() == schedule_.num_ranks, "PipelineRunner: schedule ", schedule_.name, " is for ",
+             schedule_.num_ranks, " ranks but the group has ", group_->size());
+  WEFT_CHECK(!schedule_.split_backward, "PipelineRunner: schedule ", schedule_.name,
+             " splits the backward into B and W, which this runner does not run yet (use gpipe, 1f1b or interleaved)");
+  validate(schedule_);
+  stage_ids_ = schedule_.stages_of_rank(group_->rank());
+  WEFT_CHECK(stages_.size() == stage_ids_.size(), "PipelineRunner: rank ", group_->rank(), " runs ", stage_ids_.size(),
+             " stage(s) of schedule ", schedule_.name, " but was given ", stages_.size(), " module(s)");
+  for (size_t i = 0; i < stages_.size(); ++i)
+    WEFT_CHECK(stages_[i] != nullptr, "PipelineRunner: the module for stage ", stage_ids_[i], " is null");
+}
+
+int PipelineRunner::local(int stage) const {
+  auto it = std::find(stage_ids_.begin(), stage_ids_.end(), stage);
+  return it == stage_ids_.end() ? -1 : static_cast<int>(it - stage_ids_.begin());
+}
+
+std::vector<int64_t> PipelineRunner::microbatch_rows(int64_t rows) const {
+  const int64_t m = schedule_.num_microbatches;
+  WEFT_CHECK(rows >= m, "PipelineRunner: a batch of ", rows, " rows cannot make ", m, " micro-batches");
+  std::vector<int64_t> out(m, rows / m);
+  for (int64_t i = 0; i < rows % m; ++i) ++out[i];
+  return out;
+}
+
+double PipelineRunner::step(const Tensor& input, const Tensor& target, const LossFn& loss_fn) {
+  const int m = schedule_.num_microbatches, n_stages = schedule_.num_stages();
+  const int first = local(0), last = local(n_stages - 1);
+  StepState st;
+  st.loss_fn = &loss_fn;
+  // Split the rows (input on stage 0's rank, target on the last stage's).
+  const Tensor& rows_from = first >= 0 ? input : target;
+  if (first >= 0)
+    WEFT_CHECK(input.defined() && input.dim() >= 1, "PipelineRunner::step: the input is undefined or 0-d");
+  if (last >= 0) {
+    WEFT_CHECK(loss_fn != nullptr, "PipelineRunner::step: no loss function");
+    WEFT_CHECK(target.defined() && target.dim() >= 1, "PipelineRunner::step: the target is undefined or 0-d");
+  }
+  if (first >= 0 || last >= 0) {
+    std::vector<int64_t> rows = microbatch_rows(rows_from.sizes()[0]);
+    if (first >= 0 && last >= 0)
+      WEFT_CHECK(input.sizes()[0] == target.sizes()[0], "PipelineRunner::step: input has ", input.sizes()[0],
+                 " rows but target ", target.sizes()[0]);
+    const double total = static_cast<double>(rows_from.sizes()[0]);
+    int64_t at = 0;
+    for (int mb = 0; mb < m; ++mb) {
+      if (first >= 0) st.inputs.push_back(input.narrow(0, at, rows[mb]));
+      if (last >= 0) st.targets.push_back(target.narrow(0, at, rows[mb]));
+      st.weights.push_back(static_cast<double>(rows[mb]) / total);
+      at += rows[mb];
+    }
+  }
+  for (auto* v : {&st.in, &st.out, &st.grad_out, &st.grad_in}) v->assign(stages_.size(), std::vector<Tensor>(m));
+
+  const std::vector<Action>& actions = schedule_.rank_actions[group_->rank()];
+  for (size_t i = 0; i < actions.size(); ++i) {
+    try {
+      run_action(st, actions[i]);
+    } catch (const Error& e) {
+      WEFT_ERROR("PipelineRunner (schedule ", schedule_.name, ") on rank ", group_->rank(), ": action ", i, " of ",
+                 actions.size(), " (", to_string(actions[i]), ", micro-batch ", actions[i].microbatch,
+                 ") failed: ", e.message());
+    }
+  }
+  for (auto& [work, keep] : st.sends) {
+    try {
+      work->wait();
+    } catch (const Error& e) {
+      WEFT_ERROR("PipelineRunner (schedule ", schedule_.name, ") on rank ", group_->rank(),
+                 ": a send of this step failed: ", e.message());
+    }
+  }
+  // The loss, from the last stage's rank to everyone.
+  Tensor loss = full({1}, st.loss, DType::Float64);
+  if (group_->size() > 1) group_->broadcast(loss, {schedule_.rank_of(n_stages - 1)})->wait();
+  return loss.item<double>();
+}
+
+void PipelineRunner::run_action(StepState& st, const Action& a) {
+  const int s = a.stage, mb = a.microbatch, li = local(s), n_stages = schedule_.num_stages();
+  const std::string what = to_string(a);
+  auto send = [&](const Tensor& t, bool grad) {
+    Tensor payload = t.detach().contiguous();
+    Tensor header = make_header(payload, what);
+    const int tag = message_tag(grad, s, mb, n_stages);
+    WorkPtr w =
+        group_->batch_isend_irecv({P2POp::send(header, a.peer_rank, tag), P2POp::send(payload, a.peer_rank, tag)});
+    st.sends.emplace_back(std::move(w), std::vector<Tensor>{header, payload});
+  };
+  auto receive = [&](bool grad) {
+    const int tag = message_tag(grad, a.peer_stage, mb, n_stages);
+    Tensor header = empty({kHeaderLen}, DType::Int64);
+    group_->batch_isend_irecv({P2POp::recv(header, a.peer_rank, tag)})->wait();
+    Tensor t = tensor_for_header(header, what);
+    group_->batch_isend_irecv({P2POp::recv(t, a.peer_rank, tag)})->wait();
+    return t;
+  };
+  switch (a.kind) {
+    case ActionKind::kRecvActivation: {
+      Tensor x = receive(false);
+      if (x.is_floating_point()) x.requires_grad_(true);
+      st.in[li][mb] = x;
+      return;
+    }
+    case ActionKind::kRecvGrad: {
+      Tensor g = receive(true);
+      const Tensor& y = st.out[li][mb];
+      WEFT_CHECK(y.defined() && g.sizes() == y.sizes() && g.dtype() == y.dtype(), "the gradient from stage ",
+                 a.peer_stage, " has shape ", shape_str(g.sizes()), " and dtype ", g.dtype(), " but stage ", s,
+                 "'s output has ", y.defined() ? shape_str(y.sizes()) : std::string("none"), " and ",
+                 y.defined() ? dtype_name(y.dtype()) : "none");
+      st.grad_out[li][mb] = g;
+      return;
+    }
+    case ActionKind::kSendActivation: send(st.out[li][mb], false); return;
+    case ActionKind::kSendGrad: send(st.grad_in[li][mb], true); return;
+    case ActionKind::kForward: {
+      Tensor x;
+      if (s == 0) {
+        x = st.inputs[mb];
+      } else if (local(s - 1) >= 0) {  // Note [stage boundaries]
+        x = st.out[local(s - 1)][mb].detach();
+        if (x.is_floating_point()) x.requires_grad_(true);
+        st.in[li][mb] = x;
+      } else {
+        x = st.in[li][mb];
+      }
+      Tensor y = (*stages_[li])(x);
+      if (s == n_stages - 1) {
+        Tensor loss = (*st.loss_fn)(y, st.targets[mb]);
+        WEFT_CHECK(loss.numel() == 1, "the loss function returned ", shape_str(loss.sizes()), " for micro-batch ", mb,
+                   "; it must return one element");
+        st.loss += loss.detach().to(DType::Float64).item<double>() * st.weights[mb];
+        y = mul(loss, full_like(loss, st.weights[mb]));
+      }
+      st.out[li][mb] = y;
+      return;
+    }
+    case ActionKind::kBackward: {
+      Tensor y = st.out[li][mb];
+      WEFT_CHECK(y.requires_grad(), "stage ", s, "'s output for micro-batch ", mb,
+                 " does not require grad: nothing to backpropagate");
+      if (s == n_stages - 1) autograd::backward(y);
+      else autograd::backward({y}, {st.grad_out[li][mb]});
+      if (s > 0) {
+        Tensor x = st.in[li][mb];
+        Tensor g = x.grad().defined() ? x.grad() : zeros_like(x);
+        if (local(s - 1) >= 0) st.grad_out[local(s - 1)][mb] = g;
+        else st.grad_in[li][mb] = g;
+      }
+      st.in[li][mb] = st.out[li][mb] = st.grad_out[li][mb] = Tensor();
+      return;
+    }
+    case ActionKind::kWeight: WEFT_ERROR("W actions are not run by this runner");
+  }
+}
+
+}  // namespace weft::parallel::pipe

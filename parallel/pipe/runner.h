@@ -1,0 +1,76 @@
+// PipelineRunner: runs a Schedule (schedule.h) for one rank's stages of a
+// pipeline over a ProcessGroup, one training step at a time (fairscale's
+// AsyncPipe, multi-process: one or more stages per rank).
+//
+// Contract:
+// - Construction: `schedule` must pass validate() (a schedule that would miss
+//   an input, leave a message unmatched or deadlock is refused naming the rank
+//   and action); group->size() == schedule.num_ranks; `stages` holds this
+//   rank's stage modules in increasing stage order
+//   (schedule.stages_of_rank(group->rank())). Schedules that split the
+//   backward into B and W (zb-h1) are refused for now.
+// - step(input, target, loss_fn): one forward and backward over
+//   num_microbatches micro-batches. input and target are the whole batch
+//   (input is read on the rank of stage 0, target on the rank of the last
+//   stage; other ranks may pass undefined tensors). Rows are split along dim 0
+//   into micro-batches as torch.tensor_split does: sizes differ by at most one,
+//   the larger first, so a batch that does not divide by the micro-batch count
+//   has smaller last micro-batches; fewer rows than micro-batches is an error.
+//   The last stage computes loss_fn(output_mb, target_mb) per micro-batch and
+//   backpropagates it weighted by rows_mb / rows, so parameter gradients
+//   accumulate (into .grad, as in one process) to those of the row-weighted
+//   mean loss: for mean-reduced losses, exactly the whole batch's loss. step()
+//   returns that loss on every rank (broadcast from the last stage's rank).
+// - Boundaries (Note [boundary messages] in runner.cc): each activation and
+//   gradient crosses ranks as a shape header then the payload, through
+//   batch_isend_irecv; sends are never waited for before the end of the step
+//   (the validator's buffered-send rule), receives block when their action
+//   comes. Shapes may change between steps and micro-batches. Neighbour stages
+//   on one rank hand tensors over directly.
+// - Errors: a failure in any action (a receive that times out, a stage that
+//   throws, a message of the wrong shape) is rethrown naming this rank, the
+//   action's index and text (e.g. "RecvAct1.3<-s0@r0") and the micro-batch;
+//   peers waiting on this rank then time out naming it as missing.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/module.h"
+#include "parallel/pipe/schedule.h"
+#include "parallel/process_group.h"
+
+namespace weft::parallel::pipe {
+
+// The loss of one micro-batch: a one-element tensor (mean-reduced for the
+// step's loss to equal the whole batch's).
+using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+
+class PipelineRunner {
+ public:
+  PipelineRunner(Schedule schedule, std::vector<std::shared_ptr<nn::Module>> stages,
+                 std::shared_ptr<ProcessGroup> group);
+
+  double step(const Tensor& input, const Tensor& target, const LossFn& loss_fn);
+
+  const Schedule& schedule() const { return schedule_; }
+  // This rank's stage numbers and modules, in increasing stage order.
+  const std::vector<int>& stage_ids() const { return stage_ids_; }
+  const std::vector<std::shared_ptr<nn::Module>>& stages() const { return stages_; }
+  // The rows of each micro-batch for a batch of `rows` (tensor_split sizes).
+  std::vector<int64_t> microbatch_rows(int64_t rows) const;
+
+ private:
+  struct StepState;
+  void run_action(StepState& st, const Action& a);
+  int local(int stage) const;
+
+  Schedule schedule_;
+  std::vector<int> stage_ids_;
+  std::vector<std::shared_ptr<nn::Module>> stages_;
+  std::shared_ptr<ProcessGroup> group_;
+};
+
+}  // namespace weft::parallel::pipe

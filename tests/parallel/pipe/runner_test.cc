@@ -1,0 +1,182 @@
+// Transparency of PipelineRunner with ranks as threads (//parallel:inproc): for
+// gpipe, 1f1b and interleaved schedules, balances and micro-batch counts
+// (uneven ones included), the step's loss and every parameter's gradient equal
+// the unpartitioned model's on the whole batch within 1e-5; a second step
+// with other shapes; argument errors; a stage that throws named on its rank.
+#include "parallel/pipe/runner.h"
+
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/nn_ops.h"
+#include "core/ops.h"
+#include "core/rng.h"
+#include "nn/nn.h"
+#include "parallel/inproc/process_group_inproc.h"
+#include "parallel/pipe/generators.h"
+#include "tests/testing.h"
+
+namespace weft::parallel::pipe {
+namespace {
+
+constexpr int64_t kIn = 6, kHidden = 12, kOut = 4, kLayers = 12;
+
+// 12 children: (Linear, Tanh) x 5, Linear, Tanh, the same weights for a seed.
+std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed = 7) {
+  manual_seed(seed);
+  auto m = std::make_shared<nn::Sequential>();
+  for (int i = 0; i < kLayers / 2; ++i) {
+    m->push_back(std::make_shared<nn::Linear>(i == 0 ? kIn : kHidden, i == kLayers / 2 - 1 ? kOut : kHidden));
+    m->push_back(std::make_shared<nn::Tanh>());
+  }
+  return m;
+}
+
+Tensor mse(const Tensor& out, const Tensor& target) { return mse_loss(out, target); }
+
+// Stage modules for `rank` under `balance` (children per stage).
+std::vector<std::shared_ptr<nn::Module>> stages_for(const nn::Sequential& model, const Schedule& sched,
+                                                    const std::vector<int>& balance, int rank) {
+  std::vector<int> begin(balance.size() + 1, 0);
+  std::partial_sum(balance.begin(), balance.end(), begin.begin() + 1);
+  std::vector<std::shared_ptr<nn::Module>> out;
+  for (int s : sched.stages_of_rank(rank)) out.push_back(model.slice(begin[s], begin[s + 1]));
+  return out;
+}
+
+// As even as possible, earlier stages larger.
+std::vector<int> even_balance(int stages) {
+  std::vector<int> b(stages, kLayers / stages);
+  for (int i = 0; i < kLayers % stages; ++i) ++b[i];
+  return b;
+}
+
+struct Case {
+  ScheduleKind kind;
+  int ranks, microbatches, virtual_stages;
+  std::vector<int> balance;  // empty: even
+  int64_t rows;
+};
+
+std::string describe(const Case& c) {
+  return schedule_name(c.kind) + " ranks=" + std::to_string(c.ranks) + " m=" + std::to_string(c.microbatches) +
+         " v=" + std::to_string(c.virtual_stages) + " rows=" + std::to_string(c.rows);
+}
+
+// One step on `c` against the unpartitioned model; returns nothing, EXPECTs.
+void check_transparent(const Case& c, int steps = 1) {
+  SCOPED_TRACE(describe(c));
+  auto ref = make_mlp(), piped = make_mlp();
+  const Schedule sched = make_schedule(c.kind, c.ranks, c.microbatches, c.virtual_stages);
+  const std::vector<int> balance = c.balance.empty() ? even_balance(sched.num_stages()) : c.balance;
+  for (int step = 0; step < steps; ++step) {
+    const int64_t rows = c.rows + step * 3;  // shapes change between steps
+    manual_seed(100 + step);
+    Tensor x = randn({rows, kIn}), y = randn({rows, kOut});
+    ref->zero_grad();
+    piped->zero_grad();
+    Tensor ref_loss = mse(ref->forward(x), y);
+    ref_loss.backward();
+    const double want = ref_loss.item<double>();
+    std::vector<double> losses(c.ranks, -1);
+    run_ranks(c.ranks, [&](std::shared_ptr<ProcessGroup> g) {
+      PipelineRunner runner(sched, stages_for(*piped, sched, balance, g->rank()), g);
+      losses[g->rank()] = runner.step(x, y, mse);
+    });
+    for (int r = 0; r < c.ranks; ++r) EXPECT_NEAR(losses[r], want, 1e-6) << "rank " << r << " step " << step;
+    auto got = piped->named_parameters(), exp = ref->named_parameters();
+    ASSERT_EQ(got.size(), exp.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].first, exp[i].first);
+      ASSERT_TRUE(got[i].second.grad().defined()) << got[i].first;
+      EXPECT_TRUE(testing::tensors_near(got[i].second.grad(), exp[i].second.grad(), 1e-5)) << got[i].first << " step " << step;
+    }
+  }
+}
+
+TEST(PipelineRunner, GPipeEqualsTheWholeModel) {
+  for (int ranks : {2, 3, 4})
+    for (int m : {1, 2, 4}) check_transparent({ScheduleKind::kGPipe, ranks, m, 1, {}, 8});
+}
+
+TEST(PipelineRunner, OneFOneBEqualsTheWholeModel) {
+  for (int ranks : {2, 4})
+    for (int m : {1, 3, 4, 8}) check_transparent({ScheduleKind::k1F1B, ranks, m, 1, {}, 8});
+}
+
+TEST(PipelineRunner, InterleavedTwoStagesPerRankEqualsTheWholeModel) {
+  check_transparent({ScheduleKind::kInterleaved1F1B, 2, 4, 2, {}, 8});
+  check_transparent({ScheduleKind::kInterleaved1F1B, 2, 2, 3, {}, 6});
+  check_transparent({ScheduleKind::kInterleaved1F1B, 3, 6, 2, {}, 12});
+  check_transparent({ScheduleKind::kGPipe, 2, 4, 2, {}, 8});  // looped BFS
+}
+
+TEST(PipelineRunner, UnevenBalanceAndBatchesThatDoNotDivide) {
+  check_transparent({ScheduleKind::k1F1B, 2, 4, 1, {2, 10}, 10});    // 10 rows: 3, 3, 2, 2
+  check_transparent({ScheduleKind::kGPipe, 3, 4, 1, {7, 1, 4}, 7});  // 2, 2, 2, 1
+  check_transparent({ScheduleKind::k1F1B, 4, 3, 1, {1, 1, 1, 9}, 5});
+}
+
+TEST(PipelineRunner, ShapesMayChangeBetweenSteps) {
+  check_transparent({ScheduleKind::k1F1B, 2, 4, 1, {}, 9}, /*steps=*/3);
+}
+
+TEST(PipelineRunner, MicrobatchRowsFollowTensorSplit) {
+  run_ranks(1, [](std::shared_ptr<ProcessGroup> g) {
+    auto model = make_mlp();
+    PipelineRunner r(make_schedule(ScheduleKind::kGPipe, 1, 4), {model}, g);
+    EXPECT_EQ(r.microbatch_rows(10), (std::vector<int64_t>{3, 3, 2, 2}));
+    EXPECT_EQ(r.microbatch_rows(8), (std::vector<int64_t>{2, 2, 2, 2}));
+    EXPECT_WEFT_ERROR(r.microbatch_rows(3), "a batch of 3 rows cannot make 4 micro-batches");
+  });
+}
+
+TEST(PipelineRunner, ArgumentErrorsAreNamed) {
+  run_ranks(2, [](std::shared_ptr<ProcessGroup> g) {
+    auto model = make_mlp();
+    EXPECT_WEFT_ERROR(PipelineRunner(make_schedule(ScheduleKind::kGPipe, 3, 2), {model}, g),
+                      "schedule gpipe is for 3 ranks but the group has 2");
+    EXPECT_WEFT_ERROR(PipelineRunner(make_schedule(ScheduleKind::kGPipe, 2, 2), {model, model}, g),
+                      "runs 1 stage(s) of schedule gpipe but was given 2 module(s)");
+    EXPECT_WEFT_ERROR(PipelineRunner(make_schedule(ScheduleKind::kZeroBubbleH1, 2, 2), {model}, g),
+                      "schedule zb-h1 splits the backward into B and W");
+    Schedule broken = make_schedule(ScheduleKind::k1F1B, 2, 2);
+    std::swap(broken.rank_actions[1].front(), broken.rank_actions[1].back());
+    EXPECT_WEFT_ERROR(PipelineRunner(broken, {model}, g), "schedule 1f1b: rank 1 action 0");
+  });
+}
+
+TEST(PipelineRunner, AStageThatThrowsIsNamedOnItsRankAndItsPeerFails) {
+  auto model = make_mlp(), other = make_mlp(9);
+  const Schedule sched = make_schedule(ScheduleKind::k1F1B, 2, 2);
+  std::vector<std::string> errors(2);
+  RunRanksOptions o;
+  o.timeout = std::chrono::seconds(20);
+  EXPECT_THROW(run_ranks(
+                   2,
+                   [&](std::shared_ptr<ProcessGroup> g) {
+                     // Rank 1's stage expects 6 inputs, not 12: its Linear throws.
+                     auto stage = (g->rank() == 0 ? model : other)->slice(0, 6);
+                     PipelineRunner runner(sched, {stage}, g);
+                     try {
+                       runner.step(randn({4, kIn}), randn({4, kOut}), mse);
+                     } catch (const Error& e) {
+                       errors[g->rank()] = e.message();
+                       throw;
+                     }
+                   },
+                   o),
+               Error);
+  EXPECT_NE(errors[1].find("PipelineRunner (schedule 1f1b) on rank 1: action 1 of"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("(F1.0, micro-batch 0) failed"), std::string::npos) << errors[1];
+  // Rank 0 waits for the gradient rank 1 never sends: named, not a hang.
+  EXPECT_NE(errors[0].find("PipelineRunner (schedule 1f1b) on rank 0"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("RecvGrad0.0<-s1@r1"), std::string::npos) << errors[0];
+}
+
+}  // namespace
+}  // namespace weft::parallel::pipe
