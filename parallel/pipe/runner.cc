@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "autograd/checkpoint.h"
 #include "autograd/engine.h"
 #include "core/autograd_meta.h"
 #include "core/error.h"
@@ -72,9 +73,25 @@ struct PipelineRunner::StepState {
   double loss = 0;
 };
 
+CheckpointMode parse_checkpoint_mode(const std::string& name) {
+  if (name == "always") return CheckpointMode::kAlways;
+  if (name == "except_last") return CheckpointMode::kExceptLast;
+  if (name == "never") return CheckpointMode::kNever;
+  WEFT_ERROR("checkpoint mode '", name, "' is not one of 'always', 'except_last', 'never'");
+}
+
+std::string checkpoint_mode_name(CheckpointMode mode) {
+  switch (mode) {
+    case CheckpointMode::kAlways: return "always";
+    case CheckpointMode::kExceptLast: return "except_last";
+    case CheckpointMode::kNever: return "never";
+  }
+  return "?";
+}
+
 PipelineRunner::PipelineRunner(Schedule schedule, std::vector<std::shared_ptr<nn::Module>> stages,
-                               std::shared_ptr<ProcessGroup> group)
-    : schedule_(std::move(schedule)), stages_(std::move(stages)), group_(std::move(group)) {
+                               std::shared_ptr<ProcessGroup> group, RunnerOptions options)
+    : schedule_(std::move(schedule)), stages_(std::move(stages)), group_(std::move(group)), options_(options) {
   WEFT_CHECK(group_ != nullptr, "PipelineRunner: process group is null");
   WEFT_CHECK(group_->size() == schedule_.num_ranks, "PipelineRunner: schedule ", schedule_.name, " is for ",
              schedule_.num_ranks, " ranks but the group has ", group_->size());
@@ -203,7 +220,16 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
       } else {
         x = st.in[li][mb];
       }
-      Tensor y = (*stages_[li])(x);
+      const int checkpoint_stop = options_.checkpoint == CheckpointMode::kAlways       ? schedule_.num_microbatches
+                                  : options_.checkpoint == CheckpointMode::kExceptLast ? schedule_.num_microbatches - 1
+                                                                                       : 0;
+      Tensor y;
+      if (mb < checkpoint_stop && GradMode::is_enabled()) {
+        std::shared_ptr<nn::Module> stage = stages_[li];
+        y = autograd::checkpoint([stage](const std::vector<Tensor>& in) { return (*stage)(in[0]); }, {x});
+      } else {
+        y = (*stages_[li])(x);
+      }
       if (s == n_stages - 1) {
         Tensor loss = (*st.loss_fn)(y, st.targets[mb]);
         WEFT_CHECK(loss.numel() == 1, "the loss function returned ", shape_str(loss.sizes()), " for micro-batch ", mb,

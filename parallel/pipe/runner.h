@@ -27,6 +27,13 @@
 //   (the validator's buffered-send rule), receives block when their action
 //   comes. Shapes may change between steps and micro-batches. Neighbour stages
 //   on one rank hand tensors over directly.
+// - Checkpointing (fairscale's modes): micro-batches below the checkpoint
+//   stop (kAlways: every one; kExceptLast, the default: all but the last;
+//   kNever: none) run each stage's forward under autograd::checkpoint, so
+//   only the stage inputs are kept and B recomputes the stage's activations
+//   with the RNG state the forward saw (dropout draws the same masks). The
+//   last micro-batch's backward follows its forward soonest, so keeping its
+//   activations costs least.
 // - Errors: a failure in any action (a receive that times out, a stage that
 //   throws, a message of the wrong shape) is rethrown naming this rank, the
 //   action's index and text (e.g. "RecvAct1.3<-s0@r0") and the micro-batch;
@@ -35,6 +42,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -44,6 +52,15 @@
 
 namespace weft::parallel::pipe {
 
+enum class CheckpointMode { kAlways, kExceptLast, kNever };
+// "always", "except_last", "never"; anything else is an error naming it.
+CheckpointMode parse_checkpoint_mode(const std::string& name);
+std::string checkpoint_mode_name(CheckpointMode mode);
+
+struct RunnerOptions {
+  CheckpointMode checkpoint = CheckpointMode::kExceptLast;
+};
+
 // The loss of one micro-batch: a one-element tensor (mean-reduced for the
 // step's loss to equal the whole batch's).
 using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
@@ -51,11 +68,12 @@ using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>
 class PipelineRunner {
  public:
   PipelineRunner(Schedule schedule, std::vector<std::shared_ptr<nn::Module>> stages,
-                 std::shared_ptr<ProcessGroup> group);
+                 std::shared_ptr<ProcessGroup> group, RunnerOptions options = {});
 
   double step(const Tensor& input, const Tensor& target, const LossFn& loss_fn);
 
   const Schedule& schedule() const { return schedule_; }
+  const RunnerOptions& options() const { return options_; }
   // This rank's stage numbers and modules, in increasing stage order.
   const std::vector<int>& stage_ids() const { return stage_ids_; }
   const std::vector<std::shared_ptr<nn::Module>>& stages() const { return stages_; }
@@ -71,6 +89,7 @@ class PipelineRunner {
   std::vector<int> stage_ids_;
   std::vector<std::shared_ptr<nn::Module>> stages_;
   std::shared_ptr<ProcessGroup> group_;
+  RunnerOptions options_;
 };
 
 }  // namespace weft::parallel::pipe

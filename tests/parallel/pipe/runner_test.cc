@@ -5,6 +5,7 @@
 // with other shapes; argument errors; a stage that throws named on its rank.
 #include "parallel/pipe/runner.h"
 
+#include <atomic>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -60,11 +61,13 @@ struct Case {
   int ranks, microbatches, virtual_stages;
   std::vector<int> balance;  // empty: even
   int64_t rows;
+  CheckpointMode checkpoint = CheckpointMode::kExceptLast;
 };
 
 std::string describe(const Case& c) {
   return schedule_name(c.kind) + " ranks=" + std::to_string(c.ranks) + " m=" + std::to_string(c.microbatches) +
-         " v=" + std::to_string(c.virtual_stages) + " rows=" + std::to_string(c.rows);
+         " v=" + std::to_string(c.virtual_stages) + " rows=" + std::to_string(c.rows) +
+         " checkpoint=" + checkpoint_mode_name(c.checkpoint);
 }
 
 // One step on `c` against the unpartitioned model; returns nothing, EXPECTs.
@@ -84,7 +87,7 @@ void check_transparent(const Case& c, int steps = 1) {
     const double want = ref_loss.item<double>();
     std::vector<double> losses(c.ranks, -1);
     run_ranks(c.ranks, [&](std::shared_ptr<ProcessGroup> g) {
-      PipelineRunner runner(sched, stages_for(*piped, sched, balance, g->rank()), g);
+      PipelineRunner runner(sched, stages_for(*piped, sched, balance, g->rank()), g, {c.checkpoint});
       losses[g->rank()] = runner.step(x, y, mse);
     });
     for (int r = 0; r < c.ranks; ++r) EXPECT_NEAR(losses[r], want, 1e-6) << "rank " << r << " step " << step;
@@ -93,7 +96,8 @@ void check_transparent(const Case& c, int steps = 1) {
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_EQ(got[i].first, exp[i].first);
       ASSERT_TRUE(got[i].second.grad().defined()) << got[i].first;
-      EXPECT_TRUE(testing::tensors_near(got[i].second.grad(), exp[i].second.grad(), 1e-5)) << got[i].first << " step " << step;
+      EXPECT_TRUE(testing::tensors_near(got[i].second.grad(), exp[i].second.grad(), 1e-5))
+          << got[i].first << " step " << step;
     }
   }
 }
@@ -119,6 +123,65 @@ TEST(PipelineRunner, UnevenBalanceAndBatchesThatDoNotDivide) {
   check_transparent({ScheduleKind::k1F1B, 2, 4, 1, {2, 10}, 10});    // 10 rows: 3, 3, 2, 2
   check_transparent({ScheduleKind::kGPipe, 3, 4, 1, {7, 1, 4}, 7});  // 2, 2, 2, 1
   check_transparent({ScheduleKind::k1F1B, 4, 3, 1, {1, 1, 1, 9}, 5});
+}
+
+TEST(PipelineRunner, EveryCheckpointModeEqualsTheWholeModel) {
+  for (CheckpointMode mode : {CheckpointMode::kAlways, CheckpointMode::kExceptLast, CheckpointMode::kNever}) {
+    check_transparent({ScheduleKind::k1F1B, 2, 4, 1, {}, 8, mode});
+    check_transparent({ScheduleKind::kGPipe, 3, 3, 1, {}, 7, mode});
+    check_transparent({ScheduleKind::kInterleaved1F1B, 2, 4, 2, {}, 8, mode});
+  }
+  EXPECT_EQ(parse_checkpoint_mode("except_last"), CheckpointMode::kExceptLast);
+  EXPECT_WEFT_ERROR(parse_checkpoint_mode("sometimes"),
+                    "checkpoint mode 'sometimes' is not one of 'always', 'except_last', 'never'");
+}
+
+// Tanh that counts its forwards (checkpointed micro-batches run twice).
+class CountingTanh : public nn::Module {
+ public:
+  CountingTanh() : nn::Module("CountingTanh") {}
+  Tensor forward(const Tensor& x) override {
+    ++calls;
+    return tanh(x);
+  }
+  std::atomic<int> calls{0};
+};
+
+TEST(PipelineRunner, CheckpointedMicroBatchesAreRecomputed) {
+  const int m = 4;
+  for (auto [mode, want] : {std::pair{CheckpointMode::kAlways, 2 * m},
+                            std::pair{CheckpointMode::kExceptLast, 2 * m - 1}, std::pair{CheckpointMode::kNever, m}}) {
+    auto counter = std::make_shared<CountingTanh>();
+    auto stage0 = nn::Sequential::of(std::make_shared<nn::Linear>(kIn, kHidden), counter);
+    auto stage1 = nn::Sequential::of(std::make_shared<nn::Linear>(kHidden, kOut));
+    run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
+      PipelineRunner r(make_schedule(ScheduleKind::k1F1B, 2, m), {g->rank() == 0 ? stage0 : stage1}, g, {mode});
+      r.step(randn({8, kIn}), randn({8, kOut}), mse);
+    });
+    EXPECT_EQ(counter->calls.load(), want) << checkpoint_mode_name(mode);
+  }
+}
+
+TEST(PipelineRunner, RecomputationDrawsTheSameDropoutMasks) {
+  // Dropout on the last stage only (its rank alone draws random numbers): the
+  // checkpointed step must reproduce the plain step's masks exactly.
+  std::vector<std::vector<Tensor>> grads;
+  for (CheckpointMode mode : {CheckpointMode::kNever, CheckpointMode::kAlways}) {
+    manual_seed(3);
+    auto stage0 = nn::Sequential::of(std::make_shared<nn::Linear>(kIn, kHidden), std::make_shared<nn::Tanh>());
+    auto stage1 = nn::Sequential::of(std::make_shared<nn::Dropout>(0.5), std::make_shared<nn::Linear>(kHidden, kOut));
+    Tensor x = randn({8, kIn}), y = randn({8, kOut});
+    manual_seed(4);
+    run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
+      PipelineRunner r(make_schedule(ScheduleKind::kGPipe, 2, 4), {g->rank() == 0 ? stage0 : stage1}, g, {mode});
+      r.step(x, y, mse);
+    });
+    grads.emplace_back();
+    for (auto& p : stage0->parameters()) grads.back().push_back(p.grad());
+    for (auto& p : stage1->parameters()) grads.back().push_back(p.grad());
+  }
+  for (size_t i = 0; i < grads[0].size(); ++i)
+    EXPECT_TRUE(testing::tensors_near(grads[0][i], grads[1][i], 0)) << "parameter " << i;
 }
 
 TEST(PipelineRunner, ShapesMayChangeBetweenSteps) {
