@@ -1,0 +1,103 @@
+// Pipe (contract in pipe.h).
+#include "parallel/pipe/pipe.h"
+
+#include <numeric>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace weft::parallel::pipe {
+
+namespace {
+
+std::string list_str(const std::vector<int>& v) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << "]";
+  return os.str();
+}
+
+}  // namespace
+
+Schedule Pipe::prepare(size_t num_layers, const ProcessGroup* group) {
+  WEFT_CHECK(group != nullptr, "Pipe: process group is null");
+  WEFT_CHECK(!balance_.empty(), "Pipe: balance is empty");
+  for (int b : balance_)
+    WEFT_CHECK(b > 0, "Pipe: all balance numbers must be positive integers (balance: ", list_str(balance_), ")");
+  const int64_t total = std::accumulate(balance_.begin(), balance_.end(), int64_t(0));
+  WEFT_CHECK(total == static_cast<int64_t>(num_layers),
+             "Pipe: the module and the sum of balance have different "
+             "lengths (module: ",
+             num_layers, ", sum of balance: ", total, ")");
+  WEFT_CHECK(options_.chunks > 0, "Pipe: the number of chunks must be a positive integer, got ", options_.chunks);
+  WEFT_CHECK(options_.virtual_stages > 0, "Pipe: virtual_stages must be a positive integer, got ",
+             options_.virtual_stages);
+  const int64_t need = static_cast<int64_t>(group->size()) * options_.virtual_stages;
+  WEFT_CHECK(static_cast<int64_t>(balance_.size()) == need, "Pipe: balance ", list_str(balance_), " has ",
+             balance_.size(), " stages but the group has ", group->size(), " rank(s) with ", options_.virtual_stages,
+             " stage(s) each (", need, " stages)");
+  return make_schedule(options_.schedule, group->size(), options_.chunks, options_.virtual_stages);
+}
+
+std::vector<int> Pipe::stage_bounds() const {
+  std::vector<int> b(balance_.size() + 1, 0);
+  std::partial_sum(balance_.begin(), balance_.end(), b.begin() + 1);
+  return b;
+}
+
+void Pipe::start(std::shared_ptr<ProcessGroup> group, Schedule schedule) {
+  for (auto& part : partitions_)
+    for (auto& layer : part->modules()) layers_.push_back(layer);
+  std::vector<std::shared_ptr<nn::Module>> stages(partitions_.begin(), partitions_.end());
+  runner_ = std::make_unique<PipelineRunner>(std::move(schedule), std::move(stages), std::move(group),
+                                             RunnerOptions{options_.checkpoint});
+}
+
+Pipe::Pipe(const std::shared_ptr<nn::Sequential>& module, std::vector<int> balance, std::shared_ptr<ProcessGroup> group,
+           PipeOptions options)
+    : balance_(std::move(balance)), options_(options) {
+  WEFT_CHECK(module != nullptr, "Pipe: module is null");
+  Schedule sched = prepare(module->size(), group.get());
+  const std::vector<int> bounds = stage_bounds();
+  for (int s : sched.stages_of_rank(group->rank())) partitions_.push_back(module->slice(bounds[s], bounds[s + 1]));
+  start(std::move(group), std::move(sched));
+}
+
+Pipe::Pipe(const std::vector<LayerFactory>& layers, std::vector<int> balance, std::shared_ptr<ProcessGroup> group,
+           PipeOptions options)
+    : balance_(std::move(balance)), options_(options) {
+  Schedule sched = prepare(layers.size(), group.get());
+  const std::vector<int> bounds = stage_bounds();
+  for (int s : sched.stages_of_rank(group->rank())) {
+    auto part = std::make_shared<nn::Sequential>();
+    for (int i = bounds[s]; i < bounds[s + 1]; ++i) {
+      WEFT_CHECK(layers[i] != nullptr, "Pipe: the factory of layer ", i, " is empty");
+      std::shared_ptr<nn::Module> layer = layers[i]();
+      WEFT_CHECK(layer != nullptr, "Pipe: the factory of layer ", i, " returned null");
+      part->push_back(std::to_string(i), std::move(layer));
+    }
+    partitions_.push_back(std::move(part));
+  }
+  start(std::move(group), std::move(sched));
+}
+
+std::vector<Tensor> Pipe::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, p] : named_parameters()) out.push_back(p);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Pipe::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& part : partitions_)
+    for (auto& np : part->named_parameters()) out.push_back(np);
+  return out;
+}
+
+std::shared_ptr<nn::Module> Pipe::operator[](size_t i) const {
+  WEFT_CHECK(i < layers_.size(), "Pipe: layer ", i, " is out of range: this rank holds ", layers_.size(), " layer(s)");
+  return layers_[i];
+}
+
+}  // namespace weft::parallel::pipe

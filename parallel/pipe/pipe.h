@@ -1,0 +1,94 @@
+// Pipe: a sequential model partitioned across the ranks of a process group and
+// trained with pipelined micro-batches, in the shape fairscale's AsyncPipe and
+// torch.distributed.pipelining users know. A front end over PipelineRunner.
+//
+// Contract:
+// - Pipe(module, balance, group, options): `balance` gives the number of
+//   consecutive layers (children of `module`) of each stage; there are
+//   group->size() * options.virtual_stages stages, stage s on rank
+//   s % group->size() (looped placement, so with one stage per rank stage r is
+//   rank r). Every rank holds the module (built from the same seed or loaded
+//   from one checkpoint) and keeps only its stages' layers
+//   (Sequential::slice: parameter names stay the whole model's).
+// - Pipe(layers, balance, group, options): lazy construction, as AsyncPipe's
+//   LazyModule list: `layers[i]` builds layer i; each rank calls only the
+//   factories of its own stages, so a model too big for one process can be
+//   trained. Layer i is named "i" (as the i-th child of a Sequential would be).
+// - Argument checks (fairscale's, as weft::Error naming the values): sum of
+//   balance equals the number of layers; every entry positive; chunks
+//   positive; virtual_stages positive; balance has group->size() *
+//   virtual_stages entries; the schedule runs (zb is not supported yet).
+// - step(input, target, loss_fn) runs one training step over `chunks`
+//   micro-batches with options.schedule (default gpipe, AsyncPipe's
+//   fill-drain) and checkpoint mode (default except_last), accumulating the
+//   local parameters' gradients, and returns the whole batch's loss on every
+//   rank (PipelineRunner::step's contract).
+// - parameters() / named_parameters(): this rank's, for its optimizer. size(),
+//   operator[] and iteration go over this rank's layers in order.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nn/container.h"
+#include "parallel/pipe/generators.h"
+#include "parallel/pipe/runner.h"
+#include "parallel/process_group.h"
+
+namespace weft::parallel::pipe {
+
+using LayerFactory = std::function<std::shared_ptr<nn::Module>()>;
+
+struct PipeOptions {
+  int chunks = 1;  // micro-batches per step
+  CheckpointMode checkpoint = CheckpointMode::kExceptLast;
+  ScheduleKind schedule = ScheduleKind::kGPipe;
+  int virtual_stages = 1;  // stages per rank (interleaved)
+};
+
+class Pipe {
+ public:
+  Pipe(const std::shared_ptr<nn::Sequential>& module, std::vector<int> balance, std::shared_ptr<ProcessGroup> group,
+       PipeOptions options = {});
+  Pipe(const std::vector<LayerFactory>& layers, std::vector<int> balance, std::shared_ptr<ProcessGroup> group,
+       PipeOptions options = {});
+
+  double step(const Tensor& input, const Tensor& target, const LossFn& loss_fn) {
+    return runner_->step(input, target, loss_fn);
+  }
+
+  std::vector<Tensor> parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+
+  // This rank's layers, in order.
+  size_t size() const { return layers_.size(); }
+  std::shared_ptr<nn::Module> operator[](size_t i) const;
+  std::vector<std::shared_ptr<nn::Module>>::const_iterator begin() const { return layers_.begin(); }
+  std::vector<std::shared_ptr<nn::Module>>::const_iterator end() const { return layers_.end(); }
+
+  const std::vector<int>& balance() const { return balance_; }
+  const PipeOptions& options() const { return options_; }
+  const Schedule& schedule() const { return runner_->schedule(); }
+  // This rank's stages (one Sequential each) and their stage numbers.
+  const std::vector<std::shared_ptr<nn::Sequential>>& partitions() const { return partitions_; }
+  const std::vector<int>& stage_ids() const { return runner_->stage_ids(); }
+  PipelineRunner& runner() { return *runner_; }
+
+ private:
+  // Checks the arguments against `num_layers` and makes the schedule.
+  Schedule prepare(size_t num_layers, const ProcessGroup* group);
+  void start(std::shared_ptr<ProcessGroup> group, Schedule schedule);
+  // First layer index of each stage, and one past the last.
+  std::vector<int> stage_bounds() const;
+
+  std::vector<int> balance_;
+  PipeOptions options_;
+  std::vector<std::shared_ptr<nn::Sequential>> partitions_;
+  std::vector<std::shared_ptr<nn::Module>> layers_;
+  std::unique_ptr<PipelineRunner> runner_;
+};
+
+}  // namespace weft::parallel::pipe

@@ -1,0 +1,163 @@
+// Pipe, the AsyncPipe-shaped front end, with ranks as threads: training with
+// an optimizer over each rank's local parameters equals training the whole
+// model in one process; lazy layer factories build only local layers under
+// the whole model's names; fairscale's argument checks; local layer access.
+#include "parallel/pipe/pipe.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/nn_ops.h"
+#include "core/ops.h"
+#include "core/rng.h"
+#include "nn/nn.h"
+#include "optim/sgd.h"
+#include "parallel/inproc/process_group_inproc.h"
+#include "tests/testing.h"
+
+namespace weft::parallel::pipe {
+namespace {
+
+constexpr int64_t kIn = 6, kHidden = 10, kOut = 3;
+
+// Layer i of an 8-layer MLP (Linear, Tanh, ...); Linear i seeded by i, so a
+// layer is the same whoever builds it.
+std::shared_ptr<nn::Module> make_layer(int i) {
+  if (i % 2 == 1) return std::make_shared<nn::Tanh>();
+  manual_seed(1000 + i);
+  return std::make_shared<nn::Linear>(i == 0 ? kIn : kHidden, i == 6 ? kOut : kHidden);
+}
+
+std::shared_ptr<nn::Sequential> make_mlp() {
+  auto m = std::make_shared<nn::Sequential>();
+  for (int i = 0; i < 8; ++i) m->push_back(make_layer(i));
+  return m;
+}
+
+Tensor mse(const Tensor& out, const Tensor& target) { return mse_loss(out, target); }
+
+std::map<std::string, Tensor> values(const std::vector<std::pair<std::string, Tensor>>& named) {
+  std::map<std::string, Tensor> out;
+  for (auto& [n, t] : named) out[n] = t.detach().clone();
+  return out;
+}
+
+// Three SGD steps (momentum) of the whole model on the whole batches.
+std::map<std::string, Tensor> train_whole(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys) {
+  auto m = make_mlp();
+  optim::SGD opt(m->parameters(), {0.1, 0.9});
+  for (size_t k = 0; k < xs.size(); ++k) {
+    opt.zero_grad();
+    mse(m->forward(xs[k]), ys[k]).backward();
+    opt.step();
+  }
+  return values(m->named_parameters());
+}
+
+void expect_trains_like_one_process(PipeOptions options, std::vector<int> balance, int ranks) {
+  SCOPED_TRACE(schedule_name(options.schedule) + " chunks=" + std::to_string(options.chunks));
+  std::vector<Tensor> xs, ys;
+  manual_seed(5);
+  for (int k = 0; k < 3; ++k) {
+    xs.push_back(randn({9, kIn}));
+    ys.push_back(randn({9, kOut}));
+  }
+  const auto want = train_whole(xs, ys);
+  auto model = make_mlp();
+  std::mutex m;
+  std::map<std::string, Tensor> got;
+  run_ranks(ranks, [&](std::shared_ptr<ProcessGroup> g) {
+    Pipe pipe(model, balance, g, options);
+    optim::SGD opt(pipe.parameters(), {0.1, 0.9});
+    for (size_t k = 0; k < xs.size(); ++k) {
+      opt.zero_grad();
+      pipe.step(xs[k], ys[k], mse);
+      opt.step();
+    }
+    std::lock_guard<std::mutex> l(m);
+    for (auto& [n, t] : values(pipe.named_parameters())) EXPECT_TRUE(got.emplace(n, t).second) << n << " twice";
+  });
+  ASSERT_EQ(got.size(), want.size());
+  for (auto& [n, t] : want) {
+    ASSERT_TRUE(got.count(n)) << n;
+    EXPECT_TRUE(testing::tensors_near(got[n], t, 1e-5)) << n;
+  }
+}
+
+TEST(Pipe, TrainingEqualsOneProcess) {
+  expect_trains_like_one_process({4, CheckpointMode::kExceptLast, ScheduleKind::kGPipe, 1}, {3, 5}, 2);
+  expect_trains_like_one_process({3, CheckpointMode::kAlways, ScheduleKind::k1F1B, 1}, {2, 2, 4}, 3);
+  expect_trains_like_one_process({4, CheckpointMode::kNever, ScheduleKind::kInterleaved1F1B, 2}, {2, 2, 2, 2}, 2);
+}
+
+TEST(Pipe, LazyFactoriesBuildOnlyLocalLayersUnderTheWholeModelsNames) {
+  std::vector<std::atomic<int>> built(8);
+  std::mutex rng;  // the factories seed the process-wide generator
+  std::vector<LayerFactory> layers;
+  for (int i = 0; i < 8; ++i)
+    layers.push_back([&, i] {
+      std::lock_guard<std::mutex> l(rng);
+      ++built[i];
+      return make_layer(i);
+    });
+  auto whole = make_mlp();
+  const auto want = values(whole->named_parameters());
+  run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
+    Pipe pipe(layers, {3, 5}, g, {2});
+    EXPECT_EQ(pipe.size(), g->rank() == 0 ? 3u : 5u);
+    for (auto& [n, t] : pipe.named_parameters()) {
+      ASSERT_TRUE(want.count(n)) << n;
+      EXPECT_TRUE(testing::tensors_near(t, want.at(n), 0)) << n;
+    }
+    // Stage 0 holds "0.*" and "2.*"; stage 1 "4.*" and "6.*".
+    const std::string first = pipe.named_parameters().front().first;
+    EXPECT_EQ(first, g->rank() == 0 ? "0.weight" : "4.weight");
+  });
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(built[i].load(), 1) << "layer " << i;
+}
+
+TEST(Pipe, LocalLayersAreIndexable) {
+  auto model = make_mlp();
+  run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
+    Pipe pipe(model, {5, 3}, g);
+    const size_t n = g->rank() == 0 ? 5 : 3;
+    ASSERT_EQ(pipe.size(), n);
+    EXPECT_EQ(pipe[0], (*model)[g->rank() == 0 ? 0 : 5]);
+    size_t count = 0;
+    for (auto& layer : pipe) {
+      EXPECT_EQ(layer, pipe[count]);
+      ++count;
+    }
+    EXPECT_EQ(count, n);
+    EXPECT_WEFT_ERROR(pipe[n], "Pipe: layer " + std::to_string(n) + " is out of range: this rank holds " +
+                                   std::to_string(n) + " layer(s)");
+    EXPECT_EQ(pipe.stage_ids(), std::vector<int>{g->rank()});
+    EXPECT_EQ(pipe.schedule().name, "gpipe");
+  });
+}
+
+TEST(Pipe, FairscalesArgumentChecks) {
+  auto model = make_mlp();
+  run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
+    EXPECT_WEFT_ERROR(Pipe(model, {3, 4}, g),
+                      "Pipe: the module and the sum of balance have different lengths (module: 8, sum of balance: 7)");
+    EXPECT_WEFT_ERROR(Pipe(model, {8, 0}, g), "Pipe: all balance numbers must be positive integers (balance: [8, 0])");
+    EXPECT_WEFT_ERROR(Pipe(model, {4, 4}, g, {0}), "Pipe: the number of chunks must be a positive integer, got 0");
+    EXPECT_WEFT_ERROR(Pipe(model, {2, 2, 4}, g),
+                      "Pipe: balance [2, 2, 4] has 3 stages but the group has 2 rank(s) with 1 stage(s) each (2 "
+                      "stages)");
+    PipeOptions zb;
+    zb.schedule = ScheduleKind::kZeroBubbleH1;
+    EXPECT_WEFT_ERROR(Pipe(model, {4, 4}, g, zb), "splits the backward into B and W");
+    EXPECT_WEFT_ERROR(Pipe(std::shared_ptr<nn::Sequential>(), {4, 4}, g), "Pipe: module is null");
+    EXPECT_WEFT_ERROR(Pipe(model, {4, 4}, nullptr), "Pipe: process group is null");
+  });
+}
+
+}  // namespace
+}  // namespace weft::parallel::pipe
