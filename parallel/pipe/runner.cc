@@ -21,6 +21,7 @@
 #include "parallel/pipe/runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "autograd/checkpoint.h"
@@ -148,9 +149,16 @@ double PipelineRunner::step(const Tensor& input, const Tensor& target, const Los
   for (auto* v : {&st.in, &st.out, &st.grad_out, &st.grad_in}) v->assign(stages_.size(), std::vector<Tensor>(m));
 
   const std::vector<Action>& actions = schedule_.rank_actions[group_->rank()];
+  trace_.clear();
+  auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
   for (size_t i = 0; i < actions.size(); ++i) {
     try {
+      const int64_t t = options_.record_trace ? now_ns() : 0;
       run_action(st, actions[i]);
+      if (options_.record_trace) trace_.push_back({actions[i], group_->rank(), t, now_ns() - t});
     } catch (const Error& e) {
       WEFT_ERROR("PipelineRunner (schedule ", schedule_.name, ") on rank ", group_->rank(), ": action ", i, " of ",
                  actions.size(), " (", to_string(actions[i]), ", micro-batch ", actions[i].microbatch,

@@ -48,6 +48,7 @@
 #include "core/tensor.h"
 #include "nn/module.h"
 #include "parallel/pipe/schedule.h"
+#include "parallel/pipe/trace.h"
 #include "parallel/process_group.h"
 
 namespace weft::parallel::pipe {
@@ -59,6 +60,8 @@ std::string checkpoint_mode_name(CheckpointMode mode);
 
 struct RunnerOptions {
   CheckpointMode checkpoint = CheckpointMode::kExceptLast;
+  // Record each action's start and duration (last_trace(); trace.h).
+  bool record_trace = false;
 };
 
 // The loss of one micro-batch: a one-element tensor (mean-reduced for the
@@ -74,6 +77,9 @@ class PipelineRunner {
 
   const Schedule& schedule() const { return schedule_; }
   const RunnerOptions& options() const { return options_; }
+  void set_record_trace(bool on) { options_.record_trace = on; }
+  // With record_trace: this rank's actions of the last step, in order.
+  const std::vector<TraceEvent>& last_trace() const { return trace_; }
   // This rank's stage numbers and modules, in increasing stage order.
   const std::vector<int>& stage_ids() const { return stage_ids_; }
   const std::vector<std::shared_ptr<nn::Module>>& stages() const { return stages_; }
@@ -90,6 +96,7 @@ class PipelineRunner {
   std::vector<std::shared_ptr<nn::Module>> stages_;
   std::shared_ptr<ProcessGroup> group_;
   RunnerOptions options_;
+  std::vector<TraceEvent> trace_;
 };
 
 }  // namespace weft::parallel::pipe

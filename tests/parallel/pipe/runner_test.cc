@@ -184,6 +184,51 @@ TEST(PipelineRunner, RecomputationDrawsTheSameDropoutMasks) {
     EXPECT_TRUE(testing::tensors_near(grads[0][i], grads[1][i], 0)) << "parameter " << i;
 }
 
+TEST(PipelineRunner, TraceRecordsEveryActionOfEveryRankInOrder) {
+  auto model = make_mlp();
+  const Schedule sched = make_schedule(ScheduleKind::k1F1B, 2, 4);
+  std::vector<std::vector<TraceEvent>> gathered(2);
+  run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
+    RunnerOptions o;
+    o.record_trace = true;
+    PipelineRunner r(sched, stages_for(*model, sched, even_balance(2), g->rank()), g, o);
+    r.step(randn({8, kIn}), randn({8, kOut}), mse);
+    gathered[g->rank()] = gather_trace(*g, r.last_trace());
+  });
+  EXPECT_EQ(gathered[0].size(), sched.rank_actions[0].size() + sched.rank_actions[1].size());
+  ASSERT_EQ(gathered[1].size(), gathered[0].size());
+  size_t i = 0;
+  for (int r = 0; r < 2; ++r) {
+    int64_t prev_end = 0;
+    for (const Action& a : sched.rank_actions[r]) {
+      const TraceEvent& e = gathered[1][i++];
+      EXPECT_EQ(e.rank, r);
+      EXPECT_EQ(e.action, a);
+      EXPECT_GE(e.duration_ns, 0);
+      EXPECT_GE(e.start_ns, prev_end) << to_string(a);  // one action at a time
+      prev_end = e.start_ns + e.duration_ns;
+    }
+  }
+  const std::string json = chrome_trace_json(gathered[0]);
+  EXPECT_NE(json.find("\"name\": \"rank 1\""), std::string::npos);
+  EXPECT_NE(json.find("\"name\": \"RecvGrad0.3<-s1@r1\""), std::string::npos);
+}
+
+TEST(PipelineRunner, ChromeTraceJsonIsExact) {
+  std::vector<TraceEvent> ev = {{Action::forward(0, 1), 0, 5000, 2500},
+                                {Action::recv_activation(1, 1, 0), 1, 7000, 1000}};
+  EXPECT_EQ(
+      chrome_trace_json(ev),
+      "{\"traceEvents\": [\n"
+      "  {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": \"rank 0\"}},\n"
+      "  {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 1, \"args\": {\"name\": \"rank 1\"}},\n"
+      "  {\"name\": \"F0.1\", \"cat\": \"F\", \"ph\": \"X\", \"pid\": 0, \"tid\": 0, \"ts\": 0.000, \"dur\": 2.500, "
+      "\"args\": {\"stage\": 0, \"microbatch\": 1}},\n"
+      "  {\"name\": \"RecvAct1.1<-s0@r0\", \"cat\": \"RecvAct\", \"ph\": \"X\", \"pid\": 0, \"tid\": 1, \"ts\": "
+      "2.000, \"dur\": 1.000, \"args\": {\"stage\": 1, \"microbatch\": 1}}\n"
+      "]}\n");
+}
+
 TEST(PipelineRunner, ShapesMayChangeBetweenSteps) {
   check_transparent({ScheduleKind::k1F1B, 2, 4, 1, {}, 9}, /*steps=*/3);
 }

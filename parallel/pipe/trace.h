@@ -1,0 +1,35 @@
+// The measured timeline of a pipeline step: one event per action a rank ran
+// (PipelineRunner with RunnerOptions::record_trace), gathered from every rank
+// and written as Chrome-trace JSON (open in chrome://tracing or Perfetto: a
+// row per rank, a box per action, the bubbles visible as gaps).
+//
+// Contract:
+// - TraceEvent times are steady-clock nanoseconds (CLOCK_MONOTONIC, shared by
+//   the processes of one machine). gather_trace() is collective over the
+//   group: every rank gets every rank's events. chrome_trace_json() shifts
+//   all times so the earliest event starts at 0 and writes microseconds:
+//   "X" (complete) events named like to_string(Action) ("F1.3",
+//   "RecvAct1.3<-s0@r0"), pid 0, tid = rank, with the stage and micro-batch
+//   in args; plus thread-name metadata "rank r".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "parallel/pipe/schedule.h"
+#include "parallel/process_group.h"
+
+namespace weft::parallel::pipe {
+
+struct TraceEvent {
+  Action action;
+  int rank = 0;
+  int64_t start_ns = 0;
+  int64_t duration_ns = 0;
+};
+
+std::vector<TraceEvent> gather_trace(ProcessGroup& group, const std::vector<TraceEvent>& mine);
+std::string chrome_trace_json(const std::vector<TraceEvent>& events);
+
+}  // namespace weft::parallel::pipe
