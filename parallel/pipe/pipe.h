@@ -23,6 +23,8 @@
 //   fill-drain) and checkpoint mode (default except_last), accumulating the
 //   local parameters' gradients, and returns the whole batch's loss on every
 //   rank (PipelineRunner::step's contract).
+// - forward(input): the forward-only schedule for evaluation; the whole
+//   batch's output on the last stage's rank (undefined elsewhere).
 // - parameters() / named_parameters(): this rank's, for its optimizer. size(),
 //   operator[] and iteration go over this rank's layers in order.
 #pragma once
@@ -59,6 +61,8 @@ class Pipe {
   double step(const Tensor& input, const Tensor& target, const LossFn& loss_fn) {
     return runner_->step(input, target, loss_fn);
   }
+  // Inference (PipelineRunner::forward): the output on the last stage's rank.
+  Tensor forward(const Tensor& input) { return runner_->forward(input); }
 
   std::vector<Tensor> parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;

@@ -72,6 +72,8 @@ struct PipelineRunner::StepState {
   std::vector<std::vector<Tensor>> in, out, grad_out, grad_in;
   std::vector<std::pair<WorkPtr, std::vector<Tensor>>> sends;  // buffers kept until the end
   double loss = 0;
+  bool forward_only = false;    // forward(): no loss, no backward
+  std::vector<Tensor> outputs;  // the last stage's outputs (forward(), keep_output)
 };
 
 CheckpointMode parse_checkpoint_mode(const std::string& name) {
@@ -119,36 +121,33 @@ std::vector<int64_t> PipelineRunner::microbatch_rows(int64_t rows) const {
   return out;
 }
 
-double PipelineRunner::step(const Tensor& input, const Tensor& target, const LossFn& loss_fn) {
+void PipelineRunner::split(StepState& st, const Tensor& input, const Tensor& target, bool need_target) const {
   const int m = schedule_.num_microbatches, n_stages = schedule_.num_stages();
   const int first = local(0), last = local(n_stages - 1);
-  StepState st;
-  st.loss_fn = &loss_fn;
-  // Split the rows (input on stage 0's rank, target on the last stage's).
-  const Tensor& rows_from = first >= 0 ? input : target;
-  if (first >= 0)
-    WEFT_CHECK(input.defined() && input.dim() >= 1, "PipelineRunner::step: the input is undefined or 0-d");
-  if (last >= 0) {
-    WEFT_CHECK(loss_fn != nullptr, "PipelineRunner::step: no loss function");
-    WEFT_CHECK(target.defined() && target.dim() >= 1, "PipelineRunner::step: the target is undefined or 0-d");
-  }
-  if (first >= 0 || last >= 0) {
+  const bool rows_here = first >= 0 || (last >= 0 && need_target);
+  if (first >= 0) WEFT_CHECK(input.defined() && input.dim() >= 1, "PipelineRunner: the input is undefined or 0-d");
+  if (last >= 0 && need_target)
+    WEFT_CHECK(target.defined() && target.dim() >= 1, "PipelineRunner: the target is undefined or 0-d");
+  if (first >= 0 && last >= 0 && need_target)
+    WEFT_CHECK(input.sizes()[0] == target.sizes()[0], "PipelineRunner: input has ", input.sizes()[0],
+               " rows but target ", target.sizes()[0]);
+  if (rows_here) {
+    const Tensor& rows_from = first >= 0 ? input : target;
     std::vector<int64_t> rows = microbatch_rows(rows_from.sizes()[0]);
-    if (first >= 0 && last >= 0)
-      WEFT_CHECK(input.sizes()[0] == target.sizes()[0], "PipelineRunner::step: input has ", input.sizes()[0],
-                 " rows but target ", target.sizes()[0]);
     const double total = static_cast<double>(rows_from.sizes()[0]);
     int64_t at = 0;
     for (int mb = 0; mb < m; ++mb) {
       if (first >= 0) st.inputs.push_back(input.narrow(0, at, rows[mb]));
-      if (last >= 0) st.targets.push_back(target.narrow(0, at, rows[mb]));
+      if (last >= 0 && need_target) st.targets.push_back(target.narrow(0, at, rows[mb]));
       st.weights.push_back(static_cast<double>(rows[mb]) / total);
       at += rows[mb];
     }
   }
   for (auto* v : {&st.in, &st.out, &st.grad_out, &st.grad_in}) v->assign(stages_.size(), std::vector<Tensor>(m));
+  st.outputs.assign(m, Tensor());
+}
 
-  const std::vector<Action>& actions = schedule_.rank_actions[group_->rank()];
+void PipelineRunner::run(StepState& st, const std::vector<Action>& actions) {
   trace_.clear();
   auto now_ns = [] {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -173,10 +172,35 @@ double PipelineRunner::step(const Tensor& input, const Tensor& target, const Los
                  ": a send of this step failed: ", e.message());
     }
   }
+  const int last = local(schedule_.num_stages() - 1);
+  last_output_ = Tensor();
+  if (last >= 0 && (options_.keep_output || st.forward_only)) last_output_ = cat(st.outputs, 0);
+}
+
+double PipelineRunner::step(const Tensor& input, const Tensor& target, const LossFn& loss_fn) {
+  StepState st;
+  st.loss_fn = &loss_fn;
+  if (local(schedule_.num_stages() - 1) >= 0) WEFT_CHECK(loss_fn != nullptr, "PipelineRunner::step: no loss function");
+  split(st, input, target, /*need_target=*/true);
+  run(st, schedule_.rank_actions[group_->rank()]);
   // The loss, from the last stage's rank to everyone.
   Tensor loss = full({1}, st.loss, DType::Float64);
-  if (group_->size() > 1) group_->broadcast(loss, {schedule_.rank_of(n_stages - 1)})->wait();
+  if (group_->size() > 1) group_->broadcast(loss, {schedule_.rank_of(schedule_.num_stages() - 1)})->wait();
   return loss.item<double>();
+}
+
+Tensor PipelineRunner::forward(const Tensor& input) {
+  NoGradGuard ng;
+  StepState st;
+  st.forward_only = true;
+  split(st, input, Tensor(), /*need_target=*/false);
+  std::vector<Action> forwards;
+  for (const Action& a : schedule_.rank_actions[group_->rank()])
+    if (a.kind == ActionKind::kForward || a.kind == ActionKind::kSendActivation ||
+        a.kind == ActionKind::kRecvActivation)
+      forwards.push_back(a);
+  run(st, forwards);
+  return last_output_;
 }
 
 void PipelineRunner::run_action(StepState& st, const Action& a) {
@@ -238,7 +262,8 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
       } else {
         y = (*stages_[li])(x);
       }
-      if (s == n_stages - 1) {
+      if (s == n_stages - 1 && (st.forward_only || options_.keep_output)) st.outputs[mb] = y.detach();
+      if (s == n_stages - 1 && !st.forward_only) {
         Tensor loss = (*st.loss_fn)(y, st.targets[mb]);
         WEFT_CHECK(loss.numel() == 1, "the loss function returned ", shape_str(loss.sizes()), " for micro-batch ", mb,
                    "; it must return one element");

@@ -62,6 +62,8 @@ struct RunnerOptions {
   CheckpointMode checkpoint = CheckpointMode::kExceptLast;
   // Record each action's start and duration (last_trace(); trace.h).
   bool record_trace = false;
+  // Keep the last stage's outputs of each step (last_output()).
+  bool keep_output = false;
 };
 
 // The loss of one micro-batch: a one-element tensor (mean-reduced for the
@@ -74,6 +76,14 @@ class PipelineRunner {
                  std::shared_ptr<ProcessGroup> group, RunnerOptions options = {});
 
   double step(const Tensor& input, const Tensor& target, const LossFn& loss_fn);
+  // Inference: runs only the forwards (and their messages) of the schedule
+  // under NoGradGuard and returns the last stage's output for the whole batch
+  // (the micro-batch outputs concatenated) on the last stage's rank, an
+  // undefined tensor elsewhere. input as for step().
+  Tensor forward(const Tensor& input);
+  // With keep_output (or after forward()): the last stage's output of the
+  // last step on its rank (detached, micro-batches concatenated).
+  const Tensor& last_output() const { return last_output_; }
 
   const Schedule& schedule() const { return schedule_; }
   const RunnerOptions& options() const { return options_; }
@@ -88,6 +98,8 @@ class PipelineRunner {
 
  private:
   struct StepState;
+  void split(StepState& st, const Tensor& input, const Tensor& target, bool need_target) const;
+  void run(StepState& st, const std::vector<Action>& actions);
   void run_action(StepState& st, const Action& a);
   int local(int stage) const;
 
@@ -97,6 +109,7 @@ class PipelineRunner {
   std::shared_ptr<ProcessGroup> group_;
   RunnerOptions options_;
   std::vector<TraceEvent> trace_;
+  Tensor last_output_;
 };
 
 }  // namespace weft::parallel::pipe

@@ -229,6 +229,32 @@ TEST(PipelineRunner, ChromeTraceJsonIsExact) {
       "]}\n");
 }
 
+TEST(PipelineRunner, ForwardOnlyAndKeptOutputsEqualTheWholeModel) {
+  auto model = make_mlp();
+  for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved1F1B}) {
+    const Schedule sched = make_schedule(kind, 2, 4, kind == ScheduleKind::kInterleaved1F1B ? 2 : 1);
+    manual_seed(21);
+    Tensor x = randn({10, kIn}), y = randn({10, kOut});
+    Tensor want = model->forward(x).detach();
+    model->zero_grad();
+    const int last_rank = sched.rank_of(sched.num_stages() - 1);
+    run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
+      RunnerOptions o;
+      o.keep_output = true;
+      PipelineRunner r(sched, stages_for(*model, sched, even_balance(sched.num_stages()), g->rank()), g, o);
+      Tensor out = r.forward(x);
+      EXPECT_EQ(out.defined(), g->rank() == last_rank);
+      if (out.defined()) {
+        EXPECT_FALSE(out.requires_grad());
+        EXPECT_TRUE(testing::tensors_near(out, want, 1e-6)) << sched.name;
+      }
+      r.step(x, y, mse);
+      if (g->rank() == last_rank) EXPECT_TRUE(testing::tensors_near(r.last_output(), want, 1e-6)) << sched.name;
+    });
+    for (auto& p : model->parameters()) EXPECT_TRUE(p.grad().defined());  // step() still trained
+  }
+}
+
 TEST(PipelineRunner, ShapesMayChangeBetweenSteps) {
   check_transparent({ScheduleKind::k1F1B, 2, 4, 1, {}, 9}, /*steps=*/3);
 }
