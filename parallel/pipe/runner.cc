@@ -148,16 +148,17 @@ void PipelineRunner::split(StepState& st, const Tensor& input, const Tensor& tar
 }
 
 void PipelineRunner::run(StepState& st, const std::vector<Action>& actions) {
-  trace_.clear();
+  const bool record = options_.record_trace && !st.forward_only;
+  if (record) trace_.clear();
   auto now_ns = [] {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
   };
   for (size_t i = 0; i < actions.size(); ++i) {
     try {
-      const int64_t t = options_.record_trace ? now_ns() : 0;
+      const int64_t t = record ? now_ns() : 0;
       run_action(st, actions[i]);
-      if (options_.record_trace) trace_.push_back({actions[i], group_->rank(), t, now_ns() - t});
+      if (record) trace_.push_back({actions[i], group_->rank(), t, now_ns() - t});
     } catch (const Error& e) {
       WEFT_ERROR("PipelineRunner (schedule ", schedule_.name, ") on rank ", group_->rank(), ": action ", i, " of ",
                  actions.size(), " (", to_string(actions[i]), ", micro-batch ", actions[i].microbatch,

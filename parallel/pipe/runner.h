@@ -88,7 +88,9 @@ class PipelineRunner {
   const Schedule& schedule() const { return schedule_; }
   const RunnerOptions& options() const { return options_; }
   void set_record_trace(bool on) { options_.record_trace = on; }
-  // With record_trace: this rank's actions of the last step, in order.
+  void set_keep_output(bool on) { options_.keep_output = on; }
+  // With record_trace: this rank's actions of the last step(), in order
+  // (forward() does not record).
   const std::vector<TraceEvent>& last_trace() const { return trace_; }
   // This rank's stage numbers and modules, in increasing stage order.
   const std::vector<int>& stage_ids() const { return stage_ids_; }

@@ -1,0 +1,309 @@
+// fashion_mnist_pipe: the Fashion-MNIST example (examples/fashion_mnist.cc)
+// trained pipeline-parallel: the model's layers split across MPI ranks by
+// --balance and fed as --chunks micro-batches per step (parallel/pipe/pipe.h).
+//
+//   ./bazelw build //examples:fashion_mnist_pipe
+//   mpirun --allow-run-as-root --oversubscribe -np 2 bazel-bin/examples/fashion_mnist_pipe \
+//       --schedule 1f1b --chunks 4
+//
+// Every rank builds the model from --seed and keeps its stages' layers; every
+// rank reads the dataset and walks the same shuffled batches (the input is used
+// on stage 0's rank, the labels on the last stage's). A step is the whole
+// batch: its loss is the mean over the batch and each rank's SGD updates its
+// own layers, so training is the single-process example's with the batch
+// split into micro-batches (same learning rate, momentum, weight decay and
+// per-epoch cosine schedule). Evaluation runs the forward-only schedule. Rank 0
+// prints progress and `test_accuracy=0.XXXX`, writes metrics and the plot,
+// the schedule's text chart with the simulator's prediction from the last
+// step's measured action times (--chart), and that step's measured timeline as
+// Chrome-trace JSON (--trace; chrome://tracing or Perfetto).
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "core/autograd_meta.h"
+#include "core/nn_ops.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "examples/flags.h"
+#include "examples/models.h"
+#include "examples/train_report.h"
+#include "io/dataloader.h"
+#include "io/fashion_mnist.h"
+#include "optim/lr_scheduler.h"
+#include "optim/sgd.h"
+#include "parallel/context.h"
+#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/pipe/chart.h"
+#include "parallel/pipe/pipe.h"
+#include "parallel/pipe/simulate.h"
+#include "parallel/pipe/trace.h"
+
+namespace weft::examples {
+namespace {
+
+namespace pp = parallel::pipe;
+
+struct Flags {
+  std::string data = io::kFashionMnistDir;
+  std::string model = "cnn";
+  int64_t epochs = 5;
+  int64_t batch_size = 128;
+  int chunks = 4;
+  std::string balance;  // "a,b,...": layers per stage; empty: as even as possible
+  std::string schedule = "1f1b";
+  int virtual_stages = 0;  // 0: 2 for interleaved, else 1
+  std::string checkpoint = "except_last";
+  double lr = 0.05;
+  double momentum = 0.9;
+  double weight_decay = 5e-4;
+  uint64_t seed = 0;
+  int threads = 0;
+  int workers = 1;
+  int64_t limit_train = 0, limit_test = 0;
+  std::string metrics = "fashion_mnist_pipe_metrics.jsonl";
+  std::string plot = "fashion_mnist_pipe.svg";
+  std::string chart = "fashion_mnist_pipe_schedule.txt";
+  std::string trace = "fashion_mnist_pipe_trace.json";
+  bool progress = true;
+};
+
+std::optional<Flags> parse(int argc, char** argv) {
+  Flags f;
+  FlagParser p("usage: mpirun [-np N] fashion_mnist_pipe [flags]");
+  p.add("--data DIR", &f.data, "Fashion-MNIST IDX files")
+      .add_choice("--model", &f.model, {"cnn", "mlp"}, "model")
+      .add("--epochs N", &f.epochs, "epochs")
+      .add("--batch-size N", &f.batch_size, "batch size (one pipeline step)")
+      .add("--chunks N", &f.chunks, "micro-batches per step")
+      .add("--balance A,B,...", &f.balance, "layers per stage", "as even as possible")
+      .add_choice("--schedule", &f.schedule, {"gpipe", "1f1b", "interleaved"}, "pipeline schedule")
+      .add("--virtual N", &f.virtual_stages, "stages per rank", "2 for interleaved, else 1")
+      .add_choice("--checkpoint", &f.checkpoint, {"always", "except_last", "never"}, "activation checkpointing")
+      .add("--lr X", &f.lr, "SGD learning rate, cosine-annealed per epoch")
+      .add("--momentum X", &f.momentum, "SGD momentum")
+      .add("--weight-decay X", &f.weight_decay, "SGD weight decay")
+      .add("--seed N", &f.seed, "seed for init and data order")
+      .add("--threads N", &f.threads, "CPU threads per rank", "cores / ranks on this node, at least 1")
+      .add("--workers N", &f.workers, "data-loader threads per rank")
+      .add("--metrics PATH", &f.metrics, "JSON-lines metrics")
+      .add("--plot PATH", &f.plot, "SVG plot")
+      .add("--chart PATH", &f.chart, "the schedule's text chart, simulated from the last step's measured times")
+      .add("--trace PATH", &f.trace, "the last step's measured timeline (Chrome-trace JSON)")
+      .add("--limit-train N", &f.limit_train, "use the first N training images", "all")
+      .add("--limit-test N", &f.limit_test, "use the first N test images", "all")
+      .add_switch("--no-progress", &f.progress, false, "no progress bar");
+  if (!p.parse(argc, argv, std::cout)) return std::nullopt;
+  WEFT_CHECK(f.epochs >= 1 && f.batch_size >= 1, "--epochs and --batch-size must be positive");
+  for (std::string* path : {&f.metrics, &f.plot, &f.chart, &f.trace}) *path = user_path(*path);
+  if (f.data != io::kFashionMnistDir) f.data = user_path(f.data);
+  return f;
+}
+
+std::vector<int> parse_balance(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    WEFT_CHECK(!item.empty() && *end == '\0', "--balance: '", item, "' in '", s, "' is not a whole number");
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+// Layers per stage as even as possible, earlier stages larger.
+std::vector<int> even_balance(int layers, int stages) {
+  WEFT_CHECK(layers >= stages, "the model has ", layers, " layers, fewer than the ", stages, " stages");
+  std::vector<int> b(stages, layers / stages);
+  for (int i = 0; i < layers % stages; ++i) ++b[i];
+  return b;
+}
+
+std::shared_ptr<io::TensorDataset> head(const io::TensorDataset& ds, int64_t n) {
+  return std::make_shared<io::TensorDataset>(ds.data().narrow(0, 0, n), ds.targets().narrow(0, 0, n));
+}
+
+std::array<double, 3> allreduce_sum(parallel::ProcessGroup& g, double a, double b, double c) {
+  Tensor t = tensor<double>({a, b, c}, {3});
+  g.allreduce(t)->wait();
+  const double* p = t.data_ptr<double>();
+  return {p[0], p[1], p[2]};
+}
+
+// Test loss and accuracy: the forward-only schedule; the last stage's rank
+// scores, the sums are allreduced.
+std::pair<double, double> evaluate(pp::Pipe& pipe, io::DataLoader& loader, parallel::ProcessGroup& g) {
+  for (auto& layer : pipe) layer->eval();
+  double loss_sum = 0, correct = 0, seen = 0;
+  for (auto& batch : loader) {
+    if (batch.data.size(0) < pipe.options().chunks) continue;  // too few rows to split (every rank skips it)
+    Tensor logits = pipe.forward(batch.data);                  // (B, 10) on the last stage's rank
+    if (!logits.defined()) continue;
+    loss_sum += cross_entropy(logits, batch.target, Reduction::Sum).item<double>();
+    correct += static_cast<double>((argmax(logits, 1) == batch.target).sum().item<int64_t>());
+    seen += static_cast<double>(batch.data.size(0));
+  }
+  for (auto& layer : pipe) layer->train();
+  auto s = allreduce_sum(g, loss_sum, correct, seen);
+  return {s[0] / std::max(s[2], 1.0), s[1] / std::max(s[2], 1.0)};
+}
+
+// Per-stage mean F and B times of a measured step (seconds), for the simulator.
+pp::CostModel measured_costs(const pp::Schedule& sched, const std::vector<pp::TraceEvent>& events) {
+  const int n = sched.num_stages();
+  pp::CostModel c;
+  c.forward.assign(n, 0);
+  c.backward.assign(n, 0);
+  c.weight.assign(n, 0);
+  std::vector<int> nf(n, 0), nb(n, 0);
+  for (const auto& e : events) {
+    const double secs = static_cast<double>(e.duration_ns) * 1e-9;
+    if (e.action.kind == pp::ActionKind::kForward) {
+      c.forward[e.action.stage] += secs;
+      ++nf[e.action.stage];
+    } else if (e.action.kind == pp::ActionKind::kBackward) {
+      c.backward[e.action.stage] += secs;
+      ++nb[e.action.stage];
+    }
+  }
+  for (int s = 0; s < n; ++s) {
+    c.forward[s] /= std::max(nf[s], 1);
+    c.backward[s] /= std::max(nb[s], 1);
+  }
+  return c;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  WEFT_CHECK(out.good(), "cannot write ", path);
+  out << text;
+  WEFT_CHECK(out.good(), "writing ", path, " failed");
+}
+
+int run(const Flags& f) {
+  parallel::DistributedContext ctx;
+  auto& g = ctx.world();
+  const int rank = ctx.rank(), world = ctx.size();
+  const bool lead = rank == 0;
+  int threads = f.threads;
+  if (threads <= 0) {
+    int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::max(1, cores / std::max(1, parallel::local_size()));
+  }
+  set_num_threads(threads);
+
+  auto full_train = io::load_fashion_mnist(f.data, true);
+  auto full_test = io::load_fashion_mnist(f.data, false);
+  const int64_t n_train = f.limit_train > 0 ? std::min(f.limit_train, full_train.size()) : full_train.size();
+  const int64_t n_test = f.limit_test > 0 ? std::min(f.limit_test, full_test.size()) : full_test.size();
+  auto normalize = [](const io::Example& e, Generator&) { return io::Example{(e.data - 0.2860) / 0.3530, e.target}; };
+  // The same batches in the same order on every rank.
+  io::DataLoader train(head(full_train, n_train), {f.batch_size, true, f.seed, false, f.workers, 2}, normalize);
+  io::DataLoader test(head(full_test, n_test), {1000, false, 0, false, f.workers, 2}, normalize);
+
+  manual_seed(f.seed);
+  std::shared_ptr<nn::Sequential> model = f.model == "cnn" ? fashion_cnn() : fashion_mlp();
+  pp::PipeOptions po;
+  po.chunks = f.chunks;
+  po.schedule = pp::parse_schedule_kind(f.schedule);
+  po.virtual_stages = f.virtual_stages > 0 ? f.virtual_stages : (f.schedule == "interleaved" ? 2 : 1);
+  po.checkpoint = pp::parse_checkpoint_mode(f.checkpoint);
+  const std::vector<int> balance = f.balance.empty()
+                                       ? even_balance(static_cast<int>(model->size()), world * po.virtual_stages)
+                                       : parse_balance(f.balance);
+  pp::Pipe pipe(model, balance, ctx.world_ptr(), po);
+  pipe.runner().set_record_trace(true);
+  pipe.runner().set_keep_output(true);
+  const int last_rank = pipe.schedule().rank_of(pipe.schedule().num_stages() - 1);
+  optim::SGD opt(pipe.parameters(), {f.lr, f.momentum, 0.0, f.weight_decay, false});
+  optim::CosineAnnealingLR sched(opt, f.epochs);
+  if (lead) {
+    std::remove(f.metrics.c_str());
+    std::ostringstream b;
+    for (size_t i = 0; i < balance.size(); ++i) b << (i ? "," : "") << balance[i];
+    std::cerr << "fashion_mnist_pipe: " << f.model << " (" << model->size() << " layers) over " << world
+              << " ranks, balance " << b.str() << ", schedule " << pipe.schedule().name << ", " << f.chunks
+              << " micro-batches of a " << f.batch_size << "-image batch, checkpoint " << f.checkpoint << ", "
+              << n_train << " training / " << n_test << " test images, " << threads << " thread(s) per rank\n";
+  }
+
+  std::vector<EpochMetrics> history;
+  double last_step_secs = 0;
+  for (int64_t epoch = 0; epoch < f.epochs; ++epoch) {
+    train.set_epoch(epoch);
+    ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(f.epochs), train.num_batches(),
+                    f.progress && lead);
+    auto t0 = std::chrono::steady_clock::now();
+    double loss_sum = 0, correct = 0, seen = 0;
+    int64_t b = 0;
+    for (auto& batch : train) {
+      const int64_t n = batch.data.size(0);
+      if (n < f.chunks) continue;  // too few rows to split (every rank skips it)
+      auto s0 = std::chrono::steady_clock::now();
+      opt.zero_grad();
+      const double loss =
+          pipe.step(batch.data, batch.target, [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); });
+      opt.step();
+      last_step_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+      loss_sum += loss * static_cast<double>(n);
+      if (rank == last_rank)
+        correct += static_cast<double>((argmax(pipe.runner().last_output(), 1) == batch.target).sum().item<int64_t>());
+      seen += static_cast<double>(n);
+      bar.update(++b, loss_sum / seen, 0, static_cast<int64_t>(seen));
+    }
+    bar.finish();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto tr = allreduce_sum(g, 0, correct, 0);  // train accuracy counted on the last stage's rank
+    sched.step();
+    auto [test_loss, test_acc] = evaluate(pipe, test, g);
+    EpochMetrics m{epoch + 1, loss_sum / seen, tr[1] / seen, test_loss, test_acc, seen / secs, secs};
+    history.push_back(m);
+    if (!lead) continue;
+    std::printf("epoch %lld/%lld: train_loss=%.6f train_acc=%.4f test_loss=%.4f test_acc=%.4f (%.1fs, %.0f img/s)\n",
+                static_cast<long long>(epoch + 1), static_cast<long long>(f.epochs), m.train_loss, m.train_accuracy,
+                m.test_loss, m.test_accuracy, secs, m.images_per_second);
+    std::fflush(stdout);
+    append_metrics_jsonl(f.metrics, m);
+    write_svg_plot(
+        f.plot, history,
+        "weft pipeline (" + std::to_string(world) + " ranks, " + pipe.schedule().name + "): Fashion-MNIST " + f.model);
+  }
+  // The last training step: measured timeline, and the simulator's prediction from its action times.
+  std::vector<pp::TraceEvent> events = pp::gather_trace(g, pipe.runner().last_trace());
+  Tensor step_time = full({1}, last_step_secs, DType::Float64);
+  g.allreduce(step_time, {parallel::ReduceOp::Max})->wait();
+  if (lead) {
+    pp::Simulation sim = pp::simulate(pipe.schedule(), measured_costs(pipe.schedule(), events));
+    std::ostringstream chart;
+    chart << pp::text_chart(pipe.schedule(), sim) << "measured step " << step_time.item<double>() * 1e3
+          << " ms (optimizer included); simulated from the measured F and B times " << sim.makespan * 1e3
+          << " ms, bubble " << pp::format_percent(sim.bubble_fraction) << "\n";
+    write_file(f.chart, chart.str());
+    write_file(f.trace, pp::chrome_trace_json(events));
+    std::cerr << "fashion_mnist_pipe: metrics in " << f.metrics << ", plot in " << f.plot << ", schedule chart in "
+              << f.chart << ", last step's trace in " << f.trace << "\n";
+  }
+  g.barrier()->wait();
+  if (lead) std::printf("test_accuracy=%.4f\n", history.empty() ? 0.0 : history.back().test_accuracy);
+  return 0;
+}
+
+}  // namespace
+}  // namespace weft::examples
+
+int main(int argc, char** argv) {
+  return weft::examples::run_main("fashion_mnist_pipe", [&] {
+    auto flags = weft::examples::parse(argc, argv);
+    return flags ? weft::examples::run(*flags) : 0;
+  });
+}

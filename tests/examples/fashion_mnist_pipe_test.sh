@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# fashion_mnist_pipe under mpirun is the single-process example's training
+# with each batch split into micro-batches: on the same images, seed and
+# settings, every epoch's train loss and test accuracy must match
+# fashion_mnist's (to float summation order), for 1f1b on 2 ranks, interleaved
+# (2 stages per rank) with checkpointing always on 2 ranks, and gpipe on 4
+# ranks. It must print test_accuracy=, write metrics, the schedule chart with
+# the simulator's prediction and a Chrome trace; bad pipeline flags are named.
+# Usage: fashion_mnist_pipe_test.sh FASHION_MNIST FASHION_MNIST_PIPE MPIRUN_SH
+set -uo pipefail
+single="$1" pipe="$2" mpirun_sh="$3"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+unset GTEST_OUTPUT XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE
+common=(--limit-train 1024 --limit-test 512 --epochs 2 --batch-size 64 --threads 1 --no-progress)
+pass=0 fail=0
+check() { if "$@"; then pass=$((pass+1)); else echo "FAILED: $*"; fail=$((fail+1)); fi; }
+
+"$single" "${common[@]}" --metrics "$tmp/single.jsonl" --plot "$tmp/single.svg" > "$tmp/single.out" || { echo "fashion_mnist failed"; exit 1; }
+echo "single process:"; grep '^epoch' "$tmp/single.out"
+
+# Each epoch line's train_loss and test_acc agree within tolerances.
+same_training() {
+  python3 - "$tmp/single.out" "$1" <<'PY'
+import re, sys
+def epochs(path):
+    rows = []
+    for line in open(path):
+        m = re.match(r"epoch (\d+)/\d+: train_loss=([\d.]+) train_acc=([\d.]+) test_loss=([\d.]+) test_acc=([\d.]+)", line)
+        if m: rows.append(tuple(float(x) for x in m.groups()))
+    return rows
+a, b = epochs(sys.argv[1]), epochs(sys.argv[2])
+ok = len(a) == len(b) == 2
+for x, y in zip(a, b):
+    ok = ok and abs(x[1] - y[1]) < 2e-3 and abs(x[2] - y[2]) < 0.01 and abs(x[4] - y[4]) < 0.01
+    print("single %s vs pipe %s" % (x, y))
+sys.exit(0 if ok else 1)
+PY
+}
+
+run_pipe() {  # name np flags...
+  local name="$1" np="$2"; shift 2
+  timeout 300 "$mpirun_sh" -np "$np" "$pipe" "${common[@]}" --metrics "$tmp/$name.jsonl" --plot "$tmp/$name.svg" \
+    --chart "$tmp/$name.txt" --trace "$tmp/$name.json" "$@" > "$tmp/$name.out" 2> "$tmp/$name.err"
+  local rc=$?
+  echo "=== $name (np=$np $*): rc=$rc"; grep '^epoch' "$tmp/$name.out"
+  check test "$rc" -eq 0 || cat "$tmp/$name.err"
+  check same_training "$tmp/$name.out"
+  check grep -q '^test_accuracy=0\.[0-9]\{4\}$' "$tmp/$name.out"
+  check test "$(wc -l < "$tmp/$name.jsonl")" -eq 2
+  check grep -q 'measured step .* ms (optimizer included); simulated from the measured F and B times' "$tmp/$name.txt"
+  check grep -q '"traceEvents"' "$tmp/$name.json"
+  check grep -q '"name": "B0\.' "$tmp/$name.json"
+}
+
+run_pipe one_f_one_b 2 --schedule 1f1b --chunks 4
+run_pipe interleaved 2 --schedule interleaved --chunks 4 --checkpoint always
+run_pipe gpipe4 4 --schedule gpipe --chunks 2 --balance 3,3,2,2
+
+# Bad pipeline flags are named (every rank exits 1).
+timeout 120 "$mpirun_sh" -np 2 "$pipe" "${common[@]}" --balance 4,4 > "$tmp/bad.out" 2> "$tmp/bad.err"
+check test $? -ne 0
+check grep -q 'the module and the sum of balance have different lengths (module: 10, sum of balance: 8)' "$tmp/bad.err"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
