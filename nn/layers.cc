@@ -1,6 +1,8 @@
 #include "nn/layers.h"
 
+#include "autograd/engine.h"
 #include "core/autograd_meta.h"
+#include "core/ops.h"
 #include "nn/init.h"
 
 namespace weft::nn {
@@ -76,11 +78,55 @@ Tensor BatchNorm::forward(const Tensor& x) {
   WEFT_CHECK(x.size(1) == num_features, type_name(), ": input has ", x.size(1), " channels (shape ",
              shape_str(x.sizes()), ") but the layer was built for ", num_features);
   bool use_batch_stats = is_training() || !running_mean.defined();
-  if (is_training() && num_batches_tracked.defined()) {
+  // A forward run inside backward is activation checkpointing recomputing
+  // this one: it normalises the same way but must not update the running
+  // statistics a second time.
+  const bool update = is_training() && running_mean.defined() && !autograd::in_backward();
+  if (deferred_chunks_ > 0 && is_training() && running_mean.defined()) {  // Note [deferred batch norm]
+    if (update) accumulate(x);
+    return batch_norm(x, Tensor(), Tensor(), weight, bias, /*training=*/true, momentum, eps);
+  }
+  if (update && num_batches_tracked.defined()) {
     NoGradGuard ng;
     num_batches_tracked.add_(1);
   }
+  if (is_training() && !update) return batch_norm(x, Tensor(), Tensor(), weight, bias, use_batch_stats, momentum, eps);
   return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum, eps);
+}
+
+void BatchNorm::set_deferred(int chunks) {
+  WEFT_CHECK(chunks >= 0, type_name(), ": deferred chunks must be >= 0, got ", chunks);
+  deferred_chunks_ = chunks;
+  deferred_seen_ = 0;
+  deferred_count_ = 0;
+  deferred_sum_ = deferred_sumsq_ = Tensor();
+}
+
+void BatchNorm::accumulate(const Tensor& x) {
+  NoGradGuard ng;
+  std::vector<int64_t> dims = {0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  Tensor xd = x.detach().to(DType::Float64);
+  Tensor s = sum(xd, dims), sq = sum(mul(xd, xd), dims);  // (C)
+  if (deferred_seen_ == 0) {
+    deferred_sum_ = s;
+    deferred_sumsq_ = sq;
+    deferred_count_ = 0;
+  } else {
+    deferred_sum_ = add(deferred_sum_, s);
+    deferred_sumsq_ = add(deferred_sumsq_, sq);
+  }
+  deferred_count_ += x.numel() / x.size(1);
+  if (++deferred_seen_ < deferred_chunks_) return;
+  // Commit: the whole mini-batch's mean and unbiased variance.
+  const double n = static_cast<double>(deferred_count_);
+  Tensor mean = div(deferred_sum_, full_like(deferred_sum_, n));
+  Tensor var = sub(div(deferred_sumsq_, full_like(deferred_sumsq_, n)), mul(mean, mean));
+  if (n > 1) var = mul(var, full_like(var, n / (n - 1)));
+  running_mean.mul_(Scalar(1 - momentum)).add_(mul(mean, full_like(mean, momentum)).to(running_mean.dtype()));
+  running_var.mul_(Scalar(1 - momentum)).add_(mul(var, full_like(var, momentum)).to(running_var.dtype()));
+  if (num_batches_tracked.defined()) num_batches_tracked.add_(1);
+  deferred_seen_ = 0;
 }
 std::string BatchNorm::extra_repr() const {
   return std::to_string(num_features) + ", eps=" + std::to_string(eps) + ", momentum=" + std::to_string(momentum);

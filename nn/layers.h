@@ -86,8 +86,22 @@ class BatchNorm : public Module {
   int64_t num_features;
   double eps, momentum;
 
+  // Note [deferred batch norm]: with chunks > 0, training forwards normalise
+  // with their own (micro-batch) statistics but leave the running statistics
+  // alone; every `chunks` forwards the statistics of those forwards' inputs
+  // taken together (mean, unbiased variance) update them once, as one forward
+  // on the whole mini-batch would (fairscale's DeferredBatchNorm). 0 turns it
+  // off (and drops a partial accumulation).
+  void set_deferred(int chunks);
+  int deferred_chunks() const { return deferred_chunks_; }
+
  private:
+  void accumulate(const Tensor& x);
   int64_t dims_lo_, dims_hi_;
+  int deferred_chunks_ = 0;
+  int deferred_seen_ = 0;
+  Tensor deferred_sum_, deferred_sumsq_;  // (C) float64
+  int64_t deferred_count_ = 0;
 };
 class BatchNorm1d : public BatchNorm {
  public:

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "nn/layers.h"
 
 namespace weft::parallel::pipe {
 
@@ -49,6 +50,12 @@ std::vector<int> Pipe::stage_bounds() const {
 void Pipe::start(std::shared_ptr<ProcessGroup> group, Schedule schedule) {
   for (auto& part : partitions_)
     for (auto& layer : part->modules()) layers_.push_back(layer);
+  if (options_.deferred_batch_norm) {
+    for (auto& part : partitions_)
+      part->apply([this](nn::Module& m) {
+        if (auto* bn = dynamic_cast<nn::BatchNorm*>(&m)) bn->set_deferred(options_.chunks);
+      });
+  }
   std::vector<std::shared_ptr<nn::Module>> stages(partitions_.begin(), partitions_.end());
   runner_ = std::make_unique<PipelineRunner>(std::move(schedule), std::move(stages), std::move(group),
                                              RunnerOptions{options_.checkpoint});

@@ -25,6 +25,10 @@
 //   rank (PipelineRunner::step's contract).
 // - forward(input): the forward-only schedule for evaluation; the whole
 //   batch's output on the last stage's rank (undefined elsewhere).
+// - deferred_batch_norm (fairscale's): the running statistics of every
+//   BatchNorm in this rank's layers are updated once per step, from all its
+//   micro-batches together, as BatchNorm on the whole batch would; each
+//   micro-batch is still normalised with its own statistics.
 // - parameters() / named_parameters(): this rank's, for its optimizer. size(),
 //   operator[] and iteration go over this rank's layers in order.
 #pragma once
@@ -49,6 +53,10 @@ struct PipeOptions {
   CheckpointMode checkpoint = CheckpointMode::kExceptLast;
   ScheduleKind schedule = ScheduleKind::kGPipe;
   int virtual_stages = 1;  // stages per rank (interleaved)
+  // Every BatchNorm of this rank's layers defers its running-statistics update
+  // to once per step over all micro-batches (Note [deferred batch norm] in
+  // nn/layers.h), equal to BatchNorm's on the whole batch.
+  bool deferred_batch_norm = false;
 };
 
 class Pipe {

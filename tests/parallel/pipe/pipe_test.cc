@@ -141,6 +141,43 @@ TEST(Pipe, LocalLayersAreIndexable) {
   });
 }
 
+TEST(Pipe, DeferredBatchNormTracksTheWholeBatchsStatistics) {
+  // Linear, BatchNorm1d, Tanh | Linear, BatchNorm1d, two steps of 4
+  // micro-batches. The first BatchNorm's input does not depend on any
+  // normalisation: its running statistics equal plain BatchNorm's on the
+  // whole batches. Every BatchNorm equals the same model run in one process
+  // on the same micro-batches with deferred BatchNorm (the second one's input
+  // depends on how the first normalised).
+  auto build = [] {
+    manual_seed(8);
+    return nn::Sequential::of(std::make_shared<nn::Linear>(kIn, kHidden), std::make_shared<nn::BatchNorm1d>(kHidden),
+                              std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(kHidden, kOut),
+                              std::make_shared<nn::BatchNorm1d>(kOut));
+  };
+  auto whole = build(), micro = build(), piped = build();
+  std::vector<Tensor> xs = {randn({8, kIn}), randn({12, kIn})}, ys = {randn({8, kOut}), randn({12, kOut})};
+  for (int i : {1, 4}) dynamic_cast<nn::BatchNorm*>((*micro)[i].get())->set_deferred(4);
+  for (auto& x : xs) {
+    whole->forward(x);
+    for (int k = 0; k < 4; ++k) micro->forward(x.narrow(0, k * (x.size(0) / 4), x.size(0) / 4));
+  }
+  PipeOptions o;
+  o.chunks = 4;
+  o.deferred_batch_norm = true;
+  run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
+    Pipe pipe(piped, {3, 2}, g, o);
+    for (size_t k = 0; k < xs.size(); ++k) pipe.step(xs[k], ys[k], mse);
+  });
+  auto bn = [](const nn::Sequential& m, int i) { return dynamic_cast<nn::BatchNorm*>(m[i].get()); };
+  EXPECT_TRUE(testing::tensors_near(bn(*piped, 1)->running_mean, bn(*whole, 1)->running_mean, 1e-6));
+  EXPECT_TRUE(testing::tensors_near(bn(*piped, 1)->running_var, bn(*whole, 1)->running_var, 1e-6));
+  for (int i : {1, 4}) {
+    EXPECT_TRUE(testing::tensors_near(bn(*piped, i)->running_mean, bn(*micro, i)->running_mean, 1e-6)) << i;
+    EXPECT_TRUE(testing::tensors_near(bn(*piped, i)->running_var, bn(*micro, i)->running_var, 1e-6)) << i;
+    EXPECT_EQ(bn(*piped, i)->num_batches_tracked.item<int64_t>(), 2);
+  }
+}
+
 TEST(Pipe, FairscalesArgumentChecks) {
   auto model = make_mlp();
   run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
