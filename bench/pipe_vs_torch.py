@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""weft pipeline parallelism against torch.distributed.pipelining (gloo), CPU.
+
+Both train the same deep MLP (L blocks of Linear HxH + ReLU, default L=16,
+H=1024) split evenly over N ranks (default 2) with one thread each, a batch of
+B rows (default 64) as M micro-batches (default 8), MSE loss on a fixed
+synthetic batch, plain SGD, no activation checkpointing; each side times the
+same number of steps after a warm-up. weft runs //bench:pipe_weft under
+mpirun; torch runs PipelineStage + ScheduleGPipe / Schedule1F1B under
+torch.multiprocessing.spawn. Prints, per schedule both have:
+  pipe_mlp_<schedule>: weft=<steps/s> torch=<steps/s> steps/s speedup=<weft/torch>
+and for weft's interleaved (2 stages per rank) and zero-bubble schedules
+  pipe_mlp_<schedule>: weft=<steps/s> steps/s
+then per schedule the peak resident memory of the largest rank on each side
+and weft's measured step time against the simulator's prediction from the
+last step's measured action times.
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+
+TORCH_CHILD = r'''
+import json, os, resource, sys, time
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+def worker(rank, world, port, schedule, steps, warmup, batch, hidden, layers, micro, q):
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    blocks = []
+    for _ in range(layers):
+        blocks += [nn.Linear(hidden, hidden), nn.ReLU()]
+    per = len(blocks) // world
+    mod = nn.Sequential(*blocks[rank * per:(rank + 1) * per])
+    stage = PipelineStage(mod, rank, world, torch.device("cpu"))
+    kind = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule]
+    sched = kind(stage, n_microbatches=micro, loss_fn=lambda out, t: nn.functional.mse_loss(out, t))
+    opt = torch.optim.SGD(mod.parameters(), lr=0.01)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(batch, hidden, generator=g)
+    y = torch.randn(batch, hidden, generator=g)
+    last = world - 1
+    def step():
+        opt.zero_grad()
+        losses = []
+        if rank == 0:
+            sched.step(x)
+        elif rank == last:
+            sched.step(target=y, losses=losses)
+        else:
+            sched.step()
+        opt.step()
+        return sum(l.item() for l in losses) / max(len(losses), 1)
+    for _ in range(warmup):
+        step()
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        loss = step()
+    dist.barrier()
+    secs = time.perf_counter() - t0
+    rss = torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], dtype=torch.float64)
+    dist.all_reduce(rss, op=dist.ReduceOp.MAX)
+    if rank == last:
+        q.put({"steps_per_second": steps / secs, "final_loss": loss, "peak_rss_mib": rss.item(),
+               "torch": torch.__version__})
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    a = sys.argv
+    world, port = int(a[1]), int(a[2])
+    schedule = a[3]
+    steps, warmup, batch, hidden, layers, micro = (int(v) for v in a[4:10])
+    ctx = mp.get_context("spawn")
+    q = ctx.SimpleQueue()
+    mp.spawn(worker, args=(world, port, schedule, steps, warmup, batch, hidden, layers, micro, q), nprocs=world,
+             join=True)
+    print(json.dumps(q.get()))
+'''
+
+
+def last_json(out):
+    for line in reversed(out.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise RuntimeError("no JSON result in output:\n" + out)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--weft-bin", required=True)
+    ap.add_argument("--mpirun", required=True)
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--microbatches", type=int, default=8)
+    ap.add_argument("--schedules", default="gpipe,1f1b,interleaved,zb")
+    args = ap.parse_args()
+    import torch
+    print(f"peer: torch {torch.__version__} (gloo, torch.distributed.pipelining), ranks={args.np} x 1 thread, "
+          f"MLP {args.layers} x (Linear {args.hidden}x{args.hidden} + ReLU), batch {args.batch} as "
+          f"{args.microbatches} micro-batches, steps={args.steps}", flush=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    common = ["--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch), "--hidden",
+              str(args.hidden), "--layers", str(args.layers), "--microbatches", str(args.microbatches)]
+    details = []
+    with tempfile.TemporaryDirectory() as tmp:
+        child = os.path.join(tmp, "pipe_torch_peer.py")  # spawn re-imports the main module: run from a file
+        with open(child, "w") as f:
+            f.write(TORCH_CHILD)
+        for schedule in args.schedules.split(","):
+            r = subprocess.run([args.mpirun, "-np", str(args.np), args.weft_bin, "--schedule", schedule, "--threads",
+                                "1"] + common, capture_output=True, text=True, env=env)
+            if r.returncode != 0:
+                lines = [l for l in r.stderr.splitlines() if "error:" in l] or r.stderr.strip().splitlines() or ["?"]
+                err = lines[0]
+                print(f"pipe_mlp_{schedule}: weft did not run: {err}", flush=True)
+                continue
+            w = last_json(r.stdout)
+            if schedule in ("gpipe", "1f1b"):
+                t = last_json(subprocess.run(
+                    [sys.executable, child, str(args.np), str(free_port()), schedule, str(args.steps),
+                     str(args.warmup), str(args.batch), str(args.hidden), str(args.layers), str(args.microbatches)],
+                    check=True, capture_output=True, text=True, env=env).stdout)
+                print(f"pipe_mlp_{schedule}: weft={w['steps_per_second']:.2f} torch={t['steps_per_second']:.2f} "
+                      f"steps/s speedup={w['steps_per_second'] / t['steps_per_second']:.2f}", flush=True)
+                mem = f"peak RSS weft {w['peak_rss_mib']:.0f} MiB, torch {t['peak_rss_mib']:.0f} MiB"
+            else:
+                print(f"pipe_mlp_{schedule}: weft={w['steps_per_second']:.2f} steps/s", flush=True)
+                mem = f"peak RSS weft {w['peak_rss_mib']:.0f} MiB"
+            details.append(f"  {w['schedule']}: {mem}; step {w['step_ms']:.1f} ms measured, "
+                           f"{w['simulated_makespan_ms']:.1f} ms simulated from the last step's action times "
+                           f"(measured/simulated {w['step_ms'] / w['simulated_makespan_ms']:.2f}, simulated bubble "
+                           f"{100 * w['simulated_bubble']:.1f}%; trace span {w['trace_span_ms']:.1f} ms)")
+    for line in details:
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
