@@ -34,10 +34,35 @@ struct Capture {
   uint32_t input_nr;
 };
 
+// Note [split backward]: backward_input runs only the nodes `needed` (those
+// with a path to one of the inputs' gradient accumulators); a gradient bound
+// for any other node is summed into `deferred` under (node, input) instead, and
+// that node does not run. No node downstream of a deferred one is needed (it
+// would give the deferred node a path to an input), so backward_weight can run
+// the rest later as an ordinary backward whose roots are the deferred (node,
+// input) pairs with their summed gradients: a node that got gradients both
+// from the first half and from deferred nodes waits for all of them, as in one
+// pass. Ops that record their parameter and input gradients as separate nodes
+// (Note [parameters first]: linear, conv2d) thus compute weight gradients in
+// the second half; an op whose one node computes both runs whole in the first.
+struct Split {
+  const std::unordered_set<Node*>* needed;
+  std::vector<std::pair<Edge, Tensor>>* deferred;
+  void defer(const Edge& e, const Tensor& g) const {
+    for (auto& [edge, sum] : *deferred)
+      if (edge.node == e.node && edge.input_nr == e.input_nr) {
+        accumulate(sum, g);
+        return;
+      }
+    deferred->emplace_back(e, g);
+  }
+};
+
 // Runs the graph. When `captures` is non-null, gradients arriving at the given
 // (node, input) pairs are stored into `captured` and AccumulateGrad never runs.
+// With `split`, only split->needed nodes run (Note [split backward]).
 void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads, bool retain_graph,
-             const std::vector<Capture>* captures, std::vector<Tensor>* captured) {
+             const std::vector<Capture>* captures, std::vector<Tensor>* captured, const Split* split = nullptr) {
   NoGradGuard no_grad;  // backward formulas build no graph (first-order autograd)
   // 1. dependency counts over the reachable graph (iterative DFS)
   std::unordered_map<Node*, int> deps;
@@ -64,12 +89,18 @@ void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_gra
   std::priority_queue<Node*, std::vector<Node*>, NodeCompare> ready;
   std::unordered_set<Node*> queued;
   std::vector<std::shared_ptr<Node>> keep_alive;
+  auto is_needed = [&](Node* n) { return split == nullptr || split->needed->count(n) > 0; };
   for (size_t i = 0; i < roots.size(); ++i) {
     keep_alive.push_back(roots[i].node);
+    if (!is_needed(roots[i].node.get())) {
+      split->defer(roots[i], root_grads[i]);
+      continue;
+    }
     accumulate(buffer_for(roots[i].node.get())[roots[i].input_nr], root_grads[i]);
   }
   for (const Edge& r : roots)
-    if (deps[r.node.get()] == 0 && queued.insert(r.node.get()).second) ready.push(r.node.get());
+    if (is_needed(r.node.get()) && deps[r.node.get()] == 0 && queued.insert(r.node.get()).second)
+      ready.push(r.node.get());
 
   // 3. run
   while (!ready.empty()) {
@@ -121,8 +152,13 @@ void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_gra
         Shape want = expected_shape(e);
         WEFT_CHECK(g.sizes() == want, "autograd: ", node->name(), " returned a gradient of shape ",
                    shape_str(g.sizes()), " for input ", j, ", expected ", shape_str(want));
+        if (!is_needed(next)) {
+          split->defer(e, g);
+          continue;
+        }
         accumulate(buffer_for(next)[e.input_nr], g);
       }
+      if (!is_needed(next)) continue;
       if (--deps[next] == 0 && queued.insert(next).second) ready.push(next);
     }
   }
@@ -215,6 +251,66 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     WEFT_CHECK(allow_unused || captured[i].defined(), "grad: input ", i,
                " was not used in the graph; pass allow_unused=true to get an undefined gradient");
   return captured;
+}
+
+namespace {
+// The nodes reachable from `roots` that have a path to one of `targets`
+// (Note [split backward]); iterative post-order DFS.
+std::unordered_set<Node*> nodes_reaching(const std::vector<Edge>& roots, const std::unordered_set<Node*>& targets) {
+  std::unordered_set<Node*> needed, done;
+  std::vector<std::pair<Node*, size_t>> stack;  // (node, next edge to visit)
+  for (const Edge& r : roots) {
+    if (done.count(r.node.get())) continue;
+    stack.emplace_back(r.node.get(), 0);
+    done.insert(r.node.get());
+    while (!stack.empty()) {
+      auto& [n, i] = stack.back();
+      if (i < n->next_edges.size()) {
+        const Edge& e = n->next_edges[i++];
+        if (e.valid() && done.insert(e.node.get()).second) stack.emplace_back(e.node.get(), 0);
+        continue;
+      }
+      bool reach = targets.count(n) > 0;
+      for (const Edge& e : n->next_edges) reach = reach || (e.valid() && needed.count(e.node.get()) > 0);
+      if (reach) needed.insert(n);
+      stack.pop_back();
+    }
+  }
+  return needed;
+}
+}  // namespace
+
+DeferredGrads backward_input(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                             const std::vector<Tensor>& inputs, bool retain_graph) {
+  std::vector<Edge> edges;
+  std::vector<Tensor> gs;
+  make_roots("backward_input", roots, grads, edges, gs);
+  std::unordered_set<Node*> targets;
+  std::vector<std::shared_ptr<Node>> keep;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    WEFT_CHECK(inputs[i].defined() && inputs[i].requires_grad() && inputs[i].is_leaf(), "backward_input: input ", i,
+               " must be a leaf that requires grad");
+    Edge e = gradient_edge(inputs[i]);
+    keep.push_back(e.node);
+    targets.insert(e.node.get());
+  }
+  const std::unordered_set<Node*> needed = nodes_reaching(edges, targets);
+  DeferredGrads out;
+  Split split{&needed, &out.parts_};
+  with_backward_state([&] { execute(edges, gs, retain_graph, nullptr, nullptr, &split); });
+  return out;
+}
+
+void backward_weight(DeferredGrads deferred, bool retain_graph) {
+  if (deferred.parts_.empty()) return;
+  std::vector<Edge> edges;
+  std::vector<Tensor> gs;
+  for (auto& [e, g] : deferred.parts_) {
+    edges.push_back(e);
+    gs.push_back(g);
+  }
+  deferred.parts_.clear();
+  with_backward_state([&] { execute(edges, gs, retain_graph, nullptr, nullptr); });
 }
 
 void queue_callback(std::function<void()> cb) {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "core/autograd_meta.h"
@@ -36,6 +37,36 @@ void backward(const Tensor& root, const Tensor& gradient = Tensor(), bool retain
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool allow_unused = false);
+
+// The second half of a split backward (Note [split backward] in engine.cc):
+// gradients that reached nodes the first half did not run. Move-only.
+class DeferredGrads {
+ public:
+  DeferredGrads() = default;
+  DeferredGrads(DeferredGrads&&) = default;
+  DeferredGrads& operator=(DeferredGrads&&) = default;
+  DeferredGrads(const DeferredGrads&) = delete;
+  DeferredGrads& operator=(const DeferredGrads&) = delete;
+  bool empty() const { return parts_.empty(); }
+
+ private:
+  friend DeferredGrads backward_input(const std::vector<Tensor>&, const std::vector<Tensor>&,
+                                      const std::vector<Tensor>&, bool);
+  friend void backward_weight(DeferredGrads, bool);
+  std::vector<std::pair<Edge, Tensor>> parts_;
+};
+
+// A backward split in two (zero-bubble pipelines' B and W): backward_input
+// accumulates d(sum of roots * grads)/d(input) into each of `inputs` (leaves
+// that require grad) running only the part of the graph that leads to them,
+// and returns the gradients that reached the rest; backward_weight runs that
+// rest later, so the parameters' gradients accumulate (and their hooks fire)
+// then. Together they accumulate exactly what backward(roots, grads) would.
+// The graph between the two calls must stay alive and unchanged; each half is
+// its own backward pass (end-of-backward callbacks run after each).
+DeferredGrads backward_input(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                             const std::vector<Tensor>& inputs, bool retain_graph = false);
+void backward_weight(DeferredGrads deferred, bool retain_graph = false);
 
 // Queues `cb` to run at the end of the backward pass currently executing on
 // this thread. Calling it outside backward is an error.

@@ -72,8 +72,9 @@ struct PipelineRunner::StepState {
   std::vector<std::vector<Tensor>> in, out, grad_out, grad_in;
   std::vector<std::pair<WorkPtr, std::vector<Tensor>>> sends;  // buffers kept until the end
   double loss = 0;
-  bool forward_only = false;    // forward(): no loss, no backward
-  std::vector<Tensor> outputs;  // the last stage's outputs (forward(), keep_output)
+  std::vector<std::vector<autograd::DeferredGrads>> deferred;  // split schedules: W's half, per stage, per mb
+  bool forward_only = false;                                   // forward(): no loss, no backward
+  std::vector<Tensor> outputs;                                 // the last stage's outputs (forward(), keep_output)
 };
 
 CheckpointMode parse_checkpoint_mode(const std::string& name) {
@@ -98,8 +99,6 @@ PipelineRunner::PipelineRunner(Schedule schedule, std::vector<std::shared_ptr<nn
   WEFT_CHECK(group_ != nullptr, "PipelineRunner: process group is null");
   WEFT_CHECK(group_->size() == schedule_.num_ranks, "PipelineRunner: schedule ", schedule_.name, " is for ",
              schedule_.num_ranks, " ranks but the group has ", group_->size());
-  WEFT_CHECK(!schedule_.split_backward, "PipelineRunner: schedule ", schedule_.name,
-             " splits the backward into B and W, which this runner does not run yet (use gpipe, 1f1b or interleaved)");
   validate(schedule_);
   stage_ids_ = schedule_.stages_of_rank(group_->rank());
   WEFT_CHECK(stages_.size() == stage_ids_.size(), "PipelineRunner: rank ", group_->rank(), " runs ", stage_ids_.size(),
@@ -144,6 +143,8 @@ void PipelineRunner::split(StepState& st, const Tensor& input, const Tensor& tar
     }
   }
   for (auto* v : {&st.in, &st.out, &st.grad_out, &st.grad_in}) v->assign(stages_.size(), std::vector<Tensor>(m));
+  st.deferred.resize(stages_.size());
+  for (auto& d : st.deferred) d.resize(m);
   st.outputs.assign(m, Tensor());
 }
 
@@ -278,8 +279,15 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
       Tensor y = st.out[li][mb];
       WEFT_CHECK(y.requires_grad(), "stage ", s, "'s output for micro-batch ", mb,
                  " does not require grad: nothing to backpropagate");
-      if (s == n_stages - 1) autograd::backward(y);
-      else autograd::backward({y}, {st.grad_out[li][mb]});
+      std::vector<Tensor> grads;
+      if (s != n_stages - 1) grads = {st.grad_out[li][mb]};
+      if (schedule_.split_backward) {  // B now, W later (Note [split backward] in autograd/engine.cc)
+        std::vector<Tensor> inputs;
+        if (s > 0 && st.in[li][mb].requires_grad()) inputs = {st.in[li][mb]};
+        st.deferred[li][mb] = autograd::backward_input({y}, grads, inputs);
+      } else {
+        autograd::backward({y}, grads);
+      }
       if (s > 0) {
         Tensor x = st.in[li][mb];
         Tensor g = x.grad().defined() ? x.grad() : zeros_like(x);
@@ -289,7 +297,7 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
       st.in[li][mb] = st.out[li][mb] = st.grad_out[li][mb] = Tensor();
       return;
     }
-    case ActionKind::kWeight: WEFT_ERROR("W actions are not run by this runner");
+    case ActionKind::kWeight: autograd::backward_weight(std::move(st.deferred[li][mb])); return;
   }
 }
 

@@ -7,8 +7,11 @@
 //   an input, leave a message unmatched or deadlock is refused naming the rank
 //   and action); group->size() == schedule.num_ranks; `stages` holds this
 //   rank's stage modules in increasing stage order
-//   (schedule.stages_of_rank(group->rank())). Schedules that split the
-//   backward into B and W (zb-h1) are refused for now.
+//   (schedule.stages_of_rank(group->rank())).
+// - Split schedules (zb-h1): B runs autograd::backward_input (the stage
+//   input's gradient, sent on at once) and W later backward_weight (the
+//   parameter gradients: linear and conv2d keep theirs apart, Note [split
+//   backward] in autograd/engine.cc), so weight gradients fill the bubbles.
 // - step(input, target, loss_fn): one forward and backward over
 //   num_microbatches micro-batches. input and target are the whole batch
 //   (input is read on the rank of stage 0, target on the rank of the last

@@ -93,6 +93,7 @@ TEST(Pipe, TrainingEqualsOneProcess) {
   expect_trains_like_one_process({4, CheckpointMode::kExceptLast, ScheduleKind::kGPipe, 1}, {3, 5}, 2);
   expect_trains_like_one_process({3, CheckpointMode::kAlways, ScheduleKind::k1F1B, 1}, {2, 2, 4}, 3);
   expect_trains_like_one_process({4, CheckpointMode::kNever, ScheduleKind::kInterleaved1F1B, 2}, {2, 2, 2, 2}, 2);
+  expect_trains_like_one_process({4, CheckpointMode::kNever, ScheduleKind::kZeroBubbleH1, 1}, {4, 4}, 2);
 }
 
 TEST(Pipe, LazyFactoriesBuildOnlyLocalLayersUnderTheWholeModelsNames) {
@@ -188,9 +189,6 @@ TEST(Pipe, FairscalesArgumentChecks) {
     EXPECT_WEFT_ERROR(Pipe(model, {2, 2, 4}, g),
                       "Pipe: balance [2, 2, 4] has 3 stages but the group has 2 rank(s) with 1 stage(s) each (2 "
                       "stages)");
-    PipeOptions zb;
-    zb.schedule = ScheduleKind::kZeroBubbleH1;
-    EXPECT_WEFT_ERROR(Pipe(model, {4, 4}, g, zb), "splits the backward into B and W");
     EXPECT_WEFT_ERROR(Pipe(std::shared_ptr<nn::Sequential>(), {4, 4}, g), "Pipe: module is null");
     EXPECT_WEFT_ERROR(Pipe(model, {4, 4}, nullptr), "Pipe: process group is null");
   });
