@@ -35,7 +35,7 @@ namespace {
 using namespace weft;
 namespace pp = parallel::pipe;
 
-// Per-stage mean F and B times of a measured step and, per boundary, the
+// Per-stage mean F, B and W times of a measured step and, per boundary, the
 // shortest receive across it (seconds): a receive also waits for its sender,
 // so the shortest one is the best estimate of the transfer alone.
 pp::CostModel measured_costs(const pp::Schedule& sched, const std::vector<pp::TraceEvent>& events) {
@@ -44,7 +44,7 @@ pp::CostModel measured_costs(const pp::Schedule& sched, const std::vector<pp::Tr
   c.forward.assign(n, 0);
   c.backward.assign(n, 0);
   c.weight.assign(n, 0);
-  std::vector<int> nf(n, 0), nb(n, 0);
+  std::vector<int> nf(n, 0), nb(n, 0), nw(n, 0);
   for (const auto& e : events) {
     const double secs = static_cast<double>(e.duration_ns) * 1e-9;
     if (e.action.kind == pp::ActionKind::kForward) {
@@ -53,11 +53,15 @@ pp::CostModel measured_costs(const pp::Schedule& sched, const std::vector<pp::Tr
     } else if (e.action.kind == pp::ActionKind::kBackward) {
       c.backward[e.action.stage] += secs;
       ++nb[e.action.stage];
+    } else if (e.action.kind == pp::ActionKind::kWeight) {
+      c.weight[e.action.stage] += secs;
+      ++nw[e.action.stage];
     }
   }
   for (int s = 0; s < n; ++s) {
     c.forward[s] /= std::max(nf[s], 1);
     c.backward[s] /= std::max(nb[s], 1);
+    c.weight[s] /= std::max(nw[s], 1);
   }
   c.transfer.assign(std::max(n - 1, 0), std::numeric_limits<double>::max());
   for (const auto& e : events) {

@@ -47,7 +47,7 @@ run_pipe() {  # name np flags...
   check same_training "$tmp/$name.out"
   check grep -q '^test_accuracy=0\.[0-9]\{4\}$' "$tmp/$name.out"
   check test "$(wc -l < "$tmp/$name.jsonl")" -eq 2
-  check grep -q 'measured step .* ms (optimizer included); simulated from the measured F and B times' "$tmp/$name.txt"
+  check grep -q 'measured step .* ms (optimizer included); simulated from the measured F, B and W times' "$tmp/$name.txt"
   check grep -q '"traceEvents"' "$tmp/$name.json"
   check grep -q '"name": "B0\.' "$tmp/$name.json"
 }
