@@ -11,12 +11,13 @@ Prints:
   overlap=<fraction of weft's allreduce time hidden behind backward> ...
 """
 import argparse
-import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import free_port, last_json  # noqa: E402
 
 TORCH_CHILD = r'''
 import json, os, sys, time
@@ -66,19 +67,6 @@ if __name__ == "__main__":
     mp.spawn(worker, args=(world, port, steps, warmup, batch, hidden, cap, q), nprocs=world, join=True)
     print(json.dumps(q.get()))
 '''
-
-
-def last_json(out):
-    for line in reversed(out.strip().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    raise RuntimeError("no JSON result in output:\n" + out)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():

@@ -16,12 +16,13 @@ and weft's measured step time against the simulator's prediction from the
 last step's measured action times.
 """
 import argparse
-import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import free_port, last_json  # noqa: E402
 
 TORCH_CHILD = r'''
 import json, os, resource, sys, time
@@ -87,19 +88,6 @@ if __name__ == "__main__":
              join=True)
     print(json.dumps(q.get()))
 '''
-
-
-def last_json(out):
-    for line in reversed(out.strip().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    raise RuntimeError("no JSON result in output:\n" + out)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():

@@ -30,56 +30,9 @@
 #include "parallel/pipe/simulate.h"
 #include "parallel/pipe/trace.h"
 
-namespace {
-
-using namespace weft;
-namespace pp = parallel::pipe;
-
-// Per-stage mean F, B and W times of a measured step and, per boundary, the
-// shortest receive across it (seconds): a receive also waits for its sender,
-// so the shortest one is the best estimate of the transfer alone.
-pp::CostModel measured_costs(const pp::Schedule& sched, const std::vector<pp::TraceEvent>& events) {
-  const int n = sched.num_stages();
-  pp::CostModel c;
-  c.forward.assign(n, 0);
-  c.backward.assign(n, 0);
-  c.weight.assign(n, 0);
-  std::vector<int> nf(n, 0), nb(n, 0), nw(n, 0);
-  for (const auto& e : events) {
-    const double secs = static_cast<double>(e.duration_ns) * 1e-9;
-    if (e.action.kind == pp::ActionKind::kForward) {
-      c.forward[e.action.stage] += secs;
-      ++nf[e.action.stage];
-    } else if (e.action.kind == pp::ActionKind::kBackward) {
-      c.backward[e.action.stage] += secs;
-      ++nb[e.action.stage];
-    } else if (e.action.kind == pp::ActionKind::kWeight) {
-      c.weight[e.action.stage] += secs;
-      ++nw[e.action.stage];
-    }
-  }
-  for (int s = 0; s < n; ++s) {
-    c.forward[s] /= std::max(nf[s], 1);
-    c.backward[s] /= std::max(nb[s], 1);
-    c.weight[s] /= std::max(nw[s], 1);
-  }
-  c.transfer.assign(std::max(n - 1, 0), std::numeric_limits<double>::max());
-  for (const auto& e : events) {
-    const double secs = static_cast<double>(e.duration_ns) * 1e-9;
-    if (e.action.kind == pp::ActionKind::kRecvActivation) {
-      c.transfer[e.action.stage - 1] = std::min(c.transfer[e.action.stage - 1], secs);
-    } else if (e.action.kind == pp::ActionKind::kRecvGrad) {
-      c.transfer[e.action.stage] = std::min(c.transfer[e.action.stage], secs);
-    }
-  }
-  for (double& t : c.transfer)
-    if (t == std::numeric_limits<double>::max()) t = 0;  // neighbours on one rank exchange nothing
-  return c;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
+  using namespace weft;
+  namespace pp = parallel::pipe;
   int steps = 20, warmup = 3, threads = 1, layers = 16, microbatches = 8, virtual_stages = 0;
   int64_t batch = 64, hidden = 1024;
   std::string schedule = "1f1b", trace;
@@ -144,7 +97,7 @@ int main(int argc, char** argv) {
         first = std::min(first, e.start_ns);
         last = std::max(last, e.start_ns + e.duration_ns);
       }
-      pp::Simulation sim = pp::simulate(pipe.schedule(), measured_costs(pipe.schedule(), events));
+      pp::Simulation sim = pp::simulate(pipe.schedule(), pp::measured_costs(pipe.schedule(), events));
       if (!trace.empty()) {
         std::FILE* f = std::fopen(trace.c_str(), "w");
         WEFT_CHECK(f != nullptr, "pipe_weft: cannot write ", trace);

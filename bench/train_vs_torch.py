@@ -15,6 +15,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import last_json  # noqa: E402
+
 DATA = "/usr/share/datasets/fashion-mnist"
 
 TORCH_CHILD = r'''
@@ -58,13 +61,6 @@ print(json.dumps({"model": model_name, "images_per_second": steps * batch / secs
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
                   "final_loss": last, "torch": torch.__version__, "threads": torch.get_num_threads()}))
 '''
-
-
-def last_json(out):
-    for line in reversed(out.strip().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    raise RuntimeError("no JSON result in output:\n" + out)
 
 
 def main():

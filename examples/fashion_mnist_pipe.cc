@@ -158,35 +158,6 @@ std::pair<double, double> evaluate(pp::Pipe& pipe, io::DataLoader& loader, paral
   return {s[0] / std::max(s[2], 1.0), s[1] / std::max(s[2], 1.0)};
 }
 
-// Per-stage mean F, B and W times of a measured step (seconds), for the simulator.
-pp::CostModel measured_costs(const pp::Schedule& sched, const std::vector<pp::TraceEvent>& events) {
-  const int n = sched.num_stages();
-  pp::CostModel c;
-  c.forward.assign(n, 0);
-  c.backward.assign(n, 0);
-  c.weight.assign(n, 0);
-  std::vector<int> nf(n, 0), nb(n, 0), nw(n, 0);
-  for (const auto& e : events) {
-    const double secs = static_cast<double>(e.duration_ns) * 1e-9;
-    if (e.action.kind == pp::ActionKind::kForward) {
-      c.forward[e.action.stage] += secs;
-      ++nf[e.action.stage];
-    } else if (e.action.kind == pp::ActionKind::kBackward) {
-      c.backward[e.action.stage] += secs;
-      ++nb[e.action.stage];
-    } else if (e.action.kind == pp::ActionKind::kWeight) {
-      c.weight[e.action.stage] += secs;
-      ++nw[e.action.stage];
-    }
-  }
-  for (int s = 0; s < n; ++s) {
-    c.forward[s] /= std::max(nf[s], 1);
-    c.backward[s] /= std::max(nb[s], 1);
-    c.weight[s] /= std::max(nw[s], 1);
-  }
-  return c;
-}
-
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   WEFT_CHECK(out.good(), "cannot write ", path);
@@ -287,7 +258,7 @@ int run(const Flags& f) {
   Tensor step_time = full({1}, last_step_secs, DType::Float64);
   g.allreduce(step_time, {parallel::ReduceOp::Max})->wait();
   if (lead) {
-    pp::Simulation sim = pp::simulate(pipe.schedule(), measured_costs(pipe.schedule(), events));
+    pp::Simulation sim = pp::simulate(pipe.schedule(), pp::measured_costs(pipe.schedule(), events));
     std::ostringstream chart;
     chart << pp::text_chart(pipe.schedule(), sim) << "measured step " << step_time.item<double>() * 1e3
           << " ms (optimizer included); simulated from the measured F, B and W times " << sim.makespan * 1e3

@@ -88,4 +88,43 @@ std::string chrome_trace_json(const std::vector<TraceEvent>& events) {
   return os.str();
 }
 
+CostModel measured_costs(const Schedule& sched, const std::vector<TraceEvent>& events) {
+  const int n = sched.num_stages();
+  CostModel c;
+  c.forward.assign(n, 0);
+  c.backward.assign(n, 0);
+  c.weight.assign(n, 0);
+  std::vector<int> nf(n, 0), nb(n, 0), nw(n, 0);
+  for (const auto& e : events) {
+    const double secs = static_cast<double>(e.duration_ns) * 1e-9;
+    if (e.action.kind == ActionKind::kForward) {
+      c.forward[e.action.stage] += secs;
+      ++nf[e.action.stage];
+    } else if (e.action.kind == ActionKind::kBackward) {
+      c.backward[e.action.stage] += secs;
+      ++nb[e.action.stage];
+    } else if (e.action.kind == ActionKind::kWeight) {
+      c.weight[e.action.stage] += secs;
+      ++nw[e.action.stage];
+    }
+  }
+  for (int s = 0; s < n; ++s) {
+    c.forward[s] /= std::max(nf[s], 1);
+    c.backward[s] /= std::max(nb[s], 1);
+    c.weight[s] /= std::max(nw[s], 1);
+  }
+  c.transfer.assign(std::max(n - 1, 0), std::numeric_limits<double>::max());
+  for (const auto& e : events) {
+    const double secs = static_cast<double>(e.duration_ns) * 1e-9;
+    if (e.action.kind == ActionKind::kRecvActivation) {
+      c.transfer[e.action.stage - 1] = std::min(c.transfer[e.action.stage - 1], secs);
+    } else if (e.action.kind == ActionKind::kRecvGrad) {
+      c.transfer[e.action.stage] = std::min(c.transfer[e.action.stage], secs);
+    }
+  }
+  for (double& t : c.transfer)
+    if (t == std::numeric_limits<double>::max()) t = 0;  // neighbours on one rank exchange nothing
+  return c;
+}
+
 }  // namespace weft::parallel::pipe

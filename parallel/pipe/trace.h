@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "parallel/pipe/schedule.h"
+#include "parallel/pipe/simulate.h"
 #include "parallel/process_group.h"
 
 namespace weft::parallel::pipe {
@@ -31,5 +32,11 @@ struct TraceEvent {
 
 std::vector<TraceEvent> gather_trace(ProcessGroup& group, const std::vector<TraceEvent>& mine);
 std::string chrome_trace_json(const std::vector<TraceEvent>& events);
+
+// The simulator's costs (seconds) measured from a step's events (all ranks):
+// per stage the mean F, B and W durations; per boundary the shortest receive
+// across it (a receive also waits for its sender, so the shortest one is the
+// best estimate of the transfer alone; 0 between stages on one rank).
+CostModel measured_costs(const Schedule& schedule, const std::vector<TraceEvent>& events);
 
 }  // namespace weft::parallel::pipe

@@ -298,6 +298,25 @@ TEST(PipelineRunner, ForwardOnlyAndKeptOutputsEqualTheWholeModel) {
   }
 }
 
+TEST(PipelineRunner, MeasuredCostsAreMeansAndShortestReceives) {
+  const Schedule sched = make_schedule(ScheduleKind::kZeroBubbleH1, 2, 2);
+  std::vector<TraceEvent> ev = {{Action::forward(0, 0), 0, 0, 2000},
+                                {Action::forward(0, 1), 0, 0, 4000},
+                                {Action::backward(1, 0), 1, 0, 6000},
+                                {Action::weight(1, 0), 1, 0, 1000},
+                                {Action::weight(1, 1), 1, 0, 3000},
+                                {Action::recv_activation(1, 0, 0), 1, 0, 900},
+                                {Action::recv_activation(1, 1, 0), 1, 0, 300},
+                                {Action::recv_grad(0, 0, 1), 0, 0, 500}};
+  CostModel c = measured_costs(sched, ev);
+  EXPECT_DOUBLE_EQ(c.forward[0], 3e-6);
+  EXPECT_DOUBLE_EQ(c.forward[1], 0);
+  EXPECT_DOUBLE_EQ(c.backward[1], 6e-6);
+  EXPECT_DOUBLE_EQ(c.weight[1], 2e-6);
+  ASSERT_EQ(c.transfer.size(), 1u);
+  EXPECT_DOUBLE_EQ(c.transfer[0], 3e-7);
+}
+
 TEST(PipelineRunner, ShapesMayChangeBetweenSteps) {
   check_transparent({ScheduleKind::k1F1B, 2, 4, 1, {}, 9}, /*steps=*/3);
 }
