@@ -21,30 +21,37 @@ std::string list_str(const std::vector<int>& v) {
 
 }  // namespace
 
-Schedule Pipe::prepare(size_t num_layers, const ProcessGroup* group) {
-  WEFT_CHECK(group != nullptr, "Pipe: process group is null");
-  WEFT_CHECK(!balance_.empty(), "Pipe: balance is empty");
-  for (int b : balance_)
-    WEFT_CHECK(b > 0, "Pipe: all balance numbers must be positive integers (balance: ", list_str(balance_), ")");
-  const int64_t total = std::accumulate(balance_.begin(), balance_.end(), int64_t(0));
+Schedule plan_pipeline(size_t num_layers, const std::vector<int>& balance, int ranks, const PipeOptions& options) {
+  WEFT_CHECK(!balance.empty(), "Pipe: balance is empty");
+  for (int b : balance)
+    WEFT_CHECK(b > 0, "Pipe: all balance numbers must be positive integers (balance: ", list_str(balance), ")");
+  const int64_t total = std::accumulate(balance.begin(), balance.end(), int64_t(0));
   WEFT_CHECK(total == static_cast<int64_t>(num_layers),
              "Pipe: the module and the sum of balance have different "
              "lengths (module: ",
              num_layers, ", sum of balance: ", total, ")");
-  WEFT_CHECK(options_.chunks > 0, "Pipe: the number of chunks must be a positive integer, got ", options_.chunks);
-  WEFT_CHECK(options_.virtual_stages > 0, "Pipe: virtual_stages must be a positive integer, got ",
-             options_.virtual_stages);
-  const int64_t need = static_cast<int64_t>(group->size()) * options_.virtual_stages;
-  WEFT_CHECK(static_cast<int64_t>(balance_.size()) == need, "Pipe: balance ", list_str(balance_), " has ",
-             balance_.size(), " stages but the group has ", group->size(), " rank(s) with ", options_.virtual_stages,
-             " stage(s) each (", need, " stages)");
-  return make_schedule(options_.schedule, group->size(), options_.chunks, options_.virtual_stages);
+  WEFT_CHECK(options.chunks > 0, "Pipe: the number of chunks must be a positive integer, got ", options.chunks);
+  WEFT_CHECK(options.virtual_stages > 0, "Pipe: virtual_stages must be a positive integer, got ",
+             options.virtual_stages);
+  const int64_t need = static_cast<int64_t>(ranks) * options.virtual_stages;
+  WEFT_CHECK(static_cast<int64_t>(balance.size()) == need, "Pipe: balance ", list_str(balance), " has ", balance.size(),
+             " stages but the group has ", ranks, " rank(s) with ", options.virtual_stages, " stage(s) each (", need,
+             " stages)");
+  return make_schedule(options.schedule, ranks, options.chunks, options.virtual_stages);
 }
 
-std::vector<int> Pipe::stage_bounds() const {
-  std::vector<int> b(balance_.size() + 1, 0);
-  std::partial_sum(balance_.begin(), balance_.end(), b.begin() + 1);
+std::vector<int> stage_bounds(const std::vector<int>& balance) {
+  std::vector<int> b(balance.size() + 1, 0);
+  std::partial_sum(balance.begin(), balance.end(), b.begin() + 1);
   return b;
+}
+
+RunnerOptions runner_options(const PipeOptions& options) {
+  RunnerOptions r;
+  r.checkpoint = options.checkpoint;
+  r.device = options.device;
+  r.transfer_device = options.transfer_device;
+  return r;
 }
 
 void Pipe::start(std::shared_ptr<ProcessGroup> group, Schedule schedule) {
@@ -56,17 +63,20 @@ void Pipe::start(std::shared_ptr<ProcessGroup> group, Schedule schedule) {
         if (auto* bn = dynamic_cast<nn::BatchNorm*>(&m)) bn->set_deferred(options_.chunks);
       });
   }
+  for (auto& part : partitions_)
+    if (options_.device != kCPU) part->to(options_.device);
   std::vector<std::shared_ptr<nn::Module>> stages(partitions_.begin(), partitions_.end());
   runner_ = std::make_unique<PipelineRunner>(std::move(schedule), std::move(stages), std::move(group),
-                                             RunnerOptions{options_.checkpoint});
+                                             runner_options(options_));
 }
 
 Pipe::Pipe(const std::shared_ptr<nn::Sequential>& module, std::vector<int> balance, std::shared_ptr<ProcessGroup> group,
            PipeOptions options)
     : balance_(std::move(balance)), options_(options) {
   WEFT_CHECK(module != nullptr, "Pipe: module is null");
-  Schedule sched = prepare(module->size(), group.get());
-  const std::vector<int> bounds = stage_bounds();
+  WEFT_CHECK(group != nullptr, "Pipe: process group is null");
+  Schedule sched = plan_pipeline(module->size(), balance_, group->size(), options_);
+  const std::vector<int> bounds = stage_bounds(balance_);
   for (int s : sched.stages_of_rank(group->rank())) partitions_.push_back(module->slice(bounds[s], bounds[s + 1]));
   start(std::move(group), std::move(sched));
 }
@@ -74,8 +84,9 @@ Pipe::Pipe(const std::shared_ptr<nn::Sequential>& module, std::vector<int> balan
 Pipe::Pipe(const std::vector<LayerFactory>& layers, std::vector<int> balance, std::shared_ptr<ProcessGroup> group,
            PipeOptions options)
     : balance_(std::move(balance)), options_(options) {
-  Schedule sched = prepare(layers.size(), group.get());
-  const std::vector<int> bounds = stage_bounds();
+  WEFT_CHECK(group != nullptr, "Pipe: process group is null");
+  Schedule sched = plan_pipeline(layers.size(), balance_, group->size(), options_);
+  const std::vector<int> bounds = stage_bounds(balance_);
   for (int s : sched.stages_of_rank(group->rank())) {
     auto part = std::make_shared<nn::Sequential>();
     for (int i = bounds[s]; i < bounds[s + 1]; ++i) {

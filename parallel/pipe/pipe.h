@@ -57,7 +57,20 @@ struct PipeOptions {
   // to once per step over all micro-batches (Note [deferred batch norm] in
   // nn/layers.h), equal to BatchNorm's on the whole batch.
   bool deferred_batch_norm = false;
+  // This rank's device (its layers move there; e.g. cuda:local_rank with an
+  // NCCL group) and the device boundary messages travel on (RunnerOptions).
+  Device device = kCPU;
+  Device transfer_device = kCPU;
 };
+
+// The argument checks Pipe and LocalPipe share (fairscale's, as weft::Error
+// naming the values) for `num_layers` layers split by `balance` over `ranks`
+// ranks, and the schedule they run.
+Schedule plan_pipeline(size_t num_layers, const std::vector<int>& balance, int ranks, const PipeOptions& options);
+// First layer index of each stage, and one past the last (size balance + 1).
+std::vector<int> stage_bounds(const std::vector<int>& balance);
+// Runner options from pipe options.
+RunnerOptions runner_options(const PipeOptions& options);
 
 class Pipe {
  public:
@@ -90,11 +103,7 @@ class Pipe {
   PipelineRunner& runner() { return *runner_; }
 
  private:
-  // Checks the arguments against `num_layers` and makes the schedule.
-  Schedule prepare(size_t num_layers, const ProcessGroup* group);
   void start(std::shared_ptr<ProcessGroup> group, Schedule schedule);
-  // First layer index of each stage, and one past the last.
-  std::vector<int> stage_bounds() const;
 
   std::vector<int> balance_;
   PipeOptions options_;

@@ -54,12 +54,12 @@ Tensor make_header(const Tensor& t, const std::string& what) {
   return h;
 }
 
-Tensor tensor_for_header(const Tensor& h, const std::string& what) {
+Tensor tensor_for_header(const Tensor& h, const std::string& what, Device device) {
   const int64_t* p = h.data_ptr<int64_t>();
   WEFT_CHECK(p[0] >= 0 && p[0] < kNumDTypes && p[1] >= 0 && p[1] <= kMaxDims, what,
              ": the boundary header is not one a PipelineRunner sent (dtype ", p[0], ", ", p[1], " dimensions)");
   Shape sizes(p + 2, p + 2 + p[1]);
-  return empty(sizes, static_cast<DType>(p[0]));
+  return empty(sizes, {static_cast<DType>(p[0]), device});
 }
 
 }  // namespace
@@ -209,7 +209,7 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
   const int s = a.stage, mb = a.microbatch, li = local(s), n_stages = schedule_.num_stages();
   const std::string what = to_string(a);
   auto send = [&](const Tensor& t, bool grad) {
-    Tensor payload = t.detach().contiguous();
+    Tensor payload = t.detach().to(options_.transfer_device).contiguous();
     Tensor header = make_header(payload, what);
     const int tag = message_tag(grad, s, mb, n_stages);
     WorkPtr w =
@@ -220,7 +220,7 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
     const int tag = message_tag(grad, a.peer_stage, mb, n_stages);
     Tensor header = empty({kHeaderLen}, DType::Int64);
     group_->batch_isend_irecv({P2POp::recv(header, a.peer_rank, tag)})->wait();
-    Tensor t = tensor_for_header(header, what);
+    Tensor t = tensor_for_header(header, what, options_.transfer_device);
     group_->batch_isend_irecv({P2POp::recv(t, a.peer_rank, tag)})->wait();
     return t;
   };
@@ -257,16 +257,16 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
       const int checkpoint_stop = options_.checkpoint == CheckpointMode::kAlways       ? schedule_.num_microbatches
                                   : options_.checkpoint == CheckpointMode::kExceptLast ? schedule_.num_microbatches - 1
                                                                                        : 0;
-      Tensor y;
+      Tensor y, xd = x.to(options_.device);  // a tracked copy when the devices differ
       if (mb < checkpoint_stop && GradMode::is_enabled()) {
         std::shared_ptr<nn::Module> stage = stages_[li];
-        y = autograd::checkpoint([stage](const std::vector<Tensor>& in) { return (*stage)(in[0]); }, {x});
+        y = autograd::checkpoint([stage](const std::vector<Tensor>& in) { return (*stage)(in[0]); }, {xd});
       } else {
-        y = (*stages_[li])(x);
+        y = (*stages_[li])(xd);
       }
       if (s == n_stages - 1 && (st.forward_only || options_.keep_output)) st.outputs[mb] = y.detach();
       if (s == n_stages - 1 && !st.forward_only) {
-        Tensor loss = (*st.loss_fn)(y, st.targets[mb]);
+        Tensor loss = (*st.loss_fn)(y, st.targets[mb].to(options_.device));
         WEFT_CHECK(loss.numel() == 1, "the loss function returned ", shape_str(loss.sizes()), " for micro-batch ", mb,
                    "; it must return one element");
         st.loss += loss.detach().to(DType::Float64).item<double>() * st.weights[mb];
@@ -280,7 +280,7 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
       WEFT_CHECK(y.requires_grad(), "stage ", s, "'s output for micro-batch ", mb,
                  " does not require grad: nothing to backpropagate");
       std::vector<Tensor> grads;
-      if (s != n_stages - 1) grads = {st.grad_out[li][mb]};
+      if (s != n_stages - 1) grads = {st.grad_out[li][mb].to(y.device())};
       if (schedule_.split_backward) {  // B now, W later (Note [split backward] in autograd/engine.cc)
         std::vector<Tensor> inputs;
         if (s > 0 && st.in[li][mb].requires_grad()) inputs = {st.in[li][mb]};

@@ -67,6 +67,13 @@ struct RunnerOptions {
   bool record_trace = false;
   // Keep the last stage's outputs of each step (last_output()).
   bool keep_output = false;
+  // Where this rank's stages run: each stage's input (received, handed over
+  // or the micro-batch) and the targets move here first.
+  Device device = kCPU;
+  // What boundary messages travel as: received tensors are made on this
+  // device and sent ones moved here first (MPI and the in-process group take
+  // CPU tensors, NCCL CUDA ones).
+  Device transfer_device = kCPU;
 };
 
 // The loss of one micro-batch: a one-element tensor (mean-reduced for the
