@@ -51,6 +51,7 @@ RunnerOptions runner_options(const PipeOptions& options) {
   r.checkpoint = options.checkpoint;
   r.device = options.device;
   r.transfer_device = options.transfer_device;
+  r.tied = options.tied;
   return r;
 }
 

@@ -61,6 +61,10 @@ struct PipeOptions {
   // NCCL group) and the device boundary messages travel on (RunnerOptions).
   Device device = kCPU;
   Device transfer_device = kCPU;
+  // Tied parameters across stages (RunnerOptions::tied): groups of full
+  // parameter names, e.g. {{"0.weight", "5.weight"}} for a GPT's embedding and
+  // head; their gradients are summed between the stages holding them.
+  std::vector<std::vector<std::string>> tied;
 };
 
 // The argument checks Pipe and LocalPipe share (fairscale's, as weft::Error

@@ -9,8 +9,9 @@
 // stages + sending stage) * 2 + is-gradient) mod 32768, so messages between
 // two ranks match by what they carry, not by the order the two ranks happen to
 // issue them in (interleaved schedules send several stages' activations
-// between the same ranks). Tags only repeat 16384 (stage, micro-batch) pairs
-// apart, and messages with the same tag travel in order.
+// between the same ranks). Tags only repeat 16256 (stage, micro-batch) pairs
+// apart, and messages with the same tag travel in order. Tags 32512 and up
+// are the tied-gradient sums' (TiedParameters::kTagBase, tied.h).
 //
 // Note [stage boundaries]: every stage's input is a leaf. For stage 0 it is
 // the micro-batch; for the others the received (or, from a stage on this
@@ -39,7 +40,7 @@ constexpr int64_t kMaxDims = 8;
 constexpr int64_t kHeaderLen = 2 + kMaxDims;
 
 int message_tag(bool grad, int sending_stage, int mb, int num_stages) {
-  const int64_t t = ((int64_t(mb) * num_stages + sending_stage) * 2 + (grad ? 1 : 0)) % 32768;
+  const int64_t t = ((int64_t(mb) * num_stages + sending_stage) * 2 + (grad ? 1 : 0)) % TiedParameters::kTagBase;
   return static_cast<int>(t);
 }
 
@@ -99,12 +100,16 @@ PipelineRunner::PipelineRunner(Schedule schedule, std::vector<std::shared_ptr<nn
   WEFT_CHECK(group_ != nullptr, "PipelineRunner: process group is null");
   WEFT_CHECK(group_->size() == schedule_.num_ranks, "PipelineRunner: schedule ", schedule_.name, " is for ",
              schedule_.num_ranks, " ranks but the group has ", group_->size());
-  validate(schedule_);
   stage_ids_ = schedule_.stages_of_rank(group_->rank());
   WEFT_CHECK(stages_.size() == stage_ids_.size(), "PipelineRunner: rank ", group_->rank(), " runs ", stage_ids_.size(),
              " stage(s) of schedule ", schedule_.name, " but was given ", stages_.size(), " module(s)");
   for (size_t i = 0; i < stages_.size(); ++i)
     WEFT_CHECK(stages_[i] != nullptr, "PipelineRunner: the module for stage ", stage_ids_[i], " is null");
+  if (!options_.tied.empty()) {  // Note [tied parameters] in schedule.h
+    tied_ = TiedParameters(options_.tied, stage_ids_, stages_, *group_);
+    add_tied_grads(schedule_, tied_.stages());
+  }
+  validate(schedule_);
 }
 
 int PipelineRunner::local(int stage) const {
@@ -184,6 +189,7 @@ double PipelineRunner::step(const Tensor& input, const Tensor& target, const Los
   st.loss_fn = &loss_fn;
   if (local(schedule_.num_stages() - 1) >= 0) WEFT_CHECK(loss_fn != nullptr, "PipelineRunner::step: no loss function");
   split(st, input, target, /*need_target=*/true);
+  tied_.begin_step();
   run(st, schedule_.rank_actions[group_->rank()]);
   // The loss, from the last stage's rank to everyone.
   Tensor loss = full({1}, st.loss, DType::Float64);
@@ -298,6 +304,9 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
       return;
     }
     case ActionKind::kWeight: autograd::backward_weight(std::move(st.deferred[li][mb])); return;
+    case ActionKind::kTiedGrad:
+      tied_.sum(a.tie, *group_, schedule_.tied_ranks(a.tie), options_.transfer_device);
+      return;
   }
 }
 

@@ -37,6 +37,9 @@
 //   with the RNG state the forward saw (dropout draws the same masks). The
 //   last micro-batch's backward follows its forward soonest, so keeping its
 //   activations costs least.
+// - Tied parameters (RunnerOptions::tied): schedule() includes their TiedGrad
+//   actions; after step() every holder's .grad of a tied parameter is the sum
+//   over all stages using it, as in one process.
 // - Errors: a failure in any action (a receive that times out, a stage that
 //   throws, a message of the wrong shape) is rethrown naming this rank, the
 //   action's index and text (e.g. "RecvAct1.3<-s0@r0") and the micro-batch;
@@ -51,6 +54,7 @@
 #include "core/tensor.h"
 #include "nn/module.h"
 #include "parallel/pipe/schedule.h"
+#include "parallel/pipe/tied.h"
 #include "parallel/pipe/trace.h"
 #include "parallel/process_group.h"
 
@@ -74,6 +78,13 @@ struct RunnerOptions {
   // device and sent ones moved here first (MPI and the in-process group take
   // CPU tensors, NCCL CUDA ones).
   Device transfer_device = kCPU;
+  // Tied parameters (Note [tied parameters] in schedule.h, tied.h): groups of
+  // full parameter names that are one parameter used by several stages, e.g.
+  // {{"0.weight", "5.weight"}}. With any, construction is collective over the
+  // group (every rank passes the same groups) and the schedule gains a
+  // TiedGrad action per group on each rank holding one: after this rank's last
+  // B and W, the group's gradient summed over its holders.
+  std::vector<std::vector<std::string>> tied;
 };
 
 // The loss of one micro-batch: a one-element tensor (mean-reduced for the
@@ -122,6 +133,7 @@ class PipelineRunner {
   RunnerOptions options_;
   std::vector<TraceEvent> trace_;
   Tensor last_output_;
+  TiedParameters tied_;
 };
 
 }  // namespace weft::parallel::pipe

@@ -1,6 +1,7 @@
 // Schedule helpers: placement, names, communication insertion (see schedule.h).
 #include "parallel/pipe/schedule.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/error.h"
@@ -16,12 +17,17 @@ std::string to_string(ActionKind kind) {
     case ActionKind::kRecvActivation: return "RecvAct";
     case ActionKind::kSendGrad: return "SendGrad";
     case ActionKind::kRecvGrad: return "RecvGrad";
+    case ActionKind::kTiedGrad: return "Tied";
   }
   return "?";
 }
 
 std::string to_string(const Action& a) {
   std::ostringstream os;
+  if (is_tied(a.kind)) {
+    os << to_string(a.kind) << a.tie << "@s" << a.stage;
+    return os.str();
+  }
   os << to_string(a.kind) << a.stage << '.' << a.microbatch;
   if (is_send(a.kind)) os << "->s" << a.peer_stage << "@r" << a.peer_rank;
   if (is_recv(a.kind)) os << "<-s" << a.peer_stage << "@r" << a.peer_rank;
@@ -68,6 +74,38 @@ std::vector<Action> Schedule::compute_actions(int rank) const {
   for (const Action& a : rank_actions[rank])
     if (is_compute(a.kind)) out.push_back(a);
   return out;
+}
+
+std::vector<int> Schedule::tied_ranks(int tie) const {
+  WEFT_CHECK(tie >= 0 && tie < static_cast<int>(tied_stages.size()), "schedule ", name, ": tied group ", tie,
+             " out of range [0, ", tied_stages.size(), ")");
+  std::vector<int> out;
+  for (int s : tied_stages[tie]) out.push_back(rank_of(s));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+void add_tied_grads(Schedule& schedule, std::vector<std::vector<int>> tied_stages) {
+  WEFT_CHECK(schedule.tied_stages.empty(), "add_tied_grads: schedule ", schedule.name, " already has ",
+             schedule.tied_stages.size(), " tied group(s)");
+  for (size_t g = 0; g < tied_stages.size(); ++g) {
+    auto& stages = tied_stages[g];
+    WEFT_CHECK(!stages.empty(), "add_tied_grads: schedule ", schedule.name, ": tied group ", g, " names no stage");
+    for (int s : stages)
+      WEFT_CHECK(s >= 0 && s < schedule.num_stages(), "add_tied_grads: schedule ", schedule.name, ": tied group ", g,
+                 " names stage ", s, ", out of range [0, ", schedule.num_stages(), ")");
+    std::sort(stages.begin(), stages.end());
+    stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+  }
+  schedule.tied_stages = std::move(tied_stages);
+  for (int g = 0; g < static_cast<int>(schedule.tied_stages.size()); ++g)
+    for (int r : schedule.tied_ranks(g))
+      for (int s : schedule.tied_stages[g])
+        if (schedule.stage_to_rank[s] == r) {
+          schedule.rank_actions[r].push_back(Action::tied_grad(s, g));
+          break;
+        }
 }
 
 std::vector<int> looped_placement(int ranks, int virtual_stages) {
@@ -123,7 +161,12 @@ void insert_communication(Schedule& schedule) {
 std::string to_string(const Schedule& s) {
   std::ostringstream os;
   os << s.name << ": ranks=" << s.num_ranks << " microbatches=" << s.num_microbatches << " virtual=" << s.virtual_stages
-     << " stages=" << s.num_stages() << " backward=" << (s.split_backward ? "split" : "full") << '\n';
+     << " stages=" << s.num_stages() << " backward=" << (s.split_backward ? "split" : "full");
+  for (size_t g = 0; g < s.tied_stages.size(); ++g) {
+    os << (g ? "," : " tied=");
+    for (size_t i = 0; i < s.tied_stages[g].size(); ++i) os << (i ? "+" : "") << s.tied_stages[g][i];
+  }
+  os << '\n';
   for (size_t r = 0; r < s.rank_actions.size(); ++r) os << "rank " << r << ": " << to_string(s.rank_actions[r]) << '\n';
   return os.str();
 }

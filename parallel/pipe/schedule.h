@@ -46,6 +46,7 @@ enum class ActionKind : std::uint8_t {
   kRecvActivation,  // stage's input from stage - 1
   kSendGrad,        // B(stage)'s input gradient to stage - 1
   kRecvGrad,        // stage's output gradient from stage + 1
+  kTiedGrad,        // sum a tied parameter's gradient over its stages' ranks (Note [tied parameters])
 };
 
 inline bool is_compute(ActionKind k) {
@@ -54,6 +55,7 @@ inline bool is_compute(ActionKind k) {
 inline bool is_send(ActionKind k) { return k == ActionKind::kSendActivation || k == ActionKind::kSendGrad; }
 inline bool is_recv(ActionKind k) { return k == ActionKind::kRecvActivation || k == ActionKind::kRecvGrad; }
 inline bool is_comm(ActionKind k) { return is_send(k) || is_recv(k); }
+inline bool is_tied(ActionKind k) { return k == ActionKind::kTiedGrad; }
 
 struct Action {
   ActionKind kind = ActionKind::kForward;
@@ -61,6 +63,7 @@ struct Action {
   int microbatch = 0;   // 0 .. num_microbatches - 1
   int peer_stage = -1;  // communication only: the stage at the other end
   int peer_rank = -1;   // communication only: the rank that runs peer_stage
+  int tie = -1;         // kTiedGrad only: the group's index in Schedule::tied_stages
 
   static Action forward(int stage, int mb) { return {ActionKind::kForward, stage, mb}; }
   static Action backward(int stage, int mb) { return {ActionKind::kBackward, stage, mb}; }
@@ -77,11 +80,13 @@ struct Action {
   static Action recv_grad(int stage, int mb, int peer_rank) {
     return {ActionKind::kRecvGrad, stage, mb, stage + 1, peer_rank};
   }
+  // `stage`: the lowest stage of the group on this rank.
+  static Action tied_grad(int stage, int tie) { return {ActionKind::kTiedGrad, stage, 0, -1, -1, tie}; }
 
   friend bool operator==(const Action&, const Action&) = default;
 };
 
-// "F", "B", "W", "SendAct", "RecvAct", "SendGrad", "RecvGrad".
+// "F", "B", "W", "SendAct", "RecvAct", "SendGrad", "RecvGrad", "Tied".
 std::string to_string(ActionKind kind);
 std::string to_string(const Action& a);
 std::ostream& operator<<(std::ostream& os, const Action& a);
@@ -96,6 +101,7 @@ struct Schedule {
   bool split_backward = false;                    // B is the input gradient only and W exists
   std::vector<int> stage_to_rank;                 // size num_stages()
   std::vector<std::vector<Action>> rank_actions;  // size num_ranks
+  std::vector<std::vector<int>> tied_stages;      // per tied group, its stages, increasing (Note [tied parameters])
 
   int num_stages() const { return static_cast<int>(stage_to_rank.size()); }
   int rank_of(int stage) const;
@@ -105,6 +111,8 @@ struct Schedule {
   int local_index(int stage) const;
   // rank_actions[r] restricted to compute actions (F, B, W).
   std::vector<Action> compute_actions(int rank) const;
+  // The ranks that hold a stage of tied group `tie`, increasing.
+  std::vector<int> tied_ranks(int tie) const;
 };
 
 // Stage s on rank s % ranks, for ranks * virtual_stages stages.
@@ -117,6 +125,12 @@ Schedule make_empty_schedule(std::string name, int ranks, int microbatches, int 
 // right before each compute whose input comes from another rank, a send right
 // after each compute whose output goes to another rank (see the contract above).
 void insert_communication(Schedule& schedule);
+
+// Note [tied parameters]: sets schedule.tied_stages (each group sorted, without
+// repeats; a group must name at least one stage, all in range) and appends a
+// TiedGrad(g) to the end of each rank holding a stage of group g, groups in
+// order. An error when the schedule already has tied groups.
+void add_tied_grads(Schedule& schedule, std::vector<std::vector<int>> tied_stages);
 
 // A header line with the parameters, then "rank r: <actions>" per rank.
 std::string to_string(const Schedule& s);

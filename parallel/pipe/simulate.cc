@@ -69,6 +69,7 @@ Simulation simulate(const Schedule& s, const CostModel& c) {
   std::vector<size_t> pc(p, 0);
   std::vector<double> clock(p, 0.0);
   std::map<std::tuple<bool, int, int>, double> arrival;  // message -> time it arrives
+  std::map<std::pair<int, int>, double> tied_arrival;    // (group, rank) -> when the rank reached TiedGrad
   bool progress = true;
   while (progress) {
     progress = false;
@@ -81,6 +82,20 @@ Simulation simulate(const Schedule& s, const CostModel& c) {
           auto it = arrival.find(message_key(a));
           if (it == arrival.end()) break;  // its send is not issued yet
           t.end = std::max(clock[r], it->second);
+        } else if (is_tied(a.kind)) {  // a rendezvous: ends when the group's last rank arrives
+          tied_arrival.emplace(std::make_pair(a.tie, r), clock[r]);
+          bool all = true;
+          double last = clock[r];
+          for (int q : s.tied_ranks(a.tie)) {
+            auto it = tied_arrival.find({a.tie, q});
+            if (it == tied_arrival.end()) {
+              all = false;
+              break;
+            }
+            last = std::max(last, it->second);
+          }
+          if (!all) break;
+          t.end = last;
         } else if (is_send(a.kind)) {
           const int boundary = std::min(a.stage, a.peer_stage);
           arrival[message_key(a)] = clock[r] + (c.transfer.empty() ? 0.0 : c.transfer[boundary]);

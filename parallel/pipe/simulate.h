@@ -13,7 +13,9 @@
 //   action ends and lasts its cost. A send is non-blocking and takes no time; its
 //   message arrives transfer[b] after it is issued (no link contention). A
 //   receive starts when reached and ends when its message has arrived (at once if
-//   it already has): the wait is idle time.
+//   it already has): the wait is idle time. A TiedGrad (Note [tied
+//   parameters]) ends when the last of its group's ranks reaches its own; the
+//   sum itself is not charged.
 // - busy = total compute time of the rank; idle = makespan - busy (waiting before
 //   the first action, inside receives and after the rank's last action);
 //   makespan = the latest end of any action; bubble_fraction = sum of idle over

@@ -11,7 +11,7 @@
 namespace weft::parallel::pipe {
 
 namespace {
-constexpr int64_t kFields = 7;  // kind, stage, micro-batch, peer stage, peer rank, start, duration
+constexpr int64_t kFields = 8;  // kind, stage, micro-batch, peer stage, peer rank, tie, start, duration
 }  // namespace
 
 std::vector<TraceEvent> gather_trace(ProcessGroup& group, const std::vector<TraceEvent>& mine) {
@@ -33,8 +33,9 @@ std::vector<TraceEvent> gather_trace(ProcessGroup& group, const std::vector<Trac
     row[2] = e.action.microbatch;
     row[3] = e.action.peer_stage;
     row[4] = e.action.peer_rank;
-    row[5] = e.start_ns;
-    row[6] = e.duration_ns;
+    row[5] = e.action.tie;
+    row[6] = e.start_ns;
+    row[7] = e.duration_ns;
   }
   std::vector<Tensor> all(n);
   for (auto& t : all) t = empty(packed.sizes(), DType::Int64);
@@ -46,10 +47,10 @@ std::vector<TraceEvent> gather_trace(ProcessGroup& group, const std::vector<Trac
       const int64_t* row = q + i * kFields;
       TraceEvent e;
       e.action = Action{static_cast<ActionKind>(row[0]), static_cast<int>(row[1]), static_cast<int>(row[2]),
-                        static_cast<int>(row[3]), static_cast<int>(row[4])};
+                        static_cast<int>(row[3]),        static_cast<int>(row[4]), static_cast<int>(row[5])};
       e.rank = r;
-      e.start_ns = row[5];
-      e.duration_ns = row[6];
+      e.start_ns = row[6];
+      e.duration_ns = row[7];
       out.push_back(e);
     }
   }

@@ -1,7 +1,9 @@
 // The schedule validator (see validate.h).
 #include "parallel/pipe/validate.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -59,6 +61,14 @@ void check_action(const Schedule& s, const Where& w) {
              ": micro-batch ", a.microbatch, " out of range [0, ", s.num_microbatches, ")");
   WEFT_CHECK(a.kind != ActionKind::kWeight || s.split_backward, "schedule ", s.name, ": ", where(w),
              ": W in a schedule whose B is the full backward");
+  if (is_tied(a.kind)) {
+    WEFT_CHECK(a.tie >= 0 && a.tie < static_cast<int>(s.tied_stages.size()), "schedule ", s.name, ": ", where(w),
+               ": tied group ", a.tie, " out of range [0, ", s.tied_stages.size(), ")");
+    const auto& stages = s.tied_stages[a.tie];
+    WEFT_CHECK(std::find(stages.begin(), stages.end(), a.stage) != stages.end(), "schedule ", s.name, ": ", where(w),
+               ": stage ", a.stage, " holds no parameter of tied group ", a.tie);
+    return;
+  }
   if (!is_comm(a.kind)) return;
   const bool to_next = a.kind == ActionKind::kSendActivation || a.kind == ActionKind::kRecvGrad;
   const int want_peer = to_next ? a.stage + 1 : a.stage - 1;
@@ -82,7 +92,7 @@ void check_rank_order(const Schedule& s, int r) {
     const Action& a = list[i];
     const Where w{r, i, a};
     const int st = a.stage, mb = a.microbatch;
-    auto [it, fresh] = seen.emplace(std::make_tuple(a.kind, st, mb), i);
+    auto [it, fresh] = seen.emplace(std::make_tuple(a.kind, is_tied(a.kind) ? a.tie : st, mb), i);
     WEFT_CHECK(fresh, "schedule ", s.name, ": ", where(w), ": repeats action ", it->second);
     switch (a.kind) {
       case ActionKind::kForward:
@@ -123,6 +133,15 @@ void check_rank_order(const Schedule& s, int r) {
         break;
       case ActionKind::kRecvActivation:
       case ActionKind::kRecvGrad: break;
+      case ActionKind::kTiedGrad:  // after every gradient of the group's stages on this rank
+        for (int t : s.tied_stages[a.tie]) {
+          if (s.stage_to_rank[t] != r) continue;
+          const ActionKind last_grad = s.split_backward ? ActionKind::kWeight : ActionKind::kBackward;
+          for (int m = 0; m < s.num_microbatches; ++m)
+            WEFT_CHECK(has(last_grad, t, m), "schedule ", s.name, ": ", where(w), ": sums tied group ", a.tie,
+                       "'s gradient before ", to_string(last_grad), t, ".", m, " produced its part");
+        }
+        break;
     }
   }
 }
@@ -140,6 +159,22 @@ void check_complete(const Schedule& s) {
                    to_string(k), " on rank ", s.stage_to_rank[st]);
       }
     }
+  for (int g = 0; g < static_cast<int>(s.tied_stages.size()); ++g)
+    for (int r : s.tied_ranks(g)) {
+      bool found = false;
+      for (const Action& a : s.rank_actions[r]) found = found || (is_tied(a.kind) && a.tie == g);
+      WEFT_CHECK(found, "schedule ", s.name, ": rank ", r, " holds a stage of tied group ", g, " but has no Tied", g,
+                 " action");
+    }
+}
+
+// Where each rank's TiedGrad(g) sits: tied_index[g][r], or -1.
+std::vector<std::vector<int>> tied_index(const Schedule& s) {
+  std::vector<std::vector<int>> out(s.tied_stages.size(), std::vector<int>(s.num_ranks, -1));
+  for (int r = 0; r < s.num_ranks; ++r)
+    for (int i = 0; i < static_cast<int>(s.rank_actions[r].size()); ++i)
+      if (is_tied(s.rank_actions[r][i].kind)) out[s.rank_actions[r][i].tie][r] = i;
+  return out;
 }
 
 struct Messages {
@@ -177,19 +212,28 @@ Messages match_messages(const Schedule& s) {
 void check_deadlock(const Schedule& s, const Messages& m) {
   const int p = s.num_ranks;
   std::vector<int> pc(p, 0);
+  const std::vector<std::vector<int>> tied_at = tied_index(s);
   auto done = [&](int r) { return pc[r] >= static_cast<int>(s.rank_actions[r].size()); };
-  // The send a blocked rank waits for.
-  auto awaited = [&](int r) -> const Where& { return m.send.at(message_key(s.rank_actions[r][pc[r]])); };
+  // What a rank at a receive or a TiedGrad waits for: the send, or the first
+  // rank of the tied group that has not reached its TiedGrad; nullopt if nothing.
+  auto awaited = [&](int r) -> std::optional<Where> {
+    const Action& a = s.rank_actions[r][pc[r]];
+    if (is_recv(a.kind)) {
+      const Where& send = m.send.at(message_key(a));
+      if (pc[send.rank] <= send.index) return send;
+    } else if (is_tied(a.kind)) {
+      for (int q : s.tied_ranks(a.tie)) {
+        const int at = tied_at[a.tie][q];
+        if (pc[q] < at) return Where{q, at, s.rank_actions[q][at]};
+      }
+    }
+    return std::nullopt;
+  };
   bool progress = true;
   while (progress) {
     progress = false;
     for (int r = 0; r < p; ++r)
-      while (!done(r)) {
-        const Action& a = s.rank_actions[r][pc[r]];
-        if (is_recv(a.kind)) {
-          const Where& send = awaited(r);
-          if (pc[send.rank] <= send.index) break;
-        }
+      while (!done(r) && !awaited(r)) {
         ++pc[r];
         progress = true;
       }
@@ -203,7 +247,7 @@ void check_deadlock(const Schedule& s, const Messages& m) {
   std::vector<int> pos(p, -1);
   pos[first] = 0;
   for (;;) {
-    const int next = awaited(chain.back()).rank;
+    const int next = awaited(chain.back())->rank;
     if (pos[next] >= 0) {
       chain.push_back(next);
       break;
@@ -215,7 +259,7 @@ void check_deadlock(const Schedule& s, const Messages& m) {
   const size_t cycle_start = static_cast<size_t>(pos[chain.back()]);
   for (size_t i = cycle_start; i < chain.size(); ++i) cycle << (i > cycle_start ? " -> " : "") << "rank " << chain[i];
   const Where blocked{first, pc[first], s.rank_actions[first][pc[first]]};
-  const Where& send = awaited(first);
+  const Where send = *awaited(first);
   const Where peer{send.rank, pc[send.rank], s.rank_actions[send.rank][pc[send.rank]]};
   WEFT_ERROR("schedule ", s.name, ": deadlock: ", where(blocked), " waits forever for ", where(send), ", which rank ",
              send.rank, " never reaches: it is blocked at ", where(peer), "; wait cycle: ", cycle.str());

@@ -13,12 +13,15 @@
 //    F's input available (F(s-1, mb) earlier on this rank when stage s-1 is local,
 //    else RecvAct(s, mb) earlier); B's output gradient available (B(s+1, mb) earlier
 //    when local, else RecvGrad(s, mb) earlier); a send after the compute it sends;
-// 4. completeness: every (stage, mb) has its F and B (and W when split);
+//    a TiedGrad(g) after every B (W when split) of group g's stages on its rank;
+// 4. completeness: every (stage, mb) has its F and B (and W when split); every
+//    rank holding a stage of a tied group has its TiedGrad;
 // 5. matching: every send has exactly one receive of the same payload, micro-batch
 //    and sending stage on its peer rank, and every receive exactly one send;
 // 6. deadlock: the ranks' lists are run against each other with buffered sends
-//    (a send never blocks) and blocking receives (a receive waits until its send
-//    was issued); if all remaining ranks wait, the lowest such rank, its action
+//    (a send never blocks), blocking receives (a receive waits until its send
+//    was issued) and TiedGrad(g) as a rendezvous of the group's ranks (each
+//    waits until all reached theirs); if all remaining ranks wait, the lowest such rank, its action
 //    and the cycle of waiting ranks are reported.
 // Messages start "schedule <name>: rank R action I (<action>): ...".
 #pragma once
