@@ -26,39 +26,11 @@
 #include "parallel/pipe/runner.h"
 #include "parallel/pipe/simulate.h"
 #include "parallel/pipe/validate.h"
+#include "tests/parallel/pipe/tied_lm.h"
 #include "tests/testing.h"
 
 namespace weft::parallel::pipe {
 namespace {
-
-constexpr int64_t kVocab = 7, kDim = 5, kSeq = 3;
-
-// logits = x @ weight^T with a weight given at construction (the embedding's
-// own tensor for true tying, or a copy).
-class TiedHead : public nn::Module {
- public:
-  explicit TiedHead(Tensor w) : Module("TiedHead") { weight = register_parameter("weight", std::move(w)); }
-  Tensor forward(const Tensor& x) override { return matmul(x, weight.t()); }  // (B, T, D) -> (B, T, V)
-  Tensor weight;                                                              // (V, D)
-};
-
-// 8 children: Embedding, (Linear, Tanh) x 3, TiedHead. shared: the head uses
-// the embedding's tensor; else a copy with the same values.
-std::shared_ptr<nn::Sequential> make_lm(bool shared, uint64_t seed = 3) {
-  manual_seed(seed);
-  auto m = std::make_shared<nn::Sequential>();
-  auto emb = std::make_shared<nn::Embedding>(kVocab, kDim);
-  m->push_back(emb);
-  for (int i = 0; i < 3; ++i) {
-    m->push_back(std::make_shared<nn::Linear>(kDim, kDim));
-    m->push_back(std::make_shared<nn::Tanh>());
-  }
-  Tensor w = shared ? emb->weight : emb->weight.detach().clone().requires_grad_(true);
-  m->push_back(std::make_shared<TiedHead>(w));
-  return m;
-}
-
-const std::vector<std::vector<std::string>> kTied = {{"0.weight", "7.weight"}};
 
 Tensor mse(const Tensor& out, const Tensor& target) { return mse_loss(out, target); }
 
@@ -70,8 +42,6 @@ std::vector<std::shared_ptr<nn::Module>> stages_for(const nn::Sequential& model,
   for (int s : sched.stages_of_rank(rank)) out.push_back(model.slice(begin[s], begin[s + 1]));
   return out;
 }
-
-Tensor tokens(int64_t rows) { return randint(0, kVocab, {rows, kSeq}, DType::Int64); }
 
 TEST(PipeTied, AddTiedGradsAppendsARendezvousTheValidatorAndSimulatorModel) {
   Schedule s = make_schedule(ScheduleKind::k1F1B, 3, 4, 1);
