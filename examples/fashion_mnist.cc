@@ -28,6 +28,7 @@
 #include "examples/device_support.h"
 #include "examples/flags.h"
 #include "examples/models.h"
+#include "examples/train_flags.h"
 #include "examples/train_report.h"
 #include "io/checkpoint.h"
 #include "io/dataloader.h"
@@ -37,23 +38,9 @@
 namespace weft::examples {
 namespace {
 
-struct Flags {
-  std::string data = io::kFashionMnistDir;
-  std::string model = "cnn";
-  int64_t epochs = 5;
-  int64_t batch_size = 128;
-  double lr = 0.05;
-  double momentum = 0.9;
-  double weight_decay = 5e-4;
-  uint64_t seed = 0;
-  int threads = 0;
-  int workers = 1;
-  int64_t limit_train = 0, limit_test = 0;  // 0 = all
-  int64_t stop_after = 0;                   // 0 = run all epochs
-  std::string save, resume;
-  std::string metrics = "fashion_mnist_metrics.jsonl";
-  std::string plot = "fashion_mnist.svg";
-  bool progress = true;
+// The shared training flags (examples/train_flags.h) and this example's own.
+struct Flags : TrainFlags {
+  int64_t stop_after = 0;  // 0 = run all epochs
   std::string device = "cpu";
   std::string amp = "none";
 };
@@ -62,33 +49,12 @@ struct Flags {
 std::optional<Flags> parse(int argc, char** argv) {
   Flags f;
   FlagParser p("usage: fashion_mnist [flags]");
-  p.add("--data DIR", &f.data, "Fashion-MNIST IDX files")
-      .add_choice("--model", &f.model, {"cnn", "mlp"}, "model")
-      .add("--epochs N", &f.epochs, "epochs")
-      .add("--batch-size N", &f.batch_size, "batch size")
-      .add("--lr X", &f.lr, "SGD learning rate, cosine-annealed per epoch")
-      .add("--momentum X", &f.momentum, "SGD momentum")
-      .add("--weight-decay X", &f.weight_decay, "SGD weight decay")
-      .add("--seed N", &f.seed, "seed for init and data order")
-      .add("--threads N", &f.threads, "CPU threads", "all cores")
-      .add("--workers N", &f.workers, "data-loader threads")
-      .add("--save PATH", &f.save, "write a checkpoint after every epoch")
-      .add("--resume PATH", &f.resume, "continue from a checkpoint written by --save")
-      .add("--metrics PATH", &f.metrics, "JSON-lines metrics")
-      .add("--plot PATH", &f.plot, "SVG plot of loss and accuracy")
-      .add("--limit-train N", &f.limit_train, "use the first N training images (quick runs)", "all")
-      .add("--limit-test N", &f.limit_test, "use the first N test images", "all")
-      .add("--stop-after-epoch K", &f.stop_after, "stop after epoch K as if interrupted (to test --resume)", "none")
-      .add_switch("--no-progress", &f.progress, false, "no progress bar")
+  add_train_flags(p, f, {.program = "fashion_mnist"});
+  p.add("--stop-after-epoch K", &f.stop_after, "stop after epoch K as if interrupted (to test --resume)", "none")
       .add("--device D", &f.device, "cpu, cuda or cuda:N")
       .add_choice("--amp", &f.amp, {"none", "bf16"}, "bfloat16 autocast for forward passes");
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
-  WEFT_CHECK(f.epochs >= 1 && f.batch_size >= 1, "--epochs and --batch-size must be positive");
-  f.save = user_path(f.save);
-  f.resume = user_path(f.resume);
-  f.metrics = user_path(f.metrics);
-  f.plot = user_path(f.plot);
-  if (f.data != io::kFashionMnistDir) f.data = user_path(f.data);
+  resolve_train_flags(f);
   return f;
 }
 

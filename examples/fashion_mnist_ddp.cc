@@ -39,7 +39,6 @@
 #include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include "core/autograd_meta.h"
 #include "core/nn_ops.h"
@@ -47,6 +46,7 @@
 #include "core/rng.h"
 #include "examples/flags.h"
 #include "examples/models.h"
+#include "examples/train_flags.h"
 #include "examples/train_report.h"
 #include "io/checkpoint.h"
 #include "io/dataloader.h"
@@ -62,56 +62,25 @@
 namespace weft::examples {
 namespace {
 
-struct Flags {
-  std::string data = io::kFashionMnistDir;
-  std::string model = "cnn";
+// The shared training flags (examples/train_flags.h; batch_size is the global
+// batch) and this example's own.
+struct Flags : TrainFlags {
   std::string device = "cpu";
-  int64_t epochs = 5;
-  int64_t batch_size = 128;  // global
-  double lr = 0.05;
-  double momentum = 0.9;
-  double weight_decay = 5e-4;
-  uint64_t seed = 0;
-  int threads = 0;
-  int workers = 1;
-  int64_t limit_train = 0, limit_test = 0;
-  std::string save, resume;
-  std::string metrics = "fashion_mnist_ddp_metrics.jsonl";
-  std::string plot = "fashion_mnist_ddp.svg";
   double bucket_cap_mb = 25;
-  bool progress = true;
 };
 
 // The flags, or std::nullopt after --help printed them.
 std::optional<Flags> parse(int argc, char** argv) {
   Flags f;
   FlagParser p("usage: mpirun [-np N] fashion_mnist_ddp [flags]");
-  p.add("--data DIR", &f.data, "Fashion-MNIST IDX files")
-      .add_choice("--model", &f.model, {"cnn", "mlp"}, "model")
-      .add_choice("--device", &f.device, {"cpu", "cuda"}, "device (cuda: NCCL, one GPU per rank)")
-      .add("--epochs N", &f.epochs, "epochs")
-      .add("--batch-size N", &f.batch_size, "global batch size, split across ranks")
-      .add("--lr X", &f.lr, "SGD learning rate, cosine-annealed per epoch")
-      .add("--momentum X", &f.momentum, "SGD momentum")
-      .add("--weight-decay X", &f.weight_decay, "SGD weight decay")
-      .add("--seed N", &f.seed, "seed for init and data order")
-      .add("--threads N", &f.threads, "CPU threads per rank", "cores / ranks on this node, at least 1")
-      .add("--workers N", &f.workers, "data-loader threads per rank")
-      .add("--bucket-cap-mb X", &f.bucket_cap_mb, "DDP gradient bucket cap")
-      .add("--save PATH", &f.save, "rank 0 writes a checkpoint after every epoch")
-      .add("--resume PATH", &f.resume, "continue from a checkpoint written by --save")
-      .add("--metrics PATH", &f.metrics, "JSON-lines metrics")
-      .add("--plot PATH", &f.plot, "SVG plot")
-      .add("--limit-train N", &f.limit_train, "use the first N training images", "all")
-      .add("--limit-test N", &f.limit_test, "use the first N test images", "all")
-      .add_switch("--no-progress", &f.progress, false, "no progress bar");
+  add_train_flags(p, f,
+                  {.program = "fashion_mnist_ddp",
+                   .batch_size_help = "global batch size, split across ranks",
+                   .multi_process = true});
+  p.add_choice("--device", &f.device, {"cpu", "cuda"}, "device (cuda: NCCL, one GPU per rank)")
+      .add("--bucket-cap-mb X", &f.bucket_cap_mb, "DDP gradient bucket cap");
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
-  WEFT_CHECK(f.epochs >= 1 && f.batch_size >= 1, "--epochs and --batch-size must be positive");
-  f.save = user_path(f.save);
-  f.resume = user_path(f.resume);
-  f.metrics = user_path(f.metrics);
-  f.plot = user_path(f.plot);
-  if (f.data != io::kFashionMnistDir) f.data = user_path(f.data);
+  resolve_train_flags(f);
   return f;
 }
 
@@ -162,11 +131,7 @@ int run(const Flags& f) {
   auto& g = ctx.world();
   const int rank = ctx.rank(), world = ctx.size();
   const bool lead = rank == 0;
-  int threads = f.threads;
-  if (threads <= 0) {
-    int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::max(1, cores / std::max(1, parallel::local_size()));
-  }
+  const int threads = resolve_threads(f.threads, parallel::local_size());
   set_num_threads(threads);
   WEFT_CHECK(f.batch_size >= world, "--batch-size ", f.batch_size, " is smaller than the number of ranks ", world);
   // The device and the group DDP reduces over: MPI for CPU tensors, NCCL for CUDA.

@@ -12,11 +12,14 @@
 // batch: its loss is the mean over the batch and each rank's SGD updates its
 // own layers, so training is the single-process example's with the batch
 // split into micro-batches (same learning rate, momentum, weight decay and
-// per-epoch cosine schedule). Evaluation runs the forward-only schedule. Rank 0
-// prints progress and `test_accuracy=0.XXXX`, writes metrics and the plot,
-// the schedule's text chart with the simulator's prediction from the last
-// step's measured action times (--chart), and that step's measured timeline as
-// Chrome-trace JSON (--trace; chrome://tracing or Perfetto).
+// per-epoch cosine schedule). --schedule gpipe, 1f1b, interleaved (--virtual
+// stages per rank) or zb (ZB-H1: backward split into B, the input gradient, and
+// W, the weight gradients, which fill the drain bubble; one stage per rank).
+// Evaluation runs the forward-only schedule. Rank 0 prints progress and
+// `test_accuracy=0.XXXX`, writes metrics and the plot, the schedule's text
+// chart with the simulator's prediction from the last step's measured F, B
+// and W times (--chart), and that step's measured timeline as Chrome-trace
+// JSON (--trace; chrome://tracing or Perfetto).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -27,7 +30,6 @@
 #include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include "core/autograd_meta.h"
 #include "core/nn_ops.h"
@@ -35,6 +37,7 @@
 #include "core/rng.h"
 #include "examples/flags.h"
 #include "examples/models.h"
+#include "examples/train_flags.h"
 #include "examples/train_report.h"
 #include "io/dataloader.h"
 #include "io/fashion_mnist.h"
@@ -52,59 +55,35 @@ namespace {
 
 namespace pp = parallel::pipe;
 
-struct Flags {
-  std::string data = io::kFashionMnistDir;
-  std::string model = "cnn";
-  int64_t epochs = 5;
-  int64_t batch_size = 128;
+// The shared training flags (examples/train_flags.h; no --save/--resume yet)
+// and this example's own.
+struct Flags : TrainFlags {
   int chunks = 4;
   std::string balance;  // "a,b,...": layers per stage; empty: as even as possible
   std::string schedule = "1f1b";
   int virtual_stages = 0;  // 0: 2 for interleaved, else 1
   std::string checkpoint = "except_last";
-  double lr = 0.05;
-  double momentum = 0.9;
-  double weight_decay = 5e-4;
-  uint64_t seed = 0;
-  int threads = 0;
-  int workers = 1;
-  int64_t limit_train = 0, limit_test = 0;
-  std::string metrics = "fashion_mnist_pipe_metrics.jsonl";
-  std::string plot = "fashion_mnist_pipe.svg";
   std::string chart = "fashion_mnist_pipe_schedule.txt";
   std::string trace = "fashion_mnist_pipe_trace.json";
-  bool progress = true;
 };
 
 std::optional<Flags> parse(int argc, char** argv) {
   Flags f;
   FlagParser p("usage: mpirun [-np N] fashion_mnist_pipe [flags]");
-  p.add("--data DIR", &f.data, "Fashion-MNIST IDX files")
-      .add_choice("--model", &f.model, {"cnn", "mlp"}, "model")
-      .add("--epochs N", &f.epochs, "epochs")
-      .add("--batch-size N", &f.batch_size, "batch size (one pipeline step)")
-      .add("--chunks N", &f.chunks, "micro-batches per step")
+  add_train_flags(p, f,
+                  {.program = "fashion_mnist_pipe",
+                   .batch_size_help = "batch size (one pipeline step)",
+                   .multi_process = true,
+                   .checkpoints = false});
+  p.add("--chunks N", &f.chunks, "micro-batches per step")
       .add("--balance A,B,...", &f.balance, "layers per stage", "as even as possible")
-      .add_choice("--schedule", &f.schedule, {"gpipe", "1f1b", "interleaved"}, "pipeline schedule")
+      .add_choice("--schedule", &f.schedule, {"gpipe", "1f1b", "interleaved", "zb"}, "pipeline schedule")
       .add("--virtual N", &f.virtual_stages, "stages per rank", "2 for interleaved, else 1")
       .add_choice("--checkpoint", &f.checkpoint, {"always", "except_last", "never"}, "activation checkpointing")
-      .add("--lr X", &f.lr, "SGD learning rate, cosine-annealed per epoch")
-      .add("--momentum X", &f.momentum, "SGD momentum")
-      .add("--weight-decay X", &f.weight_decay, "SGD weight decay")
-      .add("--seed N", &f.seed, "seed for init and data order")
-      .add("--threads N", &f.threads, "CPU threads per rank", "cores / ranks on this node, at least 1")
-      .add("--workers N", &f.workers, "data-loader threads per rank")
-      .add("--metrics PATH", &f.metrics, "JSON-lines metrics")
-      .add("--plot PATH", &f.plot, "SVG plot")
       .add("--chart PATH", &f.chart, "the schedule's text chart, simulated from the last step's measured times")
-      .add("--trace PATH", &f.trace, "the last step's measured timeline (Chrome-trace JSON)")
-      .add("--limit-train N", &f.limit_train, "use the first N training images", "all")
-      .add("--limit-test N", &f.limit_test, "use the first N test images", "all")
-      .add_switch("--no-progress", &f.progress, false, "no progress bar");
+      .add("--trace PATH", &f.trace, "the last step's measured timeline (Chrome-trace JSON)");
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
-  WEFT_CHECK(f.epochs >= 1 && f.batch_size >= 1, "--epochs and --batch-size must be positive");
-  for (std::string* path : {&f.metrics, &f.plot, &f.chart, &f.trace}) *path = user_path(*path);
-  if (f.data != io::kFashionMnistDir) f.data = user_path(f.data);
+  resolve_train_flags(f, {&f.chart, &f.trace});
   return f;
 }
 
@@ -170,11 +149,7 @@ int run(const Flags& f) {
   auto& g = ctx.world();
   const int rank = ctx.rank(), world = ctx.size();
   const bool lead = rank == 0;
-  int threads = f.threads;
-  if (threads <= 0) {
-    int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::max(1, cores / std::max(1, parallel::local_size()));
-  }
+  const int threads = resolve_threads(f.threads, parallel::local_size());
   set_num_threads(threads);
 
   auto full_train = io::load_fashion_mnist(f.data, true);

@@ -2,9 +2,11 @@
 # The examples' command lines (examples/flags.h): --help lists every flag the
 # README documents and exits 0; a bad number, a missing value and an unknown
 # flag fail with an error naming the flag, before any training (or MPI) starts.
-# Usage: example_flags_test.sh FASHION_MNIST FASHION_MNIST_DDP
+# The training flags come from one registration (examples/train_flags.h):
+# each example's help shows them with its own defaults and wording.
+# Usage: example_flags_test.sh FASHION_MNIST FASHION_MNIST_DDP FASHION_MNIST_PIPE
 set -uo pipefail
-single="$1" ddp="$2"
+single="$1" ddp="$2" pipe="$3"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 pass=0 fail=0
 check() { if "$@"; then pass=$((pass+1)); else echo "FAILED: $*"; fail=$((fail+1)); fi; }
@@ -16,20 +18,43 @@ fails_with() {
 }
 
 common=(--data DIR --model --epochs --batch-size --lr --momentum --weight-decay --seed --threads --workers
-        --save --resume --metrics --plot --limit-train --limit-test --no-progress)
-for bin in "$single" "$ddp"; do
+        --metrics --plot --limit-train --limit-test --no-progress)
+for bin in "$single" "$ddp" "$pipe"; do
   check "$bin" --help > "$tmp/help"
   for flag in "${common[@]}"; do check grep -qF -- "$flag" "$tmp/help"; done
+  if [ "$bin" != "$pipe" ]; then
+    check grep -qF -- "--save PATH" "$tmp/help"
+    check grep -qF -- "--resume PATH" "$tmp/help"
+  fi
   check grep -qF -- "(default 128)" "$tmp/help"
   fails_with "flag --epochs: 'two' is not an integer" "$bin" --epochs two && pass=$((pass+1)) || fail=$((fail+1))
   fails_with "flag --lr: '0.1x' is not a number" "$bin" --lr=0.1x && pass=$((pass+1)) || fail=$((fail+1))
-  fails_with "flag --save needs a value" "$bin" --save && pass=$((pass+1)) || fail=$((fail+1))
+  fails_with "flag --metrics needs a value" "$bin" --metrics && pass=$((pass+1)) || fail=$((fail+1))
+  fails_with "--epochs and --batch-size must be positive" "$bin" --batch-size 0 && pass=$((pass+1)) || fail=$((fail+1))
   fails_with "unknown flag '--epoch'" "$bin" --epoch 2 && pass=$((pass+1)) || fail=$((fail+1))
   fails_with "flag --model must be one of cnn|mlp" "$bin" --model resnet && pass=$((pass+1)) || fail=$((fail+1))
 done
+fails_with "flag --save needs a value" "$single" --save && pass=$((pass+1)) || fail=$((fail+1))
+fails_with "flag --save needs a value" "$ddp" --save && pass=$((pass+1)) || fail=$((fail+1))
+fails_with "unknown flag '--save'" "$pipe" --save ck && pass=$((pass+1)) || fail=$((fail+1))
+# Each example's defaults and wording.
+check grep -qF -- "(default fashion_mnist_metrics.jsonl)" <("$single" --help)
+check grep -qF -- "(default fashion_mnist_ddp.svg)" <("$ddp" --help)
+check grep -qF -- "(default fashion_mnist_pipe_metrics.jsonl)" <("$pipe" --help)
+check grep -qF -- "CPU threads (default all cores)" <("$single" --help)
+check grep -qF -- "global batch size, split across ranks (default 128)" <("$ddp" --help)
+check grep -qF -- "CPU threads per rank (default cores / ranks on this node, at least 1)" <("$ddp" --help)
+check grep -qF -- "batch size (one pipeline step) (default 128)" <("$pipe" --help)
 check grep -qF -- "--stop-after-epoch K" <("$single" --help)
 check grep -qF -- "--amp none|bf16" <("$single" --help)
 check grep -qF -- "--bucket-cap-mb X" <("$ddp" --help)
+check grep -qF -- "--device cpu|cuda" <("$ddp" --help)
+for flag in "--chunks N" "--balance A,B,..." "--schedule gpipe|1f1b|interleaved|zb" "--virtual N" \
+            "--checkpoint always|except_last|never" "--chart PATH" "--trace PATH"; do
+  check grep -qF -- "$flag" <("$pipe" --help)
+done
+fails_with "flag --schedule must be one of gpipe|1f1b|interleaved|zb, got 'zb2'" "$pipe" --schedule zb2 \
+  && pass=$((pass+1)) || fail=$((fail+1))
 
 echo "$pass passed, $fail failed"
 test "$fail" -eq 0

@@ -3,9 +3,11 @@
 # with each batch split into micro-batches: on the same images, seed and
 # settings, every epoch's train loss and test accuracy must match
 # fashion_mnist's (to float summation order), for 1f1b on 2 ranks, interleaved
-# (2 stages per rank) with checkpointing always on 2 ranks, and gpipe on 4
-# ranks. It must print test_accuracy=, write metrics, the schedule chart with
-# the simulator's prediction and a Chrome trace; bad pipeline flags are named.
+# (2 stages per rank) with checkpointing always on 2 ranks, zb (ZB-H1: split
+# backward, B and W actions) on 2 ranks, and gpipe on 4 ranks. It must print
+# test_accuracy=, write metrics, the schedule chart with the simulator's
+# prediction and a Chrome trace (zb's with its W actions); bad pipeline flags
+# are named.
 # Usage: fashion_mnist_pipe_test.sh FASHION_MNIST FASHION_MNIST_PIPE MPIRUN_SH
 set -uo pipefail
 single="$1" pipe="$2" mpirun_sh="$3"
@@ -54,6 +56,12 @@ run_pipe() {  # name np flags...
 
 run_pipe one_f_one_b 2 --schedule 1f1b --chunks 4
 run_pipe interleaved 2 --schedule interleaved --chunks 4 --checkpoint always
+run_pipe zb 2 --schedule zb --chunks 4
+# The W actions ran, were traced, and the chart simulates them.
+check grep -q '"name": "W0\.' "$tmp/zb.json"
+check grep -q '"name": "W1\.' "$tmp/zb.json"
+check grep -q '^zb-h1: 2 ranks, 4 micro-batches' "$tmp/zb.txt"
+check grep -q 'W weight gradient' "$tmp/zb.txt"
 run_pipe gpipe4 4 --schedule gpipe --chunks 2 --balance 3,3,2,2
 
 # Bad pipeline flags are named (every rank exits 1).

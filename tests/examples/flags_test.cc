@@ -1,13 +1,21 @@
 // FlagParser (examples/flags.h): both value syntaxes, defaults, help, and the
-// errors that name the flag.
+// errors that name the flag; the examples' shared training flags
+// (examples/train_flags.h): defaults, per-example wording, path resolution.
 #include "examples/flags.h"
 
+#include <stdlib.h>
+
+#include <algorithm>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "examples/train_flags.h"
+#include "io/fashion_mnist.h"
 #include "tests/testing.h"
 
 namespace weft::examples {
@@ -156,6 +164,222 @@ TEST(FlagParser, BadRegistrationsAreErrors) {
   EXPECT_WEFT_ERROR(p.add("--a N", &b, "again"), "flag --a is registered twice");
   EXPECT_WEFT_ERROR(p.add("b N", &b, "no dashes"), "must look like --name");
   EXPECT_WEFT_ERROR(p.add("--help", &b, "built in"), "--help is built in");
+}
+
+// What an example gets from its command line: the training flags, one flag of
+// its own (a path) and --help's text (empty without --help).
+struct Parsed {
+  TrainFlags train;
+  std::string chart = "chart.txt";
+  std::string help;
+};
+
+// Registers the training flags and --chart as an example does, parses `args`
+// and, unless --help was given, resolves.
+Parsed parse_train(const std::vector<std::string>& args, const TrainFlagsSpec& spec) {
+  Parsed r;
+  FlagParser p("usage: prog [flags]");
+  add_train_flags(p, r.train, spec);
+  p.add("--chart PATH", &r.chart, "an example's own path");
+  std::vector<const char*> argv = {"prog"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out;
+  if (p.parse(static_cast<int>(argv.size()), argv.data(), out)) resolve_train_flags(r.train, {&r.chart});
+  r.help = out.str();
+  return r;
+}
+
+// Sets BUILD_WORKING_DIRECTORY (as `bazel run` does) for one scope.
+class WorkingDirectory {
+ public:
+  explicit WorkingDirectory(const char* dir) {
+    if (const char* old = getenv("BUILD_WORKING_DIRECTORY")) old_ = old;
+    if (dir) setenv("BUILD_WORKING_DIRECTORY", dir, 1);
+    else unsetenv("BUILD_WORKING_DIRECTORY");
+  }
+  ~WorkingDirectory() {
+    if (old_) setenv("BUILD_WORKING_DIRECTORY", old_->c_str(), 1);
+    else unsetenv("BUILD_WORKING_DIRECTORY");
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+TEST(TrainFlags, RegistrationGivesTheListedDefaults) {
+  WorkingDirectory wd(nullptr);
+  TrainFlags f = parse_train({}, {.program = "fashion_mnist"}).train;
+  EXPECT_EQ(f.data, io::kFashionMnistDir);
+  EXPECT_EQ(f.model, "cnn");
+  EXPECT_EQ(f.epochs, 5);
+  EXPECT_EQ(f.batch_size, 128);
+  EXPECT_DOUBLE_EQ(f.lr, 0.05);
+  EXPECT_DOUBLE_EQ(f.momentum, 0.9);
+  EXPECT_DOUBLE_EQ(f.weight_decay, 5e-4);
+  EXPECT_EQ(f.seed, 0u);
+  EXPECT_EQ(f.threads, 0);
+  EXPECT_EQ(f.workers, 1);
+  EXPECT_EQ(f.save, "");
+  EXPECT_EQ(f.resume, "");
+  EXPECT_EQ(f.metrics, "fashion_mnist_metrics.jsonl");
+  EXPECT_EQ(f.plot, "fashion_mnist.svg");
+  EXPECT_EQ(f.limit_train, 0);
+  EXPECT_EQ(f.limit_test, 0);
+  EXPECT_TRUE(f.progress);
+
+  const std::string help = parse_train({"--help"}, {.program = "fashion_mnist"}).help;
+  for (const char* line : {"--data DIR",
+                           "Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)",
+                           "--model cnn|mlp",
+                           "model (default cnn)",
+                           "--epochs N",
+                           "epochs (default 5)",
+                           "--batch-size N",
+                           "batch size (default 128)",
+                           "--lr X",
+                           "SGD learning rate, cosine-annealed per epoch (default 0.05)",
+                           "SGD momentum (default 0.9)",
+                           "SGD weight decay (default 0.0005)",
+                           "seed for init and data order (default 0)",
+                           "CPU threads (default all cores)",
+                           "data-loader threads (default 1)",
+                           "--save PATH",
+                           "write a checkpoint after every epoch\n",
+                           "--resume PATH",
+                           "continue from a checkpoint written by --save\n",
+                           "JSON-lines metrics (default fashion_mnist_metrics.jsonl)",
+                           "SVG plot of loss and accuracy (default fashion_mnist.svg)",
+                           "--limit-train N",
+                           "training images (quick runs) (default all)",
+                           "--limit-test N",
+                           "test images (default all)",
+                           "--no-progress",
+                           "no progress bar\n",
+                           "--chart PATH"})
+    EXPECT_NE(help.find(line), std::string::npos) << "missing '" << line << "' in:\n" << help;
+  // The training flags first, in the documented order, then the example's own.
+  const std::vector<std::string> order = {
+      "--data",         "--model", "--epochs",      "--batch-size", "--lr",          "--momentum",
+      "--weight-decay", "--seed",  "--threads",     "--workers",    "--save",        "--resume",
+      "--metrics",      "--plot",  "--limit-train", "--limit-test", "--no-progress", "--chart"};
+  size_t at = 0;
+  for (const auto& flag : order) {
+    const size_t next = help.find("  " + flag + " ", at);
+    ASSERT_NE(next, std::string::npos) << flag << " out of order in:\n" << help;
+    at = next;
+  }
+}
+
+TEST(TrainFlags, SpecWordsMultiProcessExamplesAndLeavesOutCheckpoints) {
+  const Parsed ddp = parse_train({"--help"}, {.program = "fashion_mnist_ddp",
+                                              .batch_size_help = "global batch size, split across ranks",
+                                              .multi_process = true});
+  EXPECT_EQ(ddp.train.metrics, "fashion_mnist_ddp_metrics.jsonl");
+  EXPECT_EQ(ddp.train.plot, "fashion_mnist_ddp.svg");
+  for (const char* line : {"global batch size, split across ranks (default 128)",
+                           "CPU threads per rank (default cores / ranks on this node, at least 1)",
+                           "data-loader threads per rank (default 1)", "rank 0 writes a checkpoint after every epoch",
+                           "(default fashion_mnist_ddp_metrics.jsonl)", "(default fashion_mnist_ddp.svg)"})
+    EXPECT_NE(ddp.help.find(line), std::string::npos) << "missing '" << line << "' in:\n" << ddp.help;
+
+  const TrainFlagsSpec pipe{.program = "fashion_mnist_pipe",
+                            .batch_size_help = "batch size (one pipeline step)",
+                            .multi_process = true,
+                            .checkpoints = false};
+  const std::string help = parse_train({"--help"}, pipe).help;
+  EXPECT_NE(help.find("batch size (one pipeline step) (default 128)"), std::string::npos) << help;
+  EXPECT_EQ(help.find("--save"), std::string::npos) << help;
+  EXPECT_EQ(help.find("--resume"), std::string::npos) << help;
+  EXPECT_WEFT_ERROR(parse_train({"--save", "ck"}, pipe), "unknown flag '--save'");
+  EXPECT_WEFT_ERROR(parse_train({"--resume=ck"}, pipe), "unknown flag '--resume'");
+
+  // Other models, and a metrics default the example sets itself.
+  TrainFlags preset;
+  preset.metrics = "mine.jsonl";
+  preset.model = "gpt";
+  FlagParser p("usage: prog");
+  add_train_flags(p, preset, {.program = "prog", .models = {"gpt", "mlp"}});
+  EXPECT_EQ(preset.metrics, "mine.jsonl");
+  EXPECT_EQ(preset.plot, "prog.svg");
+  EXPECT_NE(p.help().find("--model gpt|mlp"), std::string::npos) << p.help();
+  EXPECT_NE(p.help().find("model (default gpt)"), std::string::npos) << p.help();
+  EXPECT_NE(p.help().find("JSON-lines metrics (default mine.jsonl)"), std::string::npos) << p.help();
+}
+
+// "a b c" as {"a", "b", "c"}.
+std::vector<std::string> words(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+TEST(TrainFlags, ParsedValuesAndPathsResolvedAgainstTheWorkingDirectory) {
+  WorkingDirectory wd("/home/me/run");
+  const Parsed r = parse_train(
+      words("--data fm --model=mlp --epochs 2 --batch-size 64 --lr 0.1 --momentum 0 --weight-decay=0 --seed 7 "
+            "--threads 3 --workers 2 --save ck.weft --resume /abs/ck.weft --metrics m.jsonl --plot out/p.svg "
+            "--limit-train 1024 --limit-test 512 --no-progress --chart c.txt"),
+      {.program = "fashion_mnist"});
+  const TrainFlags& f = r.train;
+  EXPECT_EQ(f.data, "/home/me/run/fm");
+  EXPECT_EQ(f.model, "mlp");
+  EXPECT_EQ(f.epochs, 2);
+  EXPECT_EQ(f.batch_size, 64);
+  EXPECT_DOUBLE_EQ(f.lr, 0.1);
+  EXPECT_DOUBLE_EQ(f.momentum, 0.0);
+  EXPECT_DOUBLE_EQ(f.weight_decay, 0.0);
+  EXPECT_EQ(f.seed, 7u);
+  EXPECT_EQ(f.threads, 3);
+  EXPECT_EQ(f.workers, 2);
+  EXPECT_EQ(f.save, "/home/me/run/ck.weft");
+  EXPECT_EQ(f.resume, "/abs/ck.weft");  // absolute: as given
+  EXPECT_EQ(f.metrics, "/home/me/run/m.jsonl");
+  EXPECT_EQ(f.plot, "/home/me/run/out/p.svg");
+  EXPECT_EQ(f.limit_train, 1024);
+  EXPECT_EQ(f.limit_test, 512);
+  EXPECT_FALSE(f.progress);
+  EXPECT_EQ(r.chart, "/home/me/run/c.txt");  // the example's own path, resolved too
+
+  // Defaults: the dataset's absolute directory stays, empty paths stay empty,
+  // the default metrics, plot and chart land in the working directory.
+  const Parsed d = parse_train({}, {.program = "fashion_mnist_pipe"});
+  EXPECT_EQ(d.train.data, io::kFashionMnistDir);
+  EXPECT_EQ(d.train.save, "");
+  EXPECT_EQ(d.train.resume, "");
+  EXPECT_EQ(d.train.metrics, "/home/me/run/fashion_mnist_pipe_metrics.jsonl");
+  EXPECT_EQ(d.train.plot, "/home/me/run/fashion_mnist_pipe.svg");
+  EXPECT_EQ(d.chart, "/home/me/run/chart.txt");
+
+  WorkingDirectory none(nullptr);  // not under `bazel run`: relative paths stay relative
+  EXPECT_EQ(parse_train({"--save", "ck.weft"}, {.program = "x"}).train.save, "ck.weft");
+}
+
+TEST(TrainFlags, BadValuesAreNamed) {
+  const TrainFlagsSpec spec{.program = "fashion_mnist"};
+  EXPECT_WEFT_ERROR(parse_train({"--epochs", "0"}, spec), "--epochs and --batch-size must be positive");
+  EXPECT_WEFT_ERROR(parse_train({"--batch-size", "-4"}, spec), "--epochs and --batch-size must be positive");
+  EXPECT_WEFT_ERROR(parse_train({"--batch-size", "two"}, spec), "flag --batch-size: 'two' is not an integer");
+  EXPECT_WEFT_ERROR(parse_train({"--workers=1.5"}, spec), "flag --workers: '1.5' is not an integer");
+  EXPECT_WEFT_ERROR(parse_train({"--momentum", "nan"}, spec), "flag --momentum: 'nan' is not a finite number");
+  EXPECT_WEFT_ERROR(parse_train({"--model", "resnet"}, spec), "flag --model must be one of cnn|mlp, got 'resnet'");
+  EXPECT_WEFT_ERROR(parse_train({"--metrics"}, spec), "flag --metrics needs a value (--metrics PATH)");
+  EXPECT_WEFT_ERROR(parse_train({"--no-progress=yes"}, spec), "flag --no-progress takes no value");
+  EXPECT_WEFT_ERROR(parse_train({"--limit-train", "x"}, spec), "flag --limit-train: 'x' is not an integer");
+  // Registering the training flags twice on one parser is a registration error.
+  TrainFlags f;
+  FlagParser p("usage");
+  add_train_flags(p, f, spec);
+  EXPECT_WEFT_ERROR(add_train_flags(p, f, spec), "flag --data is registered twice");
+}
+
+TEST(TrainFlags, ThreadsPerRank) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(resolve_threads(3, 8), 3);
+  EXPECT_EQ(resolve_threads(0, 1), cores);
+  EXPECT_EQ(resolve_threads(0, 0), cores);
+  EXPECT_EQ(resolve_threads(-1, 2), std::max(1, cores / 2));
+  EXPECT_EQ(resolve_threads(0, 100000), 1);
 }
 
 }  // namespace

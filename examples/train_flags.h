@@ -1,0 +1,72 @@
+// The training flags the example programs share (--data, --model, --epochs,
+// --batch-size, --lr, --momentum, --weight-decay, --seed, --threads, --workers,
+// --save, --resume, --metrics, --plot, --limit-train, --limit-test,
+// --no-progress): one struct with their defaults, one registration on a
+// FlagParser (examples/flags.h) and one check that runs after parsing. Each
+// example keeps its own flags (--device, --chunks, ...) in a struct that holds
+// a TrainFlags and registers them on the same parser.
+//
+// Contract:
+// - add_train_flags() registers the flags in the order above (--save and
+//   --resume only with TrainFlagsSpec::checkpoints). A flag's default is the
+//   field's value at registration, as FlagParser's are, except that an empty
+//   metrics or plot path becomes "<program>_metrics.jsonl" or "<program>.svg"
+//   first (TrainFlagsSpec::program).
+// - TrainFlagsSpec::multi_process (a program run under mpirun, one process per
+//   rank) words --threads and --workers per rank, --threads' default as
+//   "cores / ranks on this node, at least 1" (resolve_threads()), and --save as
+//   rank 0's.
+// - resolve_train_flags() after parsing: --epochs and --batch-size must be
+//   positive (a weft::Error naming both otherwise), then every path (data,
+//   save, resume, metrics, plot and `more_paths`) goes through user_path()
+//   (examples/train_report.h): relative to where `bazel run` was started.
+//   Empty paths stay empty.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "examples/flags.h"
+#include "io/fashion_mnist.h"
+
+namespace weft::examples {
+
+struct TrainFlags {
+  std::string data = io::kFashionMnistDir;
+  std::string model = "cnn";
+  int64_t epochs = 5;
+  int64_t batch_size = 128;
+  double lr = 0.05;
+  double momentum = 0.9;
+  double weight_decay = 5e-4;
+  uint64_t seed = 0;
+  int threads = 0;  // 0: all cores (per rank: resolve_threads())
+  int workers = 1;
+  std::string save, resume;                 // empty: none
+  std::string metrics, plot;                // empty at registration: "<program>_metrics.jsonl", "<program>.svg"
+  int64_t limit_train = 0, limit_test = 0;  // 0: all
+  bool progress = true;
+};
+
+// Where the examples' flags differ.
+struct TrainFlagsSpec {
+  std::string program;  // names the default metrics and plot files
+  std::string batch_size_help = "batch size";
+  std::string data_help = "Fashion-MNIST IDX files";
+  std::vector<std::string> models = {"cnn", "mlp"};
+  bool multi_process = false;  // under mpirun: threads and workers per rank, rank 0 saves
+  bool checkpoints = true;     // --save and --resume
+};
+
+void add_train_flags(FlagParser& parser, TrainFlags& flags, const TrainFlagsSpec& spec);
+
+// Checks and resolves the parsed flags; `more_paths` are the example's own paths.
+void resolve_train_flags(TrainFlags& flags, std::initializer_list<std::string*> more_paths = {});
+
+// --threads for one of `ranks_on_node` processes: the flag when given (> 0),
+// else the cores divided among the node's ranks, at least 1.
+int resolve_threads(int threads_flag, int ranks_on_node);
+
+}  // namespace weft::examples
