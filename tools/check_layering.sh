@@ -25,6 +25,7 @@ declare -A allowed=(
   [io]="//core"
   [parallel]="//core //autograd //nn //optim //io //parallel"
   [parallel/pipe]="//core //autograd //nn //optim //io //parallel"
+  [parallel/partition]="//core //autograd //nn //optim //io //parallel"
 )
 # package -> targets it must see (the layering's own edges, so the check is not vacuous).
 declare -A required=(
@@ -34,11 +35,12 @@ declare -A required=(
   [io]="//core:core"
   [parallel]="//optim:optim //nn:nn //io:io //core:core"
   [parallel/pipe]="//core:core //parallel:process_group"
+  [parallel/partition]="//core:core //parallel:process_group"
 )
 libraries="//core/... + //autograd/... + //nn/... + //optim/... + //io/... + //parallel/..."
 
 fail=0
-for pkg in core core/cuda autograd nn optim optim/cuda io parallel parallel/pipe; do
+for pkg in core core/cuda autograd nn optim optim/cuda io parallel parallel/pipe parallel/partition; do
   viewer="$(q "kind(rule, //$pkg:*)" | head -n 1)"
   if [[ -z "$viewer" ]]; then echo "check_layering: no rule in //$pkg"; fail=1; continue; fi
   seen="$(q "visible($viewer, kind(rule, $libraries) - //$pkg:*)")"

@@ -1,0 +1,117 @@
+// Balances: how many consecutive layers each pipeline stage gets, chosen from
+// per-layer costs (layer_profile.h). Pure functions of the costs, so every rank
+// holding the same profile computes the same balance.
+//
+// Note [stage cost model]: stage s of p holds layers [b, e) (every stage at
+// least one layer, in order) and
+// - compute(s) = sum over its layers of forward_s + backward_s (one micro-batch);
+// - transfer(s) = output_bytes of layer e - 1 / bandwidth for s < p - 1, else 0
+//   (bandwidth 0: transfers are free);
+// - time(s) = compute(s) + transfer(s), per micro-batch;
+// - memory(s) = sum of resident_bytes + live[s] * sum of activation_bytes, where
+//   live[s] is how many micro-batches' activations the schedule keeps alive on
+//   stage s at its peak (live_microbatches: 1F1B and ZB-H1 min(p - s, m), GPipe
+//   m). ZB-H1's weight-gradient stashes are not counted.
+// The budget (bytes per device, 0 = none) holds when memory(s) <= budget for
+// every stage.
+//
+// Contract:
+// - optimal_balance minimises the bottleneck max_s time(s) subject to the
+//   budget, exactly (dynamic programming over (stage, first layer), O(p n^2)).
+//   Ties: among balances with the smallest bottleneck, the smallest sum of
+//   squared stage times (accumulated from the last stage back: t0^2 + (t1^2 +
+//   (... + t_{p-1}^2))); among those, the lexicographically smallest balance
+//   (earliest boundaries). brute_force_balance enumerates every balance with
+//   the same stage costs and the same rule, so the two agree exactly.
+// - solve_balance is optimal_balance that explains failure: a layer that fits
+//   on no stage it could occupy is named (index, name, type, its bytes and the
+//   budget); otherwise the error gives the smallest achievable peak memory.
+// - balance_by_time / balance_by_size are fairscale's (fairscale.nn.pipe.
+//   balance): per-layer cost forward_s + backward_s, resp. resident_bytes +
+//   activation_bytes (fairscale's latent size of one micro-batch plus
+//   param_scale x parameter size, with the scale taken from the profile's
+//   gradient and optimizer-state bytes), split by fairscale's block partition
+//   (block_partition: Bárány et al.'s heuristic on costs normalised to [0, 1],
+//   not exact, ignoring memory). Same results as fairscale for the same costs.
+// - Errors name the values: fewer layers than stages, negative or non-finite
+//   costs, a live vector of the wrong size.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "parallel/partition/layer_profile.h"
+#include "parallel/pipe/generators.h"
+
+namespace weft::parallel::partition {
+
+struct BalanceOptions {
+  int stages = 1;
+  int microbatches = 1;
+  pipe::ScheduleKind schedule = pipe::ScheduleKind::k1F1B;
+  // Live micro-batches per stage; empty: live_microbatches(schedule, stages, microbatches).
+  std::vector<int> live;
+  int64_t memory_budget_bytes = 0;   // per device; 0: unlimited
+  double bandwidth_bytes_per_s = 0;  // between neighbour stages; 0: transfers take no time
+};
+
+// The peak number of micro-batches whose activations `kind` keeps alive on each
+// stage (one stage per rank), read from the simulator (parallel/pipe/simulate.h).
+std::vector<int> live_microbatches(pipe::ScheduleKind kind, int stages, int microbatches);
+
+// The stage costs of Note [stage cost model] for one profile and options, with
+// prefix sums so each query is O(1).
+class StageCosts {
+ public:
+  StageCosts(const std::vector<LayerProfile>& layers, const BalanceOptions& options);
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  int num_stages() const { return options_.stages; }
+  const std::vector<int>& live() const { return live_; }
+  const BalanceOptions& options() const { return options_; }
+  const std::vector<LayerProfile>& layers() const { return layers_; }
+
+  double compute_s(int begin, int end) const;
+  double transfer_s(int end, int stage) const;  // after layer end - 1, leaving `stage`
+  double time_s(int begin, int end, int stage) const { return compute_s(begin, end) + transfer_s(end, stage); }
+  int64_t resident_bytes(int begin, int end) const;
+  int64_t activation_bytes(int begin, int end) const;
+  int64_t memory_bytes(int begin, int end, int stage) const;
+  bool fits(int begin, int end, int stage) const;
+
+ private:
+  std::vector<LayerProfile> layers_;
+  BalanceOptions options_;
+  std::vector<int> live_;
+  std::vector<double> time_prefix_;
+  std::vector<int64_t> resident_prefix_, activation_prefix_;
+};
+
+// Per-stage times and bottleneck of `balance` under `costs` (no budget check).
+std::vector<double> stage_times(const StageCosts& costs, const std::vector<int>& balance);
+
+// The exact optimum (see the contract), or nullopt when no balance fits the budget.
+std::optional<std::vector<int>> optimal_balance(const StageCosts& costs);
+std::optional<std::vector<int>> optimal_balance(const std::vector<LayerProfile>& layers, const BalanceOptions& options);
+// Every composition of n into p positive parts, for tests (C(n-1, p-1) of them).
+std::optional<std::vector<int>> brute_force_balance(const StageCosts& costs);
+// optimal_balance, or an error naming the layer that fits nowhere or the smallest
+// achievable peak memory.
+std::vector<int> solve_balance(const std::vector<LayerProfile>& layers, const BalanceOptions& options);
+// The balance with the smallest peak memory over stages (ignoring time; ties as
+// optimal_balance's, by sum of squared memory then earliest boundaries).
+std::vector<int> min_memory_balance(const StageCosts& costs);
+
+// fairscale's balance_by_time and balance_by_size (see the contract).
+std::vector<int> balance_by_time(const std::vector<LayerProfile>& layers, int stages);
+std::vector<int> balance_by_size(const std::vector<LayerProfile>& layers, int stages);
+// fairscale's blockpartition.solve: sizes of `parts` consecutive blocks of `costs`.
+std::vector<int> block_partition(const std::vector<double>& costs, int parts);
+
+// "[3, 2, 5]".
+std::string balance_str(const std::vector<int>& balance);
+// "12.0 MiB" (one decimal).
+std::string mib_str(int64_t bytes);
+
+}  // namespace weft::parallel::partition

@@ -1,0 +1,168 @@
+// Partition plans and their table (contract in plan.h).
+#include "parallel/partition/plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ostream>
+#include <sstream>
+
+#include "core/error.h"
+#include "parallel/pipe/schedule.h"
+#include "parallel/pipe/simulate.h"
+
+namespace weft::parallel::partition {
+namespace {
+
+std::string ms_str(double seconds) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f ms", seconds * 1e3);
+  return buf;
+}
+
+// The type, or "name:Type" when the name is not the layer's index.
+std::string short_name(const LayerProfile& l, int index) {
+  const std::string type = l.type.empty() ? "?" : l.type;
+  if (l.name.empty() || l.name == std::to_string(index)) return type;
+  return l.name + ":" + type;
+}
+
+std::string layers_cell(const std::vector<LayerProfile>& layers, int begin, int end) {
+  std::string s = end - begin == 1 ? std::to_string(begin) : std::to_string(begin) + "-" + std::to_string(end - 1);
+  std::vector<int> shown;
+  if (end - begin <= 4) {
+    for (int k = begin; k < end; ++k) shown.push_back(k);
+  } else {
+    shown = {begin, begin + 1, -1, end - 1};
+  }
+  for (int k : shown) {
+    s += ' ';
+    s += k < 0 ? std::string("...") : short_name(layers[k], k);
+  }
+  return s;
+}
+
+pipe::Simulation simulate_plan(const PartitionPlan& plan, pipe::ScheduleKind kind) {
+  const int p = static_cast<int>(plan.stages.size());
+  const pipe::Schedule schedule = pipe::make_schedule(kind, p, plan.microbatches, 1);
+  pipe::CostModel costs;
+  for (const StageEstimate& s : plan.stages) {
+    costs.forward.push_back(s.forward_s);
+    costs.backward.push_back(schedule.split_backward ? s.backward_s / 2 : s.backward_s);
+    costs.weight.push_back(schedule.split_backward ? s.backward_s / 2 : 0);
+  }
+  for (int s = 0; s + 1 < p; ++s) costs.transfer.push_back(plan.stages[s].transfer_s);
+  return pipe::simulate(schedule, costs);
+}
+
+void check_budget(const std::vector<LayerProfile>& layers, const PartitionPlan& plan) {
+  if (plan.memory_budget_bytes == 0) return;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const StageEstimate& e = plan.stages[s];
+    WEFT_CHECK(e.peak_memory_bytes <= plan.memory_budget_bytes, "partition: stage ", s, " (layers ",
+               layers_cell(layers, e.begin, e.end), ") of balance ", balance_str(plan.balance), " needs ",
+               mib_str(e.peak_memory_bytes), " at its peak (", mib_str(e.resident_bytes), " resident + ",
+               e.live_microbatches, " live micro-batches x ", mib_str(e.activation_bytes),
+               "), more than the memory budget of ", mib_str(plan.memory_budget_bytes), " per device");
+  }
+}
+
+}  // namespace
+
+PartitionPlan evaluate_balance(const std::vector<LayerProfile>& layers, const std::vector<int>& balance,
+                               const BalanceOptions& options) {
+  const StageCosts c(layers, options);
+  const std::vector<double> times = stage_times(c, balance);  // checks the balance
+  PartitionPlan plan;
+  plan.balance = balance;
+  plan.schedule = pipe::schedule_name(options.schedule);
+  plan.microbatches = options.microbatches;
+  plan.memory_budget_bytes = options.memory_budget_bytes;
+  int begin = 0;
+  for (int s = 0; s < c.num_stages(); ++s) {
+    StageEstimate e;
+    e.begin = begin;
+    e.end = begin + balance[s];
+    for (int k = e.begin; k < e.end; ++k) {
+      e.num_parameters += layers[k].num_parameters;
+      e.forward_s += layers[k].forward_s;
+      e.backward_s += layers[k].backward_s;
+    }
+    e.live_microbatches = c.live()[s];
+    e.resident_bytes = c.resident_bytes(e.begin, e.end);
+    e.activation_bytes = c.activation_bytes(e.begin, e.end);
+    e.peak_memory_bytes = c.memory_bytes(e.begin, e.end, s);
+    e.transfer_s = c.transfer_s(e.end, s);
+    e.time_s = times[s];
+    plan.bottleneck_s = std::max(plan.bottleneck_s, e.time_s);
+    plan.stages.push_back(e);
+    begin = e.end;
+  }
+  const pipe::Simulation sim = simulate_plan(plan, options.schedule);
+  plan.step_time_s = sim.makespan;
+  plan.bubble_fraction = sim.bubble_fraction;
+  return plan;
+}
+
+PartitionPlan plan_partition(const std::vector<LayerProfile>& layers, const PlanOptions& options) {
+  std::vector<int> balance;
+  switch (options.method) {
+    case BalanceMethod::kOptimal: balance = solve_balance(layers, options); break;
+    case BalanceMethod::kByTime: balance = balance_by_time(layers, options.stages); break;
+    case BalanceMethod::kBySize: balance = balance_by_size(layers, options.stages); break;
+    case BalanceMethod::kManual:
+      WEFT_CHECK(!options.balance.empty(), "partition: manual placement needs a balance (PlanOptions::balance)");
+      balance = options.balance;
+      break;
+  }
+  WEFT_CHECK(options.method == BalanceMethod::kManual || options.balance.empty(), "partition: a balance ",
+             balance_str(options.balance), " was given but the method is not kManual");
+  PartitionPlan plan = evaluate_balance(layers, balance, options);
+  check_budget(layers, plan);
+  return plan;
+}
+
+std::string partition_table(const std::vector<LayerProfile>& layers, const PartitionPlan& plan) {
+  const std::vector<std::string> header = {"stage", "layers", "parameters", "peak memory", "time/micro-batch"};
+  std::vector<std::vector<std::string>> rows;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const StageEstimate& e = plan.stages[s];
+    rows.push_back({std::to_string(s), layers_cell(layers, e.begin, e.end), std::to_string(e.num_parameters),
+                    mib_str(e.peak_memory_bytes), ms_str(e.time_s)});
+  }
+  std::vector<size_t> width(header.size());
+  for (size_t c = 0; c < header.size(); ++c) {
+    width[c] = header[c].size();
+    for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+  }
+  std::ostringstream os;
+  int num_layers = plan.stages.empty() ? 0 : plan.stages.back().end;
+  os << "partition: " << num_layers << " layers over " << plan.stages.size() << " stages, " << plan.schedule << " with "
+     << plan.microbatches << " micro-batches, "
+     << (plan.memory_budget_bytes > 0 ? "memory budget " + mib_str(plan.memory_budget_bytes) + " per device"
+                                      : std::string("no memory budget"))
+     << "\n";
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t c = 0; c < cells.size(); ++c) {
+      const size_t pad = width[c] - cells[c].size();
+      if (c > 0) out += "  ";
+      if (c == 1) out += cells[c] + std::string(pad, ' ');  // layers: left-aligned
+      else out += std::string(pad, ' ') + cells[c];
+    }
+    os << out << "\n";
+  };
+  line(header);
+  for (const auto& r : rows) line(r);
+  char bubble[32];
+  std::snprintf(bubble, sizeof bubble, "%.1f%%", plan.bubble_fraction * 100);
+  os << "predicted step time " << ms_str(plan.step_time_s) << ", bubble " << bubble << " (bottleneck "
+     << ms_str(plan.bottleneck_s) << " per micro-batch)\n";
+  return os.str();
+}
+
+void print_partition_table(const std::vector<LayerProfile>& layers, const PartitionPlan& plan, ProcessGroup& group,
+                           std::ostream& os) {
+  if (group.rank() == 0) os << partition_table(layers, plan) << std::flush;
+}
+
+}  // namespace weft::parallel::partition
