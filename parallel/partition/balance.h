@@ -29,8 +29,8 @@
 // - balance_by_time / balance_by_size are fairscale's (fairscale.nn.pipe.
 //   balance): per-layer cost forward_s + backward_s, resp. resident_bytes +
 //   activation_bytes (fairscale's latent size of one micro-batch plus
-//   param_scale x parameter size, with the scale taken from the profile's
-//   gradient and optimizer-state bytes), split by fairscale's block partition
+//   param_scale x parameter size, the scale being the profile's gradient and
+//   optimizer-state bytes; buffers count too), split by fairscale's block partition
 //   (block_partition: Bárány et al.'s heuristic on costs normalised to [0, 1],
 //   not exact, ignoring memory). Same results as fairscale for the same costs.
 // - Errors name the values: fewer layers than stages, negative or non-finite

@@ -33,7 +33,10 @@
 // - broadcast_profile makes every rank of `group` hold root's profile (names,
 //   types, times, bytes) over the group's collectives (CPU tensors: the MPI or
 //   in-process group); other ranks' inputs are ignored (they may be empty).
-//   profile_on_root measures on `root` only and broadcasts.
+//   profile_on_root measures on `root` only and broadcasts (should root's
+//   profiling throw, the others fail at the broadcast's timeout). Profile
+//   before attaching a reducer or DDP: the profile's backwards run the
+//   parameters' hooks.
 #pragma once
 
 #include <memory>
