@@ -52,6 +52,8 @@ RunnerOptions runner_options(const PipeOptions& options) {
   r.device = options.device;
   r.transfer_device = options.transfer_device;
   r.tied = options.tied;
+  r.average_microbatches = options.average_microbatches;
+  r.before_grads = options.before_grads;
   return r;
 }
 

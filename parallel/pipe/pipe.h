@@ -17,7 +17,7 @@
 // - Argument checks (fairscale's, as weft::Error naming the values): sum of
 //   balance equals the number of layers; every entry positive; chunks
 //   positive; virtual_stages positive; balance has group->size() *
-//   virtual_stages entries; the schedule runs (zb is not supported yet).
+//   virtual_stages entries; the schedule runs (gpipe, 1f1b, interleaved, zb).
 // - step(input, target, loss_fn) runs one training step over `chunks`
 //   micro-batches with options.schedule (default gpipe, AsyncPipe's
 //   fill-drain) and checkpoint mode (default except_last), accumulating the
@@ -65,6 +65,10 @@ struct PipeOptions {
   // parameter names, e.g. {{"0.weight", "5.weight"}} for a GPT's embedding and
   // head; their gradients are summed between the stages holding them.
   std::vector<std::vector<std::string>> tied;
+  // RunnerOptions::average_microbatches and before_grads (data-parallel
+  // reducers hook in there; DistributedModel sets it).
+  bool average_microbatches = true;
+  std::function<void(int stage, bool last)> before_grads;
 };
 
 // The argument checks Pipe and LocalPipe share (fairscale's, as weft::Error

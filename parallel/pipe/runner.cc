@@ -110,6 +110,11 @@ PipelineRunner::PipelineRunner(Schedule schedule, std::vector<std::shared_ptr<nn
     add_tied_grads(schedule_, tied_.stages());
   }
   validate(schedule_);
+  const ActionKind grad_kind = schedule_.split_backward ? ActionKind::kWeight : ActionKind::kBackward;
+  last_grad_action_.assign(stages_.size(), -1);
+  const auto& mine = schedule_.rank_actions[group_->rank()];
+  for (int i = 0; i < static_cast<int>(mine.size()); ++i)
+    if (mine[i].kind == grad_kind) last_grad_action_[local(mine[i].stage)] = i;
 }
 
 int PipelineRunner::local(int stage) const {
@@ -143,7 +148,7 @@ void PipelineRunner::split(StepState& st, const Tensor& input, const Tensor& tar
     for (int mb = 0; mb < m; ++mb) {
       if (first >= 0) st.inputs.push_back(input.narrow(0, at, rows[mb]));
       if (last >= 0 && need_target) st.targets.push_back(target.narrow(0, at, rows[mb]));
-      st.weights.push_back(static_cast<double>(rows[mb]) / total);
+      st.weights.push_back(options_.average_microbatches ? static_cast<double>(rows[mb]) / total : 1.0);
       at += rows[mb];
     }
   }
@@ -163,6 +168,10 @@ void PipelineRunner::run(StepState& st, const std::vector<Action>& actions) {
   for (size_t i = 0; i < actions.size(); ++i) {
     try {
       const int64_t t = record ? now_ns() : 0;
+      const ActionKind k = actions[i].kind;
+      if (options_.before_grads && !st.forward_only &&
+          (k == (schedule_.split_backward ? ActionKind::kWeight : ActionKind::kBackward)))
+        options_.before_grads(actions[i].stage, static_cast<int>(i) == last_grad_action_[local(actions[i].stage)]);
       run_action(st, actions[i]);
       if (record) trace_.push_back({actions[i], group_->rank(), t, now_ns() - t});
     } catch (const Error& e) {

@@ -85,6 +85,16 @@ struct RunnerOptions {
   // TiedGrad action per group on each rank holding one: after this rank's last
   // B and W, the group's gradient summed over its holders.
   std::vector<std::vector<std::string>> tied;
+  // Micro-batch losses weighted by rows_mb / rows (true: the step's gradient
+  // is the batch mean loss's) or by 1 (false: the sum over micro-batches,
+  // SageMaker's average_grads_across_microbatches off).
+  bool average_microbatches = true;
+  // Called before each action that accumulates parameter gradients (B, or W
+  // when the schedule splits the backward) with its stage and whether it is
+  // that stage's last such action of the step: where a data-parallel reducer
+  // turns its sync on (Reducer::set_sync), so the stage's gradient is reduced
+  // once per step, overlapping its last backward.
+  std::function<void(int stage, bool last)> before_grads;
 };
 
 // The loss of one micro-batch: a one-element tensor (mean-reduced for the
@@ -134,6 +144,7 @@ class PipelineRunner {
   std::vector<TraceEvent> trace_;
   Tensor last_output_;
   TiedParameters tied_;
+  std::vector<int> last_grad_action_;  // per local stage: index of its last B (W when split) in this rank's list
 };
 
 }  // namespace weft::parallel::pipe

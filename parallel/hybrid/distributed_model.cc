@@ -1,0 +1,169 @@
+// DistributedModel (contract in distributed_model.h).
+#include "parallel/hybrid/distributed_model.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/error.h"
+#include "core/ops.h"
+
+namespace weft::parallel::hybrid {
+namespace {
+
+// As even as possible by layer count, earlier stages larger.
+std::vector<int> even_balance(int layers, int stages) {
+  WEFT_CHECK(layers >= stages, "DistributedModel: ", layers, " layers cannot make ", stages,
+             " pipeline stages (pp x virtual stages)");
+  std::vector<int> b(stages, layers / stages);
+  for (int i = 0; i < layers % stages; ++i) ++b[i];
+  return b;
+}
+
+}  // namespace
+
+DistributedModel::DistributedModel(std::shared_ptr<nn::Sequential> model, std::shared_ptr<ProcessGroup> world,
+                                   DistributedModelOptions options)
+    : options_(std::move(options)), model_(std::move(model)) {
+  WEFT_CHECK(model_ != nullptr, "DistributedModel: the model is null");
+  grid_ = make_grid(std::move(world), options_.pp, options_.dp);
+  WEFT_CHECK(options_.backward_passes_per_step >= 1,
+             "DistributedModel: backward_passes_per_step must be positive, got ", options_.backward_passes_per_step);
+}
+
+DistributedModel::DistributedModel(std::vector<pipe::LayerFactory> layers, std::shared_ptr<ProcessGroup> world,
+                                   DistributedModelOptions options)
+    : options_(std::move(options)), factories_(std::move(layers)) {
+  WEFT_CHECK(!factories_.empty(), "DistributedModel: no layer factories");
+  grid_ = make_grid(std::move(world), options_.pp, options_.dp);
+  WEFT_CHECK(options_.backward_passes_per_step >= 1,
+             "DistributedModel: backward_passes_per_step must be positive, got ", options_.backward_passes_per_step);
+}
+
+DistributedModel::~DistributedModel() = default;
+
+void DistributedModel::register_post_partition_hook(std::function<void(DistributedModel&)> hook) {
+  WEFT_CHECK(!partitioned(), "DistributedModel: register_post_partition_hook after partitioning has no effect");
+  post_partition_hooks_.push_back(std::move(hook));
+}
+
+void DistributedModel::partition() {
+  if (partitioned()) return;
+  const int layers = model_ ? static_cast<int>(model_->size()) : static_cast<int>(factories_.size());
+  std::vector<int> balance = options_.balance;
+  if (balance.empty()) balance = even_balance(layers, grid_.pp() * options_.pipe.virtual_stages);
+  pipe::PipeOptions po = options_.pipe;
+  po.before_grads = [this](int stage, bool last) { before_grads(stage, last); };
+  pipe_ = model_ ? std::make_unique<pipe::Pipe>(model_, balance, grid_.pipeline(), po)
+                 : std::make_unique<pipe::Pipe>(factories_, balance, grid_.pipeline(), po);
+  model_.reset();  // the stages keep what this rank needs
+  factories_.clear();
+  // Replicas start equal: data-parallel rank 0's values everywhere.
+  ProcessGroup& dp = *grid_.data_parallel();
+  if (dp.size() > 1) {
+    for (auto& part : pipe_->partitions()) {
+      for (auto& [name, t] : part->named_parameters()) {
+        Tensor data = t.detach();
+        dp.broadcast(data, {0})->wait();
+      }
+      if (options_.broadcast_buffers)
+        for (auto& [name, t] : part->named_buffers()) {
+          Tensor data = t.detach();
+          dp.broadcast(data, {0})->wait();
+        }
+    }
+  }
+  // One reducer per local stage over the data-parallel group; tied parameters apart.
+  std::set<std::string> tied_names;
+  for (const auto& group : options_.pipe.tied) tied_names.insert(group.begin(), group.end());
+  for (auto& part : pipe_->partitions()) {
+    Reducer::NamedTensors params;
+    for (auto& [name, t] : part->named_parameters()) {
+      if (!t.requires_grad()) continue;
+      if (tied_names.count(name)) {
+        tied_local_.push_back(t);
+        continue;
+      }
+      params.emplace_back(name, t);
+    }
+    if (dp.size() > 1 && options_.overlapping_allreduce && !params.empty()) {
+      ReducerOptions ro;
+      ro.bucket_cap_mb = options_.bucket_cap_mb;
+      ro.owner = "DistributedModel (stage " + std::to_string(pipe_->stage_ids()[reducers_.size()]) + ")";
+      reducers_.push_back(std::make_unique<Reducer>(std::move(params), grid_.data_parallel(), ro));
+    } else {
+      reducers_.push_back(nullptr);
+    }
+  }
+  for (auto& hook : post_partition_hooks_) hook(*this);
+}
+
+void DistributedModel::before_grads(int stage, bool last) {
+  const auto& ids = pipe_->stage_ids();
+  const size_t li = std::find(ids.begin(), ids.end(), stage) - ids.begin();
+  WEFT_INTERNAL_ASSERT(li < reducers_.size(), "DistributedModel: stage ", stage, " is not on rank ", grid_.rank());
+  if (reducers_[li]) reducers_[li]->set_sync(last && sync_step_);
+}
+
+void DistributedModel::sync_after_schedule() {
+  ProcessGroup& dp = *grid_.data_parallel();
+  if (dp.size() == 1 || !sync_step_) return;
+  std::vector<Tensor> grads;
+  if (!options_.overlapping_allreduce)
+    for (const Tensor& p : local_parameters())
+      if (p.grad().defined()) grads.push_back(p.grad());
+  for (const Tensor& p : tied_local_)  // (in local_parameters() too without overlap)
+    if (options_.overlapping_allreduce && p.grad().defined()) grads.push_back(p.grad());
+  std::vector<WorkPtr> works;
+  for (Tensor& g : grads) works.push_back(dp.allreduce(g, {ReduceOp::Avg}));
+  for (auto& w : works) w->wait();
+}
+
+double DistributedModel::step(const Tensor& input, const Tensor& target, const pipe::LossFn& loss_fn) {
+  partition();
+  sync_step_ = (steps_ + 1) % options_.backward_passes_per_step == 0;
+  const double replica_loss = pipe_->step(input, target, loss_fn);
+  sync_after_schedule();
+  ++steps_;
+  ProcessGroup& dp = *grid_.data_parallel();
+  if (dp.size() == 1) return replica_loss;
+  Tensor loss = full({1}, replica_loss, DType::Float64);
+  dp.allreduce(loss, {ReduceOp::Avg})->wait();
+  return loss.item<double>();
+}
+
+Tensor DistributedModel::forward(const Tensor& input) {
+  partition();
+  return pipe_->forward(input);
+}
+
+void DistributedModel::check_partitioned(const char* what) const {
+  WEFT_CHECK(partitioned(), "DistributedModel::", what,
+             ": the model is not partitioned yet (it is at the first step(), or call partition())");
+}
+
+const std::vector<int>& DistributedModel::balance() const {
+  check_partitioned("balance");
+  return pipe_->balance();
+}
+
+std::vector<Tensor> DistributedModel::local_parameters() const {
+  check_partitioned("local_parameters");
+  return pipe_->parameters();
+}
+
+std::vector<std::pair<std::string, Tensor>> DistributedModel::local_named_parameters() const {
+  check_partitioned("local_named_parameters");
+  return pipe_->named_parameters();
+}
+
+const std::vector<std::shared_ptr<nn::Sequential>>& DistributedModel::local_modules() const {
+  check_partitioned("local_modules");
+  return pipe_->partitions();
+}
+
+pipe::Pipe& DistributedModel::pipe() {
+  check_partitioned("pipe");
+  return *pipe_;
+}
+
+}  // namespace weft::parallel::hybrid

@@ -1,0 +1,110 @@
+// DistributedModel: pipeline x data parallelism over a rank grid (SageMaker
+// model parallel's smp.DistributedModel in weft's terms). One Sequential (or
+// a list of layer factories) wrapped once: split into pp pipeline stages,
+// each stage replicated over dp data-parallel ranks (grid.h), trained with
+// micro-batches.
+//
+// Contract:
+// - Construction is collective over `world` (it makes the grid's
+//   sub-groups). Partitioning happens at the first step() (or an explicit
+//   partition()): options.balance (layers per stage; empty: as even as
+//   possible by layer count, earlier stages larger) over pp *
+//   pipe.virtual_stages stages; each rank builds or slices only its own
+//   stages (full parameter names kept, Note [name prefix]); then every
+//   parameter and buffer is broadcast from data-parallel rank 0 within each
+//   data-parallel group, and the post-partition hooks run (create the
+//   optimizer there, or after partition()). Before that, the local_*
+//   accessors are errors.
+// - step(input, target, loss_fn): `input` and `target` are this replica's
+//   batch (read on its first and last stage's ranks). The schedule runs
+//   pipe.chunks micro-batches; each stage's gradients are averaged over its
+//   data-parallel group by a Reducer (parallel/reducer.h) per local stage:
+//   with overlapping_allreduce (default) its sync is on only for the stage's
+//   last gradient action of the step, so buckets reduce while that backward
+//   runs; otherwise the gradients are allreduced after the schedule.
+//   backward_passes_per_step = k: gradients accumulate locally for k steps
+//   and are reduced in the k-th. Tied parameters (pipe.tied) are summed
+//   across stages by the schedule and averaged over data parallelism after
+//   it (not by the bucketed reducer: their sum must come first). With
+//   pipe.average_microbatches (default) the step's gradient is that of the
+//   replicas' mean loss over the global batch, as in one process on it;
+//   off, micro-batch losses are summed (use a sum-reduced loss). Returns the
+//   loss averaged over micro-batches (row-weighted) and replicas, on every
+//   rank.
+// - forward(input): the forward-only schedule on this replica's batch; the
+//   output on the last stage's ranks, undefined elsewhere.
+// - Errors name what is wrong: a grid that does not tile the world,
+//   local_*() before partitioning, balance problems (Pipe's checks).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nn/container.h"
+#include "parallel/hybrid/grid.h"
+#include "parallel/pipe/pipe.h"
+#include "parallel/reducer.h"
+
+namespace weft::parallel::hybrid {
+
+struct DistributedModelOptions {
+  int pp = 1;                // pipeline stages (ranks per replica)
+  int dp = 0;                // replicas; 0: world size / pp
+  std::vector<int> balance;  // layers per stage; empty: even by count
+  pipe::PipeOptions pipe;    // chunks (micro-batches), schedule, checkpoint, virtual_stages, tied, ...
+  bool overlapping_allreduce = true;
+  double bucket_cap_mb = 25;
+  int backward_passes_per_step = 1;
+  bool broadcast_buffers = true;  // buffers too, at partitioning, from data-parallel rank 0
+};
+
+class DistributedModel {
+ public:
+  DistributedModel(std::shared_ptr<nn::Sequential> model, std::shared_ptr<ProcessGroup> world,
+                   DistributedModelOptions options = {});
+  DistributedModel(std::vector<pipe::LayerFactory> layers, std::shared_ptr<ProcessGroup> world,
+                   DistributedModelOptions options = {});
+  ~DistributedModel();
+  DistributedModel(const DistributedModel&) = delete;
+  DistributedModel& operator=(const DistributedModel&) = delete;
+
+  double step(const Tensor& input, const Tensor& target, const pipe::LossFn& loss_fn);
+  Tensor forward(const Tensor& input);
+
+  // Partitions now (collective); a no-op once partitioned.
+  void partition();
+  bool partitioned() const { return pipe_ != nullptr; }
+  void register_post_partition_hook(std::function<void(DistributedModel&)> hook);
+
+  const Grid& grid() const { return grid_; }
+  int pp_rank() const { return grid_.pp_rank(); }
+  int dp_rank() const { return grid_.dp_rank(); }
+  const std::vector<int>& balance() const;
+  // This rank's parameters, named as in the whole model; its stage modules.
+  std::vector<Tensor> local_parameters() const;
+  std::vector<std::pair<std::string, Tensor>> local_named_parameters() const;
+  const std::vector<std::shared_ptr<nn::Sequential>>& local_modules() const;
+  pipe::Pipe& pipe();
+  const DistributedModelOptions& options() const { return options_; }
+
+ private:
+  void check_partitioned(const char* what) const;
+  void before_grads(int stage, bool last);
+  void sync_after_schedule();
+
+  DistributedModelOptions options_;
+  Grid grid_;
+  std::shared_ptr<nn::Sequential> model_;  // until partitioned
+  std::vector<pipe::LayerFactory> factories_;
+  std::unique_ptr<pipe::Pipe> pipe_;
+  std::vector<std::unique_ptr<Reducer>> reducers_;  // per local stage (dp > 1, overlapping)
+  std::vector<Tensor> tied_local_;                  // this rank's tied parameters
+  std::vector<std::function<void(DistributedModel&)>> post_partition_hooks_;
+  int64_t steps_ = 0;
+  bool sync_step_ = true;
+};
+
+}  // namespace weft::parallel::hybrid

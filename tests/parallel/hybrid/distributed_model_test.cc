@@ -1,0 +1,202 @@
+// DistributedModel transparency with ranks as threads (//parallel:inproc):
+// for grids pp x dp = 1x2, 2x1, 2x2, 4x1 and 1x4, several steps of SGD
+// (momentum) and AdamW on a replica's share of each global batch give the
+// single-process run's losses and parameters on the whole global batch within
+// 1e-5; also with backward_passes_per_step 2, with the allreduce after the
+// schedule instead of overlapped, with zb-h1 and interleaved schedules, and
+// with micro-batch averaging off and a summed loss. Replicas other than the
+// first start from other weights: partitioning broadcasts data-parallel rank
+// 0's. Errors: a grid that does not tile the world, local_*() before
+// partitioning.
+#include "parallel/hybrid/distributed_model.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/nn_ops.h"
+#include "core/ops.h"
+#include "core/rng.h"
+#include "nn/nn.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
+#include "parallel/inproc/process_group_inproc.h"
+#include "tests/testing.h"
+
+namespace weft::parallel::hybrid {
+namespace {
+
+constexpr int64_t kIn = 6, kHidden = 10, kOut = 3, kLocalRows = 8;
+
+// 8 children: (Linear, Tanh) x 4.
+std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed) {
+  manual_seed(seed);
+  auto m = std::make_shared<nn::Sequential>();
+  for (int i = 0; i < 4; ++i) {
+    m->push_back(std::make_shared<nn::Linear>(i == 0 ? kIn : kHidden, i == 3 ? kOut : kHidden));
+    m->push_back(std::make_shared<nn::Tanh>());
+  }
+  return m;
+}
+
+enum class Opt { kSgd, kAdamW };
+
+std::unique_ptr<optim::Optimizer> make_opt(Opt o, std::vector<Tensor> params) {
+  if (o == Opt::kSgd) return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{0.1, 0.9});
+  optim::AdamWOptions a;
+  a.lr = 0.01;
+  return std::make_unique<optim::AdamW>(std::move(params), a);
+}
+
+struct Case {
+  int pp, dp;
+  Opt opt = Opt::kSgd;
+  pipe::ScheduleKind schedule = pipe::ScheduleKind::k1F1B;
+  int virtual_stages = 1;
+  int passes = 1;  // backward_passes_per_step
+  bool overlap = true;
+  bool average = true;  // micro-batch averaging (off: summed loss)
+};
+
+std::string describe(const Case& c) {
+  return "pp " + std::to_string(c.pp) + " x dp " + std::to_string(c.dp) + " " + pipe::schedule_name(c.schedule) +
+         (c.opt == Opt::kAdamW ? " adamw" : " sgd") + " passes=" + std::to_string(c.passes) +
+         (c.overlap ? "" : " no-overlap") + (c.average ? "" : " summed");
+}
+
+void check(const Case& c, int steps = 4) {
+  SCOPED_TRACE(describe(c));
+  const int world = c.pp * c.dp;
+  auto loss_fn = [&](const Tensor& out, const Tensor& y) {
+    return mse_loss(out, y, c.average ? Reduction::Mean : Reduction::Sum);
+  };
+  // The global batches, and the single-process reference on them.
+  manual_seed(99);
+  std::vector<Tensor> xs, ys;
+  for (int k = 0; k < steps; ++k) {
+    xs.push_back(randn({kLocalRows * c.dp, kIn}));
+    ys.push_back(randn({kLocalRows * c.dp, kOut}));
+  }
+  auto ref = make_mlp(5);
+  auto ref_opt = make_opt(c.opt, ref->parameters());
+  std::vector<double> ref_loss;
+  for (int k = 0; k < steps; ++k) {
+    if (k % c.passes == 0) ref_opt->zero_grad();
+    // Summed: the replicas' sums averaged over dp, as the reducer averages.
+    Tensor l = c.average ? loss_fn(ref->forward(xs[k]), ys[k])
+                         : div(loss_fn(ref->forward(xs[k]), ys[k]), full({}, double(c.dp)));
+    l.backward();
+    ref_loss.push_back(l.item<double>());
+    if ((k + 1) % c.passes == 0) ref_opt->step();
+  }
+  std::vector<std::shared_ptr<nn::Sequential>> models;
+  for (int r = 0; r < world; ++r) models.push_back(make_mlp(r < c.pp ? 5 : 100 + r));  // replicas > 0 differ
+  std::vector<std::map<std::string, Tensor>> got(world);
+  run_ranks(world, [&](std::shared_ptr<ProcessGroup> g) {
+    const int r = g->rank();
+    DistributedModelOptions o;
+    o.pp = c.pp;
+    o.pipe.chunks = 2;
+    o.pipe.schedule = c.schedule;
+    o.pipe.virtual_stages = c.virtual_stages;
+    o.pipe.average_microbatches = c.average;
+    o.backward_passes_per_step = c.passes;
+    o.overlapping_allreduce = c.overlap;
+    DistributedModel dm(models[r], g, o);
+    EXPECT_EQ(dm.grid().dp(), c.dp);
+    std::unique_ptr<optim::Optimizer> opt;
+    dm.register_post_partition_hook([&](DistributedModel& m) { opt = make_opt(c.opt, m.local_parameters()); });
+    dm.partition();  // (else the first step() partitions; the optimizer is made by then)
+    ASSERT_NE(opt, nullptr);
+    for (int k = 0; k < steps; ++k) {
+      const int d = dm.dp_rank();
+      Tensor x = xs[k].narrow(0, d * kLocalRows, kLocalRows), y = ys[k].narrow(0, d * kLocalRows, kLocalRows);
+      if (k % c.passes == 0) opt->zero_grad();
+      const double loss = dm.step(x, y, loss_fn);
+      EXPECT_NEAR(loss, ref_loss[k], 1e-5) << "rank " << r << " step " << k;
+      if ((k + 1) % c.passes == 0) opt->step();
+    }
+    for (auto& [n, p] : dm.local_named_parameters()) got[r][n] = p.detach();
+  });
+  auto want = ref->named_parameters();
+  for (int r = 0; r < world; ++r) {
+    int seen = 0;
+    for (auto& [n, p] : want)
+      if (got[r].count(n)) {
+        ++seen;
+        EXPECT_TRUE(testing::tensors_near(got[r][n], p.detach(), 1e-5)) << n << " on rank " << r;
+      }
+    EXPECT_EQ(seen, static_cast<int>(got[r].size())) << "rank " << r;
+    EXPECT_GT(seen, 0) << "rank " << r;
+  }
+}
+
+TEST(DistributedModel, GridsEqualOneProcessSgd) {
+  for (auto [pp, dp] : std::vector<std::pair<int, int>>{{1, 2}, {2, 1}, {2, 2}, {4, 1}, {1, 4}}) check({pp, dp});
+}
+
+TEST(DistributedModel, GridsEqualOneProcessAdamW) {
+  for (auto [pp, dp] : std::vector<std::pair<int, int>>{{2, 2}, {1, 4}, {4, 1}}) check({pp, dp, Opt::kAdamW});
+}
+
+TEST(DistributedModel, BackwardPassesPerStepTwo) {
+  Case c{2, 2};
+  c.passes = 2;
+  check(c);
+  c.overlap = false;
+  check(c);
+}
+
+TEST(DistributedModel, AllreduceAfterTheScheduleZeroBubbleAndInterleaved) {
+  Case c{2, 2};
+  c.overlap = false;
+  check(c);
+  Case zb{2, 2};
+  zb.schedule = pipe::ScheduleKind::kZeroBubbleH1;
+  check(zb);
+  Case il{2, 2};
+  il.schedule = pipe::ScheduleKind::kInterleaved1F1B;
+  il.virtual_stages = 2;
+  check(il);
+}
+
+TEST(DistributedModel, SummedLossWithoutMicrobatchAveraging) {
+  Case c{2, 2};
+  c.average = false;
+  check(c);
+}
+
+TEST(DistributedModel, Errors) {
+  EXPECT_WEFT_ERROR(run_ranks(4,
+                              [&](std::shared_ptr<ProcessGroup> g) {
+                                DistributedModelOptions o;
+                                o.pp = 3;
+                                DistributedModel dm(make_mlp(1), g, o);
+                              }),
+                    "make_grid: pp 3 does not divide the world size 4");
+  EXPECT_WEFT_ERROR(run_ranks(4,
+                              [&](std::shared_ptr<ProcessGroup> g) {
+                                DistributedModelOptions o;
+                                o.pp = 2;
+                                o.dp = 3;
+                                DistributedModel dm(make_mlp(1), g, o);
+                              }),
+                    "make_grid: pp 2 x dp 3 = 6 ranks, but the world has 4");
+  run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
+    DistributedModelOptions o;
+    o.pp = 2;
+    DistributedModel dm(make_mlp(1), g, o);
+    EXPECT_FALSE(dm.partitioned());
+    EXPECT_WEFT_ERROR(dm.local_parameters(), "DistributedModel::local_parameters: the model is not partitioned yet");
+    dm.partition();
+    EXPECT_TRUE(dm.partitioned());
+    EXPECT_EQ(dm.balance(), (std::vector<int>{4, 4}));
+    EXPECT_EQ(dm.local_named_parameters().front().first, g->rank() == 0 ? "0.weight" : "4.weight");
+  });
+}
+
+}  // namespace
+}  // namespace weft::parallel::hybrid
