@@ -2,10 +2,13 @@
 #include "parallel/hybrid/distributed_model.h"
 
 #include <algorithm>
+#include <iostream>
+#include <limits>
 #include <set>
 
 #include "core/error.h"
 #include "core/ops.h"
+#include "parallel/partition/profile.h"
 
 namespace weft::parallel::hybrid {
 namespace {
@@ -19,7 +22,87 @@ std::vector<int> even_balance(int layers, int stages) {
   return b;
 }
 
+// The profile of micro-batches `factor` times as large (times and activations scale with rows).
+std::vector<partition::LayerProfile> scaled(std::vector<partition::LayerProfile> layers, double factor) {
+  for (auto& l : layers) {
+    l.forward_s *= factor;
+    l.backward_s *= factor;
+    l.activation_bytes = static_cast<int64_t>(static_cast<double>(l.activation_bytes) * factor);
+    l.output_bytes = static_cast<int64_t>(static_cast<double>(l.output_bytes) * factor);
+  }
+  return layers;
+}
+
 }  // namespace
+
+std::vector<int> DistributedModel::auto_balance(const Tensor& sample) {
+  const int stages = grid_.pp() * options_.pipe.virtual_stages;
+  WEFT_CHECK(model_ != nullptr,
+             "DistributedModel: automatic partitioning measures the whole model's layers; with "
+             "layer factories give options.balance");
+  WEFT_CHECK(options_.pipe.virtual_stages == 1,
+             "DistributedModel: automatic partitioning places one stage per rank; "
+             "with virtual_stages ",
+             options_.pipe.virtual_stages, " give options.balance");
+  const bool root = grid_.rank() == 0;
+  const int chunks0 = options_.pipe.chunks;
+  Tensor first;
+  if (root) {
+    WEFT_CHECK(sample.defined() && sample.dim() >= 1 && sample.sizes()[0] >= chunks0,
+               "DistributedModel: automatic partitioning needs a sample batch of at least ", chunks0,
+               " rows on rank 0 (the first step()'s input, or partition(sample))");
+    first = sample.narrow(0, 0, sample.sizes()[0] / chunks0);
+  }
+  partition::ProfileOptions po;
+  po.optimizer_state_factor = options_.optimizer_state_factor;
+  profile_ = partition::profile_on_root(*model_, nn::Tensors{first}, *grid_.world(), 0, po);
+  partition::PlanOptions plan;
+  plan.stages = stages;
+  plan.method = options_.method;
+  plan.memory_budget_bytes = options_.memory_budget_bytes;
+  plan.bandwidth_bytes_per_s = options_.bandwidth_bytes_per_s;
+  std::vector<pipe::ScheduleKind> kinds{options_.pipe.schedule};
+  std::vector<int> chunks{chunks0};
+  if (options_.auto_schedule) {
+    kinds = {pipe::ScheduleKind::kGPipe, pipe::ScheduleKind::k1F1B, pipe::ScheduleKind::kZeroBubbleH1};
+    if (!options_.auto_chunks.empty()) chunks = options_.auto_chunks;
+  }
+  std::string failures;
+  double best = std::numeric_limits<double>::infinity();
+  for (int c : chunks) {
+    WEFT_CHECK(c >= 1, "DistributedModel: auto_chunks holds ", c, "; micro-batch counts must be positive");
+    const std::vector<partition::LayerProfile> layers = scaled(profile_, static_cast<double>(chunks0) / c);
+    for (pipe::ScheduleKind kind : kinds) {
+      plan.schedule = kind;
+      plan.microbatches = c;
+      try {
+        partition::PartitionPlan candidate = partition::plan_partition(layers, plan);
+        // Strictly faster wins: ties keep the earlier (fewer chunks, gpipe before 1f1b before zb).
+        if (candidate.step_time_s < best * (1 - 1e-9)) {
+          best = candidate.step_time_s;
+          plan_ = candidate;
+          options_.pipe.schedule = kind;
+          options_.pipe.chunks = c;
+        }
+      } catch (const Error& e) {
+        if (kinds.size() * chunks.size() == 1) throw;
+        failures +=
+            "\n  " + pipe::schedule_name(kind) + " with " + std::to_string(c) + " micro-batches: " + e.message();
+      }
+    }
+  }
+  WEFT_CHECK(best < std::numeric_limits<double>::infinity(),
+             "DistributedModel: no schedule and micro-batch count fits:", failures);
+  if (options_.print_table && root) {
+    std::ostream& os = options_.table ? *options_.table : std::cout;
+    os << partition::partition_table(chunks0 == options_.pipe.chunks
+                                         ? profile_
+                                         : scaled(profile_, static_cast<double>(chunks0) / options_.pipe.chunks),
+                                     plan_)
+       << std::flush;
+  }
+  return plan_.balance;
+}
 
 DistributedModel::DistributedModel(std::shared_ptr<nn::Sequential> model, std::shared_ptr<ProcessGroup> world,
                                    DistributedModelOptions options)
@@ -46,11 +129,13 @@ void DistributedModel::register_post_partition_hook(std::function<void(Distribut
   post_partition_hooks_.push_back(std::move(hook));
 }
 
-void DistributedModel::partition() {
+void DistributedModel::partition(const Tensor& sample) {
   if (partitioned()) return;
   const int layers = model_ ? static_cast<int>(model_->size()) : static_cast<int>(factories_.size());
+  const int stages = grid_.pp() * options_.pipe.virtual_stages;
   std::vector<int> balance = options_.balance;
-  if (balance.empty()) balance = even_balance(layers, grid_.pp() * options_.pipe.virtual_stages);
+  if (balance.empty() && options_.auto_partition && stages > 1) balance = auto_balance(sample);
+  if (balance.empty()) balance = even_balance(layers, stages);
   pipe::PipeOptions po = options_.pipe;
   po.before_grads = [this](int stage, bool last) { before_grads(stage, last); };
   pipe_ = model_ ? std::make_unique<pipe::Pipe>(model_, balance, grid_.pipeline(), po)
@@ -119,7 +204,7 @@ void DistributedModel::sync_after_schedule() {
 }
 
 double DistributedModel::step(const Tensor& input, const Tensor& target, const pipe::LossFn& loss_fn) {
-  partition();
+  partition(input);
   sync_step_ = (steps_ + 1) % options_.backward_passes_per_step == 0;
   const double replica_loss = pipe_->step(input, target, loss_fn);
   sync_after_schedule();
@@ -132,7 +217,7 @@ double DistributedModel::step(const Tensor& input, const Tensor& target, const p
 }
 
 Tensor DistributedModel::forward(const Tensor& input) {
-  partition();
+  partition(input);
   return pipe_->forward(input);
 }
 

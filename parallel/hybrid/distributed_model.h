@@ -7,9 +7,18 @@
 // Contract:
 // - Construction is collective over `world` (it makes the grid's
 //   sub-groups). Partitioning happens at the first step() (or an explicit
-//   partition()): options.balance (layers per stage; empty: as even as
-//   possible by layer count, earlier stages larger) over pp *
-//   pipe.virtual_stages stages; each rank builds or slices only its own
+//   partition(sample)) over pp * pipe.virtual_stages stages, by
+//   options.balance when given (layers per stage), else, with auto_partition
+//   (the default; a Sequential, one stage per rank), from measurements: world
+//   rank 0 profiles every child on the first micro-batch of its batch
+//   (parallel/partition/profile.h) and broadcasts the profile, and every rank
+//   computes the same plan (parallel/partition/plan.h: method, memory budget,
+//   bandwidth); world rank 0 prints the partition table to options.table.
+//   With auto_schedule, the schedule (gpipe, 1f1b, zb-h1) and micro-batch
+//   count (auto_chunks) are chosen with it: the fastest simulated step whose
+//   stages fit the budget (the profile scaled by micro-batch rows). Without
+//   auto_partition: as even as possible by layer count, earlier stages
+//   larger. Each rank builds or slices only its own
 //   stages (full parameter names kept, Note [name prefix]); then every
 //   parameter and buffer is broadcast from data-parallel rank 0 within each
 //   data-parallel group, and the post-partition hooks run (create the
@@ -45,6 +54,7 @@
 
 #include "nn/container.h"
 #include "parallel/hybrid/grid.h"
+#include "parallel/partition/plan.h"
 #include "parallel/pipe/pipe.h"
 #include "parallel/reducer.h"
 
@@ -59,6 +69,16 @@ struct DistributedModelOptions {
   double bucket_cap_mb = 25;
   int backward_passes_per_step = 1;
   bool broadcast_buffers = true;  // buffers too, at partitioning, from data-parallel rank 0
+  // Automatic partitioning (when balance is empty).
+  bool auto_partition = true;
+  partition::BalanceMethod method = partition::BalanceMethod::kOptimal;  // kOptimal, kByTime, kBySize
+  int64_t memory_budget_bytes = 0;                                       // per device; 0: unlimited
+  double bandwidth_bytes_per_s = 0;                                      // 0: transfers cost nothing
+  double optimizer_state_factor = 0;  // optimizer-state bytes per parameter byte (SGD momentum 1, Adam 2)
+  bool auto_schedule = false;         // choose the schedule and chunks too
+  std::vector<int> auto_chunks;       // candidate micro-batch counts; empty: {pipe.chunks}
+  std::ostream* table = nullptr;      // where world rank 0 prints the partition table (nullptr: std::cout)
+  bool print_table = true;
 };
 
 class DistributedModel {
@@ -74,8 +94,10 @@ class DistributedModel {
   double step(const Tensor& input, const Tensor& target, const pipe::LossFn& loss_fn);
   Tensor forward(const Tensor& input);
 
-  // Partitions now (collective); a no-op once partitioned.
-  void partition();
+  // Partitions now (collective); a no-op once partitioned. `sample` is this
+  // replica's batch as step() would get it (needed on world rank 0 for
+  // automatic partitioning; others may pass an undefined tensor).
+  void partition(const Tensor& sample = Tensor());
   bool partitioned() const { return pipe_ != nullptr; }
   void register_post_partition_hook(std::function<void(DistributedModel&)> hook);
 
@@ -89,11 +111,15 @@ class DistributedModel {
   const std::vector<std::shared_ptr<nn::Sequential>>& local_modules() const;
   pipe::Pipe& pipe();
   const DistributedModelOptions& options() const { return options_; }
+  // After automatic partitioning: the measured profile and the chosen plan.
+  const std::vector<partition::LayerProfile>& profile() const { return profile_; }
+  const partition::PartitionPlan& plan() const { return plan_; }
 
  private:
   void check_partitioned(const char* what) const;
   void before_grads(int stage, bool last);
   void sync_after_schedule();
+  std::vector<int> auto_balance(const Tensor& sample);
 
   DistributedModelOptions options_;
   Grid grid_;
@@ -103,6 +129,8 @@ class DistributedModel {
   std::vector<std::unique_ptr<Reducer>> reducers_;  // per local stage (dp > 1, overlapping)
   std::vector<Tensor> tied_local_;                  // this rank's tied parameters
   std::vector<std::function<void(DistributedModel&)>> post_partition_hooks_;
+  std::vector<partition::LayerProfile> profile_;
+  partition::PartitionPlan plan_;
   int64_t steps_ = 0;
   bool sync_step_ = true;
 };

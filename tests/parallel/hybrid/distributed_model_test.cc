@@ -12,6 +12,7 @@
 
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -103,13 +104,16 @@ void check(const Case& c, int steps = 4) {
     o.pipe.schedule = c.schedule;
     o.pipe.virtual_stages = c.virtual_stages;
     o.pipe.average_microbatches = c.average;
+    o.auto_partition = c.virtual_stages == 1;  // measured balances (one stage per rank)
     o.backward_passes_per_step = c.passes;
     o.overlapping_allreduce = c.overlap;
+    std::ostringstream table;  // world rank 0 prints the measured partition there
+    o.table = &table;
     DistributedModel dm(models[r], g, o);
     EXPECT_EQ(dm.grid().dp(), c.dp);
     std::unique_ptr<optim::Optimizer> opt;
     dm.register_post_partition_hook([&](DistributedModel& m) { opt = make_opt(c.opt, m.local_parameters()); });
-    dm.partition();  // (else the first step() partitions; the optimizer is made by then)
+    dm.partition(xs[0].narrow(0, dm.dp_rank() * kLocalRows, kLocalRows));  // (else the first step() does)
     ASSERT_NE(opt, nullptr);
     for (int k = 0; k < steps; ++k) {
       const int d = dm.dp_rank();
@@ -120,6 +124,7 @@ void check(const Case& c, int steps = 4) {
       if ((k + 1) % c.passes == 0) opt->step();
     }
     for (auto& [n, p] : dm.local_named_parameters()) got[r][n] = p.detach();
+    if (c.pp > 1 && o.auto_partition) EXPECT_EQ(table.str().empty(), r != 0) << table.str();
   });
   auto want = ref->named_parameters();
   for (int r = 0; r < world; ++r) {
@@ -188,6 +193,7 @@ TEST(DistributedModel, Errors) {
   run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
     DistributedModelOptions o;
     o.pp = 2;
+    o.auto_partition = false;
     DistributedModel dm(make_mlp(1), g, o);
     EXPECT_FALSE(dm.partitioned());
     EXPECT_WEFT_ERROR(dm.local_parameters(), "DistributedModel::local_parameters: the model is not partitioned yet");
@@ -196,6 +202,74 @@ TEST(DistributedModel, Errors) {
     EXPECT_EQ(dm.balance(), (std::vector<int>{4, 4}));
     EXPECT_EQ(dm.local_named_parameters().front().first, g->rank() == 0 ? "0.weight" : "4.weight");
   });
+}
+
+// Automatic partitioning: every rank gets the plan computed from rank 0's
+// measured profile (the same balance everywhere, equal to plan_partition on
+// that profile); with auto_schedule and no budget the simulator's fastest is
+// zb-h1 with the most micro-batches; a budget nothing fits names each
+// candidate; factories need a balance.
+TEST(DistributedModel, AutomaticPartitioningAndScheduleChoice) {
+  const int world = 4;
+  std::vector<std::vector<int>> balances(world);
+  std::vector<std::string> schedules(world), tables(world);
+  std::vector<int> chunks(world);
+  std::vector<std::shared_ptr<nn::Sequential>> models;
+  for (int r = 0; r < world; ++r) models.push_back(make_mlp(5));
+  manual_seed(3);
+  Tensor x = randn({16, kIn});
+  run_ranks(world, [&](std::shared_ptr<ProcessGroup> g) {
+    const int r = g->rank();
+    DistributedModelOptions o;
+    o.pp = 4;
+    o.pipe.chunks = 2;
+    o.auto_schedule = true;
+    o.auto_chunks = {1, 2, 4};
+    std::ostringstream table;
+    o.table = &table;
+    DistributedModel dm(models[r], g, o);
+    dm.partition(r == 0 ? x : Tensor());
+    balances[r] = dm.balance();
+    schedules[r] = dm.pipe().schedule().name;
+    chunks[r] = dm.pipe().schedule().num_microbatches;
+    tables[r] = table.str();
+    ASSERT_EQ(dm.profile().size(), 8u);
+    partition::PlanOptions po;
+    po.stages = 4;
+    po.microbatches = 4;
+    po.schedule = pipe::ScheduleKind::kZeroBubbleH1;
+    std::vector<partition::LayerProfile> at4 = dm.profile();
+    for (auto& l : at4) l.forward_s /= 2, l.backward_s /= 2, l.activation_bytes /= 2, l.output_bytes /= 2;
+    EXPECT_EQ(dm.balance(), partition::plan_partition(at4, po).balance);
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(balances[r], balances[0]);
+    EXPECT_EQ(schedules[r], "zb-h1");
+    EXPECT_EQ(chunks[r], 4);
+    EXPECT_EQ(tables[r].empty(), r != 0);
+  }
+  EXPECT_NE(tables[0].find("partition: 8 layers over 4 stages, zb-h1 with 4 micro-batches"), std::string::npos)
+      << tables[0];
+  EXPECT_WEFT_ERROR(run_ranks(2,
+                              [&](std::shared_ptr<ProcessGroup> g) {
+                                DistributedModelOptions o;
+                                o.pp = 2;
+                                o.auto_schedule = true;
+                                o.memory_budget_bytes = 1;
+                                o.print_table = false;
+                                DistributedModel dm(make_mlp(5), g, o);
+                                dm.partition(g->rank() == 0 ? x : Tensor());
+                              }),
+                    "no schedule and micro-batch count fits:\n  gpipe with 1 micro-batches: ");
+  EXPECT_WEFT_ERROR(run_ranks(2,
+                              [&](std::shared_ptr<ProcessGroup> g) {
+                                DistributedModelOptions o;
+                                o.pp = 2;
+                                std::vector<pipe::LayerFactory> f(4, [] { return std::make_shared<nn::Tanh>(); });
+                                DistributedModel dm(f, g, o);
+                                dm.partition(x);
+                              }),
+                    "with layer factories give options.balance");
 }
 
 }  // namespace
