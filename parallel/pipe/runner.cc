@@ -175,9 +175,14 @@ void PipelineRunner::run(StepState& st, const std::vector<Action>& actions) {
       run_action(st, actions[i]);
       if (record) trace_.push_back({actions[i], group_->rank(), t, now_ns() - t});
     } catch (const Error& e) {
+      // Where this rank stands, and for a receive the peer it waits for, so
+      // that on a timeout the stuck pair shows in the ranks' errors at once.
+      const Action& a = actions[i];
+      const std::string waits = is_recv(a.kind) ? ", waiting for stage " + std::to_string(a.peer_stage) + " on rank " +
+                                                      std::to_string(a.peer_rank)
+                                                : std::string();
       WEFT_ERROR("PipelineRunner (schedule ", schedule_.name, ") on rank ", group_->rank(), ": action ", i, " of ",
-                 actions.size(), " (", to_string(actions[i]), ", micro-batch ", actions[i].microbatch,
-                 ") failed: ", e.message());
+                 actions.size(), " (", to_string(a), ", micro-batch ", a.microbatch, waits, ") failed: ", e.message());
     }
   }
   for (auto& [work, keep] : st.sends) {

@@ -42,8 +42,11 @@
 //   over all stages using it, as in one process.
 // - Errors: a failure in any action (a receive that times out, a stage that
 //   throws, a message of the wrong shape) is rethrown naming this rank, the
-//   action's index and text (e.g. "RecvAct1.3<-s0@r0") and the micro-batch;
-//   peers waiting on this rank then time out naming it as missing.
+//   action's index and text (e.g. "RecvAct1.3<-s0@r0"), the micro-batch and,
+//   for a receive, the stage and rank it waits for ("action 5 of 16
+//   (RecvAct1.3<-s0@r0, micro-batch 3, waiting for stage 0 on rank 0) failed:
+//   ..."); peers waiting on this rank then time out naming it as missing
+//   (tests/parallel/pipe/pipe_fault_test.sh: a killed or throwing rank).
 #pragma once
 
 #include <functional>
