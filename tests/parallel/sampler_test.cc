@@ -1,6 +1,10 @@
 // DistributedSampler: fastai DistributedDL's cases, the sampler inside a
 // DataLoader (order, set_epoch, per-epoch augmentation equal to the
-// single-process loader's) and the shard dataset.
+// single-process loader's) and the shard dataset. GlobalBatchSampler: with one
+// replica it is the single-process shuffled loader (batches, augmentation,
+// drop_last); 1, 2 and 4 replicas' loaders deal the same global batches
+// (full ones by contiguous equal slices, the partial last one as
+// tensor_split); start_batch resumes mid-epoch; errors name the values.
 #include "parallel/sampler.h"
 
 #include <algorithm>
@@ -185,6 +189,165 @@ TEST(DistributedSampler, BadArgumentsAreErrors) {
   EXPECT_WEFT_ERROR(io::DataLoader(ds, {.batch_size = 2}, std::make_shared<DistributedSampler>(10, 2, 0)),
                     "the sampler draws from 10 items but the dataset has 5");
   EXPECT_WEFT_ERROR(s.set_epoch(-1), "epoch must be >= 0");
+}
+
+// ---- GlobalBatchSampler ----
+
+// Each batch of one epoch as (dataset indices, transformed values).
+struct EpochBatches {
+  std::vector<std::vector<int64_t>> index;
+  std::vector<std::vector<double>> value;
+};
+
+EpochBatches batches_of(io::DataLoader& loader, int64_t epoch) {
+  loader.set_epoch(epoch);
+  EpochBatches out;
+  for (auto& b : loader) {
+    out.index.emplace_back();
+    out.value.emplace_back();
+    for (int64_t k = 0; k < b.target.size(0); ++k) {
+      out.index.back().push_back(b.target[k].item<int64_t>());
+      out.value.back().push_back(static_cast<double>(b.data[k][0].item<float>()));
+    }
+  }
+  return out;
+}
+
+TEST(GlobalBatchSampler, OneReplicaIsTheSingleProcessLoader) {
+  // 23 items in batches of 5: 4 full batches and one of 3.
+  auto ds = make_dataset(23);
+  for (bool drop_last : {false, true}) {
+    for (bool shuffle : {true, false}) {
+      io::DataLoader single(ds, {.batch_size = 5, .shuffle = shuffle, .seed = 9, .drop_last = drop_last}, add_noise);
+      auto sampler =
+          std::make_shared<GlobalBatchSampler>(23, 5, 1, 0, GlobalBatchSamplerOptions{shuffle, 9, drop_last});
+      EXPECT_EQ(sampler->num_batches(), drop_last ? 4 : 5);
+      EXPECT_EQ(sampler->local_batch(), 5);
+      io::DataLoader mine(ds, {.batch_size = sampler->local_batch(), .seed = 9, .num_workers = 1}, sampler, add_noise);
+      EXPECT_EQ(mine.num_batches(), single.num_batches());
+      for (int64_t e : {0, 1, 4}) {
+        EpochBatches a = batches_of(single, e), b = batches_of(mine, e);
+        EXPECT_EQ(b.index, a.index) << "epoch " << e << " shuffle " << shuffle << " drop_last " << drop_last;
+        EXPECT_EQ(b.value, a.value) << "epoch " << e << ": augmentation differs";
+        ASSERT_EQ(static_cast<int64_t>(a.index.size()), sampler->num_batches());
+        for (int64_t k = 0; k < sampler->num_batches(); ++k) EXPECT_EQ(sampler->global_indices(e, k), a.index[k]);
+      }
+    }
+  }
+}
+
+// The loaders of `replicas` replicas over one epoch: [replica] -> batches.
+std::vector<EpochBatches> replica_batches(std::shared_ptr<io::TensorDataset> ds, int64_t global_batch, int replicas,
+                                          GlobalBatchSamplerOptions o, int64_t epoch) {
+  std::vector<EpochBatches> out;
+  for (int d = 0; d < replicas; ++d) {
+    auto s = std::make_shared<GlobalBatchSampler>(ds->size(), global_batch, replicas, d, o);
+    io::DataLoader loader(ds, {.batch_size = s->local_batch(), .seed = o.seed, .num_workers = d % 2}, s, add_noise);
+    out.push_back(batches_of(loader, epoch));
+    EXPECT_EQ(static_cast<int64_t>(out.back().index.size()), s->num_batches() - o.start_batch) << "replica " << d;
+  }
+  return out;
+}
+
+TEST(GlobalBatchSampler, OneTwoAndFourReplicasDealTheSameGlobalBatches) {
+  // 46 items in global batches of 8: 5 full batches and one of 6 rows
+  // (shares 6; 3,3; 2,2,1,1).
+  const int64_t n = 46, B = 8;
+  auto ds = make_dataset(n);
+  io::DataLoader single(ds, {.batch_size = B, .shuffle = true, .seed = 3}, add_noise);
+  const std::map<int, std::vector<int64_t>> last_shares = {{1, {6}}, {2, {3, 3}}, {4, {2, 2, 1, 1}}};
+  for (int64_t e : {0, 2}) {
+    EpochBatches want = batches_of(single, e);
+    ASSERT_EQ(want.index.size(), 6u);
+    for (int R : {1, 2, 4}) {
+      std::vector<EpochBatches> got = replica_batches(ds, B, R, {true, 3, false}, e);
+      GlobalBatchSampler s(n, B, R, 0, {true, 3, false});
+      ASSERT_EQ(s.num_batches(), 6);
+      EXPECT_EQ(s.shares(5), last_shares.at(R));
+      for (int64_t k = 0; k < 6; ++k) {
+        std::vector<int64_t> joined;
+        std::vector<double> joined_values;
+        for (int d = 0; d < R; ++d) {
+          const auto& idx = got[d].index[k];
+          // Full batches: replica d holds rows [d*B/R, (d+1)*B/R).
+          if (k < 5)
+            EXPECT_EQ(idx,
+                      std::vector<int64_t>(want.index[k].begin() + d * B / R, want.index[k].begin() + (d + 1) * B / R))
+                << "R " << R << " replica " << d << " batch " << k;
+          EXPECT_EQ(static_cast<int64_t>(idx.size()), s.shares(k)[d]);
+          GlobalBatchSampler sd(n, B, R, d, {true, 3, false});
+          EXPECT_EQ(sd.local_indices(e, k), idx);
+          joined.insert(joined.end(), idx.begin(), idx.end());
+          joined_values.insert(joined_values.end(), got[d].value[k].begin(), got[d].value[k].end());
+        }
+        EXPECT_EQ(joined, want.index[k]) << "epoch " << e << " R " << R << " global batch " << k;
+        EXPECT_EQ(joined_values, want.value[k]) << "epoch " << e << " R " << R << " global batch " << k;
+      }
+    }
+  }
+}
+
+TEST(GlobalBatchSampler, PartialLastBatch) {
+  // 41 = 5 x 8 + 1: one row left. One replica keeps it; two or four would
+  // leave a replica without a row, so it is dropped; drop_last always drops.
+  EXPECT_EQ(GlobalBatchSampler(41, 8, 1, 0).num_batches(), 6);
+  EXPECT_EQ(GlobalBatchSampler(41, 8, 1, 0).batch_rows(5), 1);
+  EXPECT_EQ(GlobalBatchSampler(41, 8, 2, 1).num_batches(), 5);
+  EXPECT_EQ(GlobalBatchSampler(41, 8, 4, 3).num_batches(), 5);
+  EXPECT_EQ(GlobalBatchSampler(41, 8, 2, 1).size(), 20);
+  EXPECT_EQ(GlobalBatchSampler(42, 8, 2, 1).num_batches(), 6);  // 2 rows: one each
+  EXPECT_EQ(GlobalBatchSampler(42, 8, 2, 1).size(), 21);
+  EXPECT_EQ(GlobalBatchSampler(42, 8, 2, 1, {.drop_last = true}).num_batches(), 5);
+  EXPECT_EQ(GlobalBatchSampler(40, 8, 4, 0).num_batches(), 5);  // no partial batch
+  // 45 = 5 x 8 + 5 over 4 replicas: 2, 1, 1, 1 (tensor_split); sizes add up.
+  int64_t total = 0;
+  for (int d = 0; d < 4; ++d) {
+    GlobalBatchSampler s(45, 8, 4, d);
+    EXPECT_EQ(s.size(), 10 + (d == 0 ? 2 : 1));
+    EXPECT_EQ(static_cast<int64_t>(s.indices(1).size()), s.size());
+    total += s.size();
+  }
+  EXPECT_EQ(total, 45);
+  EXPECT_EQ(GlobalBatchSampler(45, 8, 4, 0).shares(5), (std::vector<int64_t>{2, 1, 1, 1}));
+  EXPECT_EQ(GlobalBatchSampler(45, 8, 4, 0).shares(0), (std::vector<int64_t>{2, 2, 2, 2}));
+}
+
+TEST(GlobalBatchSampler, StartBatchResumesMidEpoch) {
+  const int64_t n = 46, B = 8;
+  auto ds = make_dataset(n);
+  for (int R : {1, 2, 4}) {
+    std::vector<EpochBatches> whole = replica_batches(ds, B, R, {true, 5, false, 0}, 3);
+    for (int64_t K : {1, 4, 6}) {
+      std::vector<EpochBatches> rest = replica_batches(ds, B, R, {true, 5, false, K}, 3);
+      for (int d = 0; d < R; ++d) {
+        EXPECT_EQ(rest[d].index, std::vector<std::vector<int64_t>>(whole[d].index.begin() + K, whole[d].index.end()))
+            << "R " << R << " replica " << d << " start_batch " << K;
+        EXPECT_EQ(rest[d].value, std::vector<std::vector<double>>(whole[d].value.begin() + K, whole[d].value.end()));
+      }
+    }
+  }
+  EXPECT_EQ(GlobalBatchSampler(n, B, 2, 0, {.start_batch = 6}).size(), 0);
+  EXPECT_EQ(GlobalBatchSampler(n, B, 2, 0, {.start_batch = 5}).size(), 3);
+}
+
+TEST(GlobalBatchSampler, BadArgumentsAreErrors) {
+  EXPECT_WEFT_ERROR(GlobalBatchSampler(0, 8, 1, 0), "GlobalBatchSampler: dataset is empty");
+  EXPECT_WEFT_ERROR(GlobalBatchSampler(10, 0, 1, 0), "the global batch must be at least 1, got 0");
+  EXPECT_WEFT_ERROR(GlobalBatchSampler(10, 4, 0, 0), "replicas must be at least 1, got 0");
+  EXPECT_WEFT_ERROR(GlobalBatchSampler(10, 4, 2, 2), "replica 2 is outside [0, 2)");
+  EXPECT_WEFT_ERROR(GlobalBatchSampler(10, 4, 2, -1), "replica -1 is outside [0, 2)");
+  EXPECT_WEFT_ERROR(GlobalBatchSampler(100, 10, 4, 0),
+                    "the global batch 10 does not divide among 4 replicas (remainder 2); make it a multiple of 4");
+  EXPECT_WEFT_ERROR(GlobalBatchSampler(46, 8, 2, 0, {.start_batch = 7}),
+                    "start_batch 7 is outside [0, 6] (6 global batches of 8 in an epoch of 46 items)");
+  EXPECT_WEFT_ERROR(GlobalBatchSampler(46, 8, 2, 0, {.start_batch = -1}), "start_batch -1 is outside [0, 6]");
+  GlobalBatchSampler s(46, 8, 2, 0);
+  EXPECT_WEFT_ERROR(s.shares(6), "GlobalBatchSampler::batch_rows: global batch 6 is outside [0, 6)");
+  EXPECT_WEFT_ERROR(s.global_indices(0, -1), "GlobalBatchSampler::global_indices: global batch -1 is outside [0, 6)");
+  EXPECT_WEFT_ERROR(s.indices(-1), "GlobalBatchSampler: epoch must be >= 0, got -1");
+  auto ds = std::make_shared<io::TensorDataset>(zeros({5, 1}));
+  EXPECT_WEFT_ERROR(io::DataLoader(ds, {.batch_size = 4}, std::make_shared<GlobalBatchSampler>(46, 8, 2, 0)),
+                    "the sampler draws from 46 items but the dataset has 5");
 }
 
 }  // namespace
