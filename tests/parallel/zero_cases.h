@@ -44,6 +44,7 @@
   X(GatheredStateDictEqualsUnshardedByName, gathered_state_dict_equals_unsharded)     \
   X(StateDictSavedAtOneDpLoadsAtAnother, state_dict_saved_at_one_dp_loads_at_another) \
   X(LocalStateDictRoundTripAndLayoutErrors, local_state_dict_round_trip)              \
+  X(MissingGradientCountsAsZeros, missing_gradient_counts_as_zeros)                   \
   X(MismatchedParameterListsAreNamed, mismatched_parameter_lists)                     \
   X(BadArgumentsAndStateDictsAreNamed, bad_arguments_and_state_dicts)
 
@@ -425,6 +426,42 @@ inline void local_state_dict_round_trip(const GroupPtr& g) {
   bad["state.shard7.exp_avg"] = local.at("state.shard0.exp_avg");
   EXPECT_WEFT_ERROR(zb.load_local_state_dict(bad), "unexpected key 'state.shard7.exp_avg'");
   EXPECT_WEFT_ERROR(zb.load_state_dict(local), "is a key of a local (sharded) state dict; load it with");
+}
+
+// A parameter without .grad is updated as if its gradient were zeros (weight
+// decay and momentum go on), on the reduce_scatter and the reduced paths.
+inline void missing_gradient_counts_as_zeros(const GroupPtr& g) {
+  const int r = g->rank();
+  const int64_t rows = kRows / g->size();
+  for (ZeroGrads mode : {ZeroGrads::kAverage, ZeroGrads::kReduced}) {
+    auto ref = make_model(Model::kMlp, 1), model = make_model(Model::kMlp, 1);
+    auto ref_opt = make_opt(Opt::kSgd, ref->parameters());
+    ZeroOptions zo;
+    zo.grads = mode;
+    ZeroOptimizer z(model->named_parameters(), g, factory(Opt::kSgd), zo);
+    Tensor frozen = model->named_parameters()[3].second, ref_frozen = ref->named_parameters()[3].second;  // 2.bias
+    for (int s = 0; s < 3; ++s) {
+      auto [x, y] = batch(Model::kMlp, s);
+      ref_opt->zero_grad();
+      mse_loss((*ref)(x), y).backward();
+      ref_frozen.set_grad(zeros_like(ref_frozen));
+      ref_opt->step();
+      z.zero_grad();
+      mse_loss((*model)(x.narrow(0, r * rows, rows)), y.narrow(0, r * rows, rows)).backward();
+      if (mode == ZeroGrads::kReduced) {  // as DDP would: the average of the ranks' gradients
+        NoGradGuard ng;
+        for (auto& p : model->parameters()) {
+          Tensor grad = p.grad();
+          g->allreduce(grad, {ReduceOp::Avg})->wait();
+        }
+      }
+      frozen.zero_grad();
+      EXPECT_FALSE(frozen.grad().defined());
+      z.step();
+    }
+    expect_params_near(*model, *ref, kTol,
+                       mode == ZeroGrads::kAverage ? "missing grad, average" : "missing grad, reduced");
+  }
 }
 
 // (5) Parameter lists that differ across ranks: every rank names the first difference.
