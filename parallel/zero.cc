@@ -158,7 +158,7 @@ void ZeroOptimizer::step() {
   }
 
   // ---- the shard gradients: reduce_scatter of the flat gradients, or the owned slices ----
-  std::vector<Tensor> shard_grads;
+  std::vector<Tensor> shard_grads, keep;  // keep: the flat gradients until their reductions finish
   std::vector<WorkPtr> works;
   for (Flat& f : flats_) {
     const int64_t lo = rank * f.shard, hi = lo + f.shard;
@@ -188,8 +188,10 @@ void ZeroOptimizer::step() {
     o.op = options_.grads == ZeroGrads::kSum ? ReduceOp::Sum : ReduceOp::Avg;
     works.push_back(group_->reduce_scatter(sg, inputs, o));
     shard_grads.push_back(sg);
+    keep.push_back(flat);
   }
   for (auto& w : works) w->wait();
+  keep.clear();
 
   // ---- the shards' values from the parameters, then the update ----
   for (size_t fi = 0; fi < flats_.size(); ++fi) {
