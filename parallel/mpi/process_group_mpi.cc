@@ -110,6 +110,14 @@ std::optional<std::vector<Fingerprint>> exchange_fingerprints(MPIGroupState& gs,
 
 }  // namespace
 
+namespace {
+// The side communicators of destroyed groups (Note [side communicator lifetime]).
+std::vector<MPI_Comm>& retired_side_communicators() {
+  static auto* kept = new std::vector<MPI_Comm>();
+  return *kept;
+}
+}  // namespace
+
 // ---- ProcessGroupMPI ----
 
 ProcessGroupMPI::ProcessGroupMPI(std::unique_ptr<detail::MPIGroupState> state) : s_(std::move(state)) {
@@ -121,8 +129,18 @@ ProcessGroupMPI::~ProcessGroupMPI() {
   MPI_Finalized(&finalized);
   if (finalized || detail::failure_flag()) return;  // requests may still reference the communicators
   std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
+  // Note [side communicator lifetime]: arrival announcements (Note [arrival
+  // announcements] in group_state.cc) are never matched by a receive the
+  // sender waits for, so a peer's last ones may still be in flight when this
+  // group goes away. Open MPI parks messages for a freed communicator under
+  // its context id and hands them to the next communicator that reuses the
+  // id, which crashes ob1 (seen: a pipeline x data-parallel grid rebuilt in
+  // one process segfaulted in mca_pml_ob1_add_comm). So `side` is drained and
+  // kept (never freed: one communicator per destroyed group, released by
+  // MPI_Finalize); `comm` carries only matched traffic and is freed.
+  s_->drain();
   for (auto& a : s_->sends) MPI_Request_free(&a.req);
-  if (s_->side != MPI_COMM_NULL) MPI_Comm_free(&s_->side);
+  if (s_->side != MPI_COMM_NULL) retired_side_communicators().push_back(s_->side);
   if (s_->comm != MPI_COMM_NULL) MPI_Comm_free(&s_->comm);
 }
 

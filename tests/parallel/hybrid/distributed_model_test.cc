@@ -25,118 +25,23 @@
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "parallel/inproc/process_group_inproc.h"
+#include "tests/parallel/hybrid/dm_cases.h"
 #include "tests/testing.h"
 
 namespace weft::parallel::hybrid {
 namespace {
 
-constexpr int64_t kIn = 6, kHidden = 10, kOut = 3, kLocalRows = 8;
-
-// 8 children: (Linear, Tanh) x 4.
-std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed) {
-  manual_seed(seed);
-  auto m = std::make_shared<nn::Sequential>();
-  for (int i = 0; i < 4; ++i) {
-    m->push_back(std::make_shared<nn::Linear>(i == 0 ? kIn : kHidden, i == 3 ? kOut : kHidden));
-    m->push_back(std::make_shared<nn::Tanh>());
-  }
-  return m;
-}
-
-enum class Opt { kSgd, kAdamW };
-
-std::unique_ptr<optim::Optimizer> make_opt(Opt o, std::vector<Tensor> params) {
-  if (o == Opt::kSgd) return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{0.1, 0.9});
-  optim::AdamWOptions a;
-  a.lr = 0.01;
-  return std::make_unique<optim::AdamW>(std::move(params), a);
-}
-
-struct Case {
-  int pp, dp;
-  Opt opt = Opt::kSgd;
-  pipe::ScheduleKind schedule = pipe::ScheduleKind::k1F1B;
-  int virtual_stages = 1;
-  int passes = 1;  // backward_passes_per_step
-  bool overlap = true;
-  bool average = true;  // micro-batch averaging (off: summed loss)
-};
-
-std::string describe(const Case& c) {
-  return "pp " + std::to_string(c.pp) + " x dp " + std::to_string(c.dp) + " " + pipe::schedule_name(c.schedule) +
-         (c.opt == Opt::kAdamW ? " adamw" : " sgd") + " passes=" + std::to_string(c.passes) +
-         (c.overlap ? "" : " no-overlap") + (c.average ? "" : " summed");
-}
+using namespace testcases;  // NOLINT
 
 void check(const Case& c, int steps = 4) {
   SCOPED_TRACE(describe(c));
   const int world = c.pp * c.dp;
-  auto loss_fn = [&](const Tensor& out, const Tensor& y) {
-    return mse_loss(out, y, c.average ? Reduction::Mean : Reduction::Sum);
-  };
-  // The global batches, and the single-process reference on them.
-  manual_seed(99);
-  std::vector<Tensor> xs, ys;
-  for (int k = 0; k < steps; ++k) {
-    xs.push_back(randn({kLocalRows * c.dp, kIn}));
-    ys.push_back(randn({kLocalRows * c.dp, kOut}));
-  }
-  auto ref = make_mlp(5);
-  auto ref_opt = make_opt(c.opt, ref->parameters());
-  std::vector<double> ref_loss;
-  for (int k = 0; k < steps; ++k) {
-    if (k % c.passes == 0) ref_opt->zero_grad();
-    // Summed: the replicas' sums averaged over dp, as the reducer averages.
-    Tensor l = c.average ? loss_fn(ref->forward(xs[k]), ys[k])
-                         : div(loss_fn(ref->forward(xs[k]), ys[k]), full({}, double(c.dp)));
-    l.backward();
-    ref_loss.push_back(l.item<double>());
-    if ((k + 1) % c.passes == 0) ref_opt->step();
-  }
+  const Reference ref = reference(c, steps);
   std::vector<std::shared_ptr<nn::Sequential>> models;
-  for (int r = 0; r < world; ++r) models.push_back(make_mlp(r < c.pp ? 5 : 100 + r));  // replicas > 0 differ
+  for (int r = 0; r < world; ++r) models.push_back(rank_model(c, r));
   std::vector<std::map<std::string, Tensor>> got(world);
-  run_ranks(world, [&](std::shared_ptr<ProcessGroup> g) {
-    const int r = g->rank();
-    DistributedModelOptions o;
-    o.pp = c.pp;
-    o.pipe.chunks = 2;
-    o.pipe.schedule = c.schedule;
-    o.pipe.virtual_stages = c.virtual_stages;
-    o.pipe.average_microbatches = c.average;
-    o.auto_partition = c.virtual_stages == 1;  // measured balances (one stage per rank)
-    o.backward_passes_per_step = c.passes;
-    o.overlapping_allreduce = c.overlap;
-    std::ostringstream table;  // world rank 0 prints the measured partition there
-    o.table = &table;
-    DistributedModel dm(models[r], g, o);
-    EXPECT_EQ(dm.grid().dp(), c.dp);
-    std::unique_ptr<optim::Optimizer> opt;
-    dm.register_post_partition_hook([&](DistributedModel& m) { opt = make_opt(c.opt, m.local_parameters()); });
-    dm.partition(xs[0].narrow(0, dm.dp_rank() * kLocalRows, kLocalRows));  // (else the first step() does)
-    ASSERT_NE(opt, nullptr);
-    for (int k = 0; k < steps; ++k) {
-      const int d = dm.dp_rank();
-      Tensor x = xs[k].narrow(0, d * kLocalRows, kLocalRows), y = ys[k].narrow(0, d * kLocalRows, kLocalRows);
-      if (k % c.passes == 0) opt->zero_grad();
-      const double loss = dm.step(x, y, loss_fn);
-      EXPECT_NEAR(loss, ref_loss[k], 1e-5) << "rank " << r << " step " << k;
-      if ((k + 1) % c.passes == 0) opt->step();
-    }
-    for (auto& [n, p] : dm.local_named_parameters()) got[r][n] = p.detach();
-    if (c.pp > 1 && o.auto_partition) EXPECT_EQ(table.str().empty(), r != 0) << table.str();
-  });
-  auto want = ref->named_parameters();
-  for (int r = 0; r < world; ++r) {
-    int seen = 0;
-    for (auto& [n, p] : want)
-      if (got[r].count(n)) {
-        ++seen;
-        EXPECT_TRUE(testing::tensors_near(got[r][n], p.detach(), 1e-5)) << n << " on rank " << r;
-      }
-    EXPECT_EQ(seen, static_cast<int>(got[r].size())) << "rank " << r;
-    EXPECT_GT(seen, 0) << "rank " << r;
-  }
+  run_ranks(world, [&](std::shared_ptr<ProcessGroup> g) { got[g->rank()] = train_rank(c, ref, models[g->rank()], g); });
+  for (int r = 0; r < world; ++r) compare(ref, got[r], r);
 }
 
 TEST(DistributedModel, GridsEqualOneProcessSgd) {

@@ -1,0 +1,42 @@
+// DistributedModel over MPI, one process per rank (mpirun -np 2 and 4): the
+// grids that tile the world (np 2: 1x2 and 2x1; np 4: 2x2, 4x1 and 1x4) train
+// SGD and AdamW steps equal to one process on the global batches
+// (dm_cases.h), with zb-h1 on 2 x dp and backward_passes_per_step 2.
+#include <gtest/gtest.h>
+
+#include "parallel/mpi/process_group_mpi.h"
+#include "tests/parallel/hybrid/dm_cases.h"
+
+namespace weft::parallel::hybrid {
+namespace {
+
+using namespace testcases;  // NOLINT
+
+void check(const Case& c) {
+  SCOPED_TRACE(describe(c));
+  auto world = init_process_group();
+  const Reference ref = reference(c, 4);
+  compare(ref, train_rank(c, ref, rank_model(c, world->rank()), world), world->rank());
+}
+
+TEST(DistributedModelMPI, EveryGridEqualsOneProcess) {
+  const int n = init_process_group()->size();
+  for (int pp = 1; pp <= n; ++pp) {
+    if (n % pp) continue;
+    check({pp, n / pp});
+    check({pp, n / pp, Opt::kAdamW});
+  }
+}
+
+TEST(DistributedModelMPI, ZeroBubbleAndAccumulation) {
+  const int n = init_process_group()->size();
+  Case zb{2, n / 2};
+  zb.schedule = pipe::ScheduleKind::kZeroBubbleH1;
+  check(zb);
+  Case acc{2, n / 2};
+  acc.passes = 2;
+  check(acc);
+}
+
+}  // namespace
+}  // namespace weft::parallel::hybrid
