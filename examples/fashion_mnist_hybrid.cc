@@ -1,0 +1,316 @@
+// fashion_mnist_hybrid: the Fashion-MNIST example (examples/fashion_mnist.cc)
+// trained with pipeline x data parallelism: DistributedModel
+// (parallel/hybrid/distributed_model.h) splits the model into --pp pipeline
+// stages and replicates the pipeline --dp times over MPI ranks.
+//
+//   ./bazelw build //examples:fashion_mnist_hybrid
+//   mpirun --allow-run-as-root --oversubscribe -np 4 bazel-bin/examples/fashion_mnist_hybrid --pp 2 --dp 2
+//
+// --pp x --dp must be the world size (--dp defaults to world size / --pp);
+// rank = replica * pp + stage (parallel/hybrid/grid.h). Every rank builds the
+// model from --seed; partitioning happens before training: with --balance auto
+// (the default) world rank 0 measures every layer on the first micro-batch and
+// every rank plans the same balance, and rank 0 prints the partition table
+// (parallel/partition/plan.h) before anything else; --balance a,b,... gives
+// the layers per stage. The optimizer (SGD with momentum and weight decay,
+// learning rate cosine-annealed per epoch, as the single-process example) is
+// built over each rank's own stage in a post-partition hook.
+//
+// Data: a GlobalBatchSampler (parallel/sampler.h) per replica: global batch k
+// of epoch e is batch k of the single-process example's (seed, e) shuffle,
+// whatever the grid, and replica d trains on its d-th slice (--batch-size /
+// --dp rows; --batch-size must be a multiple of --dp); the ranks of one
+// pipeline read the same slice (the input is used on the first stage, the
+// labels on the last). Each step runs --chunks micro-batches with --schedule;
+// DistributedModel averages each stage's gradients over its replicas, so a step
+// applies the gradient of the mean loss over the global batch, and 1 x 1,
+// 2 x 2 and 1 x 4 grids train alike (to float summation order). A global batch
+// that would give some replica fewer rows than --chunks is skipped on every
+// rank. Evaluation runs the forward-only schedule, each replica on a
+// contiguous slice of the test set, scored on the last stage's ranks; the sums
+// are allreduced. Rank 0 shows progress, writes metrics and the plot, and
+// prints `test_accuracy=0.XXXX` last. Not yet: --zero (ZeRO does not exist)
+// and --save/--resume (the distributed checkpoint format is another issue).
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/autograd_meta.h"
+#include "core/nn_ops.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "examples/flags.h"
+#include "examples/models.h"
+#include "examples/train_flags.h"
+#include "examples/train_report.h"
+#include "io/dataloader.h"
+#include "io/fashion_mnist.h"
+#include "optim/lr_scheduler.h"
+#include "optim/sgd.h"
+#include "parallel/context.h"
+#include "parallel/hybrid/distributed_model.h"
+#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/sampler.h"
+
+namespace weft::examples {
+namespace {
+
+namespace pp = parallel::pipe;
+
+// The shared training flags (examples/train_flags.h; no --save/--resume yet;
+// batch_size is the global batch) and this example's own.
+struct Flags : TrainFlags {
+  int pp = 1;
+  int dp = 0;  // 0: world size / pp
+  int chunks = 4;
+  std::string schedule = "1f1b";
+  int virtual_stages = 0;  // 0: 2 for interleaved, else 1
+  std::string balance = "auto";
+};
+
+std::optional<Flags> parse(int argc, char** argv) {
+  Flags f;
+  FlagParser p("usage: mpirun -np N fashion_mnist_hybrid --pp P [--dp D] [flags]   (P x D = N)");
+  add_train_flags(p, f,
+                  {.program = "fashion_mnist_hybrid",
+                   .batch_size_help = "global batch size, split across the --dp replicas",
+                   .multi_process = true,
+                   .checkpoints = false});
+  p.add("--pp N", &f.pp, "pipeline stages (ranks per replica)")
+      .add("--dp N", &f.dp, "data-parallel replicas; --pp x --dp must be the world size", "world size / --pp")
+      .add("--chunks N", &f.chunks, "micro-batches per replica per step")
+      .add_choice("--schedule", &f.schedule, {"gpipe", "1f1b", "interleaved", "zb"}, "pipeline schedule")
+      .add("--virtual N", &f.virtual_stages, "stages per rank (interleaved needs --balance)",
+           "2 for interleaved, else 1")
+      .add("--balance auto|A,B,...", &f.balance,
+           "layers per stage, or auto: measured on rank 0 and planned (the partition table)");
+  if (!p.parse(argc, argv, std::cout)) return std::nullopt;
+  resolve_train_flags(f);
+  WEFT_CHECK(f.pp >= 1, "--pp must be a positive integer, got ", f.pp);
+  WEFT_CHECK(f.dp >= 0, "--dp must be a positive integer (or omitted: world size / --pp), got ", f.dp);
+  WEFT_CHECK(f.chunks >= 1, "--chunks must be a positive integer, got ", f.chunks);
+  WEFT_CHECK(f.virtual_stages >= 0, "--virtual must be a positive integer, got ", f.virtual_stages);
+  return f;
+}
+
+// --pp x --dp against the world size; returns dp.
+int check_grid(const Flags& f, int world) {
+  if (f.dp == 0) {
+    WEFT_CHECK(world % f.pp == 0, "--pp ", f.pp, " does not divide the world size ", world,
+               ", so --dp (by default world size / --pp) cannot make --pp x --dp = ", world,
+               " ranks: give --pp and --dp whose product is the world size (mpirun -np)");
+    return world / f.pp;
+  }
+  WEFT_CHECK(f.pp * f.dp == world, "--pp ", f.pp, " x --dp ", f.dp, " = ", f.pp * f.dp,
+             " ranks, but the world size is ", world, ": --pp x --dp must equal the world size (mpirun -np)");
+  return f.dp;
+}
+
+std::vector<int> parse_balance(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    WEFT_CHECK(!item.empty() && *end == '\0', "--balance: '", item, "' in '", s,
+               "' is not a whole number (give auto or layers per stage, e.g. 6,4)");
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+std::string join(const std::vector<int>& v) {
+  std::ostringstream os;
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+  return os.str();
+}
+
+std::shared_ptr<io::TensorDataset> slice(const io::TensorDataset& ds, int64_t begin, int64_t end) {
+  return std::make_shared<io::TensorDataset>(ds.data().narrow(0, begin, end - begin),
+                                             ds.targets().narrow(0, begin, end - begin));
+}
+
+std::array<double, 3> allreduce_sum(parallel::ProcessGroup& g, double a, double b, double c) {
+  Tensor t = tensor<double>({a, b, c}, {3});
+  g.allreduce(t)->wait();
+  const double* p = t.data_ptr<double>();
+  return {p[0], p[1], p[2]};
+}
+
+void set_training(parallel::hybrid::DistributedModel& dm, bool on) {
+  for (auto& stage : dm.local_modules()) {
+    if (on) stage->train();
+    else stage->eval();
+  }
+}
+
+// Test loss and accuracy: each replica runs the forward-only schedule on its
+// slice of the test set, its last stage's rank scores, the sums are allreduced
+// over the world (every image is scored once).
+std::pair<double, double> evaluate(parallel::hybrid::DistributedModel& dm, io::DataLoader& loader, int chunks,
+                                   parallel::ProcessGroup& world) {
+  set_training(dm, false);
+  double loss_sum = 0, correct = 0, seen = 0;
+  for (auto& batch : loader) {
+    if (batch.data.size(0) < chunks) continue;  // too few rows to split (the replica's ranks all skip it)
+    Tensor logits = dm.forward(batch.data);     // (B, 10) on the last stage's rank
+    if (!logits.defined()) continue;
+    loss_sum += cross_entropy(logits, batch.target, Reduction::Sum).item<double>();
+    correct += static_cast<double>((argmax(logits, 1) == batch.target).sum().item<int64_t>());
+    seen += static_cast<double>(batch.data.size(0));
+  }
+  set_training(dm, true);
+  auto s = allreduce_sum(world, loss_sum, correct, seen);
+  return {s[0] / std::max(s[2], 1.0), s[1] / std::max(s[2], 1.0)};
+}
+
+int run(const Flags& f) {
+  parallel::DistributedContext ctx;
+  auto& g = ctx.world();
+  const int rank = ctx.rank(), world = ctx.size();
+  const bool lead = rank == 0;
+  const int dp = check_grid(f, world);
+  WEFT_CHECK(f.batch_size % dp == 0, "--batch-size ", f.batch_size, " does not divide among --dp ", dp,
+             " replicas: give a multiple of ", dp);
+  WEFT_CHECK(f.batch_size / dp >= f.chunks, "--batch-size ", f.batch_size, " over --dp ", dp, " replicas leaves ",
+             f.batch_size / dp, " rows per replica, fewer than the ", f.chunks, " micro-batches of --chunks");
+  const int virtual_stages = f.virtual_stages > 0 ? f.virtual_stages : (f.schedule == "interleaved" ? 2 : 1);
+  WEFT_CHECK(f.balance != "auto" || virtual_stages == 1, "--balance auto places one stage per rank; with ",
+             virtual_stages, " stages per rank (--schedule ", f.schedule, ", --virtual) give --balance A,B,... (",
+             f.pp * virtual_stages, " entries)");
+  const int threads = resolve_threads(f.threads, parallel::local_size());
+  set_num_threads(threads);
+
+  auto full_train = io::load_fashion_mnist(f.data, true);
+  auto full_test = io::load_fashion_mnist(f.data, false);
+  const int64_t n_train = f.limit_train > 0 ? std::min(f.limit_train, full_train.size()) : full_train.size();
+  const int64_t n_test = f.limit_test > 0 ? std::min(f.limit_test, full_test.size()) : full_test.size();
+  auto normalize = [](const io::Example& e, Generator&) { return io::Example{(e.data - 0.2860) / 0.3530, e.target}; };
+
+  manual_seed(f.seed);
+  std::shared_ptr<nn::Sequential> model = f.model == "cnn" ? fashion_cnn() : fashion_mlp();
+  const int64_t layers = static_cast<int64_t>(model->size());
+  parallel::hybrid::DistributedModelOptions o;
+  o.pp = f.pp;
+  o.dp = dp;
+  o.pipe.chunks = f.chunks;
+  o.pipe.schedule = pp::parse_schedule_kind(f.schedule);
+  o.pipe.virtual_stages = virtual_stages;
+  if (f.balance != "auto") o.balance = parse_balance(f.balance);
+  o.optimizer_state_factor = f.momentum != 0 ? 1 : 0;                // SGD's momentum buffer
+  parallel::hybrid::DistributedModel dm(model, ctx.world_ptr(), o);  // collective: the grid's groups
+  model.reset();
+  const int replica = dm.dp_rank();
+  const bool scorer =
+      dm.pp_rank() == f.pp - 1;  // the last stage (with --virtual too: stage S-1 is on pipeline rank pp-1)
+
+  // This rank's optimizer, over its own stages' parameters (none when they
+  // hold only parameter-free layers, e.g. a ReLU and a pooling stage).
+  std::unique_ptr<optim::SGD> opt;
+  std::unique_ptr<optim::CosineAnnealingLR> sched;
+  dm.register_post_partition_hook([&](parallel::hybrid::DistributedModel& m) {
+    std::vector<Tensor> params = m.local_parameters();
+    if (!params.empty()) {
+      opt = std::make_unique<optim::SGD>(std::move(params),
+                                         optim::SGDOptions{f.lr, f.momentum, 0.0, f.weight_decay, false});
+      sched = std::make_unique<optim::CosineAnnealingLR>(*opt, f.epochs);
+    }
+    m.pipe().runner().set_keep_output(true);  // the last stage's outputs, for the training accuracy
+  });
+
+  // This replica's slices: of every global batch (the single-process example's
+  // shuffle) and of the test set.
+  auto sampler = std::make_shared<parallel::GlobalBatchSampler>(
+      n_train, f.batch_size, dp, replica, parallel::GlobalBatchSamplerOptions{.shuffle = true, .seed = f.seed});
+  io::DataLoader train(slice(full_train, 0, n_train), {sampler->local_batch(), false, f.seed, false, f.workers, 2},
+                       sampler, normalize);
+  io::DataLoader test(slice(full_test, n_test * replica / dp, n_test * (replica + 1) / dp),
+                      {1000, false, 0, false, f.workers, 2}, normalize);
+
+  // Partition now, so that the table comes first: world rank 0 measures on its first batch.
+  Tensor sample;
+  if (lead) {
+    train.set_epoch(0);
+    sample = train.next()->data;
+    train.reset();
+  }
+  dm.partition(sample);
+  std::cout << std::flush;
+  if (lead) {
+    std::remove(f.metrics.c_str());
+    std::cerr << "fashion_mnist_hybrid: " << f.model << " (" << layers << " layers) as pp " << f.pp << " x dp " << dp
+              << " on " << world << " ranks, balance " << join(dm.balance())
+              << (f.balance == "auto" ? (f.pp > 1 ? " (measured)" : " (one stage)") : " (given)") << ", schedule "
+              << dm.pipe().schedule().name << ", " << dm.pipe().options().chunks << " micro-batches of a "
+              << sampler->local_batch() << "-image replica batch (global " << f.batch_size << "), " << n_train
+              << " training / " << n_test << " test images, " << threads << " thread(s) per rank\n";
+  }
+
+  const auto loss_fn = [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); };
+  std::vector<EpochMetrics> history;
+  for (int64_t epoch = 0; epoch < f.epochs; ++epoch) {
+    train.set_epoch(epoch);
+    ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(f.epochs), train.num_batches(),
+                    f.progress && lead);
+    auto t0 = std::chrono::steady_clock::now();
+    double loss_sum = 0, correct = 0, seen = 0;
+    int64_t k = sampler->start_batch();  // the global batch
+    for (auto& batch : train) {
+      const std::vector<int64_t> shares = sampler->shares(k);
+      const int64_t rows = sampler->batch_rows(k);
+      ++k;
+      if (*std::min_element(shares.begin(), shares.end()) < f.chunks) continue;  // every rank skips it
+      if (opt) opt->zero_grad();
+      const double loss = dm.step(batch.data, batch.target, loss_fn);  // mean over the global batch
+      if (opt) opt->step();
+      loss_sum += loss * static_cast<double>(rows);
+      if (scorer)
+        correct +=
+            static_cast<double>((argmax(dm.pipe().runner().last_output(), 1) == batch.target).sum().item<int64_t>());
+      seen += static_cast<double>(rows);
+      bar.update(k - sampler->start_batch(), loss_sum / seen, 0, static_cast<int64_t>(seen));
+    }
+    bar.finish();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto tr = allreduce_sum(g, 0, correct, 0);  // each replica's last stage counts its rows
+    if (sched) sched->step();
+    auto [test_loss, test_acc] = evaluate(dm, test, f.chunks, g);
+    EpochMetrics m{
+        epoch + 1, loss_sum / std::max(seen, 1.0), tr[1] / std::max(seen, 1.0), test_loss, test_acc, seen / secs, secs};
+    history.push_back(m);
+    if (!lead) continue;
+    std::printf("epoch %lld/%lld: train_loss=%.6f train_acc=%.4f test_loss=%.4f test_acc=%.4f (%.1fs, %.0f img/s)\n",
+                static_cast<long long>(epoch + 1), static_cast<long long>(f.epochs), m.train_loss, m.train_accuracy,
+                m.test_loss, m.test_accuracy, secs, m.images_per_second);
+    std::fflush(stdout);
+    append_metrics_jsonl(f.metrics, m);
+    write_svg_plot(f.plot, history,
+                   "weft pipeline x data parallel (pp " + std::to_string(f.pp) + " x dp " + std::to_string(dp) + ", " +
+                       dm.pipe().schedule().name + "): Fashion-MNIST " + f.model);
+  }
+  g.barrier()->wait();  // rank 0's files are complete before anyone exits
+  if (lead) {
+    std::cerr << "fashion_mnist_hybrid: metrics in " << f.metrics << ", plot in " << f.plot << "\n";
+    std::printf("test_accuracy=%.4f\n", history.empty() ? 0.0 : history.back().test_accuracy);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace weft::examples
+
+int main(int argc, char** argv) {
+  return weft::examples::run_main("fashion_mnist_hybrid", [&] {
+    auto flags = weft::examples::parse(argc, argv);
+    return flags ? weft::examples::run(*flags) : 0;
+  });
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# fashion_mnist_hybrid under mpirun trains the same model on the same global
+# batches whatever the grid (GlobalBatchSampler: batch k of the
+# single-process example's (seed, epoch) shuffle, dealt to the replicas), so
+# on a short run (2 epochs of 1024 images, 512 test images) every grid —
+# pp 1 x dp 1 (-np 1), pp 2 x dp 2 (-np 4), pp 2 x dp 1 with zb (-np 2),
+# pp 1 x dp 2 (-np 2), pp 1 x dp 4 (-np 4) — prints the per-epoch lines of the
+# single-process example (examples/fashion_mnist.cc) with these settings:
+# test_acc to its printed 4 digits, train_loss within 1e-5. Why 1e-5 and not
+# the printed 6 digits: the grids sum in different orders (micro-batches of
+# 32 or 16 rows, the replicas' gradients averaged by allreduce), which moves
+# the float32 weights by rounding only; the epoch loss then differs by about
+# 1e-6 and its 6th printed digit can flip (measured: 0.965451 vs 0.965452 after
+# 32 steps), while any difference in data or gradient semantics (a batch
+# missed or dealt twice, a wrong average) moves it by 1e-3 or more. The
+# partition table is printed once, by rank 0, before anything else on stdout,
+# on the runs with a pipeline (none with pp 1); metrics have a line per
+# epoch; the output ends with test_accuracy=. --help lists the flags (no
+# --save, --resume or --zero yet); a grid that does not tile the world and a
+# batch that does not divide among the replicas are errors naming the values.
+# Usage: fashion_mnist_hybrid_test.sh FASHION_MNIST FASHION_MNIST_HYBRID MPIRUN_SH
+set -uo pipefail
+single="$1" hybrid="$2" mpirun_sh="$3"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+unset GTEST_OUTPUT XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE
+common=(--limit-train 1024 --limit-test 512 --epochs 2 --threads 1 --no-progress)
+pass=0 fail=0
+check() { if "$@"; then pass=$((pass+1)); else echo "FAILED: $*"; fail=$((fail+1)); fi; }
+# fails_with MESSAGE CMD...: CMD exits non-zero and prints MESSAGE.
+fails_with() {
+  local want="$1"; shift
+  if timeout 120 "$@" > "$tmp/fail.out" 2>&1; then echo "expected failure: $*"; return 1; fi
+  grep -qF -- "$want" "$tmp/fail.out" || { echo "no '$want' in:"; cat "$tmp/fail.out"; return 1; }
+}
+
+# --help: the shared flags and the grid's; no checkpoint or ZeRO flags yet.
+check "$hybrid" --help > "$tmp/help"
+for flag in "--data DIR" --model --epochs --batch-size --lr --momentum --weight-decay --seed --threads --workers \
+            --metrics --plot --limit-train --limit-test --no-progress "--pp N" "--dp N" "--chunks N" \
+            "--schedule gpipe|1f1b|interleaved|zb" "--virtual N" "--balance auto|A,B,..." \
+            "(default fashion_mnist_hybrid_metrics.jsonl)" "global batch size, split across the --dp replicas (default 128)" \
+            "(default world size / --pp)" "(default auto)"; do
+  check grep -qF -- "$flag" "$tmp/help"
+done
+for flag in --save --resume --zero; do
+  check fails_with "unknown flag '$flag'" "$hybrid" "$flag" x
+done
+
+"$single" "${common[@]}" --metrics "$tmp/single.jsonl" --plot "$tmp/single.svg" > "$tmp/single.out" \
+  || { echo "fashion_mnist failed"; exit 1; }
+echo "single process:"; grep '^epoch' "$tmp/single.out"
+
+# Each epoch line agrees with the single-process example's: test_acc as printed, train_loss within 1e-5.
+same_training() {
+  python3 - "$tmp/single.out" "$1" <<'PY'
+import re, sys
+def epochs(path):
+    rows = []
+    for line in open(path):
+        m = re.match(r"epoch (\d+)/\d+: train_loss=([\d.]+) train_acc=([\d.]+) test_loss=([\d.]+) test_acc=([\d.]+)", line)
+        if m: rows.append(m.groups())
+    return rows
+a, b = epochs(sys.argv[1]), epochs(sys.argv[2])
+ok = len(a) == len(b) == 2
+for x, y in zip(a, b):
+    ok = ok and abs(float(x[1]) - float(y[1])) <= 1e-5 and x[4] == y[4]
+    print("single %s vs hybrid %s" % (x, y))
+sys.exit(0 if ok else 1)
+PY
+}
+
+run_grid() {  # name np pp flags...
+  local name="$1" np="$2" pp="$3"; shift 3
+  timeout 120 "$mpirun_sh" -np "$np" "$hybrid" "${common[@]}" --metrics "$tmp/$name.jsonl" --plot "$tmp/$name.svg" \
+    --pp "$pp" "$@" > "$tmp/$name.out" 2> "$tmp/$name.err"
+  local rc=$?
+  echo "=== $name (np=$np --pp $pp $*): rc=$rc"; cat "$tmp/$name.out"
+  check test "$rc" -eq 0 || cat "$tmp/$name.err"
+  check same_training "$tmp/$name.out"
+  check grep -q '^test_accuracy=0\.[0-9]\{4\}$' <(tail -n 1 "$tmp/$name.out")
+  check test "$(wc -l < "$tmp/$name.jsonl")" -eq 2
+  if [ "$pp" -gt 1 ]; then
+    # Once, by rank 0, first: the table's header, a row per stage, the prediction.
+    check test "$(grep -c '^partition: ' "$tmp/$name.out")" -eq 1
+    check grep -q "^partition: 10 layers over $pp stages, " <(head -n 1 "$tmp/$name.out")
+    check test "$(grep -c '^stage  layers' "$tmp/$name.out")" -eq 1
+    check test "$(grep -c '^predicted step time' "$tmp/$name.out")" -eq 1
+    check grep -q "balance [0-9]*,[0-9]* (measured)" "$tmp/$name.err"
+  else
+    check test "$(grep -c '^partition: ' "$tmp/$name.out")" -eq 0
+  fi
+}
+
+run_grid 1x1 1 1
+run_grid 2x2 4 2 --dp 2
+run_grid 2x1_zb 2 2 --schedule zb
+run_grid 1x2 2 1 --dp 2
+run_grid 1x4 4 1
+
+# Grids that do not tile the world, a batch that does not divide among the replicas.
+check fails_with "--pp 3 does not divide the world size 4, so --dp (by default world size / --pp) cannot make --pp x --dp = 4 ranks" \
+  "$mpirun_sh" -np 4 "$hybrid" "${common[@]}" --pp 3
+check fails_with "--pp 3 x --dp 2 = 6 ranks, but the world size is 4: --pp x --dp must equal the world size" \
+  "$mpirun_sh" -np 4 "$hybrid" "${common[@]}" --pp 3 --dp 2
+check fails_with "--batch-size 130 does not divide among --dp 4 replicas" \
+  "$mpirun_sh" -np 4 "$hybrid" "${common[@]}" --pp 1 --batch-size 130
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
