@@ -220,8 +220,11 @@ void Optimizer::replace_state(const std::vector<const Tensor*>& params,
     ParamState& st = state_[p.impl()];
     for (const auto& [name, t] : entries[i]) {
       // Like PyTorch: state follows the parameter's dtype and device; "step" stays a float32 CPU scalar.
+      // Always a copy: a conversion that changes nothing, or a reshape, would share the caller's storage, and
+      // in-place updates ("step" += 1, exp_avg) would then write into the state dict (and into every other
+      // optimizer loaded from it).
       Tensor v = name == "step" ? t.to(TensorOptions{DType::Float32, kCPU}).reshape({}) : t.to(p.options());
-      st[name] = v.is_same(t) ? t.clone() : v.contiguous();
+      st[name] = v.contiguous().clone();
     }
   }
 }

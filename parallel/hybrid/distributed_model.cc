@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/ops.h"
+#include "parallel/hybrid/gather_state.h"
 #include "parallel/partition/profile.h"
 
 namespace weft::parallel::hybrid {
@@ -140,7 +141,8 @@ void DistributedModel::partition(const Tensor& sample) {
   po.before_grads = [this](int stage, bool last) { before_grads(stage, last); };
   pipe_ = model_ ? std::make_unique<pipe::Pipe>(model_, balance, grid_.pipeline(), po)
                  : std::make_unique<pipe::Pipe>(factories_, balance, grid_.pipeline(), po);
-  model_.reset();  // the stages keep what this rank needs
+  whole_ = model_;
+  model_.reset();
   factories_.clear();
   // Replicas start equal: data-parallel rank 0's values everywhere.
   ProcessGroup& dp = *grid_.data_parallel();
@@ -170,7 +172,7 @@ void DistributedModel::partition(const Tensor& sample) {
       }
       params.emplace_back(name, t);
     }
-    if (dp.size() > 1 && options_.overlapping_allreduce && !params.empty()) {
+    if (dp.size() > 1 && options_.overlapping_allreduce && !options_.shard_optimizer_state && !params.empty()) {
       ReducerOptions ro;
       ro.bucket_cap_mb = options_.bucket_cap_mb;
       ro.owner = "DistributedModel (stage " + std::to_string(pipe_->stage_ids()[reducers_.size()]) + ")";
@@ -191,7 +193,7 @@ void DistributedModel::before_grads(int stage, bool last) {
 
 void DistributedModel::sync_after_schedule() {
   ProcessGroup& dp = *grid_.data_parallel();
-  if (dp.size() == 1 || !sync_step_) return;
+  if (dp.size() == 1 || !sync_step_ || options_.shard_optimizer_state) return;
   std::vector<Tensor> grads;
   if (!options_.overlapping_allreduce)
     for (const Tensor& p : local_parameters())
@@ -244,6 +246,58 @@ std::vector<std::pair<std::string, Tensor>> DistributedModel::local_named_parame
 const std::vector<std::shared_ptr<nn::Sequential>>& DistributedModel::local_modules() const {
   check_partitioned("local_modules");
   return pipe_->partitions();
+}
+
+nn::StateDict DistributedModel::local_state_dict() const {
+  check_partitioned("local_state_dict");
+  nn::StateDict out;
+  for (const auto& part : pipe_->partitions()) out.update(part->state_dict());
+  return out;
+}
+
+nn::StateDict DistributedModel::state_dict() {
+  check_partitioned("state_dict");
+  std::map<std::string, Tensor> mine;
+  if (grid_.dp_rank() == 0) mine = local_state_dict().to_map();
+  return nn::StateDict(allgather_tensor_maps(*grid_.world(), mine));
+}
+
+std::vector<std::string> DistributedModel::load_state_dict(const nn::StateDict& sd, bool strict) {
+  check_partitioned("load_state_dict");
+  std::set<std::string> used;
+  std::vector<std::string> missing;
+  for (const auto& part : pipe_->partitions()) {
+    nn::StateDict mine;
+    for (const auto& [k, t] : part->state_dict()) {
+      if (const Tensor* v = sd.find(k)) {
+        mine.insert(k, *v);
+        used.insert(k);
+      } else {
+        missing.push_back(k);
+      }
+    }
+    part->load_state_dict(mine, /*strict=*/false);  // shape mismatches are errors naming every key
+  }
+  if (strict && !missing.empty()) {
+    std::string keys;
+    for (const auto& k : missing) keys += (keys.empty() ? "" : ", ") + k;
+    WEFT_ERROR("DistributedModel::load_state_dict on rank ", grid_.rank(),
+               ": missing keys of this rank's stages: ", keys);
+  }
+  std::vector<std::string> unused;
+  for (const auto& [k, t] : sd)
+    if (!used.count(k)) unused.push_back(k);
+  return unused;
+}
+
+std::shared_ptr<nn::Sequential> DistributedModel::cpu() {
+  check_partitioned("cpu");
+  WEFT_CHECK(whole_ != nullptr,
+             "DistributedModel::cpu: the model was built from layer factories; only a model given "
+             "as a Sequential can be returned whole");
+  nn::StateDict sd = state_dict();
+  whole_->load_state_dict(sd);
+  return whole_;
 }
 
 pipe::Pipe& DistributedModel::pipe() {

@@ -40,6 +40,21 @@
 //   off, micro-batch losses are summed (use a sum-reduced loss). Returns the
 //   loss averaged over micro-batches (row-weighted) and replicas, on every
 //   rank.
+// - shard_optimizer_state (ZeRO-1): no reducers and no data-parallel
+//   averaging here: a DistributedOptimizer over this model reduce-scatters
+//   the gradients in its step (parallel/zero.h), so step() leaves each
+//   replica's local gradients (tied ones summed over stages).
+// - State: local_state_dict() is this rank's stages' parameters and buffers
+//   under their full names, a part of the whole; state_dict() (collective
+//   over the world) gathers the whole model's on every rank (data-parallel
+//   rank 0's copy of each stage); load_state_dict(sd) takes from a whole (or
+//   any larger) state dict the entries of this rank's stages and returns the
+//   keys it did not use; a missing local entry (strict) or a shape mismatch
+//   is an error naming every such key. cpu() (collective) returns the whole
+//   model with the gathered state on every rank (for a model built from a
+//   Sequential; not for layer factories): the Sequential given, whose layers
+//   of this rank's stages are the stages themselves (on the CPU as long as
+//   training runs there).
 // - forward(input): the forward-only schedule on this replica's batch; the
 //   output on the last stage's ranks, undefined elsewhere.
 // - Errors name what is wrong: a grid that does not tile the world,
@@ -79,6 +94,7 @@ struct DistributedModelOptions {
   std::vector<int> auto_chunks;       // candidate micro-batch counts; empty: {pipe.chunks}
   std::ostream* table = nullptr;      // where world rank 0 prints the partition table (nullptr: std::cout)
   bool print_table = true;
+  bool shard_optimizer_state = false;  // ZeRO-1 through DistributedOptimizer
 };
 
 class DistributedModel {
@@ -110,6 +126,10 @@ class DistributedModel {
   std::vector<std::pair<std::string, Tensor>> local_named_parameters() const;
   const std::vector<std::shared_ptr<nn::Sequential>>& local_modules() const;
   pipe::Pipe& pipe();
+  nn::StateDict local_state_dict() const;
+  nn::StateDict state_dict();
+  std::vector<std::string> load_state_dict(const nn::StateDict& sd, bool strict = true);
+  std::shared_ptr<nn::Sequential> cpu();
   const DistributedModelOptions& options() const { return options_; }
   // After automatic partitioning: the measured profile and the chosen plan.
   const std::vector<partition::LayerProfile>& profile() const { return profile_; }
@@ -124,6 +144,7 @@ class DistributedModel {
   DistributedModelOptions options_;
   Grid grid_;
   std::shared_ptr<nn::Sequential> model_;  // until partitioned
+  std::shared_ptr<nn::Sequential> whole_;  // the model given (cpu()); its stages share this rank's tensors
   std::vector<pipe::LayerFactory> factories_;
   std::unique_ptr<pipe::Pipe> pipe_;
   std::vector<std::unique_ptr<Reducer>> reducers_;  // per local stage (dp > 1, overlapping)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -137,6 +138,37 @@ TEST(OptimizerStateByName, ResplitContinuesBitwiseSGDMomentum) {
   check_resplit("sgd", [](const NamedParameters& named) {
     return std::make_unique<SGD>(groups_of(named), SGDOptions{.lr = 0.02, .momentum = 0.9, .nesterov = true});
   });
+}
+
+// A loaded state is the optimizer's own copy: training does not write into the
+// state dict it came from (the step count used to alias it), so two optimizers
+// loaded from one dict (ranks as threads) advance independently.
+TEST(OptimizerStateByName, LoadingCopiesTheState) {
+  for (const MakeOpt& make :
+       std::vector<MakeOpt>{[](const NamedParameters& n) { return std::make_unique<AdamW>(n, AdamWOptions{}); },
+                            [](const NamedParameters& n) {
+                              return std::make_unique<SGD>(n, SGDOptions{0.1, 0.9});
+                            }}) {
+    auto m = make_model();
+    std::unique_ptr<Optimizer> opt = make(m->named_parameters());
+    train_step({m}, {&opt}, 0);
+    const OptimizerStateDict sd = opt->state_dict_by_name();
+    std::map<std::string, Tensor> before;
+    for (const auto& [k, t] : sd) before[k] = t.clone();
+    auto a = make_model(), b = make_model();
+    a->load_state_dict(m->state_dict());
+    b->load_state_dict(m->state_dict());
+    std::unique_ptr<Optimizer> oa = make(a->named_parameters()), ob = make(b->named_parameters());
+    oa->load_state_dict_by_name(sd);
+    ob->load_state_dict_by_name(sd);
+    train_step({a}, {&oa}, 1);
+    train_step({b}, {&ob}, 1);
+    for (const auto& [k, t] : sd) EXPECT_TRUE(testing::tensors_near(t, before.at(k), 0)) << k << " changed";
+    // Both continued from the same state: equal states.
+    const OptimizerStateDict sa = oa->state_dict_by_name(), sb = ob->state_dict_by_name();
+    for (const auto& [k, t] : sa) EXPECT_TRUE(testing::tensors_near(t, sb.at(k), 0)) << k;
+    if (oa->name() == "AdamW") EXPECT_EQ(sa.at("state.head.weight.step").item<float>(), 2.0f);
+  }
 }
 
 TEST(OptimizerStateByName, LayoutAndNames) {

@@ -39,7 +39,7 @@ void check(const Case& c, int steps = 4) {
   const Reference ref = reference(c, steps);
   std::vector<std::shared_ptr<nn::Sequential>> models;
   for (int r = 0; r < world; ++r) models.push_back(rank_model(c, r));
-  std::vector<std::map<std::string, Tensor>> got(world);
+  std::vector<RankResult> got(world);
   run_ranks(world, [&](std::shared_ptr<ProcessGroup> g) { got[g->rank()] = train_rank(c, ref, models[g->rank()], g); });
   for (int r = 0; r < world; ++r) compare(ref, got[r], r);
 }
@@ -79,6 +79,88 @@ TEST(DistributedModel, SummedLossWithoutMicrobatchAveraging) {
   check(c);
 }
 
+TEST(DistributedModel, ZeroOneEqualsOneProcess) {
+  for (auto [pp, dp] : std::vector<std::pair<int, int>>{{2, 2}, {1, 4}, {1, 3}}) {
+    Case c{pp, dp};
+    c.zero = true;
+    check(c);
+    c.opt = Opt::kAdamW;
+    check(c);
+  }
+  Case acc{2, 2, Opt::kAdamW};
+  acc.zero = true;
+  acc.passes = 2;
+  check(acc);
+}
+
+// A state saved on one grid (with or without ZeRO) resumes on another: the
+// whole model's and optimizer's gathered states after 3 steps, loaded into
+// freshly built models (other weights) on the new grid, continue equal to the
+// uninterrupted one-process run.
+TEST(DistributedModel, StateDictsReshardAcrossGridsAndZero) {
+  struct Move {
+    Case from, to;
+  };
+  Case z22{2, 2, Opt::kAdamW}, p41{4, 1, Opt::kAdamW}, z14{1, 4, Opt::kAdamW}, p11{1, 1, Opt::kAdamW};
+  z22.zero = z14.zero = true;
+  for (const Move& m : {Move{z22, p41}, Move{p41, z14}, Move{z14, p11}, Move{p11, z22}}) {
+    SCOPED_TRACE(describe(m.from) + " -> " + describe(m.to));
+    const int steps = 5, cut = 3;
+    const Reference ref_from = reference(m.from, steps), ref_to = reference(m.to, steps);
+    // Both grids see the same global batches only when dp agrees; compare each against its own reference.
+    const Reference ref_cut = reference(m.from, cut);
+    std::vector<RankResult> saved(m.from.pp * m.from.dp);
+    std::vector<std::shared_ptr<nn::Sequential>> models;
+    for (int r = 0; r < m.from.pp * m.from.dp; ++r) models.push_back(rank_model(m.from, r));
+    run_ranks(m.from.pp * m.from.dp, [&](std::shared_ptr<ProcessGroup> g) {
+      saved[g->rank()] = train_rank(m.from, ref_cut, models[g->rank()], g);
+    });
+    for (size_t r = 0; r < saved.size(); ++r) compare(ref_cut, saved[r], static_cast<int>(r));
+    // Resume on the new grid from rank 0's gathered state, against a reference that switches batches at `cut`.
+    Reference mixed = ref_to;
+    for (int k = 0; k < cut; ++k) {
+      mixed.xs[k] = ref_from.xs[k];
+      mixed.ys[k] = ref_from.ys[k];
+    }
+    {
+      // The one-process run over the mixed batches (the grids' dp differ, so their global batches do).
+      auto model = make_mlp(5);
+      auto opt = make_opt(m.to.opt, model->named_parameters());
+      for (int k = 0; k < steps; ++k) {
+        opt->zero_grad();
+        Tensor l = case_loss(m.to, model->forward(mixed.xs[k]), mixed.ys[k]);
+        l.backward();
+        mixed.loss[k] = l.item<double>();
+        opt->step();
+      }
+      for (auto& [n, p] : model->named_parameters()) mixed.params[n] = p.detach();
+      mixed.model_state = model->state_dict();
+      mixed.opt_state = opt->state_dict_by_name();
+    }
+    std::vector<RankResult> resumed(m.to.pp * m.to.dp);
+    std::vector<std::shared_ptr<nn::Sequential>> fresh;
+    for (int r = 0; r < m.to.pp * m.to.dp; ++r) fresh.push_back(make_mlp(1000 + r));
+    run_ranks(m.to.pp * m.to.dp, [&](std::shared_ptr<ProcessGroup> g) {
+      resumed[g->rank()] = train_rank(m.to, mixed, fresh[g->rank()], g, cut, &saved[0]);
+    });
+    for (size_t r = 0; r < resumed.size(); ++r) compare(mixed, resumed[r], static_cast<int>(r));
+  }
+}
+
+TEST(DistributedModel, ZeroDividesOptimizerStateByDp) {
+  Case c{1, 4, Opt::kAdamW};
+  c.zero = true;
+  const Reference ref = reference(c, 1);
+  std::vector<RankResult> got(4);
+  std::vector<std::shared_ptr<nn::Sequential>> models;
+  for (int r = 0; r < 4; ++r) models.push_back(rank_model(c, r));
+  run_ranks(4, [&](std::shared_ptr<ProcessGroup> g) { got[g->rank()] = train_rank(c, ref, models[g->rank()], g); });
+  // 6*10+10 + 10*10+10 + 10*10+10 + 10*3+3 = 323 parameters, padded to 324: 81 per rank, AdamW's two moments in
+  // float32 (2 * 81 * 4 bytes) plus a step count.
+  EXPECT_NE(got[0].memory.find("(0.0025 MiB unsharded, dp 4)"), std::string::npos) << got[0].memory;
+  EXPECT_NE(got[0].memory.find("optimizer state: 0.0006 MiB per rank"), std::string::npos) << got[0].memory;
+}
+
 TEST(DistributedModel, Errors) {
   EXPECT_WEFT_ERROR(run_ranks(4,
                               [&](std::shared_ptr<ProcessGroup> g) {
@@ -106,6 +188,16 @@ TEST(DistributedModel, Errors) {
     EXPECT_TRUE(dm.partitioned());
     EXPECT_EQ(dm.balance(), (std::vector<int>{4, 4}));
     EXPECT_EQ(dm.local_named_parameters().front().first, g->rank() == 0 ? "0.weight" : "4.weight");
+    // A state dict lacking a key of this rank's stages is refused naming it; other stages' keys are returned.
+    nn::StateDict sd = dm.state_dict();
+    EXPECT_EQ(sd.size(), 8u);
+    EXPECT_EQ(dm.load_state_dict(sd).size(), 4u);
+    const std::string dropped = g->rank() == 0 ? "2.bias" : "6.bias";
+    sd.erase(dropped);
+    EXPECT_WEFT_ERROR(dm.load_state_dict(sd), "missing keys of this rank's stages: " + dropped);
+    sd = dm.state_dict();
+    sd.insert("0.weight", zeros({3, 3}));
+    if (g->rank() == 0) EXPECT_WEFT_ERROR(dm.load_state_dict(sd), "0.weight");
   });
 }
 

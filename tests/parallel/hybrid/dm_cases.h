@@ -21,6 +21,7 @@
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "parallel/hybrid/distributed_model.h"
+#include "parallel/hybrid/distributed_optimizer.h"
 #include "tests/testing.h"
 
 namespace weft::parallel::hybrid::testcases {
@@ -40,11 +41,11 @@ inline std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed) {
 
 enum class Opt { kSgd, kAdamW };
 
-inline std::unique_ptr<optim::Optimizer> make_opt(Opt o, std::vector<Tensor> params) {
-  if (o == Opt::kSgd) return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{0.1, 0.9});
+inline std::unique_ptr<optim::Optimizer> make_opt(Opt o, const optim::NamedParameters& params) {
+  if (o == Opt::kSgd) return std::make_unique<optim::SGD>(params, optim::SGDOptions{0.1, 0.9, 0, 1e-3});
   optim::AdamWOptions a;
   a.lr = 0.01;
-  return std::make_unique<optim::AdamW>(std::move(params), a);
+  return std::make_unique<optim::AdamW>(params, a);
 }
 
 struct Case {
@@ -55,18 +56,21 @@ struct Case {
   int passes = 1;  // backward_passes_per_step
   bool overlap = true;
   bool average = true;  // micro-batch averaging (off: summed loss)
+  bool zero = false;    // shard_optimizer_state (ZeRO-1 through DistributedOptimizer)
 };
 
 inline std::string describe(const Case& c) {
   return "pp " + std::to_string(c.pp) + " x dp " + std::to_string(c.dp) + " " + pipe::schedule_name(c.schedule) +
          (c.opt == Opt::kAdamW ? " adamw" : " sgd") + " passes=" + std::to_string(c.passes) +
-         (c.overlap ? "" : " no-overlap") + (c.average ? "" : " summed");
+         (c.overlap ? "" : " no-overlap") + (c.average ? "" : " summed") + (c.zero ? " zero" : "");
 }
 
 struct Reference {
   std::vector<Tensor> xs, ys;  // global batches
   std::vector<double> loss;
   std::map<std::string, Tensor> params;  // after the steps
+  nn::StateDict model_state;             // after the steps
+  optim::OptimizerStateDict opt_state;   // by name, after the steps
 };
 
 inline Tensor case_loss(const Case& c, const Tensor& out, const Tensor& y) {
@@ -82,7 +86,7 @@ inline Reference reference(const Case& c, int steps) {
     ref.ys.push_back(randn({kLocalRows * c.dp, kOut}));
   }
   auto model = make_mlp(5);
-  auto opt = make_opt(c.opt, model->parameters());
+  auto opt = make_opt(c.opt, model->named_parameters());
   for (int k = 0; k < steps; ++k) {
     if (k % c.passes == 0) opt->zero_grad();
     // Summed: the replicas' sums averaged over dp, as the reducer averages.
@@ -93,6 +97,8 @@ inline Reference reference(const Case& c, int steps) {
     if ((k + 1) % c.passes == 0) opt->step();
   }
   for (auto& [n, p] : model->named_parameters()) ref.params[n] = p.detach();
+  ref.model_state = model->state_dict();
+  ref.opt_state = opt->state_dict_by_name();
   return ref;
 }
 
@@ -102,10 +108,18 @@ inline std::shared_ptr<nn::Sequential> rank_model(const Case& c, int rank) {
   return make_mlp(rank < c.pp ? 5 : 100 + rank);
 }
 
-// Trains this rank's part; EXPECTs each step's loss; returns its parameters.
-inline std::map<std::string, Tensor> train_rank(const Case& c, const Reference& ref,
-                                                std::shared_ptr<nn::Sequential> model,
-                                                std::shared_ptr<ProcessGroup> g) {
+struct RankResult {
+  std::map<std::string, Tensor> params;  // this rank's, after the steps
+  nn::StateDict model_state;             // gathered (whole model)
+  optim::OptimizerStateDict opt_state;   // gathered (whole model, by name)
+  std::string memory;                    // the optimizer's memory summary
+};
+
+// Trains this rank's part over steps [first, ref.xs.size()); EXPECTs each
+// step's loss; with `resume`, first loads the whole model's and optimizer's
+// state (as saved after step `first`) into the freshly partitioned model.
+inline RankResult train_rank(const Case& c, const Reference& ref, std::shared_ptr<nn::Sequential> model,
+                             std::shared_ptr<ProcessGroup> g, int first = 0, const RankResult* resume = nullptr) {
   const int r = g->rank(), steps = static_cast<int>(ref.xs.size());
   DistributedModelOptions o;
   o.pp = c.pp;
@@ -116,32 +130,44 @@ inline std::map<std::string, Tensor> train_rank(const Case& c, const Reference& 
   o.auto_partition = c.virtual_stages == 1;  // measured balances (one stage per rank)
   o.backward_passes_per_step = c.passes;
   o.overlapping_allreduce = c.overlap;
+  o.shard_optimizer_state = c.zero;
   std::ostringstream table;  // world rank 0 prints the measured partition there
   o.table = &table;
   DistributedModel dm(std::move(model), g, o);
   EXPECT_EQ(dm.grid().dp(), c.dp);
-  std::unique_ptr<optim::Optimizer> opt;
-  dm.register_post_partition_hook([&](DistributedModel& m) { opt = make_opt(c.opt, m.local_parameters()); });
-  dm.partition(ref.xs[0].narrow(0, dm.dp_rank() * kLocalRows, kLocalRows));  // (else the first step() does)
-  EXPECT_NE(opt, nullptr);
-  if (!opt) return {};
+  DistributedOptimizer opt(dm, [&](const optim::NamedParameters& p) { return make_opt(c.opt, p); });
+  dm.partition(ref.xs[first].narrow(0, dm.dp_rank() * kLocalRows, kLocalRows));  // (else the first step() does)
+  if (resume) {
+    dm.load_state_dict(resume->model_state);
+    opt.load_state_dict(resume->opt_state);
+    // What was loaded reads back the same.
+    const optim::OptimizerStateDict back = opt.state_dict();
+    for (const auto& [k, t] : resume->opt_state) {
+      auto it = back.find(k);
+      EXPECT_TRUE(it != back.end() && testing::tensors_near(it->second.to(t.dtype()), t, 0)) << k << " on rank " << r;
+    }
+  }
   auto loss_fn = [&](const Tensor& out, const Tensor& y) { return case_loss(c, out, y); };
-  for (int k = 0; k < steps; ++k) {
+  for (int k = first; k < steps; ++k) {
     const int d = dm.dp_rank();
     Tensor x = ref.xs[k].narrow(0, d * kLocalRows, kLocalRows), y = ref.ys[k].narrow(0, d * kLocalRows, kLocalRows);
-    if (k % c.passes == 0) opt->zero_grad();
+    if (k % c.passes == 0) opt.zero_grad();
     const double loss = dm.step(x, y, loss_fn);
     EXPECT_NEAR(loss, ref.loss[k], 1e-5) << "rank " << r << " step " << k;
-    if ((k + 1) % c.passes == 0) opt->step();
+    if ((k + 1) % c.passes == 0) opt.step();
   }
-  std::map<std::string, Tensor> got;
-  for (auto& [n, p] : dm.local_named_parameters()) got[n] = p.detach();
-  if (c.pp > 1 && o.auto_partition) EXPECT_EQ(table.str().empty(), r != 0) << table.str();
-  return got;
+  RankResult out;
+  for (auto& [n, p] : dm.local_named_parameters()) out.params[n] = p.detach();
+  if (c.pp > 1 && o.auto_partition && !resume) EXPECT_EQ(table.str().empty(), r != 0) << table.str();
+  out.model_state = dm.state_dict();
+  out.opt_state = opt.state_dict();
+  out.memory = opt.memory_summary();
+  return out;
 }
 
 // Rank r's parameters against the reference's.
-inline void compare(const Reference& ref, const std::map<std::string, Tensor>& got, int r) {
+inline void compare(const Reference& ref, const RankResult& result, int r) {
+  const std::map<std::string, Tensor>& got = result.params;
   EXPECT_FALSE(got.empty()) << "rank " << r;
   for (auto& [n, t] : got) {
     auto it = ref.params.find(n);
@@ -150,6 +176,19 @@ inline void compare(const Reference& ref, const std::map<std::string, Tensor>& g
       continue;
     }
     EXPECT_TRUE(testing::tensors_near(t, it->second, 1e-5)) << n << " on rank " << r;
+  }
+  // The gathered whole-model states equal the reference's, on every rank.
+  EXPECT_EQ(result.model_state.size(), ref.model_state.size()) << "rank " << r;
+  for (const auto& [k, t] : ref.model_state) {
+    const Tensor* mine = result.model_state.find(k);
+    ASSERT_NE(mine, nullptr) << k << " missing from rank " << r << "'s gathered state_dict()";
+    EXPECT_TRUE(testing::tensors_near(*mine, t.detach(), 1e-5)) << k << " on rank " << r;
+  }
+  EXPECT_EQ(result.opt_state.size(), ref.opt_state.size()) << "rank " << r;
+  for (const auto& [k, t] : ref.opt_state) {
+    auto it2 = result.opt_state.find(k);
+    ASSERT_NE(it2, result.opt_state.end()) << k << " missing from rank " << r << "'s gathered optimizer state";
+    EXPECT_TRUE(testing::tensors_near(it2->second.to(t.dtype()), t, 1e-5)) << k << " on rank " << r;
   }
 }
 
