@@ -1,7 +1,9 @@
 // DistributedModel over MPI, one process per rank (mpirun -np 2 and 4): the
 // grids that tile the world (np 2: 1x2 and 2x1; np 4: 2x2, 4x1 and 1x4) train
 // SGD and AdamW steps equal to one process on the global batches
-// (dm_cases.h), with zb-h1 on 2 x dp and backward_passes_per_step 2.
+// (dm_cases.h), with zb-h1 on 2 x dp and backward_passes_per_step 2, and
+// with ZeRO-1 (AdamW) on every grid; the gathered model and optimizer states
+// equal the reference's on every rank.
 #include <gtest/gtest.h>
 
 #include "parallel/mpi/process_group_mpi.h"
@@ -36,6 +38,16 @@ TEST(DistributedModelMPI, ZeroBubbleAndAccumulation) {
   Case acc{2, n / 2};
   acc.passes = 2;
   check(acc);
+}
+
+TEST(DistributedModelMPI, ZeroOneOnEveryGrid) {
+  const int n = init_process_group()->size();
+  for (int pp = 1; pp <= n; ++pp) {
+    if (n % pp) continue;
+    Case c{pp, n / pp, Opt::kAdamW};
+    c.zero = true;
+    check(c);
+  }
 }
 
 }  // namespace
