@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <sys/stat.h>
+
 #include "core/error.h"
 
 namespace weft::io {
@@ -58,6 +60,52 @@ std::string read_file(const std::string& path) {
   ss << in.rdbuf();
   WEFT_CHECK(!in.bad(), "error reading '", path, "'");
   return ss.str();
+}
+
+void write_file_synced(const std::string& path, const std::string& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  WEFT_CHECK(fd >= 0, "cannot open '", path, "' for writing: ", std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      WEFT_ERROR("writing '", path, "' failed after ", done, " of ", bytes.size(),
+                 " bytes: ", n < 0 ? std::strerror(err) : "no progress (disk full?)");
+    }
+    done += static_cast<size_t>(n);
+  }
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  WEFT_CHECK(rc == 0, "fsync of '", path, "' failed: ", std::strerror(err));
+}
+
+void fsync_directory(const std::string& dir) { fsync_path(dir, true); }
+
+std::string read_file_range(const std::string& path, uint64_t offset, uint64_t length) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  WEFT_CHECK(fd >= 0, "cannot open '", path, "': ", std::strerror(errno));
+  std::string out(length, '\0');
+  uint64_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(fd, out.data() + done, length - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      struct stat st {};
+      const bool have_size = ::fstat(fd, &st) == 0;
+      ::close(fd);
+      WEFT_CHECK(n == 0, "reading '", path, "' at byte ", offset + done, " failed: ", std::strerror(err));
+      WEFT_ERROR("'", path, "' is truncated: bytes [", offset, ", ", offset + length, ") were asked for but it has ",
+                 have_size ? std::to_string(st.st_size) : std::string("fewer"), " bytes");
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  return out;
 }
 
 }  // namespace weft::io

@@ -9,8 +9,6 @@
 // compares, before parsing anything else.
 #include "io/checkpoint.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
@@ -20,6 +18,7 @@
 
 #include "core/ops.h"
 #include "io/atomic_file.h"
+#include "io/crc32.h"
 #include "io/safetensors.h"
 
 namespace weft::io {
@@ -36,23 +35,6 @@ struct Prefix {
 const Prefix kPrefixes[] = {{"model.", &CheckpointContents::model},
                             {"optim.", &CheckpointContents::optimizer},
                             {"sched.", &CheckpointContents::scheduler}};
-
-uint32_t crc32_of(const char* p, size_t n) {
-  uLong crc = ::crc32(0L, Z_NULL, 0);
-  while (n > 0) {
-    const uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(p), chunk);
-    p += chunk;
-    n -= chunk;
-  }
-  return static_cast<uint32_t>(crc);
-}
-
-std::string hex8(uint32_t v) {
-  char buf[9];
-  std::snprintf(buf, sizeof(buf), "%08x", v);
-  return buf;
-}
 
 // Position of the 8-character value of `key` in the header text, or npos.
 size_t find_value(const std::string& bytes, size_t header_end, const std::string& key) {
@@ -134,8 +116,8 @@ std::string serialize_checkpoint(const CheckpointContents& c, int format_version
   const size_t dpos = find_value(bytes, header_end, kDataCrcKey);
   const size_t hpos = find_value(bytes, header_end, kHeaderCrcKey);
   WEFT_INTERNAL_ASSERT(dpos != std::string::npos && hpos != std::string::npos, "checksum placeholders not found");
-  bytes.replace(dpos, 8, hex8(crc32_of(bytes.data() + header_end, data_bytes)));
-  bytes.replace(hpos, 8, hex8(crc32_of(bytes.data() + 8, hl)));
+  bytes.replace(dpos, 8, crc32_hex(io::crc32(bytes.data() + header_end, data_bytes)));
+  bytes.replace(hpos, 8, crc32_hex(io::crc32(bytes.data() + 8, hl)));
   return bytes;
 }
 
@@ -170,7 +152,7 @@ CheckpointContents deserialize_checkpoint(const std::string& bytes, const std::s
     const std::string stored = bytes.substr(hpos, 8);
     std::string copy = bytes.substr(8, hl);
     copy.replace(hpos - 8, 8, kPlaceholder);
-    const std::string computed = hex8(crc32_of(copy.data(), copy.size()));
+    const std::string computed = crc32_hex(io::crc32(copy.data(), copy.size()));
     WEFT_CHECK(stored == computed, where, " is corrupted: checksum mismatch in the header (stored crc32 ", stored,
                ", computed ", computed, ")");
   }
@@ -194,7 +176,7 @@ CheckpointContents deserialize_checkpoint(const std::string& bytes, const std::s
   {
     auto it = meta.find(kDataCrcKey);
     WEFT_CHECK(it != meta.end(), where, " is corrupted: it has no data checksum (", kDataCrcKey, ")");
-    const std::string computed = hex8(crc32_of(bytes.data() + header_end, actual_data));
+    const std::string computed = crc32_hex(io::crc32(bytes.data() + header_end, actual_data));
     WEFT_CHECK(it->second == computed, where, " is corrupted: checksum mismatch in the data section (stored crc32 ",
                it->second, ", computed ", computed, ")");
   }

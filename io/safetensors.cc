@@ -1,10 +1,12 @@
 #include "io/safetensors.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 #include "core/ops.h"
 #include "io/atomic_file.h"
@@ -64,7 +66,7 @@ std::string safetensors_serialize(const std::map<std::string, Tensor>& tensors,
   return out;
 }
 
-SafetensorsFile safetensors_deserialize(const std::string& bytes, const std::string& source) {
+SafetensorsHeader parse_safetensors_header(const std::string& bytes, const std::string& source, int64_t data_size) {
   const std::string where = "safetensors: " + source + ": ";
   WEFT_CHECK(bytes.size() >= 8, where, "file is too short (", bytes.size(),
              " bytes) to hold the 8-byte header length; truncated?");
@@ -80,9 +82,8 @@ SafetensorsFile safetensors_deserialize(const std::string& bytes, const std::str
     WEFT_ERROR(where, "header is not valid JSON: ", e.what());
   }
   WEFT_CHECK(header.is_object(), where, "header must be a JSON object");
-  const uint64_t data_size = bytes.size() - 8 - hl;
-  const char* data = bytes.data() + 8 + hl;
-  SafetensorsFile out;
+  SafetensorsHeader out;
+  out.data_start = 8 + hl;
   struct Range {
     uint64_t b, e;
     std::string name;
@@ -119,19 +120,12 @@ SafetensorsFile safetensors_deserialize(const std::string& bytes, const std::str
     WEFT_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(), where,
                "entry '", name, "': data_offsets must be two non-negative integers");
     uint64_t b = off[0].get<uint64_t>(), en = off[1].get<uint64_t>();
-    WEFT_CHECK(b <= en && en <= data_size, where, "entry '", name, "': data_offsets [", b, ", ", en,
-               ") are out of range for a data section of ", data_size, " bytes");
+    WEFT_CHECK(b <= en && (data_size < 0 || en <= static_cast<uint64_t>(data_size)), where, "entry '", name,
+               "': data_offsets [", b, ", ", en, ") are out of range for a data section of ", data_size, " bytes");
     WEFT_CHECK(en - b == numel * element_size(dt), where, "entry '", name, "': ", en - b, " bytes of data but shape ",
                shape_str(shape), " of ", dtype_name(dt), " needs ", numel * element_size(dt));
     ranges.push_back({b, en, name});
-    Tensor t = empty(shape, {dt});
-    if (en > b) std::memcpy(t.raw_data(), data + b, en - b);
-    if (dt == DType::Bool) {
-      const uint8_t* p = static_cast<const uint8_t*>(t.raw_data());
-      for (uint64_t i = 0; i < numel; ++i)
-        WEFT_CHECK(p[i] <= 1, where, "entry '", name, "': BOOL data holds the byte value ", int(p[i]));
-    }
-    out.tensors[name] = t;
+    out.entries[name] = SafetensorsEntry{dt, shape, b, en};
   }
   std::sort(ranges.begin(), ranges.end(),
             [](const Range& a, const Range& b) { return a.b < b.b || (a.b == b.b && a.e < b.e); });
@@ -143,9 +137,65 @@ SafetensorsFile safetensors_deserialize(const std::string& bytes, const std::str
                ")");
     pos = r.e;
   }
-  WEFT_CHECK(pos == data_size, where, "the data section has ", data_size - pos,
-             " trailing bytes not covered by any tensor");
+  if (data_size >= 0)
+    WEFT_CHECK(pos == static_cast<uint64_t>(data_size), where, "the data section has ", data_size - pos,
+               " trailing bytes not covered by any tensor");
   return out;
+}
+
+namespace {
+
+Tensor tensor_from_bytes(const SafetensorsEntry& e, const char* data, const std::string& where,
+                         const std::string& name) {
+  Tensor t = empty(e.shape, {e.dtype});
+  if (e.end > e.begin) std::memcpy(t.raw_data(), data, e.end - e.begin);
+  if (e.dtype == DType::Bool) {
+    const uint8_t* p = static_cast<const uint8_t*>(t.raw_data());
+    for (int64_t i = 0; i < t.numel(); ++i)
+      WEFT_CHECK(p[i] <= 1, where, "entry '", name, "': BOOL data holds the byte value ", int(p[i]));
+  }
+  return t;
+}
+
+}  // namespace
+
+SafetensorsFile safetensors_deserialize(const std::string& bytes, const std::string& source) {
+  const std::string where = "safetensors: " + source + ": ";
+  uint64_t hl = 0;
+  if (bytes.size() >= 8)
+    for (int i = 0; i < 8; ++i) hl |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  const int64_t data_size =
+      bytes.size() >= 8 && hl <= bytes.size() - 8 ? static_cast<int64_t>(bytes.size() - 8 - hl) : 0;
+  SafetensorsHeader h = parse_safetensors_header(bytes, source, data_size);
+  SafetensorsFile out;
+  out.metadata = h.metadata;
+  for (const auto& [name, e] : h.entries)
+    out.tensors[name] = tensor_from_bytes(e, bytes.data() + h.data_start + e.begin, where, name);
+  return out;
+}
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
+  const std::string source = "'" + path + "'";
+  struct stat st {};
+  WEFT_CHECK(::stat(path.c_str(), &st) == 0, "safetensors: cannot open ", source, ": ", std::strerror(errno));
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  WEFT_CHECK(size >= 8, "safetensors: ", source, ": file is too short (", size,
+             " bytes) to hold the 8-byte header length; truncated?");
+  const std::string len = read_file_range(path, 0, 8);
+  uint64_t hl = 0;
+  for (int i = 0; i < 8; ++i) hl |= static_cast<uint64_t>(static_cast<unsigned char>(len[i])) << (8 * i);
+  WEFT_CHECK(hl <= size - 8, "safetensors: ", source, ": header length ", hl, " exceeds the file size ", size,
+             "; the file is truncated or not a safetensors file");
+  WEFT_CHECK(hl <= (100u << 20), "safetensors: ", source, ": header length ", hl, " is larger than the 100 MB limit");
+  return parse_safetensors_header(len + read_file_range(path, 8, hl), source, static_cast<int64_t>(size - 8 - hl));
+}
+
+Tensor read_safetensors_tensor(const std::string& path, const SafetensorsHeader& header, const std::string& name) {
+  auto it = header.entries.find(name);
+  WEFT_CHECK(it != header.entries.end(), "safetensors: '", path, "' has no tensor '", name, "'");
+  const SafetensorsEntry& e = it->second;
+  const std::string bytes = read_file_range(path, header.data_start + e.begin, e.end - e.begin);
+  return tensor_from_bytes(e, bytes.data(), "safetensors: '" + path + "': ", name);
 }
 
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
