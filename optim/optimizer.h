@@ -58,6 +58,14 @@ namespace weft::optim {
 using OptionMap = std::map<std::string, double>;
 using ParamState = std::map<std::string, Tensor>;
 using OptimizerStateDict = std::map<std::string, Tensor>;
+
+namespace detail {
+// Splits "<param name>.<leaf>" of a by-name key (after "state." or "options.")
+// at its last dot; false when there is no dot or a side is empty.
+bool split_state_key(const std::string& rest, std::string& param, std::string& leaf);
+// A hyper-parameter value as error messages print it (17 significant digits).
+std::string format_option_value(double v);
+}  // namespace detail
 // Name/parameter pairs, as Module::named_parameters() returns them.
 using NamedParameters = std::vector<std::pair<std::string, Tensor>>;
 

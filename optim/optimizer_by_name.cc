@@ -9,25 +9,24 @@
 
 namespace weft::optim {
 
-namespace {
+namespace detail {
 
-// Splits "<param name>.<leaf>" at its last dot; false when there is no dot or a side is empty.
-bool split_last(const std::string& rest, std::string& param, std::string& leaf) {
-  size_t dot = rest.rfind('.');
+bool split_state_key(const std::string& rest, std::string& param, std::string& leaf) {
+  const size_t dot = rest.rfind('.');
   if (dot == std::string::npos || dot == 0 || dot + 1 == rest.size()) return false;
   param = rest.substr(0, dot);
   leaf = rest.substr(dot + 1);
   return true;
 }
 
-std::string format_value(double v) {
+std::string format_option_value(double v) {
   std::ostringstream os;
   os.precision(17);
   os << v;
   return os.str();
 }
 
-}  // namespace
+}  // namespace detail
 
 std::vector<std::string> Optimizer::param_names() const { return resolve_names(nullptr, nullptr); }
 
@@ -105,8 +104,9 @@ std::vector<std::string> Optimizer::load_by_name_impl(const OptimizerStateDict& 
     WEFT_CHECK(key.rfind("param_groups.", 0) != 0, op, ": '", key,
                "' is a key of a positional state dict (Note [optimizer state dict]); load it with load_state_dict");
     std::string param, leaf;
-    const bool is_state = key.rfind("state.", 0) == 0 && split_last(key.substr(6), param, leaf);
-    const bool is_option = !is_state && key.rfind("options.", 0) == 0 && split_last(key.substr(8), param, leaf);
+    const bool is_state = key.rfind("state.", 0) == 0 && detail::split_state_key(key.substr(6), param, leaf);
+    const bool is_option =
+        !is_state && key.rfind("options.", 0) == 0 && detail::split_state_key(key.substr(8), param, leaf);
     WEFT_CHECK(is_state || is_option, op, ": unexpected key '", key,
                "' (expected state.<param name>.<state> or options.<param name>.<option>)");
     if (!mine.count(param)) {
@@ -142,8 +142,9 @@ std::vector<std::string> Optimizer::load_by_name_impl(const OptimizerStateDict& 
       }
       for (const auto& [key, value] : opts)
         WEFT_CHECK(value == new_options[gi].at(key), op, ": parameters '", *first, "' and '", n, "' share group ", gi,
-                   " here but were saved with different ", key, " (", format_value(new_options[gi].at(key)), " and ",
-                   format_value(value), "); group the parameters as they were when saved");
+                   " here but were saved with different ", key, " (",
+                   detail::format_option_value(new_options[gi].at(key)), " and ", detail::format_option_value(value),
+                   "); group the parameters as they were when saved");
     }
     validate(new_options[gi]);
   }

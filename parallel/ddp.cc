@@ -9,26 +9,16 @@
 #include <unordered_map>
 
 #include "core/autograd_meta.h"
+#include "parallel/rank_agreement.h"
 
 namespace weft::parallel {
 namespace {
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h >> 1;  // fits int64
-}
 
 std::string describe(const std::string& kind, const std::string& name, const Tensor& t) {
   std::ostringstream os;
   os << kind << " '" << name << "' " << shape_str(t.sizes()) << " " << t.dtype();
   return os.str();
 }
-
-constexpr int64_t kDescLen = 256;
 
 }  // namespace
 
@@ -94,51 +84,13 @@ void DistributedDataParallel::verify_same_parameters() {
   std::vector<std::string> desc;
   for (auto& [name, p] : module_->named_parameters()) desc.push_back(describe("parameter", name, p));
   for (auto& [name, b] : module_->named_buffers()) desc.push_back(describe("buffer", name, b));
-  const int n = group_->size();
-  if (n == 1) return;
-
-  auto gather = [&](const Tensor& mine) {
-    std::vector<Tensor> outs;
-    for (int r = 0; r < n; ++r) outs.push_back(empty_like(mine));
-    group_->allgather(outs, mine)->wait();
-    return outs;
-  };
-  Tensor count = full({1}, static_cast<int64_t>(desc.size()), {DType::Int64});
-  auto counts = gather(count);
-  int64_t maxc = 0;
-  for (auto& c : counts) maxc = std::max(maxc, c.item<int64_t>());
-  Tensor hashes = full({std::max<int64_t>(maxc, 1)}, static_cast<int64_t>(-1), {DType::Int64});
-  for (size_t i = 0; i < desc.size(); ++i) hashes.data_ptr<int64_t>()[i] = static_cast<int64_t>(fnv1a(desc[i]));
-  auto all = gather(hashes);
-  int64_t first = -1;
-  for (int64_t k = 0; k < maxc && first < 0; ++k)
-    for (int r = 1; r < n; ++r)
-      if (all[r].data_ptr<int64_t>()[k] != all[0].data_ptr<int64_t>()[k]) {
-        first = k;
-        break;
-      }
-  if (first < 0) return;
-
-  std::string mine = first < static_cast<int64_t>(desc.size()) ? desc[first] : std::string("nothing");
-  Tensor enc = zeros({kDescLen}, {DType::Int64});
-  for (size_t i = 0; i < mine.size() && i < static_cast<size_t>(kDescLen); ++i)
-    enc.data_ptr<int64_t>()[i] = static_cast<unsigned char>(mine[i]);
-  auto names = gather(enc);
+  const auto d = first_disagreement(*group_, desc);
+  if (!d) return;
   std::ostringstream os;
-  os << "DistributedDataParallel: ranks hold different parameters; first mismatch at entry #" << first << ":";
-  std::vector<int> differ;
-  for (int r = 0; r < n; ++r) {
-    std::string s;
-    for (int64_t i = 0; i < kDescLen; ++i) {
-      int64_t c = names[r].data_ptr<int64_t>()[i];
-      if (c == 0) break;
-      s.push_back(static_cast<char>(c));
-    }
-    os << (r ? "," : "") << " rank " << r << " has " << s;
-    if (all[r].data_ptr<int64_t>()[first] != all[0].data_ptr<int64_t>()[first]) differ.push_back(r);
-  }
+  os << "DistributedDataParallel: ranks hold different parameters; first mismatch at entry #" << d->index << ":";
+  for (size_t r = 0; r < d->entries.size(); ++r) os << (r ? "," : "") << " rank " << r << " has " << d->entries[r];
   os << " (ranks differing from rank 0:";
-  for (int r : differ) os << " " << r;
+  for (int r : d->differing) os << " " << r;
   os << ")";
   WEFT_ERROR(os.str());
 }

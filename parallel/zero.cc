@@ -11,32 +11,15 @@
 #include <utility>
 
 #include "core/autograd_meta.h"
+#include "parallel/rank_agreement.h"
 
 namespace weft::parallel {
 namespace {
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h >> 1;  // fits int64
-}
 
 std::string describe(const std::string& name, const Tensor& t) {
   std::ostringstream os;
   os << "'" << name << "' " << shape_str(t.sizes()) << " " << t.dtype() << " on " << t.device();
   return os.str();
-}
-
-constexpr int64_t kDescLen = 256;
-
-std::vector<Tensor> allgather_of(ProcessGroup& g, const Tensor& mine) {
-  std::vector<Tensor> outs;
-  for (int r = 0; r < g.size(); ++r) outs.push_back(empty_like(mine));
-  g.allgather(outs, mine)->wait();
-  return outs;
 }
 
 }  // namespace
@@ -105,42 +88,15 @@ ZeroOptimizer::ZeroOptimizer(optim::NamedParameters params, std::shared_ptr<Proc
 }
 
 void ZeroOptimizer::verify_same_parameters() {
-  const int n = group_->size();
-  if (n == 1) return;
   std::vector<std::string> desc;
   for (const Param& p : params_) desc.push_back(describe(p.name, p.tensor));
-  auto counts = allgather_of(*group_, full({1}, static_cast<int64_t>(desc.size()), {DType::Int64}));
-  int64_t maxc = 0;
-  for (auto& c : counts) maxc = std::max(maxc, c.item<int64_t>());
-  Tensor hashes = full({maxc}, static_cast<int64_t>(-1), {DType::Int64});
-  for (size_t i = 0; i < desc.size(); ++i) hashes.data_ptr<int64_t>()[i] = static_cast<int64_t>(fnv1a(desc[i]));
-  auto all = allgather_of(*group_, hashes);
-  int64_t first = -1;
-  for (int64_t k = 0; k < maxc && first < 0; ++k)
-    for (int r = 1; r < n; ++r)
-      if (all[r].data_ptr<int64_t>()[k] != all[0].data_ptr<int64_t>()[k]) {
-        first = k;
-        break;
-      }
-  if (first < 0) return;
-
-  const std::string mine = first < static_cast<int64_t>(desc.size()) ? desc[first] : std::string("no parameter");
-  Tensor enc = zeros({kDescLen}, {DType::Int64});
-  for (size_t i = 0; i < mine.size() && i < static_cast<size_t>(kDescLen); ++i)
-    enc.data_ptr<int64_t>()[i] = static_cast<unsigned char>(mine[i]);
-  auto texts = allgather_of(*group_, enc);
+  const auto d = first_disagreement(*group_, desc, "no parameter");
+  if (!d) return;
   std::ostringstream os;
-  os << "ZeroOptimizer: ranks of the group hold different parameter lists; first difference at parameter #" << first
+  os << "ZeroOptimizer: ranks of the group hold different parameter lists; first difference at parameter #" << d->index
      << ":";
-  for (int r = 0; r < n; ++r) {
-    std::string s;
-    for (int64_t i = 0; i < kDescLen; ++i) {
-      const int64_t c = texts[r].data_ptr<int64_t>()[i];
-      if (c == 0) break;
-      s.push_back(static_cast<char>(c));
-    }
-    os << (r ? "," : "") << " rank " << r << " has " << s << " (of " << counts[r].item<int64_t>() << ")";
-  }
+  for (size_t r = 0; r < d->entries.size(); ++r)
+    os << (r ? "," : "") << " rank " << r << " has " << d->entries[r] << " (of " << d->counts[r] << ")";
   WEFT_ERROR(os.str());
 }
 

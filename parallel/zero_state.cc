@@ -12,22 +12,6 @@
 namespace weft::parallel {
 namespace {
 
-// Splits "<param name>.<leaf>" at its last dot; false when there is no dot or a side is empty.
-bool split_last(const std::string& rest, std::string& param, std::string& leaf) {
-  const size_t dot = rest.rfind('.');
-  if (dot == std::string::npos || dot == 0 || dot + 1 == rest.size()) return false;
-  param = rest.substr(0, dot);
-  leaf = rest.substr(dot + 1);
-  return true;
-}
-
-std::string format_value(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
-}
-
 std::string names_str(const std::map<std::string, Tensor>& m) {
   std::string s = "{";
   for (const auto& [k, t] : m) s += (s.size() > 1 ? ", " : "") + k;
@@ -122,8 +106,9 @@ std::vector<std::string> ZeroOptimizer::load_state_dict(const optim::OptimizerSt
                "' is a key of a positional state dict (Note [optimizer state dict]); save the unsharded optimizer "
                "with state_dict_by_name");
     std::string param, leaf;
-    const bool is_state = key.rfind("state.", 0) == 0 && split_last(key.substr(6), param, leaf);
-    const bool is_option = !is_state && key.rfind("options.", 0) == 0 && split_last(key.substr(8), param, leaf);
+    const bool is_state = key.rfind("state.", 0) == 0 && optim::detail::split_state_key(key.substr(6), param, leaf);
+    const bool is_option =
+        !is_state && key.rfind("options.", 0) == 0 && optim::detail::split_state_key(key.substr(8), param, leaf);
     WEFT_CHECK(is_state || is_option, op, ": unexpected key '", key,
                "' (expected state.<param name>.<state> or options.<param name>.<option>)");
     auto it = index.find(param);
@@ -163,8 +148,10 @@ std::vector<std::string> ZeroOptimizer::load_state_dict(const optim::OptimizerSt
       }
       for (const auto& [key, value] : mine)
         WEFT_CHECK(value == options.at(key), op, ": parameters '", first.name, "' and '", p.name, "' share a shard (",
-                   f.dtype, ") but were saved with different ", key, " (", format_value(options.at(key)), " and ",
-                   format_value(value), "); a sharded optimizer has one set of hyper-parameters per dtype");
+                   f.dtype, ") but were saved with different ", key, " (",
+                   optim::detail::format_option_value(options.at(key)), " and ",
+                   optim::detail::format_option_value(value),
+                   "); a sharded optimizer has one set of hyper-parameters per dtype");
     }
     for (const auto& [key, value] : options)
       inner_sd["options." + shard + "." + key] = scalar_tensor(value, TensorOptions{DType::Float64});
@@ -184,7 +171,8 @@ std::vector<std::string> ZeroOptimizer::load_state_dict(const optim::OptimizerSt
           WEFT_CHECK(t.numel() == 1, op, ": '", key, "' must have one element, got shape ", shape_str(t.sizes()));
           const double mine = t.item<double>(), theirs = names.at("step").item<double>();
           WEFT_CHECK(mine == theirs, op, ": parameters '", first.name, "' and '", p.name,
-                     "' were saved with different step counts (", format_value(theirs), " and ", format_value(mine),
+                     "' were saved with different step counts (", optim::detail::format_option_value(theirs), " and ",
+                     optim::detail::format_option_value(mine),
                      "); a sharded optimizer steps every parameter of a dtype (", f.dtype, ") together");
           continue;
         }
@@ -253,8 +241,8 @@ void ZeroOptimizer::load_local_state_dict(const optim::OptimizerStateDict& sd) {
   for (const auto& [key, t] : sd) {
     if (key.rfind("layout.", 0) != 0) {
       std::string shard, leaf;
-      const bool ok = (key.rfind("state.", 0) == 0 && split_last(key.substr(6), shard, leaf)) ||
-                      (key.rfind("options.", 0) == 0 && split_last(key.substr(8), shard, leaf));
+      const bool ok = (key.rfind("state.", 0) == 0 && optim::detail::split_state_key(key.substr(6), shard, leaf)) ||
+                      (key.rfind("options.", 0) == 0 && optim::detail::split_state_key(key.substr(8), shard, leaf));
       WEFT_CHECK(ok && shards.count(shard), op, ": unexpected key '", key,
                  "' (a local state dict holds state.shard<f>.*, options.shard<f>.* and layout.*)");
       rest[key] = t;
