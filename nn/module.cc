@@ -58,6 +58,20 @@ void Module::register_child(const std::string& name, std::shared_ptr<Module> m) 
   children_.emplace_back(name, std::move(m));
 }
 
+// ---- placement scopes (Note [placement scopes]) ----
+namespace {
+thread_local int t_placement = -1;
+}  // namespace
+
+PlacementScope::PlacementScope(int index) : previous_(t_placement) {
+  WEFT_CHECK(index >= 0, "PlacementScope: the index must be non-negative, got ", index);
+  t_placement = index;
+}
+PlacementScope::~PlacementScope() { t_placement = previous_; }
+int PlacementScope::current() { return t_placement; }
+
+Module::Module(std::string type_name) : type_name_(std::move(type_name)), placement_(t_placement) {}
+
 // ---- access ----
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
   std::vector<std::pair<std::string, Tensor>> out;

@@ -47,14 +47,36 @@ namespace weft::nn {
 // Several tensors crossing a module boundary (fairscale's TensorOrTensors).
 using Tensors = std::vector<Tensor>;
 
+// Note [placement scopes]: SageMaker's `with smp.partition(i):` in weft. While
+// a PlacementScope(i) is open on a thread, every Module constructed on that
+// thread records placement() == i (nested scopes: the innermost wins; closing
+// one restores the outer). nn gives it no meaning: a pipeline
+// (parallel::hybrid::DistributedModel) reads its children's placements as
+// their stages.
+class PlacementScope {
+ public:
+  explicit PlacementScope(int index);
+  ~PlacementScope();
+  PlacementScope(const PlacementScope&) = delete;
+  PlacementScope& operator=(const PlacementScope&) = delete;
+  // The innermost open scope's index on this thread, or -1.
+  static int current();
+
+ private:
+  int previous_;
+};
+
 class Module : public std::enable_shared_from_this<Module> {
  public:
-  explicit Module(std::string type_name = "Module") : type_name_(std::move(type_name)) {}
+  explicit Module(std::string type_name = "Module");
   virtual ~Module() = default;
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
   const std::string& type_name() const { return type_name_; }
+  // Note [placement scopes]: the index of the innermost PlacementScope open on
+  // this thread when the module was constructed, or -1.
+  int placement() const { return placement_; }
 
   // ---- registration ----
   Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
@@ -140,6 +162,7 @@ class Module : public std::enable_shared_from_this<Module> {
   std::string repr_indented(int indent) const;
 
   std::string type_name_;
+  int placement_ = -1;
   std::string name_prefix_;
   bool training_ = true;
   // Stored as unique_ptr so references returned by register_* stay valid.

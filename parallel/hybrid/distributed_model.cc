@@ -135,12 +135,14 @@ void DistributedModel::partition(const Tensor& sample) {
   const int layers = model_ ? static_cast<int>(model_->size()) : static_cast<int>(factories_.size());
   const int stages = grid_.pp() * options_.pipe.virtual_stages;
   std::vector<int> balance = options_.balance;
+  if (balance.empty()) balance = placement_balance();
   if (balance.empty() && options_.auto_partition && stages > 1) balance = auto_balance(sample);
   if (balance.empty()) balance = even_balance(layers, stages);
   pipe::PipeOptions po = options_.pipe;
   po.before_grads = [this](int stage, bool last) { before_grads(stage, last); };
   pipe_ = model_ ? std::make_unique<pipe::Pipe>(model_, balance, grid_.pipeline(), po)
                  : std::make_unique<pipe::Pipe>(factories_, balance, grid_.pipeline(), po);
+  pipe_->runner().set_keep_output(options_.keep_output);
   whole_ = model_;
   model_.reset();
   factories_.clear();
@@ -182,6 +184,46 @@ void DistributedModel::partition(const Tensor& sample) {
     }
   }
   for (auto& hook : post_partition_hooks_) hook(*this);
+}
+
+std::vector<int> DistributedModel::placement_balance() const {
+  if (!model_) return {};
+  const auto children = model_->named_children();
+  bool any = false;
+  for (const auto& [name, c] : children) any = any || c->placement() >= 0;
+  if (!any) return {};
+  const int stages = grid_.pp() * options_.pipe.virtual_stages;
+  std::vector<int> balance(stages, 0);
+  int stage = 0;
+  for (size_t i = 0; i < children.size(); ++i) {
+    const auto& [name, c] = children[i];
+    const int p = c->placement();
+    if (p >= 0) {
+      WEFT_CHECK(p < stages, "DistributedModel: layer ", i, " ('", name, "', ", c->type_name(), ") is placed on stage ",
+                 p, " but the pipeline has ", stages, " stages (pp ", grid_.pp(), " x virtual stages ",
+                 options_.pipe.virtual_stages, ")");
+      WEFT_CHECK(p >= stage, "DistributedModel: layer ", i, " ('", name, "', ", c->type_name(), ") is placed on stage ",
+                 p, " after a layer on stage ", stage, "; placements must follow the layer order");
+      stage = p;
+    }
+    ++balance[stage];
+  }
+  for (int s = 0; s < stages; ++s)
+    WEFT_CHECK(
+        balance[s] > 0, "DistributedModel: no layer is placed on stage ", s, " (placements give ",
+        [&] {
+          std::string out;
+          for (int b : balance) out += (out.empty() ? "" : ",") + std::to_string(b);
+          return out;
+        }(),
+        ")");
+  return balance;
+}
+
+Tensor DistributedModel::last_output() const {
+  check_partitioned("last_output");
+  WEFT_CHECK(options_.keep_output, "DistributedModel::last_output: construct with options.keep_output = true");
+  return pipe_->runner().last_output();
 }
 
 void DistributedModel::before_grads(int stage, bool last) {

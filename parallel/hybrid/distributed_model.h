@@ -8,7 +8,11 @@
 // - Construction is collective over `world` (it makes the grid's
 //   sub-groups). Partitioning happens at the first step() (or an explicit
 //   partition(sample)) over pp * pipe.virtual_stages stages, by
-//   options.balance when given (layers per stage), else, with auto_partition
+//   options.balance when given (layers per stage), else by placement scopes
+//   when any child of the Sequential was built inside one (Note [placement
+//   scopes] in nn/module.h: smp.partition; a child outside every scope joins
+//   the stage of the child before it, the first stage 0; stages must follow
+//   the layer order and none may be empty), else, with auto_partition
 //   (the default; a Sequential, one stage per rank), from measurements: world
 //   rank 0 profiles every child on the first micro-batch of its batch
 //   (parallel/partition/profile.h) and broadcasts the profile, and every rank
@@ -95,6 +99,7 @@ struct DistributedModelOptions {
   std::ostream* table = nullptr;      // where world rank 0 prints the partition table (nullptr: std::cout)
   bool print_table = true;
   bool shard_optimizer_state = false;  // ZeRO-1 through DistributedOptimizer
+  bool keep_output = false;            // last_output(): the replica's outputs of the last step
 };
 
 class DistributedModel {
@@ -109,6 +114,10 @@ class DistributedModel {
 
   double step(const Tensor& input, const Tensor& target, const pipe::LossFn& loss_fn);
   Tensor forward(const Tensor& input);
+  // With keep_output: the last stage's outputs of the last step() for this
+  // replica's batch (micro-batches concatenated) on the last stage's ranks;
+  // undefined elsewhere.
+  Tensor last_output() const;
 
   // Partitions now (collective); a no-op once partitioned. `sample` is this
   // replica's batch as step() would get it (needed on world rank 0 for
@@ -140,6 +149,7 @@ class DistributedModel {
   void before_grads(int stage, bool last);
   void sync_after_schedule();
   std::vector<int> auto_balance(const Tensor& sample);
+  std::vector<int> placement_balance() const;  // empty when no child was placed
 
   DistributedModelOptions options_;
   Grid grid_;

@@ -12,6 +12,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -159,6 +160,77 @@ TEST(DistributedModel, ZeroDividesOptimizerStateByDp) {
   // float32 (2 * 81 * 4 bytes) plus a step count.
   EXPECT_NE(got[0].memory.find("(0.0025 MiB unsharded, dp 4)"), std::string::npos) << got[0].memory;
   EXPECT_NE(got[0].memory.find("optimizer state: 0.0006 MiB per rank"), std::string::npos) << got[0].memory;
+}
+
+// Placement scopes (smp.partition): children built inside PlacementScope(i)
+// go to stage i, the innermost scope wins, unplaced children follow the one
+// before; the outputs kept on the last stage equal the whole model's.
+TEST(DistributedModel, PlacementScopesGiveTheBalanceAndOutputsAreKept) {
+  auto build = [](const std::vector<int>& stage_of_pair) {
+    manual_seed(5);
+    auto m = std::make_shared<nn::Sequential>();
+    for (size_t i = 0; i < stage_of_pair.size(); ++i) {
+      std::optional<nn::PlacementScope> outer;
+      if (stage_of_pair[i] >= 0) outer.emplace(stage_of_pair[i]);
+      m->push_back(
+          std::make_shared<nn::Linear>(i == 0 ? kIn : kHidden, i + 1 == stage_of_pair.size() ? kOut : kHidden));
+      {
+        nn::PlacementScope inner(stage_of_pair[i] >= 0 ? stage_of_pair[i] : 0);  // innermost wins
+        if (stage_of_pair[i] < 0) continue;  // (this Tanh would be placed; skip it to leave the next unplaced)
+      }
+      m->push_back(std::make_shared<nn::Tanh>());
+    }
+    return m;
+  };
+  EXPECT_EQ(nn::PlacementScope::current(), -1);
+  {
+    nn::PlacementScope a(1);
+    {
+      nn::PlacementScope b(0);
+      EXPECT_EQ(nn::Tanh().placement(), 0);
+    }
+    EXPECT_EQ(nn::Tanh().placement(), 1);
+  }
+  EXPECT_EQ(nn::Tanh().placement(), -1);
+  manual_seed(8);
+  Tensor x = randn({6, kIn}), y = randn({6, kOut});
+  std::vector<std::vector<int>> balances(2);
+  std::vector<Tensor> outputs(2);
+  auto whole = build({0, 1, 1, 1});
+  const Tensor want = whole->forward(x).detach();
+  std::vector<std::shared_ptr<nn::Sequential>> models{build({0, 1, 1, 1}), build({0, 1, 1, 1})};
+  run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
+    DistributedModelOptions o;
+    o.pp = 2;
+    o.keep_output = true;
+    DistributedModel dm(models[g->rank()], g, o);
+    dm.step(x, y, [](const Tensor& out, const Tensor& t) { return mse_loss(out, t); });
+    balances[g->rank()] = dm.balance();
+    outputs[g->rank()] = dm.last_output();
+  });
+  EXPECT_EQ(balances[0], (std::vector<int>{2, 6}));
+  EXPECT_EQ(balances[1], balances[0]);
+  EXPECT_FALSE(outputs[0].defined());
+  ASSERT_TRUE(outputs[1].defined());
+  EXPECT_TRUE(testing::tensors_near(outputs[1], want, 1e-6));
+  // Unplaced children follow the one before: {0, unplaced Linear, 1, 1} -> layers 0-2 on stage 0.
+  auto mixed = build({0, -1, 1, 1});
+  auto partition_of = [&](std::shared_ptr<nn::Sequential> m, int pp) {
+    std::vector<int> b;
+    run_ranks(pp, [&](std::shared_ptr<ProcessGroup> g) {
+      DistributedModelOptions o;
+      o.pp = pp;
+      DistributedModel dm(g->rank() == 0 ? m : build({0, -1, 1, 1}), g, o);
+      dm.partition(x);
+      if (g->rank() == 0) b = dm.balance();
+    });
+    return b;
+  };
+  EXPECT_EQ(partition_of(mixed, 2), (std::vector<int>{3, 4}));
+  EXPECT_WEFT_ERROR(partition_of(build({1, 0, 1, 1}), 2),
+                    "layer 2 ('2', Linear) is placed on stage 0 after a layer on stage 1");
+  EXPECT_WEFT_ERROR(partition_of(build({0, 2, 2, 2}), 2), "is placed on stage 2 but the pipeline has 2 stages");
+  EXPECT_WEFT_ERROR(partition_of(build({0, 0, 0, 0}), 2), "no layer is placed on stage 1 (placements give 8,0)");
 }
 
 TEST(DistributedModel, Errors) {
