@@ -23,6 +23,15 @@
 //   every rank, the same whether sharded or not; load_state_dict(sd) takes
 //   from such a whole dict (saved on any grid, with or without ZeRO) this
 //   rank's entries and returns the keys of other ranks' parameters.
+// - A rank whose stages hold no parameters (e.g. only activations and
+//   pooling) holds no optimizer: has_parameters() is false, step() and
+//   zero_grad() do nothing, its state dicts are empty, load_state_dict
+//   returns every key and inner() is an error.
+// - load_local_state_dict(sd) is local_state_dict()'s inverse on the same
+//   layout (with ZeRO: ZeroOptimizer::load_local_state_dict, same dp and
+//   rank; else a by-name dict of exactly this rank's parameters, a key of
+//   another parameter being an error); parallel/checkpoint/ builds such a
+//   dict from the parts of a checkpoint this rank needs.
 // - state_bytes() and memory_summary(): the optimizer state this rank holds
 //   ("optimizer state: X MiB per rank (Y MiB unsharded, dp N)" with ZeRO).
 #pragma once
@@ -47,10 +56,12 @@ class DistributedOptimizer {
   void zero_grad(bool set_to_none = true);
   optim::Optimizer& inner();
   bool sharded() const { return zero_ != nullptr; }
+  bool has_parameters() const { return built_ && (plain_ || zero_); }
 
   optim::OptimizerStateDict local_state_dict() const;
   optim::OptimizerStateDict state_dict();
   std::vector<std::string> load_state_dict(const optim::OptimizerStateDict& sd);
+  void load_local_state_dict(const optim::OptimizerStateDict& sd);
   int64_t state_bytes() const;
   std::string memory_summary() const;
 
@@ -62,6 +73,7 @@ class DistributedOptimizer {
   Factory factory_;
   std::unique_ptr<optim::Optimizer> plain_;
   std::unique_ptr<ZeroOptimizer> zero_;
+  bool built_ = false;
 };
 
 }  // namespace weft::parallel::hybrid

@@ -1,0 +1,184 @@
+// Index and manifest JSON (Note [checkpoint layout] in format.h).
+#include "parallel/checkpoint/format.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+#include "io/crc32.h"
+#include "io/safetensors.h"
+
+namespace weft::parallel::checkpoint {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kManifestCrcKey = "manifest_crc32";
+constexpr const char* kPlaceholder = "00000000";
+
+int64_t numel_of(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+template <typename T>
+T get(const json& j, const char* key, const std::string& where) {
+  WEFT_CHECK(j.is_object() && j.contains(key), where, ": missing \"", key, "\"");
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception& e) {
+    WEFT_ERROR(where, ": \"", key, "\" has the wrong type (", e.what(), ")");
+  }
+}
+
+}  // namespace
+
+std::string kind_name(Kind k) { return k == Kind::kFull ? "full" : "partial"; }
+
+std::string step_dir_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "step-%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+std::string shard_file_name(const std::string& prefix, int i, int n) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "-%05d-of-%05d.safetensors", i + 1, n);
+  return prefix + buf;
+}
+
+json piece_to_json(const Piece& p) {
+  return json{{"file", p.file}, {"dtype", io::safetensors_dtype(p.dtype)},    {"shape", p.shape}, {"begin", p.begin},
+              {"end", p.end},   {"data_offsets", {p.data_begin, p.data_end}}, {"crc32", p.crc32}};
+}
+
+Piece piece_from_json(const json& j, const std::string& where) {
+  Piece p;
+  p.file = get<std::string>(j, "file", where);
+  p.dtype = io::dtype_from_safetensors(get<std::string>(j, "dtype", where), where);
+  p.shape = get<Shape>(j, "shape", where);
+  p.begin = get<int64_t>(j, "begin", where);
+  p.end = get<int64_t>(j, "end", where);
+  const auto off = get<std::vector<uint64_t>>(j, "data_offsets", where);
+  WEFT_CHECK(off.size() == 2 && off[0] <= off[1], where, ": data_offsets must be [begin, end)");
+  p.data_begin = off[0];
+  p.data_end = off[1];
+  p.crc32 = get<std::string>(j, "crc32", where);
+  WEFT_CHECK(p.file.find('/') == std::string::npos && !p.file.empty() && p.file[0] != '.', where, ": file '", p.file,
+             "' must be a plain name inside the checkpoint directory");
+  WEFT_CHECK(0 <= p.begin && p.begin <= p.end && p.end <= numel_of(p.shape), where, ": elements [", p.begin, ", ",
+             p.end, ") are outside a tensor of shape ", shape_str(p.shape));
+  WEFT_CHECK(p.data_end - p.data_begin == static_cast<uint64_t>(p.end - p.begin) * element_size(p.dtype), where,
+             ": data_offsets [", p.data_begin, ", ", p.data_end, ") do not hold ", p.end - p.begin, " elements of ",
+             dtype_name(p.dtype));
+  return p;
+}
+
+json index_to_json(const PieceMap& pieces, const std::string& format) {
+  json weight_map = json::object(), all = json::object();
+  uint64_t total = 0;
+  for (const auto& [name, list] : pieces) {
+    json arr = json::array();
+    for (const Piece& p : list) {
+      arr.push_back(piece_to_json(p));
+      total += p.data_end - p.data_begin;
+    }
+    all[name] = arr;
+    if (list.size() == 1 && list[0].begin == 0 && list[0].end == numel_of(list[0].shape))
+      weight_map[name] = list[0].file;
+  }
+  return json{{"metadata", {{"total_size", total}, {"format", format}, {"weft.version", kFormatVersion}}},
+              {"weight_map", weight_map},
+              {"weft.pieces", all}};
+}
+
+PieceMap index_from_json(const json& j, const std::string& where) {
+  WEFT_CHECK(j.is_object() && j.contains("weft.pieces") && j["weft.pieces"].is_object(), where,
+             " is not a weft checkpoint index (no \"weft.pieces\" object)");
+  PieceMap out;
+  for (auto it = j["weft.pieces"].begin(); it != j["weft.pieces"].end(); ++it) {
+    const std::string name = it.key(), here = where + ", tensor '" + name + "'";
+    WEFT_CHECK(it->is_array() && !it->empty(), here, ": expected a non-empty list of pieces");
+    std::vector<Piece> list;
+    for (const json& pj : *it) list.push_back(piece_from_json(pj, here));
+    std::sort(list.begin(), list.end(), [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
+    int64_t pos = 0;
+    for (const Piece& p : list) {
+      WEFT_CHECK(p.dtype == list[0].dtype && p.shape == list[0].shape, here, ": its pieces disagree on dtype or shape");
+      WEFT_CHECK(p.begin == pos, here, ": ", p.begin < pos ? "pieces overlap" : "no piece holds", " elements [",
+                 std::min(pos, p.begin), ", ", std::max(pos, p.begin), ")");
+      pos = p.end;
+    }
+    WEFT_CHECK(pos == numel_of(list[0].shape), here, ": no piece holds elements [", pos, ", ", numel_of(list[0].shape),
+               ")");
+    out[name] = std::move(list);
+  }
+  return out;
+}
+
+std::string manifest_bytes(const Manifest& m) {
+  json files = json::object();
+  for (const auto& [name, r] : m.files) files[name] = {{"bytes", r.bytes}, {"crc32", r.crc32}, {"rank", r.rank}};
+  json j{{"format", kFormatName},
+         {"version", kFormatVersion},
+         {"kind", kind_name(m.kind)},
+         {"step", m.step},
+         {"epoch", m.epoch},
+         {"batch", m.batch},
+         {"layout", m.layout},
+         {"optimizer", m.has_optimizer},
+         {"files", files},
+         {kManifestCrcKey, kPlaceholder}};
+  std::string text = j.dump(2) + "\n";
+  const std::string needle = std::string("\"") + kManifestCrcKey + "\": \"";
+  const size_t pos = text.find(needle);
+  WEFT_INTERNAL_ASSERT(pos != std::string::npos, "manifest checksum placeholder");
+  text.replace(pos + needle.size(), 8, io::crc32_hex(io::crc32(text)));
+  return text;
+}
+
+Manifest parse_manifest(const std::string& bytes, const std::string& where) {
+  const std::string needle = std::string("\"") + kManifestCrcKey + "\": \"";
+  const size_t pos = bytes.find(needle);
+  WEFT_CHECK(pos != std::string::npos && pos + needle.size() + 8 <= bytes.size(), where,
+             " is corrupted: it has no manifest_crc32");
+  std::string copy = bytes;
+  const std::string stored = bytes.substr(pos + needle.size(), 8);
+  copy.replace(pos + needle.size(), 8, kPlaceholder);
+  const std::string computed = io::crc32_hex(io::crc32(copy));
+  WEFT_CHECK(stored == computed, where, " is corrupted: checksum mismatch (stored crc32 ", stored, ", computed ",
+             computed, ")");
+  json j;
+  try {
+    j = json::parse(bytes);
+  } catch (const json::exception& e) {
+    WEFT_ERROR(where, " is corrupted: not valid JSON (", e.what(), ")");
+  }
+  WEFT_CHECK(j.is_object() && j.value("format", "") == kFormatName, where, " is not a weft checkpoint manifest");
+  const int version = get<int>(j, "version", where);
+  WEFT_CHECK(version == kFormatVersion, where, " has format version ", version, " but this weft reads version ",
+             kFormatVersion);
+  Manifest m;
+  const std::string kind = get<std::string>(j, "kind", where);
+  WEFT_CHECK(kind == "partial" || kind == "full", where, ": unknown kind '", kind, "'");
+  m.kind = kind == "full" ? Kind::kFull : Kind::kPartial;
+  m.step = get<int64_t>(j, "step", where);
+  m.epoch = get<int64_t>(j, "epoch", where);
+  m.batch = get<int64_t>(j, "batch", where);
+  m.layout = j.value("layout", json::object());
+  m.has_optimizer = get<bool>(j, "optimizer", where);
+  const json files = get<json>(j, "files", where);
+  WEFT_CHECK(files.is_object(), where, ": \"files\" must be an object");
+  for (auto it = files.begin(); it != files.end(); ++it) {
+    const std::string here = where + ", file '" + it.key() + "'";
+    WEFT_CHECK(it.key().find('/') == std::string::npos && !it.key().empty(), here,
+               ": must be a plain name inside the checkpoint directory");
+    m.files[it.key()] = FileRecord{get<uint64_t>(*it, "bytes", here), get<std::string>(*it, "crc32", here),
+                                   get<int>(*it, "rank", here)};
+  }
+  return m;
+}
+
+}  // namespace weft::parallel::checkpoint

@@ -1,0 +1,128 @@
+// A rank's part of a checkpoint (contract in snapshot.h).
+#include "parallel/checkpoint/snapshot.h"
+
+#include <algorithm>
+
+#include "core/autograd_meta.h"
+#include "core/error.h"
+#include "core/ops.h"
+
+namespace weft::parallel::checkpoint {
+namespace {
+
+StoredTensor whole(const Tensor& t) {
+  Tensor c = t.detach().to(kCPU).contiguous().clone();
+  return StoredTensor{c, c.sizes(), 0, c.numel()};
+}
+
+int64_t int_at(const optim::OptimizerStateDict& sd, const std::string& key, int64_t i = -1) {
+  auto it = sd.find(key);
+  WEFT_INTERNAL_ASSERT(it != sd.end(), "ZeRO local state dict without '", key, "'");
+  Tensor t = it->second.to(DType::Int64).contiguous();
+  return i < 0 ? t.item<int64_t>() : t.data_ptr<int64_t>()[i];
+}
+
+// ZeRO: this rank's owned elements of each parameter's state, from the shard
+// dict with its layout (Note [zero state dicts] in parallel/zero.h).
+void zero_pieces(const optim::OptimizerStateDict& sd, const std::map<std::string, Shape>& shapes, bool scalars,
+                 FileSnapshot& file) {
+  const int64_t dp = int_at(sd, "layout.dp"), rank = int_at(sd, "layout.rank");
+  const std::string lp = "layout.param.";
+  for (const auto& [key, t] : sd) {
+    if (key.rfind(lp, 0) != 0) continue;
+    const std::string name = key.substr(lp.size());
+    const int64_t f = int_at(sd, key, 0), offset = int_at(sd, key, 1), numel = int_at(sd, key, 2);
+    const std::string shard = "shard" + std::to_string(f);
+    const int64_t padded = int_at(sd, "layout." + shard, 1), s = padded / dp;
+    const int64_t lo = rank * s, a = std::max(lo, offset), b = std::min(lo + s, offset + numel);
+    auto shape = shapes.find(name);
+    WEFT_INTERNAL_ASSERT(shape != shapes.end(), "ZeRO parameter '", name, "' is not a local parameter");
+    const std::string sp = "state." + shard + ".", op = "options." + shard + ".";
+    for (const auto& [k2, v] : sd) {
+      if (k2.rfind(sp, 0) == 0) {
+        const std::string leaf = k2.substr(sp.size());
+        if (leaf == "step") {
+          if (scalars) file.tensors["state." + name + ".step"] = whole(v);
+        } else if (a < b) {
+          Tensor part = v.detach().to(kCPU).contiguous().narrow(0, a - lo, b - a).clone();  // (b - a,)
+          file.tensors["state." + name + "." + leaf] = StoredTensor{part, shape->second, a - offset, b - offset};
+        }
+      } else if (scalars && k2.rfind(op, 0) == 0) {
+        file.tensors["options." + name + "." + k2.substr(op.size())] = whole(v);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+nlohmann::json scheduler_to_json(const optim::LRScheduler& s) {
+  return nlohmann::json{{"last_epoch", s.last_epoch()}, {"base_lrs", s.base_lrs()}, {"last_lrs", s.get_last_lr()}};
+}
+
+Snapshot take_snapshot(const Stateful& state, const TrainingState& training, Kind kind) {
+  WEFT_CHECK(state.model != nullptr, "checkpoint save: no model given");
+  hybrid::DistributedModel& model = *state.model;
+  WEFT_CHECK(model.partitioned(),
+             "checkpoint save: the model is not partitioned yet (save after its first step(), "
+             "or call partition() first)");
+  const hybrid::Grid& grid = model.grid();
+  NoGradGuard no_grad;
+  Snapshot snap;
+  snap.kind = kind;
+  snap.rank = grid.rank();
+  snap.world = grid.world()->size();
+  snap.training = training;
+  snap.rng = get_rng_state();
+  snap.has_optimizer = state.optimizer != nullptr;
+  if (state.scheduler) snap.scheduler = scheduler_to_json(*state.scheduler);
+  const auto& po = model.options().pipe;
+  snap.layout = {{"world", snap.world},
+                 {"pp", grid.pp()},
+                 {"dp", grid.dp()},
+                 {"zero", state.optimizer && state.optimizer->sharded()},
+                 {"balance", model.balance()},
+                 {"virtual_stages", po.virtual_stages},
+                 {"schedule", pipe::schedule_name(po.schedule)}};
+  const std::map<std::string, std::string> pt{{"format", "pt"}};
+
+  if (kind == Kind::kFull) {
+    nn::StateDict sd = model.state_dict();  // collective
+    optim::OptimizerStateDict osd;
+    if (state.optimizer) osd = state.optimizer->state_dict();  // collective
+    if (snap.rank != 0) return snap;
+    FileSnapshot m{"model.safetensors", true, {}, pt};
+    for (const auto& [k, t] : sd) m.tensors[k] = whole(t);
+    snap.files.push_back(std::move(m));
+    if (state.optimizer) {
+      FileSnapshot o{"optimizer.safetensors", false, {}, {}};
+      for (const auto& [k, t] : osd) o.tensors[k] = whole(t);
+      snap.files.push_back(std::move(o));
+    }
+    return snap;
+  }
+
+  if (grid.dp_rank() == 0) {
+    FileSnapshot m{shard_file_name("model", grid.pp_rank(), grid.pp()), true, {}, pt};
+    for (const auto& [k, t] : model.local_state_dict()) m.tensors[k] = whole(t);
+    if (!m.tensors.empty()) snap.files.push_back(std::move(m));
+  }
+  if (state.optimizer && state.optimizer->has_parameters()) {
+    hybrid::DistributedOptimizer& opt = *state.optimizer;
+    if (opt.sharded()) {
+      std::map<std::string, Shape> shapes;
+      for (const auto& [n, p] : model.local_named_parameters()) shapes[n] = p.sizes();
+      const int writer = grid.pp_rank() * grid.dp() + grid.dp_rank();
+      FileSnapshot o{shard_file_name("optimizer", writer, snap.world), false, {}, {}};
+      zero_pieces(opt.local_state_dict(), shapes, grid.dp_rank() == 0, o);
+      if (!o.tensors.empty()) snap.files.push_back(std::move(o));
+    } else if (grid.dp_rank() == 0) {
+      FileSnapshot o{shard_file_name("optimizer", grid.pp_rank(), grid.pp()), false, {}, {}};
+      for (const auto& [k, t] : opt.local_state_dict()) o.tensors[k] = whole(t);
+      if (!o.tensors.empty()) snap.files.push_back(std::move(o));
+    }
+  }
+  return snap;
+}
+
+}  // namespace weft::parallel::checkpoint
