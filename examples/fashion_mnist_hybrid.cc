@@ -29,8 +29,20 @@
 // rank. Evaluation runs the forward-only schedule, each replica on a
 // contiguous slice of the test set, scored on the last stage's ranks; the sums
 // are allreduced. Rank 0 shows progress, writes metrics and the plot, and
-// prints `test_accuracy=0.XXXX` last. Not yet: --zero (ZeRO does not exist)
-// and --save/--resume (the distributed checkpoint format is another issue).
+// prints `test_accuracy=0.XXXX` last.
+//
+// Optimizer: a DistributedOptimizer (parallel/hybrid/distributed_optimizer.h)
+// over each rank's stages; --zero shards its state over the data-parallel
+// replicas (ZeRO-1). Checkpoints (parallel/checkpoint/): --save DIR writes a
+// partitioned checkpoint after every epoch into DIR/step-<step> (every rank
+// writes its part; --full-checkpoint: rank 0 writes the whole model in one
+// file; --async-save: written by a background thread while the next epoch
+// trains; --keep-last N), and --resume DIR continues from the latest one in
+// DIR on whatever --pp / --dp / --zero this run has: the model, optimizer
+// state, LR schedule, RNG states, epoch and position in the data come back,
+// so the per-epoch lines continue those of an uninterrupted run. A
+// checkpoint whose shard is missing, truncated or corrupted is refused with
+// an error naming the file. --stop-after-epoch K stops as if interrupted.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -55,8 +67,11 @@
 #include "io/fashion_mnist.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
+#include "parallel/checkpoint/checkpointer.h"
+#include "parallel/checkpoint/load.h"
 #include "parallel/context.h"
 #include "parallel/hybrid/distributed_model.h"
+#include "parallel/hybrid/distributed_optimizer.h"
 #include "parallel/mpi/process_group_mpi.h"
 #include "parallel/sampler.h"
 
@@ -65,8 +80,9 @@ namespace {
 
 namespace pp = parallel::pipe;
 
-// The shared training flags (examples/train_flags.h; no --save/--resume yet;
-// batch_size is the global batch) and this example's own.
+// The shared training flags (examples/train_flags.h; batch_size is the
+// global batch; --save/--resume registered here: directories of partitioned
+// checkpoints) and this example's own.
 struct Flags : TrainFlags {
   int pp = 1;
   int dp = 0;  // 0: world size / pp
@@ -74,6 +90,11 @@ struct Flags : TrainFlags {
   std::string schedule = "1f1b";
   int virtual_stages = 0;  // 0: 2 for interleaved, else 1
   std::string balance = "auto";
+  bool zero = false;
+  int keep_last = 0;
+  bool async_save = false;
+  bool full_checkpoint = false;
+  int64_t stop_after = 0;
 };
 
 std::optional<Flags> parse(int argc, char** argv) {
@@ -83,7 +104,7 @@ std::optional<Flags> parse(int argc, char** argv) {
                   {.program = "fashion_mnist_hybrid",
                    .batch_size_help = "global batch size, split across the --dp replicas",
                    .multi_process = true,
-                   .checkpoints = false});
+                   .checkpoints = false});  // --save/--resume below: checkpoint directories
   p.add("--pp N", &f.pp, "pipeline stages (ranks per replica)")
       .add("--dp N", &f.dp, "data-parallel replicas; --pp x --dp must be the world size", "world size / --pp")
       .add("--chunks N", &f.chunks, "micro-batches per replica per step")
@@ -91,13 +112,23 @@ std::optional<Flags> parse(int argc, char** argv) {
       .add("--virtual N", &f.virtual_stages, "stages per rank (interleaved needs --balance)",
            "2 for interleaved, else 1")
       .add("--balance auto|A,B,...", &f.balance,
-           "layers per stage, or auto: measured on rank 0 and planned (the partition table)");
+           "layers per stage, or auto: measured on rank 0 and planned (the partition table)")
+      .add_switch("--zero", &f.zero, true, "shard the optimizer state over the --dp replicas (ZeRO-1)")
+      .add("--save DIR", &f.save,
+           "write a partitioned checkpoint into DIR/step-<step> after every epoch (every rank its part)")
+      .add("--resume DIR", &f.resume, "continue from the latest checkpoint in DIR (any --pp, --dp, --zero)")
+      .add("--keep-last N", &f.keep_last, "keep only the newest N checkpoints in the --save directory", "all")
+      .add_switch("--async-save", &f.async_save, true, "write checkpoints in the background while training goes on")
+      .add_switch("--full-checkpoint", &f.full_checkpoint, true,
+                  "rank 0 writes the whole model in one file (model.safetensors) instead of each stage its part")
+      .add("--stop-after-epoch K", &f.stop_after, "stop after epoch K as if interrupted (to test --resume)", "none");
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
   resolve_train_flags(f);
   WEFT_CHECK(f.pp >= 1, "--pp must be a positive integer, got ", f.pp);
   WEFT_CHECK(f.dp >= 0, "--dp must be a positive integer (or omitted: world size / --pp), got ", f.dp);
   WEFT_CHECK(f.chunks >= 1, "--chunks must be a positive integer, got ", f.chunks);
   WEFT_CHECK(f.virtual_stages >= 0, "--virtual must be a positive integer, got ", f.virtual_stages);
+  WEFT_CHECK(f.keep_last >= 0, "--keep-last must be a positive integer, got ", f.keep_last);
   return f;
 }
 
@@ -206,47 +237,83 @@ int run(const Flags& f) {
   o.pipe.schedule = pp::parse_schedule_kind(f.schedule);
   o.pipe.virtual_stages = virtual_stages;
   if (f.balance != "auto") o.balance = parse_balance(f.balance);
-  o.optimizer_state_factor = f.momentum != 0 ? 1 : 0;                // SGD's momentum buffer
+  o.optimizer_state_factor = f.momentum != 0 ? (f.zero ? 1.0 / dp : 1.0) : 0;  // SGD's momentum buffer
+  o.shard_optimizer_state = f.zero;
   parallel::hybrid::DistributedModel dm(model, ctx.world_ptr(), o);  // collective: the grid's groups
   model.reset();
   const int replica = dm.dp_rank();
   const bool scorer =
       dm.pp_rank() == f.pp - 1;  // the last stage (with --virtual too: stage S-1 is on pipeline rank pp-1)
 
-  // This rank's optimizer, over its own stages' parameters (none when they
-  // hold only parameter-free layers, e.g. a ReLU and a pooling stage).
-  std::unique_ptr<optim::SGD> opt;
+  // This rank's optimizer, over its own stages' parameters (built at
+  // partitioning; with --zero its state sharded over the replicas). A rank
+  // whose stages hold only parameter-free layers (e.g. a ReLU and a pooling
+  // stage) has none, and no schedule.
+  parallel::hybrid::DistributedOptimizer opt(dm, [&](const optim::NamedParameters& params) {
+    return std::make_unique<optim::SGD>(params, optim::SGDOptions{f.lr, f.momentum, 0.0, f.weight_decay, false});
+  });
   std::unique_ptr<optim::CosineAnnealingLR> sched;
   dm.register_post_partition_hook([&](parallel::hybrid::DistributedModel& m) {
-    std::vector<Tensor> params = m.local_parameters();
-    if (!params.empty()) {
-      opt = std::make_unique<optim::SGD>(std::move(params),
-                                         optim::SGDOptions{f.lr, f.momentum, 0.0, f.weight_decay, false});
-      sched = std::make_unique<optim::CosineAnnealingLR>(*opt, f.epochs);
-    }
+    if (opt.has_parameters()) sched = std::make_unique<optim::CosineAnnealingLR>(opt.inner(), f.epochs);
     m.pipe().runner().set_keep_output(true);  // the last stage's outputs, for the training accuracy
   });
 
   // This replica's slices: of every global batch (the single-process example's
   // shuffle) and of the test set.
-  auto sampler = std::make_shared<parallel::GlobalBatchSampler>(
-      n_train, f.batch_size, dp, replica, parallel::GlobalBatchSamplerOptions{.shuffle = true, .seed = f.seed});
-  io::DataLoader train(slice(full_train, 0, n_train), {sampler->local_batch(), false, f.seed, false, f.workers, 2},
-                       sampler, normalize);
+  auto train_ds = slice(full_train, 0, n_train);
+  auto make_sampler = [&](int64_t start_batch) {
+    return std::make_shared<parallel::GlobalBatchSampler>(
+        n_train, f.batch_size, dp, replica,
+        parallel::GlobalBatchSamplerOptions{.shuffle = true, .seed = f.seed, .start_batch = start_batch});
+  };
+  auto make_loader = [&](std::shared_ptr<parallel::GlobalBatchSampler> s) {
+    return std::make_unique<io::DataLoader>(
+        train_ds, io::DataLoaderOptions{s->local_batch(), false, f.seed, false, f.workers, 2}, s, normalize);
+  };
+  auto sampler = make_sampler(0);
+  auto train_loader = make_loader(sampler);
   io::DataLoader test(slice(full_test, n_test * replica / dp, n_test * (replica + 1) / dp),
                       {1000, false, 0, false, f.workers, 2}, normalize);
 
   // Partition now, so that the table comes first: world rank 0 measures on its first batch.
   Tensor sample;
   if (lead) {
-    train.set_epoch(0);
-    sample = train.next()->data;
-    train.reset();
+    train_loader->set_epoch(0);
+    sample = train_loader->next()->data;
+    train_loader->reset();
   }
   dm.partition(sample);
   std::cout << std::flush;
-  if (lead) {
+
+  // Resume: every rank loads its part of the latest checkpoint in --resume.
+  namespace ck = parallel::checkpoint;
+  const ck::Stateful state{&dm, &opt, sched.get()};
+  std::vector<EpochMetrics> history;
+  int64_t start_epoch = 0, step = 0;
+  if (!f.resume.empty()) {
+    const ck::TrainingState ts = ck::load(f.resume, state);
+    start_epoch = ts.epoch;
+    step = ts.step;
+    if (ts.batch > 0) {  // mid-epoch: that epoch's remaining global batches first
+      sampler = make_sampler(ts.batch);
+      train_loader = make_loader(sampler);
+    }
+    for (int64_t e = 1; e <= start_epoch; ++e) {
+      auto it = ts.metadata.find("history." + std::to_string(e));
+      if (it != ts.metadata.end()) history.push_back(decode_metrics(e, it->second));
+    }
+    if (lead)
+      std::cerr << "fashion_mnist_hybrid: resumed from " << f.resume << " (epoch " << start_epoch << ", global batch "
+                << ts.batch << ", step " << step << ")\n";
+  } else if (lead) {
     std::remove(f.metrics.c_str());
+  }
+  std::unique_ptr<ck::Checkpointer> saver;
+  if (!f.save.empty())
+    saver = std::make_unique<ck::Checkpointer>(
+        f.save, ctx.world_ptr(),
+        ck::SaveOptions{f.full_checkpoint ? ck::Kind::kFull : ck::Kind::kPartial, f.keep_last, f.async_save});
+  if (lead) {
     std::cerr << "fashion_mnist_hybrid: " << f.model << " (" << layers << " layers) as pp " << f.pp << " x dp " << dp
               << " on " << world << " ranks, balance " << join(dm.balance())
               << (f.balance == "auto" ? (f.pp > 1 ? " (measured)" : " (one stage)") : " (given)") << ", schedule "
@@ -256,8 +323,12 @@ int run(const Flags& f) {
   }
 
   const auto loss_fn = [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); };
-  std::vector<EpochMetrics> history;
-  for (int64_t epoch = 0; epoch < f.epochs; ++epoch) {
+  for (int64_t epoch = start_epoch; epoch < f.epochs; ++epoch) {
+    if (epoch > start_epoch && sampler->start_batch() > 0) {  // after a mid-epoch resume: whole epochs again
+      sampler = make_sampler(0);
+      train_loader = make_loader(sampler);
+    }
+    io::DataLoader& train = *train_loader;
     train.set_epoch(epoch);
     ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(f.epochs), train.num_batches(),
                     f.progress && lead);
@@ -269,9 +340,10 @@ int run(const Flags& f) {
       const int64_t rows = sampler->batch_rows(k);
       ++k;
       if (*std::min_element(shares.begin(), shares.end()) < f.chunks) continue;  // every rank skips it
-      if (opt) opt->zero_grad();
+      opt.zero_grad();
       const double loss = dm.step(batch.data, batch.target, loss_fn);  // mean over the global batch
-      if (opt) opt->step();
+      opt.step();
+      ++step;
       loss_sum += loss * static_cast<double>(rows);
       if (scorer)
         correct +=
@@ -287,18 +359,37 @@ int run(const Flags& f) {
     EpochMetrics m{
         epoch + 1, loss_sum / std::max(seen, 1.0), tr[1] / std::max(seen, 1.0), test_loss, test_acc, seen / secs, secs};
     history.push_back(m);
-    if (!lead) continue;
-    std::printf("epoch %lld/%lld: train_loss=%.6f train_acc=%.4f test_loss=%.4f test_acc=%.4f (%.1fs, %.0f img/s)\n",
-                static_cast<long long>(epoch + 1), static_cast<long long>(f.epochs), m.train_loss, m.train_accuracy,
-                m.test_loss, m.test_accuracy, secs, m.images_per_second);
-    std::fflush(stdout);
-    append_metrics_jsonl(f.metrics, m);
-    write_svg_plot(f.plot, history,
-                   "weft pipeline x data parallel (pp " + std::to_string(f.pp) + " x dp " + std::to_string(dp) + ", " +
-                       dm.pipe().schedule().name + "): Fashion-MNIST " + f.model);
+    if (lead) {
+      std::printf("epoch %lld/%lld: train_loss=%.6f train_acc=%.4f test_loss=%.4f test_acc=%.4f (%.1fs, %.0f img/s)\n",
+                  static_cast<long long>(epoch + 1), static_cast<long long>(f.epochs), m.train_loss, m.train_accuracy,
+                  m.test_loss, m.test_accuracy, secs, m.images_per_second);
+      std::fflush(stdout);
+      append_metrics_jsonl(f.metrics, m);
+      write_svg_plot(f.plot, history,
+                     "weft pipeline x data parallel (pp " + std::to_string(f.pp) + " x dp " + std::to_string(dp) +
+                         ", " + dm.pipe().schedule().name + "): Fashion-MNIST " + f.model);
+    }
+    if (saver) {  // every rank: its part of the epoch's checkpoint (the next epoch, from its first batch)
+      ck::TrainingState ts{step, epoch + 1, 0, {}};
+      for (const auto& h : history) ts.metadata["history." + std::to_string(h.epoch)] = encode_metrics(h);
+      const std::string dir = saver->save(state, ts);
+      if (lead)
+        std::cerr << "fashion_mnist_hybrid: checkpoint " << dir << " (" << (f.full_checkpoint ? "full" : "partial")
+                  << (f.async_save ? ", written in the background" : "") << "): training held up "
+                  << saver->last_blocking_s() * 1e3 << " ms\n";
+    }
+    if (f.stop_after > 0 && epoch + 1 >= f.stop_after) {
+      if (lead) std::cerr << "fashion_mnist_hybrid: stopping after epoch " << epoch + 1 << " (--stop-after-epoch)\n";
+      break;
+    }
+  }
+  if (saver) {
+    saver->wait();  // the last background save is committed (or its error thrown) before the end
+    if (lead && f.async_save)
+      std::cerr << "fashion_mnist_hybrid: last checkpoint committed after " << saver->last_total_s() * 1e3 << " ms\n";
   }
   g.barrier()->wait();  // rank 0's files are complete before anyone exits
-  if (lead) {
+  if (lead && (f.stop_after == 0 || f.stop_after >= f.epochs)) {
     std::cerr << "fashion_mnist_hybrid: metrics in " << f.metrics << ", plot in " << f.plot << "\n";
     std::printf("test_accuracy=%.4f\n", history.empty() ? 0.0 : history.back().test_accuracy);
   }

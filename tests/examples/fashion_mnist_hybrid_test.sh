@@ -15,9 +15,17 @@
 # missed or dealt twice, a wrong average) moves it by 1e-3 or more. The
 # partition table is printed once, by rank 0, before anything else on stdout,
 # on the runs with a pipeline (none with pp 1); metrics have a line per
-# epoch; the output ends with test_accuracy=. --help lists the flags (no
-# --save, --resume or --zero yet); a grid that does not tile the world and a
-# batch that does not divide among the replicas are errors naming the values.
+# epoch; the output ends with test_accuracy=. --help lists the flags; a grid
+# that does not tile the world and a batch that does not divide among the
+# replicas are errors naming the values.
+# Checkpoints (parallel/checkpoint/): a run at pp 2 x dp 2 with --zero saves
+# after epoch 1 and stops (--stop-after-epoch 1, --keep-last 1); resumed at
+# 1 x 1 (-np 1) and at 4 x 1 (-np 4) without ZeRO, epoch 1's line (saving
+# run) and epoch 2's (resumed run) are the single-process example's within
+# the same tolerance; so is a full checkpoint written in the background
+# (--full-checkpoint --async-save) resumed at 2 x 1. A resume from a
+# checkpoint with a corrupted, truncated or missing shard fails naming the
+# shard's file.
 # Usage: fashion_mnist_hybrid_test.sh FASHION_MNIST FASHION_MNIST_HYBRID MPIRUN_SH
 set -uo pipefail
 single="$1" hybrid="$2" mpirun_sh="$3"
@@ -33,17 +41,15 @@ fails_with() {
   grep -qF -- "$want" "$tmp/fail.out" || { echo "no '$want' in:"; cat "$tmp/fail.out"; return 1; }
 }
 
-# --help: the shared flags and the grid's; no checkpoint or ZeRO flags yet.
+# --help: the shared flags, the grid's and the checkpoints'.
 check "$hybrid" --help > "$tmp/help"
 for flag in "--data DIR" --model --epochs --batch-size --lr --momentum --weight-decay --seed --threads --workers \
             --metrics --plot --limit-train --limit-test --no-progress "--pp N" "--dp N" "--chunks N" \
             "--schedule gpipe|1f1b|interleaved|zb" "--virtual N" "--balance auto|A,B,..." \
             "(default fashion_mnist_hybrid_metrics.jsonl)" "global batch size, split across the --dp replicas (default 128)" \
-            "(default world size / --pp)" "(default auto)"; do
+            "(default world size / --pp)" "(default auto)" --zero "--save DIR" "--resume DIR" "--keep-last N" \
+            --async-save --full-checkpoint "--stop-after-epoch K"; do
   check grep -qF -- "$flag" "$tmp/help"
-done
-for flag in --save --resume --zero; do
-  check fails_with "unknown flag '$flag'" "$hybrid" "$flag" x
 done
 
 "$single" "${common[@]}" --metrics "$tmp/single.jsonl" --plot "$tmp/single.svg" > "$tmp/single.out" \
@@ -51,8 +57,8 @@ done
 echo "single process:"; grep '^epoch' "$tmp/single.out"
 
 # Each epoch line agrees with the single-process example's: test_acc as printed, train_loss within 1e-5.
-same_training() {
-  python3 - "$tmp/single.out" "$1" <<'PY'
+same_training() {  # FILE...: the epoch lines of the files, in order
+  python3 - "$tmp/single.out" "$@" <<'PY'
 import re, sys
 def epochs(path):
     rows = []
@@ -60,7 +66,7 @@ def epochs(path):
         m = re.match(r"epoch (\d+)/\d+: train_loss=([\d.]+) train_acc=([\d.]+) test_loss=([\d.]+) test_acc=([\d.]+)", line)
         if m: rows.append(m.groups())
     return rows
-a, b = epochs(sys.argv[1]), epochs(sys.argv[2])
+a, b = epochs(sys.argv[1]), sum((epochs(p) for p in sys.argv[2:]), [])
 ok = len(a) == len(b) == 2
 for x, y in zip(a, b):
     ok = ok and abs(float(x[1]) - float(y[1])) <= 1e-5 and x[4] == y[4]
@@ -96,6 +102,50 @@ run_grid 2x2 4 2 --dp 2
 run_grid 2x1_zb 2 2 --schedule zb
 run_grid 1x2 2 1 --dp 2
 run_grid 1x4 4 1
+
+# Checkpoints: saved at 2 x 2 with ZeRO after epoch 1, resumed at 1 x 1 and 4 x 1.
+run_ck() {  # name np outfile flags...
+  local name="$1" np="$2" out="$3"; shift 3
+  timeout 120 "$mpirun_sh" -np "$np" "$hybrid" "${common[@]}" --metrics "$tmp/$name.jsonl" --plot "$tmp/$name.svg" \
+    "$@" > "$out" 2> "$tmp/$name.err"
+  local rc=$?
+  echo "=== $name (np=$np $*): rc=$rc"; grep -E '^epoch|^test_acc' "$out"; grep checkpoint "$tmp/$name.err"
+  check test "$rc" -eq 0 || cat "$tmp/$name.err"
+}
+run_ck save22z 4 "$tmp/save22z.out" --pp 2 --dp 2 --zero --save "$tmp/ck" --keep-last 1 --stop-after-epoch 1
+check test "$(grep -c '^epoch' "$tmp/save22z.out")" -eq 1
+check test -f "$tmp/ck/step-00000008/manifest.json"
+check test "$(ls "$tmp/ck" | wc -l)" -eq 1
+run_ck resume11 1 "$tmp/resume11.out" --pp 1 --resume "$tmp/ck"
+check same_training "$tmp/save22z.out" "$tmp/resume11.out"
+check grep -q "resumed from $tmp/ck (epoch 1, global batch 0, step 8)" "$tmp/resume11.err"
+run_ck resume41 4 "$tmp/resume41.out" --pp 4 --resume "$tmp/ck"
+check same_training "$tmp/save22z.out" "$tmp/resume41.out"
+check grep -q '^test_accuracy=0\.[0-9]\{4\}$' <(tail -n 1 "$tmp/resume41.out")
+# A full checkpoint, written in the background, resumed at 2 x 1.
+run_ck savefull 4 "$tmp/savefull.out" --pp 2 --dp 2 --zero --save "$tmp/ckf" --full-checkpoint --async-save \
+  --stop-after-epoch 1
+check test -f "$tmp/ckf/step-00000008/model.safetensors"
+check grep -q "written in the background" "$tmp/savefull.err"
+run_ck resume21 2 "$tmp/resume21.out" --pp 2 --resume "$tmp/ckf"
+check same_training "$tmp/savefull.out" "$tmp/resume21.out"
+# Damaged checkpoints: the error names the shard's file.
+damaged() {  # name: a copy of the 2 x 2 checkpoint
+  rm -rf "$tmp/$1"; cp -r "$tmp/ck" "$tmp/$1"; echo "$tmp/$1/step-00000008"
+}
+d="$(damaged ck_corrupt)"
+python3 -c "import sys; p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[-5] ^= 0x5a; open(p, 'wb').write(b)" \
+  "$d/model-00002-of-00002.safetensors"
+check fails_with "shard '$d/model-00002-of-00002.safetensors' is corrupted: checksum mismatch in tensor" \
+  "$mpirun_sh" -np 2 "$hybrid" "${common[@]}" --pp 2 --resume "$tmp/ck_corrupt"
+d="$(damaged ck_short)"
+truncate -s -100 "$d/optimizer-00003-of-00004.safetensors"
+check fails_with "shard '$d/optimizer-00003-of-00004.safetensors' is truncated" \
+  "$mpirun_sh" -np 1 "$hybrid" "${common[@]}" --resume "$tmp/ck_short"
+d="$(damaged ck_missing)"
+rm "$d/model-00001-of-00002.safetensors"
+check fails_with "shard '$d/model-00001-of-00002.safetensors' is missing" \
+  "$mpirun_sh" -np 4 "$hybrid" "${common[@]}" --pp 4 --resume "$tmp/ck_missing"
 
 # Grids that do not tile the world, a batch that does not divide among the replicas.
 check fails_with "--pp 3 does not divide the world size 4, so --dp (by default world size / --pp) cannot make --pp x --dp = 4 ranks" \
