@@ -170,10 +170,29 @@ void agree(ProcessGroup& group, const std::string& what, const std::string& erro
   WEFT_CHECK(msg.empty(), what, " failed: ", msg);
 }
 
+namespace {
+
+std::string commit_impl(ProcessGroup& group, const std::string& root, const Snapshot& snap, int keep_last,
+                        const std::string& what);
+
+}  // namespace
+
 std::string commit_snapshot(ProcessGroup& group, const std::string& root, const Snapshot& snap, int keep_last) {
+  const std::string what = "checkpoint save to '" + root + "/" + step_dir_name(snap.training.step) + "'";
+  try {
+    return commit_impl(group, root, snap, keep_last, what);
+  } catch (const Error& e) {
+    if (e.message().rfind(what, 0) == 0) throw;
+    WEFT_ERROR(what, " failed: ", e.message());  // a collective's error (a rank died or froze)
+  }
+}
+
+namespace {
+
+std::string commit_impl(ProcessGroup& group, const std::string& root, const Snapshot& snap, int keep_last,
+                        const std::string& what) {
   const std::string name = step_dir_name(snap.training.step);
   const std::string tmp = root + "/.tmp-" + name, final_dir = root + "/" + name;
-  const std::string what = "checkpoint save to '" + final_dir + "'";
   const bool lead = group.rank() == 0;
   // 1. Prepare.
   std::string error;
@@ -232,5 +251,7 @@ std::string commit_snapshot(ProcessGroup& group, const std::string& root, const 
   }
   return final_dir;
 }
+
+}  // namespace
 
 }  // namespace weft::parallel::checkpoint
