@@ -30,12 +30,26 @@
 // batch with the same learning rate, momentum, weight decay and per-epoch
 // cosine schedule as the single-process example. Only the data order differs
 // (DistributedSampler's (seed, epoch) shuffle, strided over the ranks).
+//
+// --daso: hierarchical data parallelism (heat's DataParallelMultiGPU + DASO,
+// parallel/node_ddp.h and parallel/daso.h): DDP inside each node, the nodes
+// averaging their parameters on DASO's schedule (blocking every step in the
+// warm-up and cool-down epochs, every global_skip steps without blocking in
+// between, bfloat16 on the wire). --ranks-per-node N makes blocks of N ranks
+// pretend to be nodes (default: MPI's shared-memory split, one node per
+// machine); DASO's knobs (--warmup-epochs, --cooldown-epochs,
+// --stability-level, --max-global-skips, --skip-reduction-factor,
+// --local-skip-factor, --downcast) default to heat's. The run ends with the
+// bytes sent between nodes (DASO: its global allgathers; plain DDP: the whole
+// world allreduce volume, which knows no nodes; both by the ring model of
+// parallel/comm_volume.h, summed over the ranks) before test_accuracy.
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -53,7 +67,9 @@
 #include "io/fashion_mnist.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
+#include "parallel/comm_volume.h"
 #include "parallel/context.h"
+#include "parallel/daso.h"
 #include "parallel/ddp.h"
 #include "parallel/device_group.h"
 #include "parallel/mpi/process_group_mpi.h"
@@ -67,6 +83,10 @@ namespace {
 struct Flags : TrainFlags {
   std::string device = "cpu";
   double bucket_cap_mb = 25;
+  bool daso = false;
+  int ranks_per_node = 0;               // 0: MPI's shared-memory split
+  parallel::DasoScheduleOptions sched;  // heat's defaults; total_epochs from --epochs
+  std::string downcast = "bf16";
 };
 
 // The flags, or std::nullopt after --help printed them.
@@ -78,9 +98,27 @@ std::optional<Flags> parse(int argc, char** argv) {
                    .batch_size_help = "global batch size, split across ranks",
                    .multi_process = true});
   p.add_choice("--device", &f.device, {"cpu", "cuda"}, "device (cuda: NCCL, one GPU per rank)")
-      .add("--bucket-cap-mb X", &f.bucket_cap_mb, "DDP gradient bucket cap");
+      .add("--bucket-cap-mb X", &f.bucket_cap_mb, "DDP gradient bucket cap")
+      .add_switch("--daso", &f.daso, true, "DDP inside each node, DASO between nodes (heat's DataParallelMultiGPU)")
+      .add("--ranks-per-node N", &f.ranks_per_node, "with --daso: blocks of N ranks pretend to be nodes",
+           "MPI's shared-memory split")
+      .add("--warmup-epochs N", &f.sched.warmup_epochs, "DASO: epochs averaging between nodes every step first")
+      .add("--cooldown-epochs N", &f.sched.cooldown_epochs, "DASO: epochs averaging between nodes every step last")
+      .add("--stability-level X", &f.sched.stability_level,
+           "DASO: relative loss improvement below which an epoch counts as a plateau")
+      .add("--max-global-skips N", &f.sched.max_global_skips, "DASO: steps between averages at the start of a cycle")
+      .add("--skip-reduction-factor N", &f.sched.skip_reduction_factor, "DASO: divides the skips on a plateau")
+      .add("--local-skip-factor N", &f.sched.local_skip_factor,
+           "DASO: batches to wait = max global skips / this at the start of a cycle")
+      .add_choice("--downcast", &f.downcast, {"bf16", "fp16", "fp32"}, "DASO: dtype on the wire between nodes");
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
   resolve_train_flags(f);
+  WEFT_CHECK(f.daso || f.ranks_per_node == 0, "--ranks-per-node ", f.ranks_per_node, " needs --daso");
+  WEFT_CHECK(f.ranks_per_node >= 0, "--ranks-per-node must be >= 0 (0: MPI's shared-memory split), got ",
+             f.ranks_per_node);
+  WEFT_CHECK(!f.daso || f.resume.empty(),
+             "--resume with --daso is not supported: DASO's schedule state is not in the checkpoint");
+  f.sched.total_epochs = static_cast<int>(f.epochs);
   return f;
 }
 
@@ -190,12 +228,37 @@ int run(const Flags& f) {
   }
   parallel::DDPOptions dopts;
   dopts.bucket_cap_mb = f.bucket_cap_mb;
-  parallel::DistributedDataParallel ddp(model, ddp_group, dopts);  // broadcasts rank 0's state
-  if (lead)
+  // Plain: DDP over the world, its allreduce volume counted. --daso: DDP
+  // inside each node (NodeDataParallel: every rank starts from rank 0's
+  // state) and DASO between the nodes.
+  auto ddp_bytes = std::make_shared<int64_t>(0);
+  std::unique_ptr<parallel::DistributedDataParallel> world_ddp;
+  std::unique_ptr<parallel::NodeDataParallel> node_dp;
+  std::unique_ptr<parallel::Daso> daso;
+  if (f.daso) {
+    parallel::NodeDataParallelOptions no;
+    no.ddp = dopts;
+    node_dp = std::make_unique<parallel::NodeDataParallel>(
+        model, parallel::make_node_groups(ctx.world_ptr(), {f.ranks_per_node}), no);
+    parallel::DasoOptions o;
+    o.schedule = f.sched;
+    o.steps_per_epoch = static_cast<int>(train.num_batches());
+    o.downcast = f.downcast == "bf16" ? DType::BFloat16 : f.downcast == "fp16" ? DType::Float16 : DType::Float32;
+    daso = std::make_unique<parallel::Daso>(*node_dp, opt, o);
+  } else {
+    dopts.comm_hook = parallel::counting_hook(ddp_bytes);
+    world_ddp = std::make_unique<parallel::DistributedDataParallel>(model, ddp_group, dopts);  // rank 0's state
+  }
+  parallel::DistributedDataParallel& ddp = f.daso ? node_dp->ddp() : *world_ddp;
+  if (lead) {
     std::cerr << "fashion_mnist_ddp: " << f.model << " with " << model->num_parameters() << " parameters in "
               << ddp.bucket_names().size() << " bucket(s), " << n_train << " training / " << n_test << " test images, "
               << world << " ranks x batch " << per_rank << ", " << threads << " thread(s) per rank, "
               << (device.is_cpu() ? "cpu (MPI)" : device.str() + " (NCCL)") << "\n";
+    if (daso)
+      std::cerr << "fashion_mnist_ddp: DASO over " << node_dp->groups().layout.str() << "; "
+                << daso->schedule().describe() << "\n";
+  }
 
   for (int64_t epoch = start_epoch; epoch < f.epochs; ++epoch) {
     train.set_epoch(epoch);
@@ -207,11 +270,12 @@ int run(const Flags& f) {
     int64_t correct = 0, seen = 0, b = 0;
     for (auto& batch : train) {
       Tensor x = batch.data.to(device), y = batch.target.to(device);
-      Tensor logits = ddp(x);  // (B, 10)
+      Tensor logits = daso ? (*node_dp)(x) : ddp(x);  // (B, 10)
       Tensor loss = cross_entropy(logits, y);
       opt.zero_grad();
-      loss.backward();  // DDP averages the gradients over the ranks
-      opt.step();
+      loss.backward();         // DDP averages the gradients over the ranks (--daso: of the node)
+      if (daso) daso->step();  // the local step, then DASO's averaging between nodes
+      else opt.step();
       ++step;
       int64_t n = batch.data.size(0);
       loss_sum += loss.item<double>() * static_cast<double>(n);
@@ -221,6 +285,7 @@ int run(const Flags& f) {
     }
     bar.finish();
     auto tr = allreduce_sum(g, loss_sum, static_cast<double>(correct), static_cast<double>(seen));
+    const bool plateau = daso && daso->end_epoch(loss_sum / std::max<int64_t>(seen, 1));
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sched.step();
     auto [test_loss, test_acc] = evaluate(*model, test, g, device);
@@ -232,6 +297,10 @@ int run(const Flags& f) {
         "overlap %.2f)\n",
         static_cast<long long>(epoch + 1), static_cast<long long>(f.epochs), m.train_loss, m.train_accuracy,
         m.test_loss, m.test_accuracy, secs, m.images_per_second, ddp.comm_stats().overlap());
+    if (daso && epoch + 1 < f.epochs)
+      std::printf("daso: next epoch %d (%s): global_skip %d, batches_to_wait %d%s\n", daso->schedule().epoch() + 1,
+                  parallel::daso_phase_name(daso->schedule().phase()), daso->schedule().global_skip(),
+                  daso->schedule().batches_to_wait(), plateau ? " (loss plateau: skips reduced)" : "");
     std::fflush(stdout);
     append_metrics_jsonl(f.metrics, m);
     write_svg_plot(f.plot, history, "weft DDP (" + std::to_string(world) + " ranks): Fashion-MNIST " + f.model);
@@ -247,6 +316,24 @@ int run(const Flags& f) {
       for (const auto& h : history) ck.metadata["history." + std::to_string(h.epoch)] = encode_metrics(h);
       io::save_checkpoint(f.save, ck);
     }
+  }
+  // Communication volume, summed over the ranks (ring model, parallel/comm_volume.h).
+  if (daso) {
+    const parallel::DasoStats& st = daso->stats();
+    auto b = allreduce_sum(g, static_cast<double>(st.bytes_between_nodes), static_cast<double>(node_dp->node_bytes()),
+                           static_cast<double>(st.bytes_within_node));
+    if (lead)
+      std::printf(
+          "daso: %s; global_syncs=%lld (blocking %lld) steps_waiting=%lld (%.2f s on rank 0) "
+          "bytes_between_nodes=%.0f node_ddp_bytes=%.0f daso_node_bytes=%.0f\n",
+          node_dp->groups().layout.str().c_str(), static_cast<long long>(st.global_syncs),
+          static_cast<long long>(st.blocking_syncs), static_cast<long long>(st.steps_waiting), st.seconds_waiting, b[0],
+          b[1], b[2]);
+  } else {
+    auto b = allreduce_sum(g, static_cast<double>(*ddp_bytes), 0, 0);
+    if (lead)
+      std::printf("ddp: %d ranks, one group; bytes_between_nodes=%.0f (the world allreduce's whole volume)\n", world,
+                  b[0]);
   }
   g.barrier()->wait();  // rank 0's files are complete before anyone exits
   if (lead) {

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# fashion_mnist_ddp --daso under mpirun -np 4 with --ranks-per-node 2 (two
+# pretend nodes of two ranks), on a short run (3 epochs of 2048 images: 16
+# steps each, one warm-up, one cycling and one cool-down epoch):
+# - the schedule printed after each epoch: cycling with global_skip 8 and
+#   batches_to_wait 2, then cool-down;
+# - the counters as worked out by hand: 16 blocking averages, then in the
+#   cycling epoch starts at steps 0 and 8 folded at 2 and 10 plus the blocking
+#   last step (3), then 16: 35 averages, 33 blocking; each sends this rank's
+#   bfloat16 slice (421642 parameters / 2 ranks x 2 bytes) to the other node
+#   once (ring allgather over 2 nodes): 35 x 4 ranks x 421642 bytes;
+# - plain DDP over the world on the same run sends 48 steps x 4 ranks x
+#   2 (4 - 1) / 4 x 421642 x 4 bytes (ring allreduce), and DASO at least 4x
+#   fewer between the nodes;
+# - with every epoch blocking (--warmup-epochs 3) and float32 on the wire,
+#   DASO prints plain DDP's epoch lines (train_loss within 1e-5, test_acc to
+#   the printed digits: SGD's update, momentum and weight decay included, is
+#   linear in the gradients, so averaging the nodes' parameters after a step
+#   equals averaging all gradients before). Both at --lr 0.005: at the default
+#   0.05 the float32 rounding of the two orders (measured: identical epoch 1,
+#   then 1e-4 apart in epoch 2's loss) grows as in any reordered sum, while at
+#   0.005 all printed digits agree but the last of one loss;
+# - flag errors: --ranks-per-node without --daso, one that does not divide the
+#   world, --resume with --daso.
+# Usage: fashion_mnist_daso_test.sh FASHION_MNIST_DDP MPIRUN_SH
+set -uo pipefail
+ddp="$1" mpirun_sh="$2"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+unset GTEST_OUTPUT XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE
+common=(--limit-train 2048 --limit-test 512 --epochs 3 --threads 1 --no-progress)
+pass=0 fail=0
+check() { if "$@"; then pass=$((pass+1)); else echo "FAILED: $*"; fail=$((fail+1)); fi; }
+fails_with() {
+  local want="$1"; shift
+  if timeout 120 "$@" > "$tmp/fail.out" 2>&1; then echo "expected failure: $*"; return 1; fi
+  grep -qF -- "$want" "$tmp/fail.out" || { echo "no '$want' in:"; cat "$tmp/fail.out"; return 1; }
+}
+run() {  # name flags...
+  local name="$1"; shift
+  timeout 180 "$mpirun_sh" -np 4 "$ddp" "${common[@]}" --metrics "$tmp/$name.jsonl" --plot "$tmp/$name.svg" "$@" \
+    > "$tmp/$name.out" 2> "$tmp/$name.err"
+  local rc=$?
+  echo "=== $name ($*): rc=$rc"; cat "$tmp/$name.out"
+  check test "$rc" -eq 0 || cat "$tmp/$name.err"
+  check grep -q '^test_accuracy=0\.[0-9]\{4\}$' <(tail -n 1 "$tmp/$name.out")
+}
+value() { grep -o "$1=[0-9]*" "$2" | head -n 1 | cut -d= -f2; }
+
+run daso --daso --ranks-per-node 2 --warmup-epochs 1 --cooldown-epochs 1
+check grep -qF "daso: next epoch 2 (cycling): global_skip 8, batches_to_wait 2" "$tmp/daso.out"
+check grep -qF "daso: next epoch 3 (cool-down): global_skip 1, batches_to_wait 0" "$tmp/daso.out"
+check grep -qF "daso: 2 nodes x 2 ranks: [0, 1] [2, 3]; global_syncs=35 (blocking 33)" "$tmp/daso.out"
+daso_bytes=$(value bytes_between_nodes "$tmp/daso.out")
+check test "$daso_bytes" = $((35 * 4 * 421642))
+check grep -q "DASO over 2 nodes x 2 ranks" "$tmp/daso.err"
+
+run ddp --lr 0.005
+ddp_bytes=$(value bytes_between_nodes "$tmp/ddp.out")
+check test "$ddp_bytes" = $((48 * 4 * 2 * 3 * 421642 * 4 / 4))
+echo "bytes between nodes: daso $daso_bytes, ddp $ddp_bytes"
+check test $((daso_bytes * 4)) -le "$ddp_bytes"
+
+run blocking --daso --ranks-per-node 2 --warmup-epochs 3 --downcast fp32 --lr 0.005
+python3 - "$tmp/ddp.out" "$tmp/blocking.out" <<'PY' && pass=$((pass+1)) || { echo "FAILED: blocking DASO != DDP"; fail=$((fail+1)); }
+import re, sys
+def epochs(path):
+    return [m.groups() for m in (re.match(r"epoch (\d+)/\d+: train_loss=([\d.]+) train_acc=([\d.]+) "
+                                          r"test_loss=([\d.]+) test_acc=([\d.]+)", l) for l in open(path)) if m]
+a, b = epochs(sys.argv[1]), epochs(sys.argv[2])
+ok = len(a) == len(b) == 3
+for x, y in zip(a, b):
+    ok = ok and abs(float(x[1]) - float(y[1])) <= 1e-5 and x[4] == y[4]
+    print("ddp %s vs blocking daso %s" % (x, y))
+sys.exit(0 if ok else 1)
+PY
+
+check fails_with "--ranks-per-node 2 needs --daso" "$ddp" --ranks-per-node 2
+check fails_with "--resume with --daso is not supported" "$ddp" --daso --resume "$tmp/none.ck"
+check fails_with "ranks_per_node 3 does not divide the world size 4" \
+  timeout 120 "$mpirun_sh" -np 4 "$ddp" "${common[@]}" --daso --ranks-per-node 3
+
+echo "$pass passed, $fail failed"
+test "$fail" -eq 0
