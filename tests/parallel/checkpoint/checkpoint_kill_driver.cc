@@ -1,9 +1,12 @@
 // A rank killed in the middle of a checkpoint save (checkpoint_kill_test.sh).
-//   checkpoint_kill_driver save ROOT VICTIM: pp 2 x dp (np/2) with ZeRO
-//     (ck_cases.h's MLP, AdamW), trains 4 steps, saves after step 2 (commits
-//     ROOT/step-00000002), then saves after step 4 where rank VICTIM
-//     SIGKILLs itself right after writing its first file ("rank V: killing
-//     itself"). The survivors must fail: "rank R: error: <what>", exit 1.
+//   checkpoint_kill_driver save ROOT VICTIM [EVENT]: pp 2 x dp (np/2) with
+//     ZeRO (ck_cases.h's MLP, AdamW), trains 4 steps, saves after step 2
+//     (commits ROOT/step-00000002), then saves after step 4 where rank
+//     VICTIM SIGKILLs itself at the save hook's first event starting with
+//     EVENT (default "wrote ": right after writing its first file;
+//     "manifest": rank 0 with every file written, before the manifest)
+//     ("rank V: killing itself after '<event>'"). The survivors must fail:
+//     "rank R: error: <what>", exit 1.
 //   checkpoint_kill_driver verify ROOT: any world; checks that the latest
 //     committed checkpoint is step 2 with every checksum right, that the
 //     interrupted save left only its ".tmp-" directory, loads step 2 into a
@@ -36,13 +39,14 @@ int main(int argc, char** argv) {
     const Data d = make_data(6);
     if (mode == "save") {
       const int victim = argc > 3 ? std::atoi(argv[3]) : 1;
+      const std::string when = argc > 4 ? argv[4] : "wrote ";
       TrainRun run{{2, n / 2, true}, Opt::kAdamW, 0, 4};
       run.save_root = root;
       run.save_after = 1;  // commits step 2
       run_rank(run, d, ctx.world_ptr(), rank_model(run, rank));
       std::fprintf(stderr, "rank %d: step 2 committed\n", rank);
       checkpoint::detail::set_save_hook([&](const std::string& event) {
-        if (rank == victim && event.rfind("wrote ", 0) == 0) {
+        if (rank == victim && event.rfind(when, 0) == 0) {
           std::fprintf(stderr, "rank %d: killing itself after '%s'\n", rank, event.c_str());
           std::fflush(stderr);
           raise(SIGKILL);
