@@ -110,6 +110,7 @@ std::unique_ptr<Daso::Pending> Daso::launch() {
   auto p = std::make_unique<Pending>();
   Tensor diff = flatten_params().narrow(0, lo, slice_).sub(anchor_.narrow(0, lo, slice_));  // (S,) float32
   p->wire = diff.to(o_.downcast).contiguous();
+  p->parts.reserve(nodes);
   for (int n = 0; n < nodes; ++n) p->parts.push_back(empty({slice_}, {o_.downcast}));
   p->work = g.global_group->allgather(p->parts, p->wire);
   stats_.bytes_between_nodes += ring_allgather_bytes(static_cast<int64_t>(p->wire.nbytes()), nodes);
@@ -132,6 +133,7 @@ Tensor Daso::complete(Pending& p, bool blocking) {
   Tensor next = avg;
   if (r > 1) {
     std::vector<Tensor> slices;
+    slices.reserve(r);
     for (int i = 0; i < r; ++i) slices.push_back(empty({slice_}));
     g.node_group->allgather(slices, avg)->wait();
     next = empty({r * slice_});
@@ -196,6 +198,7 @@ bool Daso::end_epoch(double local_loss) {
   ProcessGroup& world = *model_.groups().world;
   Tensor mine = full({1}, local_loss, {DType::Float64});
   std::vector<Tensor> all;
+  all.reserve(world.size());
   for (int r = 0; r < world.size(); ++r) all.push_back(empty({1}, {DType::Float64}));
   world.allgather(all, mine)->wait();
   double sum = 0;

@@ -121,7 +121,7 @@ class Daso {
   Tensor flatten_params() const;  // (padded,) float32
   void write_params(const Tensor& flat);
   std::unique_ptr<Pending> launch();
-  Tensor complete(Pending& p, bool count_wait);  // the new anchor
+  Tensor complete(Pending& p, bool blocking);  // the new anchor
   void poll();
 
   NodeDataParallel& model_;

@@ -61,6 +61,7 @@ void NodeDataParallel::unify_state() {
   for (auto& b : module_->buffers()) targets.push_back(b.detach());
   for (auto& t : targets) wire.push_back(t.device().is_cpu() && t.is_contiguous() ? t : t.to(kCPU).contiguous());
   std::vector<WorkPtr> works;
+  works.reserve(wire.size());
   for (auto& w : wire) works.push_back(world.broadcast(w, BroadcastOptions{0}));
   for (auto& w : works) w->wait();
   for (size_t i = 0; i < targets.size(); ++i) {

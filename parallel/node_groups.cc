@@ -113,6 +113,7 @@ std::vector<int> shared_memory_node_ids(ProcessGroup& world) {
   }
   Tensor mine = full({1}, static_cast<int64_t>(leader), {DType::Int64});
   std::vector<Tensor> all;
+  all.reserve(n);
   for (int r = 0; r < n; ++r) all.push_back(empty({1}, {DType::Int64}));
   world.allgather(all, mine)->wait();
   std::vector<int> ids(n);
