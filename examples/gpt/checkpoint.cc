@@ -1,0 +1,100 @@
+// The GPT example's checkpoints (contract in checkpoint.h).
+#include "examples/gpt/checkpoint.h"
+
+#include <cstdlib>
+
+#include "core/error.h"
+#include "parallel/checkpoint/load.h"
+#include "parallel/checkpoint/reader.h"
+
+namespace weft::examples::gpt {
+namespace {
+
+namespace ck = parallel::checkpoint;
+
+// Copies every `prefix + from + "." + leaf` entry to `prefix + to + "." + leaf` when absent.
+void copy_entries(optim::OptimizerStateDict& m, const std::string& prefix, const std::string& from,
+                  const std::string& to) {
+  const std::string src = prefix + from + ".";
+  std::vector<std::pair<std::string, Tensor>> add;
+  for (auto it = m.lower_bound(src); it != m.end() && it->first.compare(0, src.size(), src) == 0; ++it) {
+    const std::string leaf = it->first.substr(src.size());
+    if (leaf.find('.') != std::string::npos) continue;  // another parameter whose name starts with `from.`
+    const std::string key = prefix + to + "." + leaf;
+    if (!m.count(key)) add.emplace_back(key, it->second);
+  }
+  for (auto& [k, t] : add) m.emplace(k, t);
+}
+
+int64_t meta_int(const std::map<std::string, std::string>& meta, const std::string& key, const std::string& path) {
+  auto it = meta.find(key);
+  WEFT_CHECK(it != meta.end(), "checkpoint '", path, "' is not a GPT example checkpoint (no '", key,
+             "' in its trainer_state.json metadata)");
+  return std::strtoll(it->second.c_str(), nullptr, 10);
+}
+
+}  // namespace
+
+std::map<std::string, std::string> gpt_metadata(const GptConfig& g, const std::vector<EvalRecord>& history) {
+  return {{"gpt.layers", std::to_string(g.layers)},   {"gpt.heads", std::to_string(g.heads)},
+          {"gpt.dim", std::to_string(g.dim)},         {"gpt.context", std::to_string(g.context)},
+          {"gpt.vocab", std::to_string(g.vocab)},     {"gpt.tied", g.tied ? "1" : "0"},
+          {"gpt.dropout", std::to_string(g.dropout)}, {"gpt.history", encode(history)}};
+}
+
+SavedRun read_saved_run(const std::string& path) {
+  ck::CheckpointReader reader(path);
+  const auto& ts = reader.trainer_state();
+  const auto meta = ts.value("metadata", std::map<std::string, std::string>{});
+  SavedRun r;
+  r.dir = reader.dir();
+  r.step = ts.at("step").get<int64_t>();
+  GptConfig& g = r.config;
+  g.layers = meta_int(meta, "gpt.layers", r.dir);
+  g.heads = meta_int(meta, "gpt.heads", r.dir);
+  g.dim = meta_int(meta, "gpt.dim", r.dir);
+  g.context = meta_int(meta, "gpt.context", r.dir);
+  g.vocab = meta_int(meta, "gpt.vocab", r.dir);
+  g.tied = meta_int(meta, "gpt.tied", r.dir) != 0;
+  auto dropout = meta.find("gpt.dropout");
+  g.dropout = dropout == meta.end() ? 0.0 : std::strtod(dropout->second.c_str(), nullptr);
+  auto history = meta.find("gpt.history");
+  if (history != meta.end()) r.history = decode_history(history->second);
+  return r;
+}
+
+void check_same_model(const GptConfig& f, const GptConfig& s, const std::string& path) {
+  auto same = [&](const char* flag, int64_t mine, int64_t saved) {
+    WEFT_CHECK(mine == saved, "--resume '", path, "': the checkpoint's model has ", flag, " ", saved, ", not ", mine,
+               " (give ", flag, " ", saved, ")");
+  };
+  same("--layers", f.layers, s.layers);
+  same("--heads", f.heads, s.heads);
+  same("--dim", f.dim, s.dim);
+  same("--context", f.context, s.context);
+  WEFT_CHECK(f.tied == s.tied, "--resume '", path, "': the checkpoint's model has ", s.tied ? "a tied" : "an untied",
+             " head (", s.tied ? "drop --untied" : "give --untied", ")");
+}
+
+void add_tied_copies(optim::OptimizerStateDict& optimizer, const std::vector<std::vector<std::string>>& tied) {
+  for (const auto& group : tied)
+    for (size_t i = 1; i < group.size(); ++i) {
+      copy_entries(optimizer, "state.", group[0], group[i]);
+      copy_entries(optimizer, "options.", group[0], group[i]);
+    }
+}
+
+ck::TrainingState load_run(const std::string& path, const ck::Stateful& state, const GptConfig& config) {
+  ck::LoadOptions lo;
+  lo.optimizer = false;  // below, with the tie's copies
+  ck::TrainingState ts = ck::load(path, state, lo);
+  if (state.optimizer && state.optimizer->has_parameters()) {
+    optim::OptimizerStateDict osd = ck::load_optimizer_state(path);
+    add_tied_copies(osd, tied_groups(config));
+    // This rank's entries (with ZeRO its shard's); the groups' saved lr is the schedule's at the save.
+    state.optimizer->load_state_dict(osd);
+  }
+  return ts;
+}
+
+}  // namespace weft::examples::gpt
