@@ -11,7 +11,9 @@
 //  1. native: one SDPA_FWD operation (runtime cuDNN >= 9.13.1) / SDPA_BWD
 //     (>= 9.17.0); non-causal attention only (no mask attribute before 9.21).
 //  2. composite: the flash-attention operation graph cuDNN's fused engines
-//     pattern-match (cuDNN >= 9.0; the backward not on <= 9.15 with S % 128 != 0).
+//     pattern-match, node for node as cudnn-frontend builds it (Note [sdpa graph]
+//     in sdpa_graph_spec.h; cuDNN >= 9.0; the backward not on <= 9.15 with
+//     S % 128 != 0).
 //
 // Q, K, V (and dO) are described with their own strides when cuDNN can address
 // them, else packed copies are made; o, stats, dq, dk, dv must be contiguous and
@@ -32,7 +34,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
-#include <limits>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -128,7 +129,7 @@ bool forward_impl(cudnnDataType_t io, const Tensor& o, const Tensor& stats, cons
   }
   const Layout lo = contiguous_layout({s.B, s.H, s.L, s.Dv});
   cudnnHandle_t handle = cudnn_handle(device);
-  float scale_f = static_cast<float>(scale), fill = std::numeric_limits<float>::lowest();
+  float scale_f = static_cast<float>(scale), fill = mask_fill(version);
   std::string reasons;
   try {
     if (!causal && version >= 91301) {
@@ -186,7 +187,7 @@ bool backward_impl(cudnnDataType_t io, const Tensor& dq, const Tensor& dk, const
     return false;
   }
   cudnnHandle_t handle = cudnn_handle(device);
-  float scale_f = static_cast<float>(scale), fill = std::numeric_limits<float>::lowest(), one = 1.0f;
+  float scale_f = static_cast<float>(scale), fill = mask_fill(version), one = 1.0f;
   std::string reasons;
   try {
     if (!causal && version >= 91700) {
@@ -217,7 +218,7 @@ bool backward_impl(cudnnDataType_t io, const Tensor& dq, const Tensor& dk, const
       if (plan) {
         Tensor row_sum = empty({s.B, s.H, s.L, 1}, {DType::Float32, dq.device()});     // (B, H, L, 1)
         Tensor dq_accum = empty({s.B, s.H, s.L, s.D}, {DType::Float32, dq.device()});  // (B, H, L, D)
-        zero_(dq_accum);  // cuDNN < 9.6 accumulates into it without clearing it first
+        if (version < 90600) zero_(dq_accum);  // before 9.6 cuDNN accumulates without clearing (as the frontend)
         std::vector<int64_t> uids{kQ, kK, kV, kO, kdO, kStats, kScale, kdQ, kdK, kdV, kOne, kRowSum, kdQAccum};
         std::vector<void*> ptrs{qq.raw_data(),      kk.raw_data(),    vv.raw_data(), oo.raw_data(),
                                 gg.raw_data(),      stats.raw_data(), &scale_f,      dq.raw_data(),

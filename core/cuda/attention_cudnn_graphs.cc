@@ -2,6 +2,8 @@
 #include "core/cuda/attention_cudnn_graphs.h"
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "core/ops.h"
 
@@ -12,7 +14,6 @@ using cudnn_graph::finalize_plan;
 using cudnn_graph::GraphBuilder;
 using cudnn_graph::make_desc;
 using cudnn_graph::packed_strides;
-using cudnn_graph::swap_last;
 using cudnn_graph::Unsupported;
 
 bool describe(const Tensor& t, Layout& l) {
@@ -35,19 +36,57 @@ bool describe_or_copy(Tensor& t, Layout& l) {
   return describe(t, l);
 }
 
-Layout contiguous_layout(const Dims& dims) { return {dims, packed_strides(dims)}; }
+namespace {
 
-DescP causal_mask(GraphBuilder& g, const DescP& s, const Dims& dims, const Dims& strides) {
-  DescP fill = g.scalar(kFill);
-  DescP row = g.virt(CUDNN_DATA_INT32, dims, strides);
-  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, row, CUDNN_DATA_FLOAT, /*axis=*/2);
-  DescP col = g.virt(CUDNN_DATA_INT32, dims, strides);
-  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, col, CUDNN_DATA_FLOAT, /*axis=*/3);
-  DescP keep = g.virt(CUDNN_DATA_BOOLEAN, dims, strides);
-  g.pointwise(CUDNN_POINTWISE_CMP_GE, row, col, nullptr, keep, CUDNN_DATA_BOOLEAN);
-  DescP out = g.virt(CUDNN_DATA_FLOAT, dims, strides);
-  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, s, fill, keep, out);  // y = keep ? s : fill
-  return out;
+cudnnDataType_t data_type(spec::DType d, cudnnDataType_t io) {
+  switch (d) {
+    case spec::DType::kIo: return io;
+    case spec::DType::kFloat: return CUDNN_DATA_FLOAT;
+    case spec::DType::kInt32: return CUDNN_DATA_INT32;
+    case spec::DType::kBool: return CUDNN_DATA_BOOLEAN;
+  }
+  return CUDNN_DATA_FLOAT;
+}
+
+cudnnPointwiseMode_t pointwise_mode(spec::Mode m) {
+  switch (m) {
+    case spec::Mode::kMul: return CUDNN_POINTWISE_MUL;
+    case spec::Mode::kSub: return CUDNN_POINTWISE_SUB;
+    case spec::Mode::kAdd: return CUDNN_POINTWISE_ADD;
+    case spec::Mode::kDiv: return CUDNN_POINTWISE_DIV;
+    case spec::Mode::kExp: return CUDNN_POINTWISE_EXP;
+    case spec::Mode::kLog: return CUDNN_POINTWISE_LOG;
+    case spec::Mode::kIdentity: return CUDNN_POINTWISE_IDENTITY;
+    case spec::Mode::kGenIndex: return CUDNN_POINTWISE_GEN_INDEX;
+    case spec::Mode::kCmpGe: return CUDNN_POINTWISE_CMP_GE;
+    case spec::Mode::kBinarySelect: return CUDNN_POINTWISE_BINARY_SELECT;
+    default: break;
+  }
+  throw Unsupported{std::string("sdpa graph: ") + spec::name(m) + " is not a pointwise mode"};
+}
+
+}  // namespace
+
+std::shared_ptr<Plan> build_plan(const spec::Graph& graph, cudnnDataType_t io, cudnnHandle_t h) {
+  GraphBuilder g;
+  std::vector<DescP> t;
+  for (const spec::Tensor& x : graph.tensors)
+    t.push_back(g.tensor(x.uid, data_type(x.dtype, io), x.dims, x.strides, x.is_virtual, x.by_value));
+  auto in = [&](const spec::Node& n, size_t i) { return i < n.inputs.size() ? t[n.inputs[i]] : DescP(); };
+  for (const spec::Node& n : graph.nodes) {
+    const DescP& y = t[static_cast<size_t>(n.output)];
+    switch (n.op) {
+      case spec::Op::kMatmul: g.matmul(in(n, 0), in(n, 1), y); break;
+      case spec::Op::kReshape: g.reshape(in(n, 0), y); break;
+      case spec::Op::kReduction:
+        g.reduction(n.mode == spec::Mode::kMax ? CUDNN_REDUCE_TENSOR_MAX : CUDNN_REDUCE_TENSOR_ADD, in(n, 0), y);
+        break;
+      case spec::Op::kPointwise:
+        g.pointwise(pointwise_mode(n.mode), in(n, 0), in(n, 1), in(n, 2), y, data_type(n.math, io), n.axis);
+        break;
+    }
+  }
+  return finalize_plan(g, h);
 }
 
 std::shared_ptr<Plan> native_forward(cudnnHandle_t h, cudnnDataType_t io, const Shapes& s, const Layout& q,
@@ -103,100 +142,13 @@ std::shared_ptr<Plan> native_backward(cudnnHandle_t h, cudnnDataType_t io, const
 
 std::shared_ptr<Plan> composite_forward(cudnnHandle_t h, cudnnDataType_t io, const Shapes& s, const Layout& q,
                                         const Layout& k, const Layout& v, const Layout& o, bool causal) {
-  const Dims sd = s.scores(), ss = packed_strides(sd), rd = s.rows(), rs = packed_strides(rd);
-  GraphBuilder g;
-  DescP Q = g.tensor(kQ, io, q.dims, q.strides);
-  DescP KT = g.tensor(kK, io, swap_last(k.dims), swap_last(k.strides));  // K^T (B, H, D, S): same memory
-  DescP V = g.tensor(kV, io, v.dims, v.strides);
-  DescP O = g.tensor(kO, io, o.dims, o.strides);
-  DescP St = g.tensor(kStats, CUDNN_DATA_FLOAT, rd, rs);
-  DescP scale = g.scalar(kScale);
-
-  DescP qk = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.matmul(Q, KT, qk);  // Q K^T (B, H, L, S)
-  DescP scores = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.binary(CUDNN_POINTWISE_MUL, qk, scale, scores);
-  if (causal) scores = causal_mask(g, scores, sd, ss);
-  DescP mx = g.virt(CUDNN_DATA_FLOAT, rd, rs);
-  g.reduction(CUDNN_REDUCE_TENSOR_MAX, scores, mx);  // M (B, H, L, 1)
-  DescP shifted = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.binary(CUDNN_POINTWISE_SUB, scores, mx, shifted);
-  DescP e = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.unary(CUDNN_POINTWISE_EXP, shifted, e);
-  DescP z = g.virt(CUDNN_DATA_FLOAT, rd, rs);
-  g.reduction(CUDNN_REDUCE_TENSOR_ADD, e, z);  // Z (B, H, L, 1)
-  DescP log_z = g.virt(CUDNN_DATA_FLOAT, rd, rs);
-  g.unary(CUDNN_POINTWISE_LOG, z, log_z);
-  g.binary(CUDNN_POINTWISE_ADD, mx, log_z, St);  // stats = M + log Z
-  DescP p = g.virt(io, sd, ss);                  // P in the I/O type: the second GEMM's A operand
-  g.binary(CUDNN_POINTWISE_DIV, e, z, p);
-  g.matmul(p, V, O);
-  return finalize_plan(g, h);
+  return build_plan(spec::composite_forward(s, q, k, v, o, causal), io, h);
 }
 
 std::shared_ptr<Plan> composite_backward(cudnnHandle_t h, cudnnDataType_t io, const Shapes& s, const Layout& q,
                                          const Layout& k, const Layout& v, const Layout& o, const Layout& d_o,
                                          bool causal) {
-  const Dims sd = s.scores(), ss = packed_strides(sd), rd = s.rows(), rs = packed_strides(rd);
-  const Dims td{s.B, s.H, s.S, s.L}, ts{s.H * s.L * s.S, s.L * s.S, 1, s.S};  // (S, L) transpose of scores
-  GraphBuilder g;
-  DescP Q = g.tensor(kQ, io, q.dims, q.strides);
-  DescP KT = g.tensor(kK, io, swap_last(k.dims), swap_last(k.strides));  // (B, H, D, S)
-  DescP VT = g.tensor(kV, io, swap_last(v.dims), swap_last(v.strides));  // (B, H, Dv, S)
-  DescP O = g.tensor(kO, io, o.dims, o.strides);
-  DescP dO = g.tensor(kdO, io, d_o.dims, d_o.strides);
-  DescP St = g.tensor(kStats, CUDNN_DATA_FLOAT, rd, rs);
-  DescP dQ = g.tensor(kdQ, io, q.dims, packed_strides(q.dims));
-  DescP dK = g.tensor(kdK, io, k.dims, packed_strides(k.dims));
-  DescP dV = g.tensor(kdV, io, v.dims, packed_strides(v.dims));
-  DescP scale = g.scalar(kScale), one = g.scalar(kOne);
-  DescP row_sum = g.tensor(kRowSum, CUDNN_DATA_FLOAT, rd, rs);                            // float32 buffer
-  DescP dq_accum = g.tensor(kdQAccum, CUDNN_DATA_FLOAT, q.dims, packed_strides(q.dims));  // float32 buffer
-
-  // row_sum = sum_j dO * O (B, H, L, 1)
-  DescP d_o_o = g.virt(CUDNN_DATA_FLOAT, o.dims, packed_strides(o.dims));
-  g.binary(CUDNN_POINTWISE_MUL, dO, O, d_o_o);
-  DescP red = g.virt(CUDNN_DATA_FLOAT, rd, rs);
-  g.reduction(CUDNN_REDUCE_TENSOR_ADD, d_o_o, red);
-  g.binary(CUDNN_POINTWISE_MUL, red, one, row_sum);  // (the dropout-scale slot of the pattern; 1 here)
-
-  // P = exp(Q K^T * scale - stats), masked (B, H, L, S)
-  DescP qk = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.matmul(Q, KT, qk);
-  DescP scores = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.binary(CUDNN_POINTWISE_MUL, qk, scale, scores);
-  DescP centred = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.binary(CUDNN_POINTWISE_SUB, scores, St, centred);
-  if (causal) centred = causal_mask(g, centred, sd, ss);
-  DescP p = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.unary(CUDNN_POINTWISE_EXP, centred, p);
-
-  // dV = P^T dO
-  DescP pt = g.virt(io, td, ts);
-  g.reshape(p, pt);
-  g.matmul(pt, dO, dV);
-
-  // dS = P * (dO V^T - row_sum) * scale
-  DescP dp = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.matmul(dO, VT, dp);
-  DescP dp_c = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.binary(CUDNN_POINTWISE_SUB, dp, row_sum, dp_c);
-  DescP pdp = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.binary(CUDNN_POINTWISE_MUL, dp_c, p, pdp);
-  DescP ds = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.binary(CUDNN_POINTWISE_MUL, pdp, scale, ds);
-
-  // dK = dS^T Q
-  DescP dst = g.virt(io, td, ts);
-  g.reshape(ds, dst);
-  g.matmul(dst, Q, dK);
-
-  // dQ = dS K, accumulated in float32, then converted
-  DescP kr = g.virt(CUDNN_DATA_FLOAT, k.dims, k.strides);  // K (B, H, S, D) from K^T
-  g.reshape(KT, kr);
-  g.matmul(ds, kr, dq_accum);
-  g.unary(CUDNN_POINTWISE_IDENTITY, dq_accum, dQ);
-  return finalize_plan(g, h);
+  return build_plan(spec::composite_backward(s, q, k, v, o, d_o, causal), io, h);
 }
 
 }  // namespace weft::cuda::sdpa_cudnn
