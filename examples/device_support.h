@@ -6,7 +6,9 @@
 // Contract:
 // - parse_device("cpu" | "cuda" | "cuda:N") returns the device after checking it
 //   can be used: a CUDA device must exist (the error says "no CUDA GPU is visible"
-//   without one, or that the binary was built without CUDA support).
+//   and the driver's reason without one, or that the binary was built without CUDA
+//   support). A CUDA device becomes the process's device
+//   (weft::cuda::set_process_device; the first choice wins).
 // - move_to(t, d) copies a CPU batch to d (values identical to t.to(d)).
 // - synchronize(d) waits for all queued work on d (no-op for the CPU).
 // - AmpScope(amp, d): "none" does nothing; "bf16" enables bfloat16 autocast for d's

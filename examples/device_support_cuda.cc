@@ -11,7 +11,10 @@ bool cuda_built() { return true; }
 
 Device parse_device(const std::string& spec) {
   Device d(spec);
-  if (d.is_cuda()) cuda::check_device(d);
+  if (d.is_cuda()) {
+    cuda::check_device(d);              // without a GPU: the driver's reason
+    cuda::set_process_device(d.index);  // Note [process device]: no context on GPU 0 for cuda:N
+  }
   return d;
 }
 

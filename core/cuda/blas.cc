@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "core/cuda/library_check.h"
+#include "core/cuda/library_versions.h"
+#include "core/cuda/runtime.h"
 #include "core/cuda/stream.h"
 #include "core/ops.h"
 
@@ -42,6 +44,13 @@ cublasHandle_t blas_handle(int device) {
     WEFT_CUBLAS_CHECK(cublasCreate(&h));
     WEFT_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
     it = th.handles.emplace(device, h).first;
+    report_cuda_versions();
+    int major = 0, minor = 0, patch = 0;
+    if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+        cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+        cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
+      print_version_once("cuBLAS",
+                         version_line("cuBLAS", int64_t{major} * 10000 + minor * 100 + patch, CUBLAS_VERSION));
   }
   cublasHandle_t h = it->second;
   cudaStream_t stream = current_stream(device);

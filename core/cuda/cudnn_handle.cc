@@ -4,6 +4,8 @@
 #include <map>
 
 #include "core/cuda/library_check.h"
+#include "core/cuda/library_versions.h"
+#include "core/cuda/runtime.h"
 #include "core/cuda/stream.h"
 #include "core/ops.h"
 
@@ -17,6 +19,8 @@ cudnnHandle_t cudnn_handle(int device) {
     cudnnHandle_t h = nullptr;
     WEFT_CUDNN_CHECK(cudnnCreate(&h));
     it = handles->emplace(device, h).first;
+    report_cuda_versions();
+    print_version_once("cuDNN", version_line("cuDNN", static_cast<int64_t>(cudnnGetVersion()), CUDNN_VERSION));
   }
   WEFT_CUDNN_CHECK(cudnnSetStream(it->second, current_stream(device)));
   return it->second;

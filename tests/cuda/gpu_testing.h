@@ -2,7 +2,8 @@
 // with the CPU kernel on the same inputs.
 //
 // Contract: WEFT_REQUIRE_GPU() at the top of a test makes it GTEST_SKIP (reported
-// as skipped, not passed) when no CUDA GPU is visible. tolerance(dtype) is the
+// as skipped, not passed) when no CUDA GPU is visible, with the driver's reason in
+// the skip message (the GPU bundle's run.sh prints it when every test skipped). tolerance(dtype) is the
 // relative tolerance used for CUDA-vs-CPU comparisons: float64 1e-10, float32 1e-5,
 // bfloat16 2e-2, float16 4e-3 (integers and bool must match exactly).
 #pragma once
@@ -17,9 +18,10 @@
 #include "core/ops.h"
 #include "tests/testing.h"
 
-#define WEFT_REQUIRE_GPU()                                                                  \
-  do {                                                                                      \
-    if (!::weft::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible: test skipped"; \
+#define WEFT_REQUIRE_GPU()                                                                                \
+  do {                                                                                                    \
+    if (!::weft::cuda::is_available())                                                                    \
+      GTEST_SKIP() << "no CUDA GPU visible (" << ::weft::cuda::unavailable_reason() << "): test skipped"; \
   } while (0)
 
 namespace weft::testing {
