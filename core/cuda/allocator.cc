@@ -1,8 +1,12 @@
 #include "core/cuda/allocator.h"
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/cuda/check.h"
+#include "core/cuda/comm_activity.h"
 #include "core/cuda/runtime.h"
 #include "core/cuda/stream.h"
 #include "core/ops.h"
@@ -45,6 +49,18 @@ class CudaBackend final : public MemoryBackend {
     return true;
   }
   void destroy_event(void* event) override { (void)cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+  // Note [cudaFree and communication]: cudaFree synchronises the device.
+  std::string release_blocker(int device) override {
+    static const std::chrono::milliseconds budget = [] {
+      const char* env = std::getenv("WEFT_OOM_COMM_WAIT_MS");
+      return std::chrono::milliseconds(env != nullptr && *env != '\0' ? std::atoll(env) : 5000);
+    }();
+    const int n = comm_activity().wait_idle(device, budget);
+    if (n == 0) return "";
+    return detail::str_cat(n, " communication operation(s) (NCCL) still in flight on cuda:", device, " after ",
+                           budget.count(), " ms, and cudaFree would synchronise the device with kernels that may be ",
+                           "waiting for a peer (WEFT_OOM_COMM_WAIT_MS sets the wait)");
+  }
 };
 
 class CudaAllocator final : public Allocator {
@@ -84,6 +100,16 @@ void record_stream(const Tensor& t, cudaStream_t stream) {
   WEFT_CHECK(t.device().is_cuda(), "record_stream: tensor is on ", t.device(), ", not a CUDA device");
   void* base = t.impl()->storage()->data();
   if (base) device_allocator().record_stream(base, stream);
+}
+
+int device_of_pointer(const void* p, const char* what) {
+  const int d = device_allocator().device_of(p);
+  if (d >= 0) return d;
+  cudaPointerAttributes attr{};
+  WEFT_CUDA_CHECK(cudaPointerGetAttributes(&attr, p));
+  WEFT_CHECK(attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged, what,
+             ": the output pointer is not device memory");
+  return attr.device;
 }
 
 Tensor pin_memory(const Tensor& t) {

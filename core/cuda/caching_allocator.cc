@@ -1,6 +1,7 @@
 #include "core/cuda/caching_allocator.h"
 
 #include <algorithm>
+#include <string>
 #include <tuple>
 
 #include "core/error.h"
@@ -66,36 +67,59 @@ CachingAllocator::Block* CachingAllocator::find_free(int device, size_t rounded,
 
 void CachingAllocator::insert_free(Block* b) { (b->small ? small_ : large_).insert(b); }
 
+bool CachingAllocator::has_free_segments(int device) const {
+  for (const FreeSet* pool : {&small_, &large_})
+    for (const Block* b : *pool)
+      if (b->device == device && b->prev == nullptr && b->next == nullptr) return true;
+  return false;
+}
+
+CachingAllocator::Block* CachingAllocator::new_segment(int device, size_t rounded, size_t bytes, void* stream) {
+  MemoryStats& st = stats_of(device);
+  const size_t seg = segment_size(rounded);
+  void* p = backend_->raw_alloc(device, seg);
+  std::string blocked;
+  if (p == nullptr) {
+    ++st.num_retries;
+    // A block freed with record_stream() may have become usable meanwhile.
+    process_pending();
+    if (Block* b = find_free(device, rounded, stream)) return b;
+    // Note [cudaFree and communication]: release the cache only where that
+    // cannot wait on communication in flight.
+    if (has_free_segments(device)) blocked = backend_->release_blocker(device);
+    if (blocked.empty()) {
+      release_segments(device);
+      p = backend_->raw_alloc(device, seg);
+    }
+  }
+  if (p == nullptr) {
+    ++st.num_ooms;
+    WEFT_ERROR(
+        "CUDA out of memory: tried to allocate ", bytes, " bytes (a ", seg, "-byte segment) on cuda:", device, "; ",
+        st.allocated, " bytes allocated, ", st.reserved, " bytes reserved by weft's caching allocator (",
+        blocked.empty() ? std::string("empty_cache() was tried") : "cached segments were not released: " + blocked,
+        ")");
+  }
+  Block* b = new Block;
+  b->device = device;
+  b->stream = stream;
+  b->size = seg;
+  b->ptr = static_cast<char*>(p);
+  b->small = rounded <= kSmallRequest;
+  st.reserved += static_cast<int64_t>(seg);
+  st.peak_reserved = std::max(st.peak_reserved, st.reserved);
+  ++st.num_segments;
+  segments_[reinterpret_cast<uintptr_t>(p)] = {seg, device};
+  return b;
+}
+
 void* CachingAllocator::malloc(int device, size_t bytes, void* stream) {
   std::lock_guard<std::mutex> lock(mu_);
   process_pending();
   size_t rounded = round_size(bytes);
   MemoryStats& st = stats_of(device);
   Block* b = find_free(device, rounded, stream);
-  if (b == nullptr) {
-    size_t seg = segment_size(rounded);
-    void* p = backend_->raw_alloc(device, seg);
-    if (p == nullptr) {
-      ++st.num_retries;
-      release_segments(device);
-      p = backend_->raw_alloc(device, seg);
-    }
-    if (p == nullptr) {
-      ++st.num_ooms;
-      WEFT_ERROR("CUDA out of memory: tried to allocate ", bytes, " bytes (a ", seg, "-byte segment) on cuda:", device,
-                 "; ", st.allocated, " bytes allocated, ", st.reserved,
-                 " bytes reserved by weft's caching allocator (empty_cache() was tried)");
-    }
-    b = new Block;
-    b->device = device;
-    b->stream = stream;
-    b->size = seg;
-    b->ptr = static_cast<char*>(p);
-    b->small = rounded <= kSmallRequest;
-    st.reserved += static_cast<int64_t>(seg);
-    st.peak_reserved = std::max(st.peak_reserved, st.reserved);
-    ++st.num_segments;
-  }
+  if (b == nullptr) b = new_segment(device, rounded, bytes, stream);
   size_t remaining = b->size - rounded;
   bool split = b->small ? remaining >= kRound : remaining > kMinLargeSplit;
   if (split) {
@@ -196,6 +220,7 @@ void CachingAllocator::release_segments(int device) {
       Block* b = *it;
       if ((device < 0 || b->device == device) && b->prev == nullptr && b->next == nullptr) {
         backend_->raw_free(b->device, b->ptr);
+        segments_.erase(reinterpret_cast<uintptr_t>(b->ptr));
         MemoryStats& st = stats_of(b->device);
         st.reserved -= static_cast<int64_t>(b->size);
         --st.num_segments;
@@ -232,6 +257,15 @@ size_t CachingAllocator::block_size(void* ptr) const {
   auto it = active_.find(ptr);
   WEFT_CHECK(it != active_.end(), "CUDA caching allocator: unknown pointer ", ptr);
   return it->second->size;
+}
+
+int CachingAllocator::device_of(const void* p) const {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = segments_.upper_bound(a);
+  if (it == segments_.begin()) return -1;
+  --it;
+  return a < it->first + it->second.first ? it->second.second : -1;
 }
 
 }  // namespace weft::cuda

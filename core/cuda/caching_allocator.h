@@ -12,7 +12,16 @@
 //    is held until an event recorded on each of them completes.
 //  - On a failed device allocation, all cached free segments of that device are
 //    released and the allocation retried once; then an error reports the request,
-//    the device and the memory statistics.
+//    the device and the memory statistics. Note [cudaFree and communication]:
+//    releasing a segment (cudaFree) synchronises the whole device, so it would
+//    wait on a communication kernel that waits for a peer, and that peer may be
+//    waiting for this process: before releasing, the allocator asks the backend
+//    (release_blocker(), which may wait a bounded time); when communication is
+//    still in flight nothing is released and the out-of-memory error says why,
+//    instead of a hang.
+//  - device_of(p): the device of the segment holding p (any address inside a
+//    segment, e.g. a view's data pointer), or -1 when p is not weft's device
+//    memory; a map lookup, no driver call.
 //  - empty_cache() releases every segment with no block in use. Statistics per
 //    device: bytes allocated (in blocks handed out), reserved (segments held), and
 //    their peaks. Thread-safe.
@@ -24,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -40,6 +50,12 @@ class MemoryBackend {
   virtual void* record_event(int device, void* stream) = 0;
   virtual bool event_done(void* event) = 0;
   virtual void destroy_event(void* event) = 0;
+  // Note [cudaFree and communication]: "" when releasing segments of `device` is
+  // safe now (may wait a bounded time for that), else why not.
+  virtual std::string release_blocker(int device) {
+    (void)device;
+    return "";
+  }
 };
 
 struct MemoryStats {
@@ -78,6 +94,8 @@ class CachingAllocator {
   void reset_peak_stats(int device);
   // Size of the block behind `ptr` (as rounded), for tests and diagnostics.
   size_t block_size(void* ptr) const;
+  // The device of the segment containing `p`; -1 if none does.
+  int device_of(const void* p) const;
 
   static size_t round_size(size_t bytes);
   static size_t segment_size(size_t rounded);
@@ -91,6 +109,10 @@ class CachingAllocator {
 
   FreeSet& pool_for(size_t rounded) { return rounded <= kSmallRequest ? small_ : large_; }
   Block* find_free(int device, size_t rounded, void* stream);
+  // A fresh segment for a request (retrying once after releasing the cache);
+  // throws the out-of-memory error.
+  Block* new_segment(int device, size_t rounded, size_t bytes, void* stream);
+  bool has_free_segments(int device) const;
   void insert_free(Block* b);
   void release_block(Block* b);  // merge into neighbours and return to the pool
   void process_pending();
@@ -107,6 +129,8 @@ class CachingAllocator {
   };
   std::vector<Pending> pending_;
   std::map<int, MemoryStats> stats_;
+  // segment base address -> (bytes, device), for device_of()
+  std::map<uintptr_t, std::pair<size_t, int>> segments_;
 };
 
 }  // namespace weft::cuda

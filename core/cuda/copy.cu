@@ -3,10 +3,11 @@
 //
 // Synchronisation (core/cuda/stream.h): all work runs on the current stream of the
 // CUDA operand's device. Device->host copies synchronise that stream before
-// returning. Host->device copies from pinned memory are asynchronous; from
-// pageable memory the runtime stages the bytes before returning, so the host
-// buffer may be reused at once.
+// returning, then report deferred index errors (Note [deferred index checks]). Host->device copies from pinned memory
+// are asynchronous; from pageable memory the runtime stages the bytes before returning, so the host buffer may be
+// reused at once.
 #include "core/cuda/check.h"
+#include "core/cuda/index_checks.h"
 #include "core/cuda/loops.cuh"
 #include "core/kernels/copy.h"
 #include "core/ops.h"
@@ -82,11 +83,13 @@ void cuda_copy(const Tensor& dst, const Tensor& src) {
   if (dst.is_contiguous()) {
     WEFT_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), s.raw_data(), s.nbytes(), cudaMemcpyDeviceToHost, stream));
     WEFT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    flush_index_checks(src.device().index);  // Note [deferred index checks]: the host waited anyway
     return;
   }
   Tensor host = empty(s.sizes(), {s.dtype(), kCPU});
   WEFT_CUDA_CHECK(cudaMemcpyAsync(host.raw_data(), s.raw_data(), s.nbytes(), cudaMemcpyDeviceToHost, stream));
   WEFT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  flush_index_checks(src.device().index);
   copy_table()(kCPU, dst.dtype(), dst, host);
 }
 

@@ -3,7 +3,7 @@
 // Contract: out (n, D), weight (V, D), idx (n) int64, grad_weight (V, D) zero-filled,
 // g (n, D); all contiguous. idx may be on the GPU (then it is range-checked on the
 // device: a bad index is skipped by the kernel and raises weft::Error naming it and
-// V after the launch, which costs one stream synchronisation) or on the CPU (the
+// V at the next synchronisation, Note [deferred index checks]) or on the CPU (the
 // front end has checked it; it is copied to the GPU). The backward gets the indices
 // the forward already checked, so it skips bad ones without a flag (no stream
 // synchronisation per training step). The backward scatter-adds with
@@ -66,12 +66,11 @@ void cuda_embedding(const Tensor& out, const Tensor& weight, const Tensor& idx_i
   const bool on_gpu = idx_in.device() == out.device();
   Tensor idx = index_on(idx_in, out);
   std::optional<BadIndexFlag> flag;
-  if (on_gpu) flag.emplace(out);
+  if (on_gpu) flag.emplace(out, "embedding", "index", V);
   embedding_kernel<T><<<blocks_for(n * D, 256), 256, 0, stream>>>(
       static_cast<T*>(out.raw_data()), static_cast<const T*>(weight.raw_data()),
       static_cast<const int64_t*>(idx.raw_data()), n, V, D, flag ? flag->ptr() : nullptr);
   WEFT_CUDA_KERNEL_CHECK("embedding");
-  if (flag) flag->check("embedding", "index", V);
 }
 
 template <typename T>

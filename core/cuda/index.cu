@@ -4,7 +4,8 @@
 // Contract (matches core/ops/index.cc): index tensors are int64. The front ends
 // require the index on the input's device, so it is GPU-resident and range-checked
 // on the device (a bad index is skipped, then weft::Error names the op, the index
-// and the size after a stream synchronisation); a CPU index handed to a table
+// and the size at the next synchronisation: Note [deferred index checks] in
+// core/cuda/index_check_log.h); a CPU index handed to a table
 // directly is copied to the GPU (and was checked by its caller). Kernels never
 // access out of bounds. gather, index_select
 // and tril/triu move raw elements, so they are instantiated per element size (1, 2,
@@ -99,12 +100,11 @@ void cuda_gather(const Tensor& out, const Tensor& self, const Tensor& index, int
   sst[dim] = 0;
   Walk3 w = make_walk("gather", out.sizes(), out.strides(), sst, idx.strides());
   std::optional<BadIndexFlag> flag;
-  if (on_gpu) flag.emplace(out);
+  if (on_gpu) flag.emplace(out, "gather", "index", self.size(dim));
   gather_kernel<E><<<blocks_for(n, 256), 256, 0, stream_for(out)>>>(
       static_cast<E*>(out.raw_data()), static_cast<const E*>(self.raw_data()),
       static_cast<const int64_t*>(idx.raw_data()), w, n, dstride, self.size(dim), flag ? flag->ptr() : nullptr);
   WEFT_CUDA_KERNEL_CHECK("gather");
-  if (flag) flag->check("gather", "index", self.size(dim));
 }
 
 // ---- scatter_add: out[pos with dim replaced by index[pos]] += src[pos], pos over index ----
@@ -135,12 +135,11 @@ void cuda_scatter_add(const Tensor& out, const Tensor& index, const Tensor& src,
   ost[dim] = 0;
   Walk3 w = make_walk("scatter_add", index.sizes(), ost, src.strides(), idx.strides());
   std::optional<BadIndexFlag> flag;
-  if (on_gpu) flag.emplace(out);
+  if (on_gpu) flag.emplace(out, "scatter_add", "index", out.size(dim));
   scatter_add_kernel<T><<<blocks_for(n, 256), 256, 0, stream_for(out)>>>(
       static_cast<T*>(out.raw_data()), static_cast<const T*>(src.raw_data()),
       static_cast<const int64_t*>(idx.raw_data()), w, n, dstride, out.size(dim), flag ? flag->ptr() : nullptr);
   WEFT_CUDA_KERNEL_CHECK("scatter_add");
-  if (flag) flag->check("scatter_add", "index", out.size(dim));
 }
 
 // ---- index_select: out (outer, n, inner) = self (outer, size, inner)[:, idx, :] ----
@@ -168,12 +167,11 @@ void cuda_index_select(const Tensor& out, const Tensor& self, const Tensor& inde
   const bool on_gpu = index.device() == out.device();
   Tensor idx = index_on(index, out);
   std::optional<BadIndexFlag> flag;
-  if (on_gpu) flag.emplace(out);
+  if (on_gpu) flag.emplace(out, "index_select", "index", size);
   index_select_kernel<E><<<blocks_for(outer * n * inner, 256), 256, 0, stream_for(out)>>>(
       static_cast<E*>(out.raw_data()), static_cast<const E*>(self.raw_data()),
       static_cast<const int64_t*>(idx.raw_data()), outer, n, inner, size, flag ? flag->ptr() : nullptr);
   WEFT_CUDA_KERNEL_CHECK("index_select");
-  if (flag) flag->check("index_select", "index", size);
 }
 
 // ---- index_add: out (outer, size, inner)[:, idx[i], :] += src (outer, n, inner)[:, i, :] ----
@@ -200,12 +198,11 @@ void cuda_index_add(const Tensor& out, const Tensor& index, const Tensor& src) {
   const bool on_gpu = index.device() == out.device();
   Tensor idx = index_on(index, out);
   std::optional<BadIndexFlag> flag;
-  if (on_gpu) flag.emplace(out);
+  if (on_gpu) flag.emplace(out, "index_add", "index", size);
   index_add_kernel<T><<<blocks_for(outer * n * inner, 256), 256, 0, stream_for(out)>>>(
       static_cast<T*>(out.raw_data()), static_cast<const T*>(src.raw_data()),
       static_cast<const int64_t*>(idx.raw_data()), outer, n, inner, size, flag ? flag->ptr() : nullptr);
   WEFT_CUDA_KERNEL_CHECK("index_add");
-  if (flag) flag->check("index_add", "index", size);
 }
 
 // ---- masked_fill ----

@@ -3,7 +3,8 @@
 //
 // Contract (matches core/ops/loss.cc): x (R, C) contiguous; target (R) int64 (on the
 // GPU: range-checked on the device, a bad target raises weft::Error naming it and C
-// after one stream synchronisation; on the CPU: copied, the front end checked it).
+// at the next synchronisation, Note [deferred index checks]; on the CPU: copied, the
+// front end checked it).
 // Forward, one warp per row (C <= 1024) or one block per row (e.g. C = 50257): max,
 // sum exp(x - max) in S (float, double for float64; the sum of x for label smoothing
 // in double), lse = max + log(sum) (the max itself when infinite), loss in double:
@@ -111,7 +112,7 @@ void cuda_class_loss(const Tensor& x, const Tensor& target, int64_t ignore_index
   const bool on_gpu = target.device() == x.device();
   Tensor tgt = index_on(target, x);
   std::optional<BadIndexFlag> flag;
-  if (on_gpu) flag.emplace(x);
+  if (on_gpu) flag.emplace(x, log_probs ? "nll_loss" : "cross_entropy", "target", C);
   const T* px = static_cast<const T*>(x.raw_data());
   const int64_t* pt = static_cast<const int64_t*>(tgt.raw_data());
   double* pl = static_cast<double*>(loss.raw_data());
@@ -124,7 +125,6 @@ void cuda_class_loss(const Tensor& x, const Tensor& target, int64_t ignore_index
     class_loss_kernel<T, false><<<blocks_for(R, 1), row_threads(C, 1024, 8), 0, stream>>>(
         px, pt, R, C, ignore_index, smoothing, log_probs, pl, plse, pb);
   WEFT_CUDA_KERNEL_CHECK("cross_entropy");
-  if (flag) flag->check(log_probs ? "nll_loss" : "cross_entropy", "target", C);
 }
 
 template <typename T>

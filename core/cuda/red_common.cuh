@@ -12,9 +12,9 @@
 //  - index_on(t, like): the int64 index tensor `t` on `like`'s device, contiguous
 //    (front ends may hand CPU-resident, already range-checked indices).
 //  - BadIndexFlag: device-side range check for indices that live on the GPU (the
-//    host cannot validate them without a copy): kernels call report(value), the
-//    host calls check(op, bound) which synchronises the stream and throws naming
-//    the op, the first offending index seen and the bound.
+//    host cannot validate them without a copy): kernels call report_bad_index;
+//    the error (naming the op, the first offending index seen and the bound) is
+//    thrown at the next synchronisation (Note [deferred index checks]).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,6 +27,7 @@
 #include <cuda_fp16.h>
 
 #include "core/cuda/check.h"
+#include "core/cuda/index_checks.h"
 #include "core/cuda/loops.cuh"
 #include "core/cuda/runtime.h"
 #include "core/cuda/stream.h"
@@ -129,6 +130,15 @@ inline int blocks_for(int64_t n, int threads, int64_t cap = 65535LL * 16) {
   if (b < 1) b = 1;
   return static_cast<int>(b < cap ? b : cap);
 }
+// Multiprocessors of `device` (cached).
+inline int sm_count(int device) {
+  static int cached[64] = {};
+  if (device >= 0 && device < 64 && cached[device]) return cached[device];
+  int n = 0;
+  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+  if (device >= 0 && device < 64) cached[device] = n;
+  return n;
+}
 // Threads per block for a row of n elements handled by one block: a power of two in [32, max_threads].
 inline int row_threads(int64_t n, int max_threads = 1024, int per_thread = 4) {
   int t = 32;
@@ -141,26 +151,20 @@ inline Tensor index_on(const Tensor& t, const Tensor& like) {
   return r.is_contiguous() ? r : r.contiguous();
 }
 
-// Device-side detection of out-of-range indices that live on the GPU.
+// Device-side detection of out-of-range indices that live on the GPU: a slot of
+// the device's deferred check log (Note [deferred index checks] in
+// core/cuda/index_check_log.h); nothing synchronises here.
 class BadIndexFlag {
  public:
-  explicit BadIndexFlag(const Tensor& like) {
-    flag_ = empty({2}, {DType::Int64, like.device()});
-    WEFT_CUDA_CHECK(cudaMemsetAsync(flag_.raw_data(), 0, 2 * sizeof(int64_t), stream_for(like)));
-    stream_ = stream_for(like);
-  }
+  // `op`, `what`: static strings naming the op and the index ("embedding", "index");
+  // valid indices are [0, bound).
+  BadIndexFlag(const Tensor& like, const char* op, const char* what, int64_t bound)
+      : ptr_(index_check_slot(like.device().index, stream_for(like), op, what, bound)) {}
   // slot 0: set to 1 when a bad index was seen; slot 1: one bad value (any of them)
-  unsigned long long* ptr() const { return static_cast<unsigned long long*>(flag_.raw_data()); }
-  void check(const char* op, const char* what, int64_t bound) const {
-    int64_t h[2] = {0, 0};
-    WEFT_CUDA_CHECK(cudaMemcpyAsync(h, flag_.raw_data(), sizeof(h), cudaMemcpyDeviceToHost, stream_));
-    WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    WEFT_CHECK(h[0] == 0, op, ": ", what, " ", h[1], " is out of bounds (valid range [0, ", bound, "))");
-  }
+  unsigned long long* ptr() const { return ptr_; }
 
  private:
-  Tensor flag_;
-  cudaStream_t stream_ = nullptr;
+  unsigned long long* ptr_;
 };
 __device__ __forceinline__ void report_bad_index(unsigned long long* flag, int64_t value) {
   if (atomicCAS(flag, 0ull, 1ull) == 0ull) flag[1] = static_cast<unsigned long long>(value);

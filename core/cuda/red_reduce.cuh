@@ -16,7 +16,11 @@
 //    the GPU and r is long, r is split into chunks whose partial accumulators go to
 //    a scratch buffer and are merged per row (in chunk order) by a second kernel;
 //  - inner > 1: 32 columns per block across threadIdx.x (coalesced) and up to 16
-//    slices of r across threadIdx.y, merged through shared memory.
+//    slices of r across threadIdx.y, merged through shared memory; when the
+//    (row, 32-column tile) blocks are too few to fill the GPU and r is long, r is
+//    also split into chunks whose partials go to a scratch buffer and are merged
+//    per output in chunk order by a second kernel (deterministic; with one chunk
+//    the order of operations is the single-kernel one).
 // Every output is written exactly once (r == 0 writes identity()).
 #pragma once
 
@@ -82,36 +86,48 @@ __global__ void reduce_merge_partials(const typename Op::Acc* partial, int64_t o
 
 inline constexpr int kColX = 32, kColYMax = 16;
 
+// Block per (output row o, tile of 32 columns, chunk c of r); chunk c covers
+// [c * chunk_len, min(r, (c + 1) * chunk_len)). partial == nullptr: nchunks is 1
+// and results are written with op.write; else partial[(o * nchunks + c) * inner + j].
 template <typename T, typename Op>
-__global__ void reduce_cols(const T* in, int64_t outer, int64_t r, int64_t inner, int64_t tiles, Op op) {
+__global__ void reduce_cols(const T* in, int64_t outer, int64_t r, int64_t inner, int64_t tiles, int64_t nchunks,
+                            int64_t chunk_len, Op op, typename Op::Acc* partial) {
   using Acc = typename Op::Acc;
   __shared__ alignas(16) unsigned char raw[kColYMax * kColX * sizeof(Acc)];
   Acc* buf = reinterpret_cast<Acc*>(raw);
   const int tx = threadIdx.x, ty = threadIdx.y;
-  for (int64_t t = blockIdx.x; t < outer * tiles; t += gridDim.x) {
-    const int64_t o = t / tiles, j = (t % tiles) * kColX + tx;
+  for (int64_t t = blockIdx.x; t < outer * tiles * nchunks; t += gridDim.x) {
+    const int64_t c = t % nchunks, ot = t / nchunks;
+    const int64_t o = ot / tiles, j = (ot % tiles) * kColX + tx;
+    const int64_t b = c * chunk_len, e = b + chunk_len < r ? b + chunk_len : r;
     Acc a = op.identity();
     if (j < inner) {
       const T* p = in + o * r * inner + j;
-      for (int64_t i = ty; i < r; i += blockDim.y) a = op.step(a, load<T>(p + i * inner), i, o * inner + j);
+      for (int64_t i = b + ty; i < e; i += blockDim.y) a = op.step(a, load<T>(p + i * inner), i, o * inner + j);
     }
     buf[ty * kColX + tx] = a;
     __syncthreads();
     if (ty == 0 && j < inner) {
       for (int k = 1; k < static_cast<int>(blockDim.y); ++k) a = op.merge(a, buf[k * kColX + tx]);
-      op.write(o * inner + j, a);
+      if (partial) partial[(o * nchunks + c) * inner + j] = a;
+      else op.write(o * inner + j, a);
     }
     __syncthreads();
   }
 }
 
-inline int sm_count(int device) {
-  static int cached[64] = {};
-  if (device >= 0 && device < 64 && cached[device]) return cached[device];
-  int n = 0;
-  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-  if (device >= 0 && device < 64) cached[device] = n;
-  return n;
+// Thread per output (o, j): merges its nchunks partials in chunk order.
+template <typename Op>
+__global__ void reduce_cols_merge(const typename Op::Acc* partial, int64_t outer, int64_t nchunks, int64_t inner,
+                                  Op op) {
+  using Acc = typename Op::Acc;
+  for (int64_t q = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; q < outer * inner;
+       q += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = q / inner, j = q % inner;
+    Acc a = op.identity();
+    for (int64_t c = 0; c < nchunks; ++c) a = op.merge(a, partial[(o * nchunks + c) * inner + j]);
+    op.write(q, a);
+  }
 }
 
 template <typename T, typename Op>
@@ -155,8 +171,28 @@ void run_reduce(const T* in, const ReduceGeom& g, const Op& op, Device dev) {
   int ny = 1;
   while (ny < kColYMax && ny < r) ny *= 2;
   dim3 block(kColX, ny);
-  reduce_cols<T, Op><<<blocks_for(outer * tiles, 1), block, 0, stream>>>(in, outer, r, inner, tiles, op);
-  WEFT_CUDA_KERNEL_CHECK("reduce_cols");
+  // Too few (row, tile) blocks to fill the GPU (a (8192, 768) bias gradient has 24)
+  // and a long r: split r into chunks too, merged per output in chunk order.
+  const int64_t target_blocks = 4LL * sm_count(dev.index);
+  int64_t nchunks = 1;
+  if (outer * tiles < target_blocks && r >= 4 * kColYMax * 16) {
+    nchunks = std::min<int64_t>((target_blocks + outer * tiles - 1) / (outer * tiles), r / (kColYMax * 16));
+    nchunks = std::max<int64_t>(nchunks, 1);
+  }
+  if (nchunks == 1) {
+    reduce_cols<T, Op>
+        <<<blocks_for(outer * tiles, 1), block, 0, stream>>>(in, outer, r, inner, tiles, 1, r, op, nullptr);
+    WEFT_CUDA_KERNEL_CHECK("reduce_cols");
+    return;
+  }
+  const int64_t chunk_len = (r + nchunks - 1) / nchunks;
+  Tensor scratch = empty({static_cast<int64_t>(outer * nchunks * inner * sizeof(Acc))}, {DType::UInt8, dev});
+  Acc* partial = static_cast<Acc*>(scratch.raw_data());
+  reduce_cols<T, Op><<<blocks_for(outer * tiles * nchunks, 1), block, 0, stream>>>(in, outer, r, inner, tiles, nchunks,
+                                                                                   chunk_len, op, partial);
+  WEFT_CUDA_KERNEL_CHECK("reduce_cols(partial)");
+  reduce_cols_merge<Op><<<blocks_for(outer * inner, 256), 256, 0, stream>>>(partial, outer, nchunks, inner, op);
+  WEFT_CUDA_KERNEL_CHECK("reduce_cols_merge");
 }
 
 }  // namespace weft::cuda::red

@@ -9,6 +9,7 @@
 // reject empty extremum reductions). max_backward scatters g to the saved indices
 // of a zero-filled gradient; prod_backward is the exact prefix/suffix product in
 // double. All kernels run on the current stream of the output's device.
+#include "core/cuda/allocator.h"
 #include "core/cuda/red_reduce.cuh"
 #include "core/kernels/reduce.h"
 
@@ -110,13 +111,7 @@ struct ArgExtremeOp {
   }
 };
 
-Device dev_of(const void* p) {
-  cudaPointerAttributes attr{};
-  WEFT_CUDA_CHECK(cudaPointerGetAttributes(&attr, p));
-  WEFT_CHECK(attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged,
-             "CUDA reduction: the output pointer is not device memory");
-  return Device(DeviceType::CUDA, attr.device);
-}
+Device dev_of(const void* p) { return Device(DeviceType::CUDA, device_of_pointer(p, "CUDA reduction")); }
 // The device of a ReduceArgs output (ReduceArgs carries raw pointers only).
 Device args_device(const ReduceArgs& a) { return dev_of(a.out ? a.out : a.out2); }
 

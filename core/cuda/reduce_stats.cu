@@ -9,6 +9,7 @@
 // elementwise kernels (core/cuda/loops.cuh) on same-shape operands.
 #include <cmath>
 
+#include "core/cuda/allocator.h"
 #include "core/cuda/red_reduce.cuh"
 #include "core/kernels/reduce_stats.h"
 
@@ -38,13 +39,7 @@ struct LseOp {
   __device__ void write(int64_t o, Acc a) const { store<T>(out + o, static_cast<M>(::log(a) + shift[o])); }
 };
 
-Device out_device(const void* p) {
-  cudaPointerAttributes attr{};
-  WEFT_CUDA_CHECK(cudaPointerGetAttributes(&attr, p));
-  WEFT_CHECK(attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged,
-             "CUDA reduction: the output pointer is not device memory");
-  return Device(DeviceType::CUDA, attr.device);
-}
+Device out_device(const void* p) { return Device(DeviceType::CUDA, device_of_pointer(p, "CUDA reduction")); }
 
 template <typename T>
 void cuda_logsumexp(const ReduceArgs& a) {

@@ -7,6 +7,7 @@
 
 #include "core/cuda/check.h"
 #include "core/cuda/device_logic.h"
+#include "core/cuda/index_checks.h"
 #include "core/cuda/library_versions.h"
 
 namespace weft::cuda {
@@ -103,6 +104,7 @@ void synchronize(int index) {
   const int dev = index < 0 ? current_device() : index;
   DeviceGuard g(dev);
   WEFT_CUDA_CHECK(cudaDeviceSynchronize());
+  flush_index_checks(dev);
 }
 
 DeviceGuard::DeviceGuard(int index) { prev_ = selector().exchange(index); }

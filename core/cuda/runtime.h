@@ -38,7 +38,8 @@ void check_device(Device d);
 // Prints the CUDA runtime and driver versions once per process
 // (core/cuda/library_versions.h); the cuDNN and cuBLAS handles call it at first use.
 void report_cuda_versions();
-// Waits for all work on the device.
+// Waits for all work on the device (and reports deferred index errors,
+// core/cuda/index_checks.h).
 void synchronize(int index = -1);
 
 // Sets the current device for a scope and restores the previous one (lazily when

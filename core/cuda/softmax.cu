@@ -11,6 +11,7 @@
 // thread per (outer, inner) column, coalesced across inner. Rows of up to 8192
 // elements are read once into registers; longer rows and columns are re-read for
 // each pass (they stay in L1/L2).
+#include "core/cuda/allocator.h"
 #include "core/cuda/red_common.cuh"
 #include "core/kernels/softmax.h"
 
@@ -119,13 +120,7 @@ __global__ void softmax_cols(const T* in, T* out, int64_t outer, int64_t r, int6
   }
 }
 
-int device_of_ptr(const void* p) {
-  cudaPointerAttributes attr{};
-  WEFT_CUDA_CHECK(cudaPointerGetAttributes(&attr, p));
-  WEFT_CHECK(attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged,
-             "CUDA softmax: the output pointer is not device memory");
-  return attr.device;
-}
+int device_of_ptr(const void* p) { return device_of_pointer(p, "CUDA softmax"); }
 
 template <typename T, bool Log>
 void run_softmax(const ReduceArgs& a) {

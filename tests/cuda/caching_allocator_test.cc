@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <set>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -41,6 +42,13 @@ class FakeBackend : public MemoryBackend {
   bool event_done(void* e) override { return events_pending.count(static_cast<int*>(e)) == 0; }
   void destroy_event(void* e) override { delete static_cast<int*>(e); }
   void complete_all() { events_pending.clear(); }
+  // Note [cudaFree and communication]: what release_blocker() answers, and how often it was asked
+  std::string blocker;
+  int blocker_calls = 0;
+  std::string release_blocker(int) override {
+    ++blocker_calls;
+    return blocker;
+  }
   std::map<void*, size_t> sizes;
 };
 
@@ -159,6 +167,61 @@ TEST(CachingAllocator, OutOfMemoryRetriesAfterEmptyingThenReports) {
   EXPECT_EQ(a.stats(0).num_ooms, 1);
   a.free(q);
   EXPECT_WEFT_ERROR(a.free(reinterpret_cast<void*>(0x1234)), "did not allocate");
+}
+
+TEST(CachingAllocator, OutOfMemoryDoesNotReleaseWhileCommunicationIsInFlight) {
+  // Note [cudaFree and communication]: cudaFree would synchronise the device with
+  // an NCCL kernel waiting for a peer; the allocator reports instead of hanging.
+  FakeBackend be;
+  be.capacity = 24u << 20;
+  be.blocker = "1 communication operation(s) (NCCL) still in flight on cuda:0";
+  CachingAllocator a(&be);
+  void* p = a.malloc(0, 15u << 20, kS0);
+  a.free(p);  // cached, only usable by kS0
+  EXPECT_WEFT_ERROR(a.malloc(0, 4u << 20, kS1),
+                    "cached segments were not released: 1 communication operation(s) (NCCL) still in flight on cuda:0");
+  EXPECT_EQ(be.frees, 0);  // nothing was released (no device-wide synchronisation)
+  EXPECT_EQ(be.blocker_calls, 1);
+  EXPECT_EQ(a.stats(0).num_ooms, 1);
+  // once the communication is done the same request releases the cache and succeeds
+  be.blocker = "";
+  void* q = a.malloc(0, 4u << 20, kS1);
+  EXPECT_EQ(be.frees, 1);
+  a.free(q);
+}
+
+TEST(CachingAllocator, ABlockWhoseEventCompletedIsReusedWithoutReleasing) {
+  FakeBackend be;
+  be.capacity = 20u << 20;
+  CachingAllocator a(&be);
+  void* p = a.malloc(0, 15u << 20, kS0);
+  a.record_stream(p, kS1);
+  a.free(p);  // pending on kS1's event
+  be.blocker = "communication in flight";
+  be.complete_all();
+  // the pending block is released by the allocation itself; no segment is freed
+  void* q = a.malloc(0, 15u << 20, kS0);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(be.frees, 0);
+  a.free(q);
+}
+
+TEST(CachingAllocator, DeviceOfAnyAddressInsideASegment) {
+  FakeBackend be;
+  CachingAllocator a(&be);
+  void* p = a.malloc(3, 4096, kS0);
+  void* q = a.malloc(1, 12u << 20, kS0);
+  EXPECT_EQ(a.device_of(p), 3);
+  EXPECT_EQ(a.device_of(static_cast<char*>(p) + 100), 3);             // a view's data pointer
+  EXPECT_EQ(a.device_of(static_cast<char*>(p) + (2u << 20) - 1), 3);  // last byte of the 2 MiB segment
+  EXPECT_EQ(a.device_of(q), 1);
+  EXPECT_EQ(a.device_of(static_cast<char*>(q) + (12u << 20) - 1), 1);
+  int on_stack = 0;
+  EXPECT_EQ(a.device_of(&on_stack), -1);
+  a.free(p);
+  a.free(q);
+  a.empty_cache();
+  EXPECT_EQ(a.device_of(q), -1);  // released segments are forgotten
 }
 
 }  // namespace

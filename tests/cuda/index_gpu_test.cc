@@ -52,15 +52,24 @@ TEST(CudaIndex, BadGpuIndexIsAnErrorNotACrash) {
   Tensor self = rnd({3, 4}, DType::Float32, 1).to(kGPU);
   Tensor out = testing::poisoned_empty({3, 2}, DType::Float32);
   Tensor bad = tensor(std::vector<double>{0, 1, 2, 9, 1, 1}, {3, 2}).to(DType::Int64).to(kGPU);
-  EXPECT_WEFT_ERROR(gather_table()(kGPU, DType::Float32, out, self, bad, 1), "index 9 is out of bounds");
+  // Note [deferred index checks]: reported at the next synchronisation (here .cpu())
+  EXPECT_WEFT_ERROR((gather_table()(kGPU, DType::Float32, out, self, bad, 1), out.cpu()), "index 9 is out of bounds");
   // a CPU index with a GPU input is rejected (PyTorch's rule), before any range check
   EXPECT_WEFT_ERROR(gather(self, 1, tensor(std::vector<double>{0, 5}, {1, 2}).to(DType::Int64)),
                     "gather: expected all tensors on the same device");
   // GPU-resident indices through the front ends: checked on the device.
   Tensor bad_gpu = tensor(std::vector<double>{0, 5}, {1, 2}).to(DType::Int64).to(kGPU);
-  EXPECT_WEFT_ERROR(gather(self, 1, bad_gpu), "gather: index 5 is out of bounds");
-  EXPECT_WEFT_ERROR(index_select(self, 1, tensor(std::vector<double>{-1}, {1}).to(DType::Int64).to(kGPU)),
+  EXPECT_WEFT_ERROR(gather(self, 1, bad_gpu).cpu(), "gather: index 5 is out of bounds");
+  EXPECT_WEFT_ERROR(index_select(self, 1, tensor(std::vector<double>{-1}, {1}).to(DType::Int64).to(kGPU)).cpu(),
                     "index_select: index -1 is out of bounds");
+  // the first bad index of several unsynchronised ops is the one reported
+  Tensor a = gather(self, 1, bad_gpu);
+  Tensor b = index_select(self, 1, tensor(std::vector<double>{7}, {1}).to(DType::Int64).to(kGPU));
+  EXPECT_WEFT_ERROR(b.cpu(), "gather: index 5 is out of bounds");
+  (void)a;
+  // and the log is clear afterwards
+  Tensor ok = tensor(std::vector<double>{1, 0, 3}, {3, 1}).to(DType::Int64);
+  EXPECT_TRUE(tensors_near(gather(self, 1, ok.to(kGPU)).cpu(), gather(self.cpu(), 1, ok), 0));
 }
 
 TEST(CudaIndex, OneHotOnGpuMatchesCpu) {
