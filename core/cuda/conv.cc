@@ -4,7 +4,10 @@
 // compute). NCHW, all tensors contiguous (the front end guarantees it).
 //
 // Algorithms: the cuDNN heuristics (cudnnGet*Algorithm_v7), first candidate that
-// reports success, cached per (device, dtype, shapes, params, TF32 flag). Results
+// reports success, cached per (device, dtype, shapes, params, TF32 flag). When the
+// heuristics offer none (likely for float16/bfloat16 NCHW on the legacy API), a
+// 16-bit convolution is computed in float32 and converted back (one line on
+// stderr the first time; core/cuda/conv_algo_policy.h); float32/float64 throw. Results
 // are not guaranteed bitwise deterministic across algorithms (as in PyTorch with
 // cudnn.deterministic = False). Outputs are written with beta = 0: cuDNN does not
 // read them, so uninitialised (poisoned) outputs are fine. Workspaces come from
@@ -12,12 +15,16 @@
 #include "core/kernels/conv.h"
 
 #include <climits>
+#include <cstdio>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include "core/cuda/blas.h"
+#include "core/cuda/conv_algo_policy.h"
 #include "core/cuda/cudnn_handle.h"
 #include "core/cuda/library_check.h"
 #include "core/cuda/runtime.h"
@@ -131,25 +138,37 @@ AlgoKey make_key(int pass, int dev, cudnnDataType_t dt, const Tensor& x, const T
                  std::array<int64_t, 7>{p.sH, p.sW, p.pH, p.pW, p.dH, p.dW, p.groups}, allow_tf32());
 }
 
-// The first heuristic candidate that reports success (perf results are sorted best first).
+// The first heuristic candidate that reports success (perf results are sorted
+// best first); algo -1 when there is none (conv_algo_policy.h decides what then).
 template <typename Perf>
-AlgoChoice pick(const Perf* perf, int n, const char* pass) {
+AlgoChoice pick(const Perf* perf, int n, std::string* why) {
+  std::vector<AlgoCandidate> c;
   for (int i = 0; i < n; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS)
-      return {static_cast<int>(perf[i].algo), perf[i].mathType, perf[i].memory};
-  WEFT_ERROR("conv2d: cuDNN found no ", pass, " algorithm for this configuration (", n, " candidates, first status ",
-             n > 0 ? cudnnGetErrorString(perf[0].status) : "none", ")");
+    c.push_back({static_cast<int>(perf[i].algo), static_cast<int>(perf[i].status), static_cast<int>(perf[i].mathType),
+                 perf[i].memory});
+  const int i = first_usable(c.data(), n, static_cast<int>(CUDNN_STATUS_SUCCESS));
+  if (i >= 0) return {c[i].algo, perf[i].mathType, perf[i].memory};
+  *why = detail::str_cat(n, " candidates, first status ", n > 0 ? cudnnGetErrorString(perf[0].status) : "none");
+  return {-1, CUDNN_DEFAULT_MATH, 0};
 }
 
 enum Pass { kFwd = 0, kBwdData = 1, kBwdFilter = 2 };
 
+const char* pass_name(Pass pass) {
+  return pass == kFwd ? "forward" : pass == kBwdData ? "backward-data" : "backward-filter";
+}
+
+// The cached choice for this configuration; algo -1 when cuDNN offers none (why set).
 AlgoChoice choose(Pass pass, int dev, cudnnHandle_t h, ConvDescs& d, const Tensor& x, const Tensor& w, const Tensor& y,
-                  const Conv2dParams& p) {
+                  const Conv2dParams& p, std::string* why) {
   AlgoKey key = make_key(pass, dev, d.dt, x, w, y, p);
   {
     std::lock_guard<std::mutex> lk(g_algo_mu);
     auto it = algo_cache().find(key);
-    if (it != algo_cache().end()) return it->second;
+    if (it != algo_cache().end()) {
+      if (it->second.algo < 0) *why = "no algorithm (cached)";
+      return it->second;
+    }
   }
   AlgoChoice c{};
   int returned = 0;
@@ -157,32 +176,63 @@ AlgoChoice choose(Pass pass, int dev, cudnnHandle_t h, ConvDescs& d, const Tenso
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     WEFT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                             &returned, perf));
-    c = pick(perf, returned, "forward");
+    c = pick(perf, returned, why);
   } else if (pass == kBwdData) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     WEFT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf));
-    c = pick(perf, returned, "backward-data");
+    c = pick(perf, returned, why);
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     WEFT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf));
-    c = pick(perf, returned, "backward-filter");
+    c = pick(perf, returned, why);
   }
-  // the workspace for the math type actually used (set_math may override the heuristic's)
-  d.set_math(c.math);
-  if (pass == kFwd)
-    WEFT_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
-        h, d.x, d.w, d.conv, d.y, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), &c.workspace));
-  else if (pass == kBwdData)
-    WEFT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-        h, d.w, d.y, d.conv, d.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &c.workspace));
-  else
-    WEFT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-        h, d.x, d.y, d.conv, d.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &c.workspace));
+  if (c.algo >= 0) {
+    // the workspace for the math type actually used (set_math may override the heuristic's)
+    d.set_math(c.math);
+    if (pass == kFwd)
+      WEFT_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+          h, d.x, d.w, d.conv, d.y, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), &c.workspace));
+    else if (pass == kBwdData)
+      WEFT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+          h, d.w, d.y, d.conv, d.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &c.workspace));
+    else
+      WEFT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+          h, d.x, d.y, d.conv, d.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &c.workspace));
+  }
   std::lock_guard<std::mutex> lk(g_algo_mu);
   algo_cache().emplace(key, c);
   return c;
+}
+
+// No algorithm for `pass`: true when the caller should compute in float32
+// (conv_algo_policy.h), else throws naming the pass and dtype.
+bool fall_back_to_float32(Pass pass, DType dtype, const std::string& why, const Tensor& x, const Tensor& w) {
+  const ConvPlan plan = plan_for(false, dtype);
+  WEFT_CHECK(plan == ConvPlan::kFloat32, "conv2d: cuDNN found no ", pass_name(pass), " algorithm for this ", dtype,
+             " configuration (", why, ")");
+  if (note_float32_fallback())
+    std::fprintf(stderr,
+                 "weft: conv2d: cuDNN offers no %s %s algorithm for input %s, weight %s (%s); computing in float32 "
+                 "(reported once)\n",
+                 pass_name(pass), std::string(dtype_name(dtype)).c_str(), shape_str(x.sizes()).c_str(),
+                 shape_str(w.sizes()).c_str(), why.c_str());
+  return true;
+}
+
+template <typename T>
+void cuda_conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p);
+template <typename T>
+void cuda_conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& go, const Tensor& x,
+                          const Tensor& w, const Conv2dParams& p);
+
+Tensor f32(const Tensor& t) { return t.defined() ? t.to(DType::Float32) : Tensor(); }
+Tensor f32_like(const Tensor& t) { return t.defined() ? empty(t.sizes(), {DType::Float32, t.device()}) : Tensor(); }
+void copy_back(const Tensor& dst, const Tensor& src32) {
+  if (!dst.defined()) return;
+  Tensor d = dst;
+  copy_(d, src32);
 }
 
 template <typename T>
@@ -201,7 +251,14 @@ void cuda_conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tens
       Tensor o = out;
       zero_(o);
     } else {
-      AlgoChoice c = choose(kFwd, dev, h, d, x, w, out, p);
+      std::string why;
+      AlgoChoice c = choose(kFwd, dev, h, d, x, w, out, p, &why);
+      if (c.algo < 0 && fall_back_to_float32(kFwd, dtype_of<T>, why, x, w)) {
+        Tensor o32 = f32_like(out);
+        cuda_conv2d<float>(o32, f32(x), f32(w), f32(b), p);
+        copy_back(out, o32);
+        return;
+      }
       d.set_math(c.math);
       Tensor ws = cudnn_workspace(dev, c.workspace);
       WEFT_CUDNN_CHECK(cudnnConvolutionForward(
@@ -238,8 +295,20 @@ void cuda_conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
     }
     cudnnHandle_t h = cudnn_handle(dev);
     ConvDescs d(data_type<T>(), x, w, go, p);
+    std::string why;
+    AlgoChoice cd = gx.defined() ? choose(kBwdData, dev, h, d, x, w, go, p, &why) : AlgoChoice{0, {}, 0};
+    AlgoChoice cf = gw.defined() && cd.algo >= 0 ? choose(kBwdFilter, dev, h, d, x, w, go, p, &why) : cd;
+    if ((cd.algo < 0 || cf.algo < 0) &&
+        fall_back_to_float32(cd.algo < 0 ? kBwdData : kBwdFilter, dtype_of<T>, why, x, w)) {
+      Tensor gx32 = f32_like(gx), gw32 = f32_like(gw), gb32 = f32_like(gb);
+      cuda_conv2d_backward<float>(gx32, gw32, gb32, f32(go), f32(x), f32(w), p);
+      copy_back(gx, gx32);
+      copy_back(gw, gw32);
+      copy_back(gb, gb32);
+      return;
+    }
     if (gx.defined()) {
-      AlgoChoice c = choose(kBwdData, dev, h, d, x, w, go, p);
+      AlgoChoice c = cd;
       d.set_math(c.math);
       Tensor ws = cudnn_workspace(dev, c.workspace);
       WEFT_CUDNN_CHECK(cudnnConvolutionBackwardData(
@@ -247,7 +316,7 @@ void cuda_conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
           ws.defined() ? ws.raw_data() : nullptr, c.workspace, &zero, d.x, gx.raw_data()));
     }
     if (gw.defined()) {
-      AlgoChoice c = choose(kBwdFilter, dev, h, d, x, w, go, p);
+      AlgoChoice c = cf;
       d.set_math(c.math);
       Tensor ws = cudnn_workspace(dev, c.workspace);
       WEFT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
