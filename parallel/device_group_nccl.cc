@@ -2,6 +2,7 @@
 // CPU tensors use the bootstrap (MPI) group, CUDA tensors a ProcessGroupNCCL.
 #include "parallel/device_group.h"
 #include "parallel/mpi/process_group_mpi.h"
+#include "parallel/nccl/cuda_adapter.h"
 #include "parallel/nccl/process_group_nccl.h"
 
 namespace weft::parallel {
@@ -12,7 +13,7 @@ int visible_cuda_devices() { return cuda_device_count(); }
 Device local_device(DeviceType type) {
   if (type == DeviceType::CPU) return kCPU;
   const int n = cuda_device_count();
-  WEFT_CHECK(n > 0, "local_device(cuda): no CUDA device is visible (cudaGetDeviceCount reports none)");
+  WEFT_CHECK(n > 0, "local_device(cuda): no CUDA device is visible (", cuda_adapter::unavailable_reason(), ")");
   return Device(DeviceType::CUDA, local_rank() % n);
 }
 

@@ -15,11 +15,20 @@
 //   record_stream() is needed (stream.h rule 3).
 // - DeviceGuard: weft::cuda::DeviceGuard. Return codes: WEFT_CUDA_CHECK from
 //   core/cuda/check.h.
+// - process_device() / set_process_device(d): Note [process device]
+//   (core/cuda/device_logic.h): the GPU of every thread of this process, set
+//   once (the first call wins; returns the device in effect).
+// - note_communication(device, done): registers an operation queued on
+//   `device` with weft::cuda::comm_activity() (Note [cudaFree and
+//   communication]); done() must only query an event (event_finished).
+// - event_finished(e): the event completed or failed (never "not ready").
+// - unavailable_reason(): why no GPU is visible, with the driver's error.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include "core/cuda/check.h"
@@ -35,5 +44,10 @@ cudaStream_t compute_stream(int device);
 Tensor scratch(size_t nbytes, int device, cudaStream_t stream);
 // "cudaErrorX (message)".
 std::string cuda_error_text(cudaError_t e);
+int process_device();
+int set_process_device(int device);
+void note_communication(int device, std::function<bool()> done);
+bool event_finished(cudaEvent_t e);
+std::string unavailable_reason();
 
 }  // namespace weft::parallel::cuda_adapter

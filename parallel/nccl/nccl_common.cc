@@ -1,9 +1,8 @@
 // The NCCL backend's shared internals (nccl_common.h).
 #include "parallel/nccl/nccl_common.h"
 
-#include <thread>
-
 #include "core/error.h"
+#include "parallel/nccl/nccl_wait.h"
 
 namespace weft::parallel::detail {
 
@@ -44,21 +43,22 @@ ncclRedOp_t nccl_op(const char* what, DType d, ReduceOp op) {
 
 ncclResult_t settle(ncclComm_t comm, ncclResult_t rc, Clock::time_point deadline,
                     const std::function<void()>& on_poll) {
-  auto next = Clock::now() + kNcclLivenessPollPeriod;
-  while (rc == ncclInProgress) {
-    auto now = Clock::now();
-    if (now >= deadline) return ncclInProgress;
-    if (on_poll && now >= next) {
-      on_poll();
-      next = now + kNcclLivenessPollPeriod;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  ncclResult_t failed = ncclSuccess;
+  auto query = [&] {
     ncclResult_t state = ncclSuccess;
     ncclResult_t q = ncclCommGetAsyncError(comm, &state);
-    if (q != ncclSuccess) return q;
-    rc = state;
-  }
-  return rc;
+    if (q != ncclSuccess) {
+      failed = q;
+      return static_cast<int>(q);
+    }
+    return static_cast<int>(state);
+  };
+  auto poll = [&] {
+    if (on_poll) on_poll();
+  };
+  const int r = settle_until(static_cast<int>(rc), static_cast<int>(ncclInProgress), query, deadline,
+                             std::chrono::duration_cast<std::chrono::milliseconds>(kNcclLivenessPollPeriod), poll);
+  return failed != ncclSuccess ? failed : static_cast<ncclResult_t>(r);
 }
 
 double seconds(Duration d) { return static_cast<double>(d.count()) / 1000.0; }

@@ -33,6 +33,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/cuda/library_versions.h"
 #include "core/cuda/stream.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -106,9 +107,17 @@ std::shared_ptr<ProcessGroupNCCL> ProcessGroupNCCL::create(const std::shared_ptr
                                                            NCCLOptions options) {
   WEFT_CHECK(bootstrap != nullptr, "ProcessGroupNCCL::create: the bootstrap group is null");
   const int n_dev = ca::cuda_device_count();
-  WEFT_CHECK(n_dev > 0, "ProcessGroupNCCL: no CUDA device is visible (cudaGetDeviceCount reports none)");
-  const int device = options.device >= 0 ? options.device : local_rank() % n_dev;
+  WEFT_CHECK(n_dev > 0, "ProcessGroupNCCL: no CUDA device is visible (", ca::unavailable_reason(), ")");
+  const int device = options.device >= 0         ? options.device
+                     : ca::process_device() >= 0 ? ca::process_device()
+                                                 : local_rank() % n_dev;
   WEFT_CHECK(device < n_dev, "ProcessGroupNCCL: device ", device, " requested but only ", n_dev, " visible");
+  // Note [process device] (core/cuda/device_logic.h): the rank's GPU becomes the
+  // process's, once, so guards never switch threads to GPU 0 and back.
+  ca::set_process_device(device);
+  int nccl_version = 0;
+  if (ncclGetVersion(&nccl_version) == ncclSuccess)
+    weft::cuda::print_version_once("NCCL", weft::cuda::version_line("NCCL", nccl_version, NCCL_VERSION_CODE));
   const Duration timeout = default_timeout_from_env();
   auto mpi = std::dynamic_pointer_cast<ProcessGroupMPI>(bootstrap);
   std::string name = "nccl:" + (mpi != nullptr ? mpi->name() : "group" + ranks_str(bootstrap->global_ranks()));
@@ -312,11 +321,20 @@ std::shared_ptr<ProcessGroup> ProcessGroupNCCL::new_group(const std::vector<int>
     ca::DeviceGuard g(s_->device);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // Note [nccl non-blocking]
-    const auto deadline = Clock::now() + timeout_;
+    const auto issued = Clock::now(), deadline = issued + timeout_;
     ncclResult_t rc = ncclCommSplit(s_->comm, member ? 0 : NCCL_SPLIT_NOCOLOR,
                                     member ? static_cast<int>(me - ranks.begin()) : 0, &child, &config);
-    rc = settle(s_->comm, rc, deadline);
-    if (rc == ncclSuccess && child != nullptr) rc = settle(child, ncclInProgress, deadline);
+    // Note [nccl non-blocking]: a dead peer is named from its heartbeats (m is held).
+    auto alive = [&] {
+      try {
+        s_->check_alive(s_->peers(), what, timeout_, issued, /*locked=*/true, "during ncclCommSplit");
+      } catch (...) {
+        if (child != nullptr) (void)ncclCommAbort(child);
+        throw;
+      }
+    };
+    rc = settle(s_->comm, rc, deadline, alive);
+    if (rc == ncclSuccess && child != nullptr) rc = settle(child, ncclInProgress, deadline, alive);
     if (rc != ncclSuccess) {
       std::string msg = weft::detail::str_cat(what, " on ", s_->name, ": ncclCommSplit ",
                                               rc == ncclInProgress

@@ -6,10 +6,18 @@
 //   (normally the MPI world, init_process_group()): NCCL ranks are bootstrap
 //   ranks. Rank 0 makes the ncclUniqueId and broadcasts it through the
 //   bootstrap group (MPI_Ibcast for MPI). Each rank uses GPU
-//   NCCLOptions::device, default local_rank() % visible GPUs
-//   (OMPI_COMM_WORLD_LOCAL_RANK), and a non-blocking communicator
+//   NCCLOptions::device, default the process device if one was set
+//   (weft::cuda::set_process_device), else local_rank() % visible GPUs
+//   (OMPI_COMM_WORLD_LOCAL_RANK), and makes it the process device (Note
+//   [process device] in core/cuda/device_logic.h: set once, so no rank creates
+//   a context on GPU 0). The communicator is non-blocking
 //   (ncclConfig_t::blocking = 0), so that no NCCL call can hang the host: every
-//   wait for NCCL (initialisation included) has a deadline.
+//   wait for NCCL (initialisation, queueing an operation, ncclCommSplit) has a
+//   deadline and watches the peers' MPI heartbeats, so a dead peer is named
+//   after the liveness threshold rather than the whole timeout. create() prints
+//   the loaded NCCL version once (core/cuda/library_versions.h), and every
+//   operation is registered with weft::cuda::comm_activity() until its
+//   completion event fires (Note [cudaFree and communication]).
 // - Collectives take contiguous CUDA tensors on the group's GPU and run on the
 //   group's own communication stream (non-blocking, created per group), after
 //   the work already queued on the compute stream (weft::cuda::current_stream

@@ -163,11 +163,19 @@ void Issue::start(Duration timeout, Duration group_timeout, const std::vector<st
   weft::cuda::Event ready;
   ready.record(ca::compute_stream(gs_.device));
   ready.block(gs_.stream);
-  WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&op_->done_event, cudaEventDisableTiming));
+  op_->done_owner = std::make_shared<EventOwner>();
+  WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&op_->done_owner->event, cudaEventDisableTiming));
+  op_->done_event = op_->done_owner->event;
 }
 
 void Issue::nccl(ncclResult_t rc, const char* call) {
-  rc = settle(gs_.comm, rc, op_->issued + op_->timeout);
+  // Note [nccl non-blocking]: the call may be in progress while a peer is dead;
+  // the heartbeats name it long before the timeout (the group's mutex is held).
+  const std::vector<int> peer_list = op_->seq < 0 ? op_->peers : gs_.peers();
+  const std::string while_doing = weft::detail::str_cat("while ", call, " was being queued");
+  rc = settle(gs_.comm, rc, op_->issued + op_->timeout, [&] {
+    gs_.check_alive(peer_list, op_->what_seq(), op_->timeout, op_->issued, /*locked=*/true, while_doing);
+  });
   if (rc == ncclSuccess) return;
   std::string msg =
       rc == ncclInProgress
@@ -181,6 +189,9 @@ void Issue::nccl(ncclResult_t rc, const char* call) {
 
 WorkPtr Issue::commit(std::shared_ptr<ProcessGroupNCCL> self) {
   WEFT_CUDA_CHECK(cudaEventRecord(op_->done_event, gs_.stream));
+  // Note [cudaFree and communication] (core/cuda/caching_allocator.h): the
+  // registry holds the event only, never the operation's tensors.
+  ca::note_communication(gs_.device, [owner = op_->done_owner] { return ca::event_finished(owner->event); });
   gs_.reap_locked();
   gs_.inflight.push_back(op_);
   return std::make_shared<WorkNCCL>(std::move(self), &gs_, op_);

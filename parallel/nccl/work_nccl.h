@@ -19,11 +19,23 @@
 #include "parallel/mpi/process_group_mpi.h"
 #include "parallel/nccl/cuda_adapter.h"
 #include "parallel/nccl/nccl_common.h"
+#include "parallel/nccl/nccl_wait.h"
 #include "parallel/nccl/process_group_nccl.h"
 
 namespace weft::parallel::detail {
 
 namespace ca = cuda_adapter;
+
+// An event destroyed with its last owner: the operation's state and the
+// process's registry of communication in flight (Note [cudaFree and
+// communication] in core/cuda/caching_allocator.h), which must not own the
+// operation's tensors (dropping them frees device memory).
+struct EventOwner {
+  cudaEvent_t event = nullptr;
+  ~EventOwner() {
+    if (event != nullptr) (void)cudaEventDestroy(event);
+  }
+};
 
 // The per-operation state. The group's `inflight` list and the Work share it;
 // it keeps the operation's tensors alive until the GPU is done with them.
@@ -33,13 +45,11 @@ struct NCCLOpState {
   std::vector<int> peers;  // point-to-point: the peers' group ranks (a collective waits on all)
   Duration timeout{};
   Clock::time_point issued;
-  cudaEvent_t done_event = nullptr;
+  cudaEvent_t done_event = nullptr;  // owned by done_owner
+  std::shared_ptr<EventOwner> done_owner;
   std::vector<Tensor> keep;
   bool done = false;
   std::string error;
-  ~NCCLOpState() {
-    if (done_event != nullptr) (void)cudaEventDestroy(done_event);
-  }
   std::string what_seq() const { return seq < 0 ? what : weft::detail::str_cat(what, " (sequence ", seq, ")"); }
 };
 
@@ -111,19 +121,19 @@ struct NCCLGroupState {
     WEFT_CHECK(!aborted, what, " on ", name, ": the NCCL communicator was aborted earlier (", abort_reason, ")");
   }
 
-  // Throws (after aborting) if a peer stopped sending heartbeats. Caller does
-  // not hold m.
+  // Throws (after aborting) if a peer stopped sending heartbeats. `locked`:
+  // the caller holds m (a wait inside Issue, Note [nccl non-blocking]).
+  // `while_doing` says what was waiting ("" for a Work's wait).
   void check_alive(const std::vector<int>& peer_list, const std::string& what_seq, Duration timeout,
-                   Clock::time_point issued) {
+                   Clock::time_point issued, bool locked = false, const std::string& while_doing = "") {
     double longest = 0;
     std::vector<int> dead = silent(peer_list, liveness_threshold(timeout), &longest);
     if (dead.empty()) return;
     double since = std::chrono::duration<double>(Clock::now() - issued).count();
-    std::string msg = weft::detail::str_cat(
-        what_seq, " on ", name, " failed: ", ranks_text(dead), " stopped responding (no heartbeat for ",
-        std::round(longest * 10) / 10, " s: the process died or is stuck), ", std::round(since * 10) / 10,
-        " s after it was issued (timeout ", seconds(timeout), " s); communicator aborted");
-    {
+    std::string msg = liveness_error(what_seq, name, ranks_text(dead), longest, since, seconds(timeout), while_doing);
+    if (locked) {
+      abort_locked(msg);
+    } else {
       std::lock_guard<std::mutex> l(m);
       abort_locked(msg);
     }

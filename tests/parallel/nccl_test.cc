@@ -29,7 +29,7 @@ namespace {
 const Device kGPU{DeviceType::CUDA, 0};
 
 #define SKIP_WITHOUT_GPU() \
-  if (!weft::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible (cudaGetDeviceCount reports none)"
+  if (!weft::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible (" << weft::cuda::unavailable_reason() << ")"
 
 const std::vector<DType> kAllDTypes = {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16,
                                        DType::Int64,   DType::Int32,   DType::UInt8,    DType::Bool};
@@ -91,7 +91,9 @@ bool valid(DType d, ReduceOp op) { return op != ReduceOp::Avg || is_floating(d);
 
 TEST(NCCL, CreateWithoutGpuIsAClearError) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is visible";
-  EXPECT_WEFT_ERROR(group(), "ProcessGroupNCCL: no CUDA device is visible (cudaGetDeviceCount reports none)");
+  // the driver's own reason, not a bare "none"
+  EXPECT_WEFT_ERROR(group(), "ProcessGroupNCCL: no CUDA device is visible (" + weft::cuda::unavailable_reason() + ")");
+  EXPECT_FALSE(weft::cuda::unavailable_reason().empty());
   EXPECT_TRUE(nccl_backend_built());
   EXPECT_EQ(visible_cuda_devices(), 0);
   EXPECT_WEFT_ERROR(local_device(DeviceType::CUDA), "no CUDA device is visible");
