@@ -2,9 +2,18 @@
 # CUDA libraries of the Python environment (site-packages/nvidia/*/lib, torch/lib;
 # found without importing torch) and the bundle's own lib/ on LD_LIBRARY_PATH.
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# The binaries travel xz-compressed (their CUDA fatbins compress ~10x): unpack once.
+# The binaries travel xz-compressed (their CUDA fatbins compress ~10x): unpack once,
+# outside the bundle (so a local run does not double the folder carried with the
+# checkout), into $PAYLOAD: WEFT_BUNDLE_UNPACK_DIR, else a directory under $TMPDIR
+# named by the payload's checksum. A bundle unpacked in place (lib/ present) is used as is.
 if [ -f "$HERE/payload.tar.xz" ] && [ ! -d "$HERE/lib" ]; then
-  tar -C "$HERE" -xJf "$HERE/payload.tar.xz" || { echo "gpu bundle: cannot unpack $HERE/payload.tar.xz" >&2; exit 1; }
+  PAYLOAD=${WEFT_BUNDLE_UNPACK_DIR:-${TMPDIR:-/tmp}/weft-gpubundle-$(cksum <"$HERE/payload.tar.xz" | cut -d' ' -f1)}
+  if [ ! -f "$PAYLOAD/.unpacked" ]; then
+    mkdir -p "$PAYLOAD" && tar -C "$PAYLOAD" -xJf "$HERE/payload.tar.xz" && touch "$PAYLOAD/.unpacked" ||
+      { echo "gpu bundle: cannot unpack $HERE/payload.tar.xz into $PAYLOAD" >&2; exit 1; }
+  fi
+else
+  PAYLOAD=$HERE
 fi
 PY=${PYTHON:-python3}
 PYLIBS=""
@@ -30,4 +39,4 @@ print(":".join(dirs))
 PYEOF
 )
 fi
-export LD_LIBRARY_PATH="${PYLIBS:+$PYLIBS:}$HERE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="${PYLIBS:+$PYLIBS:}$PAYLOAD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
