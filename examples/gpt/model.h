@@ -38,7 +38,7 @@ struct GptConfig {
   int64_t context = 128;
   int64_t layers = 4;
   int64_t heads = 4;
-  int64_t dim = 192;
+  int64_t dim = 128;
   double dropout = 0.0;
   bool tied = true;
 };

@@ -25,8 +25,8 @@ struct Options {
   bool untied = false;
   // Training.
   int64_t steps = 3000;
-  int64_t batch_size = 16;  // global: rows of --context tokens per step
-  double lr = 2e-3;         // peak
+  int64_t batch_size = 32;  // global: rows of --context tokens per step
+  double lr = 6e-3;         // peak
   double min_lr_ratio = 0.1;
   int64_t warmup = 100;
   double weight_decay = 0.1;
