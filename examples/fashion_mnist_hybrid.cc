@@ -60,6 +60,7 @@
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "examples/flags.h"
+#include "examples/grid_flags.h"
 #include "examples/models.h"
 #include "examples/train_flags.h"
 #include "examples/train_report.h"
@@ -132,39 +133,6 @@ std::optional<Flags> parse(int argc, char** argv) {
   return f;
 }
 
-// --pp x --dp against the world size; returns dp.
-int check_grid(const Flags& f, int world) {
-  if (f.dp == 0) {
-    WEFT_CHECK(world % f.pp == 0, "--pp ", f.pp, " does not divide the world size ", world,
-               ", so --dp (by default world size / --pp) cannot make --pp x --dp = ", world,
-               " ranks: give --pp and --dp whose product is the world size (mpirun -np)");
-    return world / f.pp;
-  }
-  WEFT_CHECK(f.pp * f.dp == world, "--pp ", f.pp, " x --dp ", f.dp, " = ", f.pp * f.dp,
-             " ranks, but the world size is ", world, ": --pp x --dp must equal the world size (mpirun -np)");
-  return f.dp;
-}
-
-std::vector<int> parse_balance(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    long v = std::strtol(item.c_str(), &end, 10);
-    WEFT_CHECK(!item.empty() && *end == '\0', "--balance: '", item, "' in '", s,
-               "' is not a whole number (give auto or layers per stage, e.g. 6,4)");
-    out.push_back(static_cast<int>(v));
-  }
-  return out;
-}
-
-std::string join(const std::vector<int>& v) {
-  std::ostringstream os;
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
-  return os.str();
-}
-
 std::shared_ptr<io::TensorDataset> slice(const io::TensorDataset& ds, int64_t begin, int64_t end) {
   return std::make_shared<io::TensorDataset>(ds.data().narrow(0, begin, end - begin),
                                              ds.targets().narrow(0, begin, end - begin));
@@ -209,7 +177,7 @@ int run(const Flags& f) {
   auto& g = ctx.world();
   const int rank = ctx.rank(), world = ctx.size();
   const bool lead = rank == 0;
-  const int dp = check_grid(f, world);
+  const int dp = grid_dp(f.pp, f.dp, world);
   WEFT_CHECK(f.batch_size % dp == 0, "--batch-size ", f.batch_size, " does not divide among --dp ", dp,
              " replicas: give a multiple of ", dp);
   WEFT_CHECK(f.batch_size / dp >= f.chunks, "--batch-size ", f.batch_size, " over --dp ", dp, " replicas leaves ",
@@ -236,7 +204,7 @@ int run(const Flags& f) {
   o.pipe.chunks = f.chunks;
   o.pipe.schedule = pp::parse_schedule_kind(f.schedule);
   o.pipe.virtual_stages = virtual_stages;
-  if (f.balance != "auto") o.balance = parse_balance(f.balance);
+  if (f.balance != "auto") o.balance = parse_balance(f.balance, "give auto or layers per stage, e.g. 6,4");
   o.optimizer_state_factor = f.momentum != 0 ? (f.zero ? 1.0 / dp : 1.0) : 0;  // SGD's momentum buffer
   o.shard_optimizer_state = f.zero;
   parallel::hybrid::DistributedModel dm(model, ctx.world_ptr(), o);  // collective: the grid's groups
@@ -315,7 +283,7 @@ int run(const Flags& f) {
         ck::SaveOptions{f.full_checkpoint ? ck::Kind::kFull : ck::Kind::kPartial, f.keep_last, f.async_save});
   if (lead) {
     std::cerr << "fashion_mnist_hybrid: " << f.model << " (" << layers << " layers) as pp " << f.pp << " x dp " << dp
-              << " on " << world << " ranks, balance " << join(dm.balance())
+              << " on " << world << " ranks, balance " << join_ints(dm.balance())
               << (f.balance == "auto" ? (f.pp > 1 ? " (measured)" : " (one stage)") : " (given)") << ", schedule "
               << dm.pipe().schedule().name << ", " << dm.pipe().options().chunks << " micro-batches of a "
               << sampler->local_batch() << "-image replica batch (global " << f.batch_size << "), " << n_train

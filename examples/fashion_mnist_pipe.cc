@@ -36,6 +36,7 @@
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "examples/flags.h"
+#include "examples/grid_flags.h"
 #include "examples/models.h"
 #include "examples/train_flags.h"
 #include "examples/train_report.h"
@@ -85,19 +86,6 @@ std::optional<Flags> parse(int argc, char** argv) {
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
   resolve_train_flags(f, {&f.chart, &f.trace});
   return f;
-}
-
-std::vector<int> parse_balance(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    long v = std::strtol(item.c_str(), &end, 10);
-    WEFT_CHECK(!item.empty() && *end == '\0', "--balance: '", item, "' in '", s, "' is not a whole number");
-    out.push_back(static_cast<int>(v));
-  }
-  return out;
 }
 
 // Layers per stage as even as possible, earlier stages larger.

@@ -19,6 +19,7 @@
 #include "core/nn_ops.h"
 #include "core/rng.h"
 #include "examples/gpt/trainer.h"
+#include "examples/grid_flags.h"
 #include "optim/adam.h"
 #include "optim/lr_scheduler.h"
 #include "parallel/checkpoint/checkpointer.h"
@@ -33,44 +34,12 @@ namespace {
 namespace hy = parallel::hybrid;
 namespace pp = parallel::pipe;
 
-std::vector<int> parse_balance(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    WEFT_CHECK(!item.empty() && *end == '\0', "--balance: '", item, "' in '", s,
-               "' is not a whole number (give auto or layers per stage, e.g. 3,3)");
-    out.push_back(static_cast<int>(v));
-  }
-  return out;
-}
-
-std::string join(const std::vector<int>& v) {
-  std::ostringstream os;
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
-  return os.str();
-}
-
-int grid_dp(const Options& o, int world) {
-  if (o.dp == 0) {
-    WEFT_CHECK(world % o.pp == 0, "--pp ", o.pp, " does not divide the world size ", world,
-               ", so --dp (by default world size / --pp) cannot make --pp x --dp = ", world,
-               " ranks: give --pp and --dp whose product is the world size (mpirun -np)");
-    return world / o.pp;
-  }
-  WEFT_CHECK(o.pp * o.dp == world, "--pp ", o.pp, " x --dp ", o.dp, " = ", o.pp * o.dp,
-             " ranks, but the world size is ", world, ": --pp x --dp must equal the world size (mpirun -np)");
-  return o.dp;
-}
-
 class HybridTrainer : public Trainer {
  public:
   HybridTrainer(const Options& o, const Corpus& c, std::shared_ptr<parallel::ProcessGroup> world)
       : o_(o), corpus_(c), world_(std::move(world)) {
     const int n = world_->size();
-    dp_ = grid_dp(o, n);
+    dp_ = grid_dp(o.pp, o.dp, n);
     WEFT_CHECK(o.batch_size % dp_ == 0, "--batch-size ", o.batch_size, " does not divide among --dp ", dp_,
                " replicas: give a multiple of ", dp_);
     local_ = o.batch_size / dp_;
@@ -89,7 +58,7 @@ class HybridTrainer : public Trainer {
     dmo.pipe.schedule = pp::parse_schedule_kind(o.schedule);
     dmo.pipe.virtual_stages = virtual_stages;
     if (o.pp > 1) dmo.pipe.tied = tied_groups(o.model);  // pp 1: one process holds the true tie
-    if (o.balance != "auto") dmo.balance = parse_balance(o.balance);
+    if (o.balance != "auto") dmo.balance = parse_balance(o.balance, "give auto or layers per stage, e.g. 3,3");
     dmo.optimizer_state_factor = 2;  // AdamW's exp_avg and exp_avg_sq
     dmo.shard_optimizer_state = o.zero;
     dm_ = std::make_unique<hy::DistributedModel>(model, world_, dmo);
@@ -116,7 +85,7 @@ class HybridTrainer : public Trainer {
       std::fprintf(stderr,
                    "gpt: pp %d x dp %d on %d ranks, balance %s%s, schedule %s, %d micro-batches of a %lld-row "
                    "replica batch (global %lld)%s\n",
-                   o.pp, dp_, n, join(dm_->balance()).c_str(),
+                   o.pp, dp_, n, join_ints(dm_->balance()).c_str(),
                    o.balance == "auto" ? (o.pp > 1 ? " (measured)" : " (one stage)") : " (given)",
                    dm_->pipe().schedule().name.c_str(), dm_->pipe().options().chunks, static_cast<long long>(local_),
                    static_cast<long long>(o.batch_size), o.zero ? ", ZeRO-1" : "");

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "examples/grid_flags.h"
 #include "examples/train_flags.h"
 #include "io/fashion_mnist.h"
 #include "tests/testing.h"
@@ -380,6 +381,25 @@ TEST(TrainFlags, ThreadsPerRank) {
   EXPECT_EQ(resolve_threads(0, 0), cores);
   EXPECT_EQ(resolve_threads(-1, 2), std::max(1, cores / 2));
   EXPECT_EQ(resolve_threads(0, 100000), 1);
+}
+
+}  // namespace
+}  // namespace weft::examples
+
+namespace weft::examples {
+namespace {
+
+TEST(GridFlags, BalanceGridAndJoin) {
+  EXPECT_EQ(parse_balance("6,4"), (std::vector<int>{6, 4}));
+  EXPECT_WEFT_ERROR(parse_balance("6,x"), "--balance: 'x' in '6,x' is not a whole number");
+  EXPECT_WEFT_ERROR(parse_balance("6,,4", "layers per stage"),
+                    "--balance: '' in '6,,4' is not a whole number (layers per stage)");
+  EXPECT_EQ(grid_dp(2, 0, 4), 2);
+  EXPECT_EQ(grid_dp(1, 4, 4), 4);
+  EXPECT_WEFT_ERROR(grid_dp(3, 0, 4), "--pp 3 does not divide the world size 4");
+  EXPECT_WEFT_ERROR(grid_dp(2, 3, 4), "--pp 2 x --dp 3 = 6 ranks, but the world size is 4");
+  EXPECT_EQ(join_ints({6, 4}), "6,4");
+  EXPECT_EQ(join_ints({}), "");
 }
 
 }  // namespace
