@@ -13,19 +13,6 @@ namespace {
 namespace ck = parallel::checkpoint;
 
 // Copies every `prefix + from + "." + leaf` entry to `prefix + to + "." + leaf` when absent.
-void copy_entries(optim::OptimizerStateDict& m, const std::string& prefix, const std::string& from,
-                  const std::string& to) {
-  const std::string src = prefix + from + ".";
-  std::vector<std::pair<std::string, Tensor>> add;
-  for (auto it = m.lower_bound(src); it != m.end() && it->first.compare(0, src.size(), src) == 0; ++it) {
-    const std::string leaf = it->first.substr(src.size());
-    if (leaf.find('.') != std::string::npos) continue;  // another parameter whose name starts with `from.`
-    const std::string key = prefix + to + "." + leaf;
-    if (!m.count(key)) add.emplace_back(key, it->second);
-  }
-  for (auto& [k, t] : add) m.emplace(k, t);
-}
-
 int64_t meta_int(const std::map<std::string, std::string>& meta, const std::string& key, const std::string& path) {
   auto it = meta.find(key);
   WEFT_CHECK(it != meta.end(), "checkpoint '", path, "' is not a GPT example checkpoint (no '", key,
@@ -76,25 +63,11 @@ void check_same_model(const GptConfig& f, const GptConfig& s, const std::string&
              " head (", s.tied ? "drop --untied" : "give --untied", ")");
 }
 
-void add_tied_copies(optim::OptimizerStateDict& optimizer, const std::vector<std::vector<std::string>>& tied) {
-  for (const auto& group : tied)
-    for (size_t i = 1; i < group.size(); ++i) {
-      copy_entries(optimizer, "state.", group[0], group[i]);
-      copy_entries(optimizer, "options.", group[0], group[i]);
-    }
-}
-
-ck::TrainingState load_run(const std::string& path, const ck::Stateful& state, const GptConfig& config) {
-  ck::LoadOptions lo;
-  lo.optimizer = false;  // below, with the tie's copies
-  ck::TrainingState ts = ck::load(path, state, lo);
-  if (state.optimizer && state.optimizer->has_parameters()) {
-    optim::OptimizerStateDict osd = ck::load_optimizer_state(path);
-    add_tied_copies(osd, tied_groups(config));
-    // This rank's entries (with ZeRO its shard's); the groups' saved lr is the schedule's at the save.
-    state.optimizer->load_state_dict(osd);
-  }
-  return ts;
+ck::TrainingState load_run(const std::string& path, const ck::Stateful& state, const GptConfig&) {
+  // The tied head's optimizer entries of a one-process checkpoint are taken
+  // from the embedding's by the library (Note [tied parameters in
+  // checkpoints] in parallel/checkpoint/load.cc); each rank reads its pieces.
+  return ck::load(path, state);
 }
 
 }  // namespace weft::examples::gpt

@@ -17,17 +17,11 @@
 //   the tensors; "not a GPT example checkpoint" when they are missing.
 //   check_same_model names each size flag that differs from the saved run's.
 // - load_run(path, state, config) (collective over the model's world): the
-//   model's parameters and buffers, the LR schedule and the RNG state
-//   through parallel::checkpoint::load (each rank reads its stages' pieces);
-//   the optimizer state by parameter name read whole on every rank
-//   (load_optimizer_state), completed by add_tied_copies, then loaded by the
-//   DistributedOptimizer (its own entries; with ZeRO its shard). Why not
-//   parallel::checkpoint's own optimizer loading: one process holds a tied
-//   head once, under the embedding's name ("0.tok.weight"), so its
-//   checkpoint has no optimizer entries for the head's name, which a
-//   pipeline stage holding the head needs; add_tied_copies gives every other
-//   member of a tied group the first member's entries where absent (the
-//   copies' states are equal: they get the same summed gradients).
+//   model's parameters and buffers, the optimizer state (with ZeRO its
+//   shard), the LR schedule and the RNG state through
+//   parallel::checkpoint::load, each rank reading its own pieces; a tied
+//   head's optimizer state saved by one process under the embedding's name
+//   is found there (Note [tied parameters in checkpoints]).
 #pragma once
 
 #include <map>
@@ -52,7 +46,6 @@ struct SavedRun {
 SavedRun read_saved_run(const std::string& path);
 void check_same_model(const GptConfig& flags, const GptConfig& saved, const std::string& path);
 
-void add_tied_copies(optim::OptimizerStateDict& optimizer, const std::vector<std::vector<std::string>>& tied);
 parallel::checkpoint::TrainingState load_run(const std::string& path, const parallel::checkpoint::Stateful& state,
                                              const GptConfig& config);
 

@@ -29,6 +29,22 @@ std::map<std::string, std::vector<std::string>> keys_by_param(const PieceMap& op
   return out;
 }
 
+// Note [tied parameters in checkpoints]: a layout that holds a tied group in
+// one stage (one process) has one tensor for it, so the optimizer state is
+// saved under one member's name only. A loading stage that holds another
+// member takes that member's entries: where the checkpoint has no entry for
+// `name`, the first member of its tied group that has one (the copies' states
+// are equal: they get the same summed gradients). Otherwise `name` itself.
+std::string saved_name(const std::string& name, const std::map<std::string, std::vector<std::string>>& by_param,
+                       const std::vector<std::vector<std::string>>& tied) {
+  if (by_param.count(name)) return name;
+  for (const auto& group : tied)
+    if (std::find(group.begin(), group.end(), name) != group.end())
+      for (const auto& member : group)
+        if (by_param.count(member)) return member;
+  return name;
+}
+
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
@@ -42,7 +58,8 @@ int64_t int_at(const optim::OptimizerStateDict& sd, const std::string& key, int6
 
 // The ZeRO shard dict (Note [zero state dicts] in parallel/zero.h) of this
 // rank, assembled from the elements of each parameter that its shard owns.
-optim::OptimizerStateDict zero_shard_dict(CheckpointReader& reader, const optim::OptimizerStateDict& fresh) {
+optim::OptimizerStateDict zero_shard_dict(CheckpointReader& reader, const optim::OptimizerStateDict& fresh,
+                                          const std::vector<std::vector<std::string>>& tied) {
   const std::string where = "checkpoint '" + reader.dir() + "'";
   const auto& ck = reader.optimizer();
   const auto by_param = keys_by_param(ck);
@@ -69,7 +86,7 @@ optim::OptimizerStateDict zero_shard_dict(CheckpointReader& reader, const optim:
     const std::string shard = "shard" + std::to_string(f);
     const int64_t padded = int_at(fresh, "layout." + shard, 1), s = padded / dp, lo = rank * s, hi = lo + s;
     const DType dtype = static_cast<DType>(int_at(fresh, "layout." + shard, 2));
-    const std::string& first = params.front().name;
+    const std::string first = saved_name(params.front().name, by_param, tied);
     const std::string op = "options." + shard + ".";
     for (const auto& [k, t] : fresh)
       if (k.rfind(op, 0) == 0) {
@@ -89,7 +106,7 @@ optim::OptimizerStateDict zero_shard_dict(CheckpointReader& reader, const optim:
       for (const P& p : params) {
         const int64_t a = std::max(lo, p.offset), b = std::min(hi, p.offset + p.numel);
         if (a >= b) continue;
-        const std::string pk = "state." + p.name + "." + leaf;
+        const std::string pk = "state." + saved_name(p.name, by_param, tied) + "." + leaf;
         buf.narrow(0, a - lo, b - a).copy_(reader.read_elements(pk, find(pk), a - p.offset, b - p.offset).to(dtype));
       }
       out["state." + shard + "." + leaf] = buf;
@@ -196,14 +213,19 @@ TrainingState load(const std::string& path, const Stateful& state, const LoadOpt
     if (options.optimizer && state.optimizer && state.optimizer->has_parameters()) {
       hybrid::DistributedOptimizer& opt = *state.optimizer;
       if (opt.sharded()) {
-        opt.load_local_state_dict(zero_shard_dict(*reader, opt.local_state_dict()));
+        opt.load_local_state_dict(zero_shard_dict(*reader, opt.local_state_dict(), model.options().pipe.tied));
       } else {
         const auto by_param = keys_by_param(reader->optimizer());
         optim::OptimizerStateDict osd;
         for (const auto& [name, p] : model.local_named_parameters()) {
-          auto it = by_param.find(name);
-          if (it == by_param.end()) continue;  // the optimizer names what it misses
-          for (const std::string& key : it->second) osd[key] = reader->read(key, reader->optimizer().at(key));
+          const std::string src = saved_name(name, by_param, model.options().pipe.tied);
+          auto it = by_param.find(src);
+          if (it == by_param.end()) continue;          // the optimizer names what it misses
+          for (const std::string& key : it->second) {  // "state.<src>.<leaf>" -> "state.<name>.<leaf>"
+            const size_t head = key.rfind("state.", 0) == 0 ? 6 : 8;
+            osd[key.substr(0, head) + name + key.substr(head + src.size())] =
+                reader->read(key, reader->optimizer().at(key));
+          }
         }
         opt.load_state_dict(osd);
       }

@@ -30,6 +30,11 @@
 //   group: the whole model's state dict (load it into a plain nn::Module)
 //   and the whole by-name optimizer state, from a partial or full
 //   checkpoint of any layout.
+// - Tied parameters (Note [tied parameters in checkpoints] in load.cc): where
+//   the checkpoint has no optimizer entry for a parameter of a tied group
+//   (DistributedModelOptions::pipe.tied), e.g. a head saved by one process
+//   that held it as the embedding's tensor, the entries of the group's first
+//   member that has some are taken.
 #pragma once
 
 #include <cstdint>
