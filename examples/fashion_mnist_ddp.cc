@@ -60,6 +60,7 @@
 #include "core/rng.h"
 #include "examples/flags.h"
 #include "examples/models.h"
+#include "examples/rank_data.h"
 #include "examples/train_flags.h"
 #include "examples/train_report.h"
 #include "io/checkpoint.h"
@@ -122,19 +123,6 @@ std::optional<Flags> parse(int argc, char** argv) {
   return f;
 }
 
-std::shared_ptr<io::TensorDataset> slice(const io::TensorDataset& ds, int64_t begin, int64_t end) {
-  return std::make_shared<io::TensorDataset>(ds.data().narrow(0, begin, end - begin),
-                                             ds.targets().narrow(0, begin, end - begin));
-}
-
-// Sums (a, b, c) over the ranks.
-std::array<double, 3> allreduce_sum(parallel::ProcessGroup& g, double a, double b, double c) {
-  Tensor t = tensor<double>({a, b, c}, {3});
-  g.allreduce(t)->wait();
-  const double* p = t.data_ptr<double>();
-  return {p[0], p[1], p[2]};
-}
-
 // Whether weft can make tensors on `device` (the CUDA tensor backend, core/cuda,
 // registers an allocator for CUDA).
 bool tensors_available(Device device) {
@@ -190,8 +178,8 @@ int run(const Flags& f) {
   auto full_test = io::load_fashion_mnist(f.data, false);
   int64_t n_train = f.limit_train > 0 ? std::min(f.limit_train, full_train.size()) : full_train.size();
   int64_t n_test = f.limit_test > 0 ? std::min(f.limit_test, full_test.size()) : full_test.size();
-  std::shared_ptr<const io::Dataset> train_ds = slice(full_train, 0, n_train);
-  auto test_shard = slice(full_test, n_test * rank / world, n_test * (rank + 1) / world);
+  std::shared_ptr<const io::Dataset> train_ds = slice_rows(full_train, 0, n_train);
+  auto test_shard = slice_rows(full_test, n_test * rank / world, n_test * (rank + 1) / world);
   auto normalize = [](const io::Example& e, Generator&) { return io::Example{(e.data - 0.2860) / 0.3530, e.target}; };
   io::DataLoader test(test_shard, {1000, false, 0, false, f.workers, 2}, normalize);
   // This rank's shard of each epoch's (seed, epoch) shuffle; the loader keeps

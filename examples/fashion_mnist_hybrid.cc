@@ -62,6 +62,7 @@
 #include "examples/flags.h"
 #include "examples/grid_flags.h"
 #include "examples/models.h"
+#include "examples/rank_data.h"
 #include "examples/train_flags.h"
 #include "examples/train_report.h"
 #include "io/dataloader.h"
@@ -131,18 +132,6 @@ std::optional<Flags> parse(int argc, char** argv) {
   WEFT_CHECK(f.virtual_stages >= 0, "--virtual must be a positive integer, got ", f.virtual_stages);
   WEFT_CHECK(f.keep_last >= 0, "--keep-last must be a positive integer, got ", f.keep_last);
   return f;
-}
-
-std::shared_ptr<io::TensorDataset> slice(const io::TensorDataset& ds, int64_t begin, int64_t end) {
-  return std::make_shared<io::TensorDataset>(ds.data().narrow(0, begin, end - begin),
-                                             ds.targets().narrow(0, begin, end - begin));
-}
-
-std::array<double, 3> allreduce_sum(parallel::ProcessGroup& g, double a, double b, double c) {
-  Tensor t = tensor<double>({a, b, c}, {3});
-  g.allreduce(t)->wait();
-  const double* p = t.data_ptr<double>();
-  return {p[0], p[1], p[2]};
 }
 
 void set_training(parallel::hybrid::DistributedModel& dm, bool on) {
@@ -228,7 +217,7 @@ int run(const Flags& f) {
 
   // This replica's slices: of every global batch (the single-process example's
   // shuffle) and of the test set.
-  auto train_ds = slice(full_train, 0, n_train);
+  auto train_ds = slice_rows(full_train, 0, n_train);
   auto make_sampler = [&](int64_t start_batch) {
     return std::make_shared<parallel::GlobalBatchSampler>(
         n_train, f.batch_size, dp, replica,
@@ -240,7 +229,7 @@ int run(const Flags& f) {
   };
   auto sampler = make_sampler(0);
   auto train_loader = make_loader(sampler);
-  io::DataLoader test(slice(full_test, n_test * replica / dp, n_test * (replica + 1) / dp),
+  io::DataLoader test(slice_rows(full_test, n_test * replica / dp, n_test * (replica + 1) / dp),
                       {1000, false, 0, false, f.workers, 2}, normalize);
 
   // Partition now, so that the table comes first: world rank 0 measures on its first batch.

@@ -38,6 +38,7 @@
 #include "examples/flags.h"
 #include "examples/grid_flags.h"
 #include "examples/models.h"
+#include "examples/rank_data.h"
 #include "examples/train_flags.h"
 #include "examples/train_report.h"
 #include "io/dataloader.h"
@@ -98,13 +99,6 @@ std::vector<int> even_balance(int layers, int stages) {
 
 std::shared_ptr<io::TensorDataset> head(const io::TensorDataset& ds, int64_t n) {
   return std::make_shared<io::TensorDataset>(ds.data().narrow(0, 0, n), ds.targets().narrow(0, 0, n));
-}
-
-std::array<double, 3> allreduce_sum(parallel::ProcessGroup& g, double a, double b, double c) {
-  Tensor t = tensor<double>({a, b, c}, {3});
-  g.allreduce(t)->wait();
-  const double* p = t.data_ptr<double>();
-  return {p[0], p[1], p[2]};
 }
 
 // Test loss and accuracy: the forward-only schedule; the last stage's rank

@@ -29,6 +29,7 @@
 #include "optim/sgd.h"
 #include "parallel/ddp.h"
 #include "parallel/ddp_optim.h"
+#include "tests/parallel/det_values.h"
 #include "tests/testing.h"
 
 #define WEFT_DDP_CASES(X)                                                         \
@@ -61,14 +62,8 @@ std::shared_ptr<M> build(Args&&... args) {
   return std::make_shared<M>(std::forward<Args>(args)...);
 }
 
-// Deterministic values (no RNG): sin of a per-(seed, element) phase.
-inline void fill_det(Tensor t, double seed, double scale = 0.3) {
-  NoGradGuard ng;
-  Tensor v = empty({t.numel()}, {DType::Float64});
-  double* p = v.data_ptr<double>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = scale * std::sin(0.731 * static_cast<double>(i) + 1.37 * seed + 0.5);
-  t.copy_(v.to(t.dtype()).view(t.sizes()));
-}
+// Deterministic values (no RNG), scaled by 0.3 unless said (det_values.h).
+inline void fill_det(Tensor t, double seed, double scale = 0.3) { testing::fill_det(t, seed, scale); }
 
 // 6 -> 16 -> 8 -> 3 with tanh; parameters from fill_det(seed + 10 k).
 inline std::shared_ptr<nn::Sequential> mlp(double seed) {

@@ -30,21 +30,12 @@
 #include "parallel/context.h"
 #include "parallel/ddp.h"
 #include "parallel/mpi/process_group_mpi.h"
+#include "tests/parallel/det_values.h"
 
 namespace {
 
-double wall_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// Deterministic values: sin of a per-(seed, element) phase. t: any shape.
-void fill_det(weft::Tensor t, double seed) {
-  weft::NoGradGuard ng;
-  weft::Tensor v = weft::empty({t.numel()}, {weft::DType::Float64});
-  double* p = v.data_ptr<double>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = std::sin(0.731 * static_cast<double>(i) + 1.37 * seed + 0.5);
-  t.copy_(v.to(t.dtype()).view(t.sizes()));
-}
+using weft::testing::wall_seconds;
+void fill_det(weft::Tensor t, double seed) { weft::testing::fill_det(t, seed, 1.0); }
 
 }  // namespace
 

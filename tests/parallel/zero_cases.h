@@ -35,6 +35,7 @@
 #include "optim/sgd.h"
 #include "parallel/ddp.h"
 #include "parallel/zero.h"
+#include "tests/parallel/det_values.h"
 #include "tests/testing.h"
 
 #define WEFT_ZERO_CASES(X)                                                            \
@@ -62,14 +63,8 @@ inline std::mutex& build_mutex() {
   return m;
 }
 
-// Deterministic values (no RNG): sin of a per-(seed, element) phase.
-inline void fill_det(Tensor t, double seed, double scale = 0.3) {
-  NoGradGuard ng;
-  Tensor v = empty({t.numel()}, {DType::Float64});
-  double* p = v.data_ptr<double>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = scale * std::sin(0.731 * static_cast<double>(i) + 1.37 * seed + 0.5);
-  t.copy_(v.to(t.dtype()).view(t.sizes()));
-}
+// Deterministic values (no RNG), scaled by 0.3 unless said (det_values.h).
+inline void fill_det(Tensor t, double seed, double scale = 0.3) { testing::fill_det(t, seed, scale); }
 
 // float32 6 -> 16 -> tanh, then float64 16 -> 3: two flats (112 and 51 elements).
 class MixedMLP : public nn::Module {

@@ -38,24 +38,15 @@
 #include "parallel/context.h"
 #include "parallel/mpi/process_group_mpi.h"
 #include "parallel/pipe/pipe.h"
+#include "tests/parallel/det_values.h"
 
 namespace {
 
 constexpr int kSteps = 6, kChunks = 4, kLayers = 8;
 constexpr int64_t kIn = 16, kHidden = 32, kOut = 4, kRows = 16;
 
-double wall_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// Deterministic values: sin of a per-(seed, element) phase. t: any shape.
-void fill_det(weft::Tensor t, double seed) {
-  weft::NoGradGuard ng;
-  weft::Tensor v = weft::empty({t.numel()}, {weft::DType::Float64});
-  double* p = v.data_ptr<double>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = std::sin(0.731 * static_cast<double>(i) + 1.37 * seed + 0.5);
-  t.copy_(v.to(t.dtype()).view(t.sizes()));
-}
+using weft::testing::wall_seconds;
+void fill_det(weft::Tensor t, double seed) { weft::testing::fill_det(t, seed, 1.0); }
 
 // Linear, Tanh, ... (kLayers layers), the same on every rank (one seed).
 std::shared_ptr<weft::nn::Sequential> make_mlp() {
