@@ -1,7 +1,8 @@
 // gemm_shapes: GFLOP/s of cpu::gemm (the CPU GEMM under matmul) per shape and
 // operand layout, for the AVX-512 kernel and for Eigen, at a given thread count.
 // Shapes: the DDP benchmark's MLP (784-2048-2048-10, batch 64) forward and
-// backward products, the train benchmark's MLP (batch 128) and sgemm 1024.
+// backward products, the train benchmark's MLP (batch 128), sgemm 1024 and the
+// GPT benchmark's linear layers.
 //   gemm_shapes [--threads N] [--reps R]
 // Times are the best of R; at 1 thread they are the thread's CPU time (less
 // disturbed by other processes on a shared machine), else wall time.
@@ -51,6 +52,15 @@ int main(int argc, char** argv) {
       {"sgemm 1024 NN", 1024, 1024, 1024, false, false},    {"sgemm 1024 NT", 1024, 1024, 1024, false, true},
       {"sgemm 1024 TN", 1024, 1024, 1024, true, false},     {"sgemm 1024 TT", 1024, 1024, 1024, true, true},
       {"odd 1000x999x1001", 1000, 999, 1001, false, false},
+      // The GPT benchmark's block (batch 8 x context 256 = 2048 tokens, width 384):
+      // forward x.Wt, input gradient g.W, weight gradient gt.x, per linear.
+      {"gpt qkv  x.Wt", 2048, 1152, 384, false, true},      {"gpt qkv  g.W", 2048, 384, 1152, false, false},
+      {"gpt qkv  gt.x", 1152, 384, 2048, true, false},      {"gpt proj x.Wt", 2048, 384, 384, false, true},
+      {"gpt proj g.W", 2048, 384, 384, false, false},       {"gpt proj gt.x", 384, 384, 2048, true, false},
+      {"gpt fc1  x.Wt", 2048, 1536, 384, false, true},      {"gpt fc1  g.W", 2048, 384, 1536, false, false},
+      {"gpt fc1  gt.x", 1536, 384, 2048, true, false},      {"gpt fc2  x.Wt", 2048, 384, 1536, false, true},
+      {"gpt fc2  g.W", 2048, 1536, 384, false, false},      {"gpt fc2  gt.x", 384, 1536, 2048, true, false},
+      {"gpt head x.Wt", 2048, 256, 384, false, true},       {"gpt head gt.x", 256, 384, 2048, true, false},
   };
   const bool cpu_time = weft::get_num_threads() == 1;
   std::printf("threads=%d (best of %d, %s time)\n%-20s %6s %6s %6s %10s %10s\n", weft::get_num_threads(), reps,

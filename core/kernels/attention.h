@@ -1,7 +1,7 @@
 // Kernel tables of scaled_dot_product_attention (core/ops/attention.cc): the fused
 // scale + causal mask + softmax of each score row and its backward (every backend),
 // and the whole fused attention forward/backward (backends that have one: CUDA
-// float16/bfloat16 through cuDNN; the CPU registers none).
+// float16/bfloat16 through cuDNN; the CPU float32, flash kernels).
 // Contract: backends register per (device, dtype); the front end passes contiguous
 // tensors to the softmax tables and stride(-1) == 1 tensors to the fused ones.
 #pragma once

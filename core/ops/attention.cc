@@ -10,7 +10,8 @@
 //
 // Two paths:
 //  - fused: when q is 4-d on a device whose sdpa_fused_table has a kernel for its
-//    dtype (CUDA float16/bfloat16 through cuDNN, core/cuda/attention_cudnn.cc) and
+//    dtype (CUDA float16/bfloat16 through cuDNN, core/cuda/attention_cudnn.cc; CPU
+//    float32 through the flash kernels of core/cpu/flash_attention.h) and
 //    dropout is inactive (dropout_p == 0 or !training), one kernel computes the
 //    output and the per-row logsumexp; autograd records one node,
 //    "ScaledDotProductAttentionBackward", saving q, k, v, o and the statistics, whose
@@ -18,7 +19,8 @@
 //    unsupported head dim, cuDNN too old, no engine) sends the forward silently to
 //    the unfused path; a declining backward recomputes the gradient with the unfused
 //    path's math (same kernels, no recording), so the gradient stays right.
-//  - unfused (everything else: CPU, float32/float64, dropout in training): the two
+//  - unfused (everything else: CPU float64/float16/bfloat16, CUDA float32/float64,
+//    dropout in training, a declining kernel): the two
 //    GEMMs go through matmul; between them one fused kernel (registered per dtype)
 //    scales, masks and softmaxes each score row in a single numerically stable pass,
 //    and its backward is the fused softmax backward dx = scale * y * (g - sum(g * y)).
@@ -31,6 +33,7 @@
 #include <limits>
 
 #include "core/autocast.h"
+#include "core/cpu/flash_attention.h"
 #include "core/autograd_meta.h"
 #include "core/dispatch.h"
 #include "core/nn_ops.h"
@@ -119,6 +122,48 @@ void cpu_attn_softmax_backward(const Tensor& dx, const Tensor& g, const Tensor& 
 
 WEFT_REGISTER_KERNEL(attn_softmax_table(), DeviceType::CPU, kFloatingTypes, cpu_attn_softmax);
 WEFT_REGISTER_KERNEL(attn_softmax_backward_table(), DeviceType::CPU, kFloatingTypes, cpu_attn_softmax_backward);
+
+// The CPU's fused attention: float32 through the flash kernels (core/cpu/
+// flash_attention.h); they decline where the CPU lacks AVX-512.
+cpu::FlashGeometry flash_geometry(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal) {
+  cpu::FlashGeometry g;
+  g.batch = q.size(0);
+  g.heads = q.size(1);
+  g.L = q.size(2);
+  g.S = k.size(2);
+  g.D = q.size(3);
+  g.Dv = v.size(3);
+  g.q_sb = q.stride(0), g.q_sh = q.stride(1), g.q_rs = q.stride(2);
+  g.k_sb = k.stride(0), g.k_sh = k.stride(1), g.k_rs = k.stride(2);
+  g.v_sb = v.stride(0), g.v_sh = v.stride(1), g.v_rs = v.stride(2);
+  g.scale = static_cast<float>(scale);
+  g.causal = causal;
+  return g;
+}
+
+bool cpu_sdpa_flash(const Tensor& o, const Tensor& stats, const Tensor& q, const Tensor& k, const Tensor& v,
+                    double scale, bool causal) {
+  if (!cpu::flash_attention_available()) return false;
+  cpu::flash_attention_forward_f32(flash_geometry(q, k, v, scale, causal), q.data_ptr<float>(), k.data_ptr<float>(),
+                                   v.data_ptr<float>(), o.data_ptr<float>(), stats.data_ptr<float>());
+  return true;
+}
+
+bool cpu_sdpa_flash_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& d_o, const Tensor& q,
+                             const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& stats, double scale,
+                             bool causal) {
+  if (!cpu::flash_attention_available()) return false;
+  cpu::flash_attention_backward_f32(flash_geometry(q, k, v, scale, causal), q.data_ptr<float>(), k.data_ptr<float>(),
+                                    v.data_ptr<float>(), o.data_ptr<float>(), stats.data_ptr<float>(),
+                                    d_o.data_ptr<float>(), d_o.stride(0), d_o.stride(1), d_o.stride(2),
+                                    dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>());
+  return true;
+}
+
+const detail::Registrar cpu_flash_registrar([] {
+  sdpa_fused_table().set(DeviceType::CPU, DType::Float32, &cpu_sdpa_flash);
+  sdpa_fused_backward_table().set(DeviceType::CPU, DType::Float32, &cpu_sdpa_flash_backward);
+});
 
 // softmax(scale * scores, masked) over the last dim of scores (..., L, S), differentiable.
 Tensor attn_softmax(const Tensor& scores, double scale, bool causal) {

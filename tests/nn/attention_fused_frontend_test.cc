@@ -1,6 +1,6 @@
 // The fused path of scaled_dot_product_attention (core/ops/attention.cc) without a
 // GPU: fake float64 CPU kernels are registered into sdpa_fused_table /
-// sdpa_fused_backward_table for the duration of each test (the CPU registers none),
+// sdpa_fused_backward_table for the duration of each test (the CPU registers float32 only),
 // so the front end's routing and autograd wiring run here: the forward uses the
 // kernel when dropout is inactive and falls back silently when it declines; the
 // node "ScaledDotProductAttentionBackward" calls the fused backward, and when that

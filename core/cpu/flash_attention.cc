@@ -1,0 +1,301 @@
+// Flash-style float32 attention on the CPU (contract in core/cpu/flash_attention.h).
+//
+// Per matrix (one batch, one head), serially:
+//   forward:  k^T is packed once (D x S, rows padded to 16 floats). For each block
+//             of 64 queries: for each visible key block, s = q k^T (a
+//             register-tiled product), then the online softmax: the row maximum m
+//             and sum l are updated, the running output is rescaled by
+//             exp(m_old - m_new), and p v is added. o = acc / l, lse = m + log l.
+//   backward: FlashAttention-2's loop with keys outside: for each key block, for
+//             each query block that sees it, p is recomputed from lse, then
+//             dv += p^T do, dp = do v^T, ds = scale * p * (dp - delta),
+//             dq += ds k, dk += ds^T q (delta = rowsum(do * o), computed first).
+// Every product is one routine, tile_gemm: C (m x n) = or += A (m x k) B (k x n)
+// with A read by broadcasts (any strides, so p^T and ds^T need no copies) and B
+// by rows of up to 64 floats (four zmm, the last masked), in register tiles of up
+// to 6 rows x 64 columns. Blocks are 64 x 64 floats, so s, p and the running
+// output of a block stay in L1/L2.
+#include "core/cpu/flash_attention.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "core/parallel.h"
+
+namespace weft::cpu {
+
+namespace {
+bool g_enabled = true;
+}  // namespace
+
+bool flash_attention_available() {
+  static const bool ok = __builtin_cpu_supports("avx512f") != 0;
+  return ok && g_enabled;
+}
+
+void set_flash_attention_enabled(bool enabled) { g_enabled = enabled; }
+
+// Everything below is compiled for AVX-512 whatever -march says; it only runs
+// when flash_attention_available().
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace {
+
+constexpr int64_t kB = 64;  // queries and keys per block
+constexpr int kTileRows = 6;
+constexpr int kTileVecs = 4;  // 64 columns
+
+inline __mmask16 lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(n, 0)) - 1);
+}
+
+// exp(x) for x <= 0 and -inf (Cephes' polynomial on the reduced argument,
+// scaled by 2^n with scalef); relative error ~2 ulp.
+inline __m512 exp512(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // exp(-104) flushes to 0 through scalef
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+// C (R x 16V, last zmm of a row masked by `last`) = or += A (R x k) B (k x 16V).
+template <int R, int V>
+void tile(int64_t k, const float* a, int64_t ars, int64_t acs, const float* b, int64_t ldb, float* c, int64_t ldc,
+          __mmask16 last, bool accumulate) {
+  __m512 acc[R][V];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 mk = v == V - 1 ? last : __mmask16(0xFFFF);
+      acc[i][v] = accumulate ? _mm512_maskz_loadu_ps(mk, c + i * ldc + 16 * v) : _mm512_setzero_ps();
+    }
+  for (int64_t p = 0; p < k; ++p) {
+    __m512 bv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) bv[v] = _mm512_maskz_loadu_ps(v == V - 1 ? last : __mmask16(0xFFFF), b + 16 * v);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i * ars]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
+    }
+    a += acs;
+    b += ldb;
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      _mm512_mask_storeu_ps(c + i * ldc + 16 * v, v == V - 1 ? last : __mmask16(0xFFFF), acc[i][v]);
+}
+
+using TileFn = void (*)(int64_t, const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, __mmask16,
+                        bool);
+
+template <int... R>
+constexpr std::array<std::array<TileFn, kTileVecs>, sizeof...(R)> tile_table(std::integer_sequence<int, R...>) {
+  return {{{&tile<R + 1, 1>, &tile<R + 1, 2>, &tile<R + 1, 3>, &tile<R + 1, 4>}...}};
+}
+constexpr auto kTiles = tile_table(std::make_integer_sequence<int, kTileRows>{});
+
+// C (m x n, row stride ldc) = or += A (m x k; element (i, p) at a[i * ars + p * acs])
+// times B (k x n; row p at b + p * ldb, unit column stride).
+void tile_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b, int64_t ldb,
+               float* c, int64_t ldc, bool accumulate) {
+  for (int64_t j = 0; j < n; j += 16 * kTileVecs) {
+    const int64_t nc = std::min<int64_t>(16 * kTileVecs, n - j);
+    const int v = static_cast<int>((nc + 15) / 16);
+    const __mmask16 last = lanes(nc - 16 * (v - 1));
+    for (int64_t i = 0; i < m; i += kTileRows) {
+      const int r = static_cast<int>(std::min<int64_t>(kTileRows, m - i));
+      kTiles[r - 1][v - 1](k, a + i * ars, ars, acs, b + j, ldb, c + i * ldc + j, ldc, last, accumulate);
+    }
+  }
+}
+
+// dst (cols x rows_pad): dst[d * ld + j] = src[j * rs + d] for j < rows, d < cols.
+void pack_transposed(const float* src, int64_t rows, int64_t cols, int64_t rs, float* dst, int64_t ld) {
+  for (int64_t j = 0; j < rows; ++j)
+    for (int64_t d = 0; d < cols; ++d) dst[d * ld + j] = src[j * rs + d];
+}
+
+// Keys of block [c0, c0 + bc) visible to query row r: a prefix of the block.
+inline int64_t visible(const FlashGeometry& g, int64_t r, int64_t c0, int64_t bc) {
+  return g.causal ? std::clamp<int64_t>(r - c0 + 1, 0, bc) : bc;
+}
+
+inline float hmax(__m512 v) { return _mm512_reduce_max_ps(v); }
+inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+void forward_matrix(const FlashGeometry& g, const float* q, const float* k, const float* v, float* o, float* lse,
+                    std::vector<float>& kt, std::vector<float>& s, std::vector<float>& acc) {
+  const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv, ld = (S + 15) / 16 * 16;
+  pack_transposed(k, S, D, g.k_rs, kt.data(), ld);  // (D, ld)
+  const __m512 scale = _mm512_set1_ps(g.scale);
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  float m_row[kB], l_row[kB];
+  for (int64_t r0 = 0; r0 < L; r0 += kB) {
+    const int64_t br = std::min(kB, L - r0);
+    const int64_t kend = g.causal ? std::min(S, r0 + br) : S;  // later keys are hidden from every row here
+    std::fill(acc.begin(), acc.begin() + br * Dv, 0.0f);
+    std::fill(m_row, m_row + br, -std::numeric_limits<float>::infinity());
+    std::fill(l_row, l_row + br, 0.0f);
+    for (int64_t c0 = 0; c0 < kend; c0 += kB) {
+      const int64_t bc = std::min(kB, kend - c0);
+      tile_gemm(br, bc, D, q + r0 * g.q_rs, g.q_rs, 1, kt.data() + c0, ld, s.data(), kB, false);  // (br, bc)
+      for (int64_t i = 0; i < br; ++i) {
+        float* srow = s.data() + i * kB;
+        const int64_t n = visible(g, r0 + i, c0, bc);
+        __m512 mx = ninf;
+        for (int64_t j = 0; j < n; j += 16) {
+          const __mmask16 mk = lanes(n - j);
+          mx = _mm512_mask_max_ps(mx, mk, mx, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, srow + j), scale));
+        }
+        const float m_new = std::max(m_row[i], n > 0 ? hmax(mx) : m_row[i]);
+        __m512 sum = _mm512_setzero_ps();
+        const __m512 mv = _mm512_set1_ps(m_new);
+        for (int64_t j = 0; j < bc; j += 16) {
+          const __mmask16 mk = lanes(n - j);  // hidden keys get p = 0
+          const __m512 p = _mm512_maskz_mov_ps(
+              mk, exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mk, srow + j), scale, mv)));
+          sum = _mm512_add_ps(sum, p);
+          _mm512_mask_storeu_ps(srow + j, lanes(bc - j), p);
+        }
+        if (n == 0) continue;
+        const float alpha = std::exp(m_row[i] - m_new);  // 0 on the first visible block
+        l_row[i] = l_row[i] * alpha + hsum(sum);
+        m_row[i] = m_new;
+        if (alpha != 1.0f) {
+          float* arow = acc.data() + i * Dv;
+          const __m512 av = _mm512_set1_ps(alpha);
+          for (int64_t d = 0; d < Dv; d += 16) {
+            const __mmask16 mk = lanes(Dv - d);
+            _mm512_mask_storeu_ps(arow + d, mk, _mm512_mul_ps(av, _mm512_maskz_loadu_ps(mk, arow + d)));
+          }
+        }
+      }
+      tile_gemm(br, Dv, bc, s.data(), kB, 1, v + c0 * g.v_rs, g.v_rs, acc.data(), Dv, true);  // acc += p v
+    }
+    for (int64_t i = 0; i < br; ++i) {
+      const float inv = l_row[i] > 0 ? 1.0f / l_row[i] : 0.0f;  // a row that sees no key: zeros
+      const float* arow = acc.data() + i * Dv;
+      float* orow = o + (r0 + i) * Dv;
+      for (int64_t d = 0; d < Dv; ++d) orow[d] = arow[d] * inv;
+      lse[r0 + i] = l_row[i] > 0 ? m_row[i] + std::log(l_row[i]) : -std::numeric_limits<float>::infinity();
+    }
+  }
+}
+
+void backward_matrix(const FlashGeometry& g, const float* q, const float* k, const float* v, const float* o,
+                     const float* lse, const float* d_o, int64_t do_rs, float* dq, float* dk, float* dv,
+                     std::vector<float>& kt, std::vector<float>& vt, std::vector<float>& p_buf,
+                     std::vector<float>& ds_buf, std::vector<float>& delta) {
+  const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv, ld = (S + 15) / 16 * 16;
+  pack_transposed(k, S, D, g.k_rs, kt.data(), ld);   // (D, ld)
+  pack_transposed(v, S, Dv, g.v_rs, vt.data(), ld);  // (Dv, ld)
+  for (int64_t i = 0; i < L; ++i) {
+    const float* a = d_o + i * do_rs;
+    const float* b = o + i * Dv;
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t d = 0; d < Dv; d += 16) {
+      const __mmask16 mk = lanes(Dv - d);
+      sum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, a + d), _mm512_maskz_loadu_ps(mk, b + d), sum);
+    }
+    delta[i] = hsum(sum);
+  }
+  std::fill(dq, dq + L * D, 0.0f);
+  std::fill(dk, dk + S * D, 0.0f);
+  std::fill(dv, dv + S * Dv, 0.0f);
+  const __m512 scale = _mm512_set1_ps(g.scale);
+  float* p = p_buf.data();
+  float* ds = ds_buf.data();
+  for (int64_t c0 = 0; c0 < S; c0 += kB) {
+    const int64_t bc = std::min(kB, S - c0);
+    for (int64_t r0 = g.causal ? c0 / kB * kB : 0; r0 < L; r0 += kB) {
+      const int64_t br = std::min(kB, L - r0);
+      if (g.causal && r0 + br - 1 < c0) continue;  // no row of this block sees these keys
+      tile_gemm(br, bc, D, q + r0 * g.q_rs, g.q_rs, 1, kt.data() + c0, ld, p, kB, false);  // s (br, bc)
+      for (int64_t i = 0; i < br; ++i) {
+        float* row = p + i * kB;
+        const int64_t n = visible(g, r0 + i, c0, bc);
+        const __m512 lv = _mm512_set1_ps(lse[r0 + i]);
+        for (int64_t j = 0; j < bc; j += 16) {
+          const __mmask16 mk = lanes(n - j);
+          const __m512 pv = _mm512_maskz_mov_ps(mk, exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mk, row + j), scale, lv)));
+          _mm512_mask_storeu_ps(row + j, lanes(bc - j), pv);
+        }
+      }
+      const float* dob = d_o + r0 * do_rs;
+      tile_gemm(bc, Dv, br, p, 1, kB, dob, do_rs, dv + c0 * Dv, Dv, true);           // dv += p^T do
+      tile_gemm(br, bc, Dv, dob, do_rs, 1, vt.data() + c0, ld, ds, kB, false);      // dp = do v^T
+      for (int64_t i = 0; i < br; ++i) {
+        const float* prow = p + i * kB;
+        float* row = ds + i * kB;
+        const __m512 dl = _mm512_set1_ps(delta[r0 + i]);
+        for (int64_t j = 0; j < bc; j += 16) {
+          const __mmask16 mk = lanes(bc - j);
+          const __m512 t = _mm512_sub_ps(_mm512_maskz_loadu_ps(mk, row + j), dl);
+          _mm512_mask_storeu_ps(row + j, mk, _mm512_mul_ps(scale, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, prow + j), t)));
+        }
+      }
+      tile_gemm(br, D, bc, ds, kB, 1, k + c0 * g.k_rs, g.k_rs, dq + r0 * D, D, true);  // dq += ds k
+      tile_gemm(bc, D, br, ds, 1, kB, q + r0 * g.q_rs, g.q_rs, dk + c0 * D, D, true);  // dk += ds^T q
+    }
+  }
+}
+
+}  // namespace
+
+void flash_attention_forward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v, float* o,
+                                 float* lse) {
+  const int64_t BH = g.batch * g.heads, ld = (g.S + 15) / 16 * 16;
+  parallel_for(0, BH, 1, [&](int64_t m0, int64_t m1) {
+    std::vector<float> kt(static_cast<size_t>(g.D * ld)), s(static_cast<size_t>(kB * kB)),
+        acc(static_cast<size_t>(kB * g.Dv));
+    for (int64_t m = m0; m < m1; ++m) {
+      const int64_t b = m / g.heads, h = m % g.heads;
+      forward_matrix(g, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
+                     o + m * g.L * g.Dv, lse + m * g.L, kt, s, acc);
+    }
+  });
+}
+
+void flash_attention_backward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v,
+                                  const float* o, const float* lse, const float* d_o, int64_t do_sb, int64_t do_sh,
+                                  int64_t do_rs, float* dq, float* dk, float* dv) {
+  const int64_t BH = g.batch * g.heads, ld = (g.S + 15) / 16 * 16;
+  parallel_for(0, BH, 1, [&](int64_t m0, int64_t m1) {
+    std::vector<float> kt(static_cast<size_t>(g.D * ld)), vt(static_cast<size_t>(g.Dv * ld)),
+        p(static_cast<size_t>(kB * kB)), ds(static_cast<size_t>(kB * kB)), delta(static_cast<size_t>(g.L));
+    for (int64_t m = m0; m < m1; ++m) {
+      const int64_t b = m / g.heads, h = m % g.heads;
+      backward_matrix(g, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
+                      o + m * g.L * g.Dv, lse + m * g.L, d_o + b * do_sb + h * do_sh, do_rs, dq + m * g.L * g.D,
+                      dk + m * g.S * g.D, dv + m * g.S * g.Dv, kt, vt, p, ds, delta);
+    }
+  });
+}
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+}  // namespace weft::cpu

@@ -1,0 +1,51 @@
+// Flash-style float32 attention on the CPU (AVX-512), forward and backward
+// (core/cpu/flash_attention.cc). The CPU entries of the fused attention tables
+// (core/kernels/attention.h) call these.
+//
+// Contract: one (batch, head) pair is a "matrix" m < BH. q (L, D) of matrix m
+// starts at q + q_off(m) with row stride q_rs and unit column stride; k (S, D),
+// v (S, Dv) likewise; o (L, Dv), lse (L), and the gradients are contiguous per
+// matrix (o + m * L * Dv, dq + m * L * D, ...). With p = softmax(scale * q k^T,
+// causal: key j hidden from query i when j > i):
+//   forward:  o = p v, lse = log(sum_j exp(scale * q_i . k_j)) per row (natural log)
+//   backward: dv = p^T do, dp = do v^T, ds = p * (dp - rowsum(do * o)),
+//             dq = scale * ds k, dk = scale * ds^T q.
+// Queries and keys are visited in blocks of 64; under `causal` the blocks wholly
+// above the diagonal are never computed. Work is shared out by whole matrices,
+// each computed in one fixed order, so results do not depend on the thread count.
+// Scores live only in one block at a time (no L x S tensor); the backward
+// recomputes them from lse. Requires flash_attention_available() (AVX-512F).
+#pragma once
+
+#include <cstdint>
+
+namespace weft::cpu {
+
+// True when this CPU has AVX-512F and the kernels are enabled (the default).
+bool flash_attention_available();
+// For tests and benchmarks comparing with the unfused path; not thread-safe
+// against concurrent attention calls.
+void set_flash_attention_enabled(bool enabled);
+
+struct FlashGeometry {
+  int64_t batch = 0, heads = 0;  // matrices: batch * heads, m = b * heads + h
+  int64_t L = 0, S = 0, D = 0, Dv = 0;
+  // Element strides of q, k, v: (batch, head, row); the column stride is 1.
+  int64_t q_sb = 0, q_sh = 0, q_rs = 0;
+  int64_t k_sb = 0, k_sh = 0, k_rs = 0;
+  int64_t v_sb = 0, v_sh = 0, v_rs = 0;
+  float scale = 1.0f;
+  bool causal = false;
+};
+
+// o: (BH, L, Dv) contiguous; lse: (BH, L) contiguous.
+void flash_attention_forward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v, float* o,
+                                 float* lse);
+
+// d_o: (B, H, L, Dv) with strides (do_sb, do_sh, do_rs) and a unit column stride; o, lse as the forward wrote them; dq (BH, L, D), dk (BH, S, D),
+// dv (BH, S, Dv) contiguous, overwritten.
+void flash_attention_backward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v,
+                                  const float* o, const float* lse, const float* d_o, int64_t do_sb, int64_t do_sh,
+                                  int64_t do_rs, float* dq, float* dk, float* dv);
+
+}  // namespace weft::cpu

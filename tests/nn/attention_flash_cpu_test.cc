@@ -1,0 +1,144 @@
+// The CPU's fused attention (core/cpu/flash_attention.cc, registered for float32
+// in sdpa_fused_table): scaled_dot_product_attention in float32 takes the fused
+// node, and its output and gradients match the unfused path computed in float64
+// from the same values -- causal and not, L < S and L > S, sizes that are not
+// multiples of the 64-row blocks or of 16 lanes, head dims above 64, Dv != D,
+// q/k/v as strided views of one qkv tensor (as MultiheadAttention passes them),
+// a non-contiguous output gradient. Also: the same answer as the unfused float32
+// path, bitwise independence of the thread count, and the transformer block's
+// gradients with and without the kernel. Skipped where the CPU lacks AVX-512.
+#include <gtest/gtest.h>
+
+#include "core/autograd_meta.h"
+#include "core/cpu/flash_attention.h"
+#include "core/nn_ops.h"
+#include "core/ops.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "nn/transformer.h"
+#include "tests/testing.h"
+
+namespace weft {
+namespace {
+using testing::rnd;
+using testing::tensors_near;
+
+struct Result {
+  Tensor out, dq, dk, dv;
+  std::string node;
+};
+
+Result run(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& g, bool causal) {
+  Tensor q = q0.detach().requires_grad_(), k = k0.detach().requires_grad_(), v = v0.detach().requires_grad_();
+  Tensor y = scaled_dot_product_attention(q, k, v, causal);
+  Result r{y.detach(), Tensor(), Tensor(), Tensor(), y.grad_fn() ? y.grad_fn()->name() : ""};
+  y.backward(g);
+  r.dq = q.grad(), r.dk = k.grad(), r.dv = v.grad();
+  return r;
+}
+
+Tensor f64(const Tensor& t) { return t.to(DType::Float64); }
+
+class FlashCpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cpu::flash_attention_available()) GTEST_SKIP() << "this CPU has no AVX-512F";
+  }
+  void TearDown() override { cpu::set_flash_attention_enabled(true); }
+};
+
+struct Case {
+  int64_t B, H, L, S, D, Dv;
+};
+
+TEST_F(FlashCpu, MatchesTheFloat64UnfusedPath) {
+  const Case cases[] = {{2, 3, 64, 64, 64, 64},  {1, 2, 130, 130, 64, 64}, {2, 1, 100, 37, 24, 40},
+                        {1, 2, 37, 100, 72, 8},  {1, 1, 1, 1, 3, 5},       {1, 1, 200, 70, 16, 96},
+                        {3, 2, 65, 129, 17, 33}};
+  uint64_t seed = 1;
+  for (const Case& c : cases)
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE("B=" + std::to_string(c.B) + " H=" + std::to_string(c.H) + " L=" + std::to_string(c.L) +
+                   " S=" + std::to_string(c.S) + " D=" + std::to_string(c.D) + " Dv=" + std::to_string(c.Dv) +
+                   (causal ? " causal" : ""));
+      Tensor q = rnd({c.B, c.H, c.L, c.D}, DType::Float32, seed++) * 2.0,
+             k = rnd({c.B, c.H, c.S, c.D}, DType::Float32, seed++) * 2.0,
+             v = rnd({c.B, c.H, c.S, c.Dv}, DType::Float32, seed++),
+             g = rnd({c.B, c.H, c.L, c.Dv}, DType::Float32, seed++);
+      Result flash = run(q, k, v, g, causal);
+      EXPECT_EQ(flash.node, "ScaledDotProductAttentionBackward");
+      Result ref = run(f64(q), f64(k), f64(v), f64(g), causal);
+      EXPECT_NE(ref.node, "ScaledDotProductAttentionBackward");  // float64: unfused
+      EXPECT_TRUE(tensors_near(flash.out, ref.out, 2e-6));
+      EXPECT_TRUE(tensors_near(flash.dq, ref.dq, 2e-5));
+      EXPECT_TRUE(tensors_near(flash.dk, ref.dk, 2e-5));
+      EXPECT_TRUE(tensors_near(flash.dv, ref.dv, 2e-6));
+    }
+}
+
+TEST_F(FlashCpu, StridedViewsOfOneQkvTensorAndAStridedGradient) {
+  const int64_t B = 2, T = 90, H = 3, D = 20, C = H * D;
+  for (bool causal : {false, true}) {
+    Tensor qkv = rnd({B, T, 3 * C}, DType::Float32, 40 + causal);
+    std::vector<Tensor> parts = split(qkv, C, 2);
+    auto heads = [&](const Tensor& t) { return t.reshape({B, T, H, D}).transpose(1, 2); };  // (B, H, T, D) views
+    Tensor q = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
+    ASSERT_FALSE(q.is_contiguous());
+    Tensor g = rnd({B, T, H, D}, DType::Float32, 50).transpose(1, 2);  // (B, H, T, D), not contiguous
+    Result flash = run(q, k, v, g, causal);
+    EXPECT_EQ(flash.node, "ScaledDotProductAttentionBackward");
+    Result ref = run(f64(q), f64(k), f64(v), f64(g), causal);
+    EXPECT_TRUE(tensors_near(flash.out, ref.out, 2e-6));
+    EXPECT_TRUE(tensors_near(flash.dq, ref.dq, 2e-5));
+    EXPECT_TRUE(tensors_near(flash.dk, ref.dk, 2e-5));
+    EXPECT_TRUE(tensors_near(flash.dv, ref.dv, 2e-6));
+  }
+}
+
+TEST_F(FlashCpu, AgreesWithTheUnfusedFloat32Path) {
+  Tensor q = rnd({2, 2, 96, 32}, DType::Float32, 60), k = rnd({2, 2, 96, 32}, DType::Float32, 61),
+         v = rnd({2, 2, 96, 32}, DType::Float32, 62), g = rnd({2, 2, 96, 32}, DType::Float32, 63);
+  Result flash = run(q, k, v, g, true);
+  cpu::set_flash_attention_enabled(false);
+  Result plain = run(q, k, v, g, true);
+  EXPECT_NE(plain.node, "ScaledDotProductAttentionBackward");
+  EXPECT_TRUE(tensors_near(flash.out, plain.out, 2e-6));
+  EXPECT_TRUE(tensors_near(flash.dq, plain.dq, 2e-5));
+  EXPECT_TRUE(tensors_near(flash.dk, plain.dk, 2e-5));
+  EXPECT_TRUE(tensors_near(flash.dv, plain.dv, 2e-6));
+}
+
+TEST_F(FlashCpu, ResultDoesNotDependOnTheThreadCount) {
+  Tensor q = rnd({3, 2, 70, 24}, DType::Float32, 70), k = rnd({3, 2, 70, 24}, DType::Float32, 71),
+         v = rnd({3, 2, 70, 24}, DType::Float32, 72), g = rnd({3, 2, 70, 24}, DType::Float32, 73);
+  const int prev = get_num_threads();
+  set_num_threads(1);
+  Result one = run(q, k, v, g, true);
+  set_num_threads(std::max(2, prev));
+  Result many = run(q, k, v, g, true);
+  set_num_threads(prev);
+  EXPECT_TRUE(tensors_near(one.out, many.out, 0));
+  EXPECT_TRUE(tensors_near(one.dq, many.dq, 0));
+  EXPECT_TRUE(tensors_near(one.dk, many.dk, 0));
+  EXPECT_TRUE(tensors_near(one.dv, many.dv, 0));
+}
+
+TEST_F(FlashCpu, TransformerBlockGradientsMatchWithoutTheKernel) {
+  auto grads = [](bool flash) {
+    cpu::set_flash_attention_enabled(flash);
+    manual_seed(5);
+    nn::TransformerBlock block(48, 4);
+    Tensor x = rnd({2, 40, 48}, DType::Float32, 80).requires_grad_();
+    Tensor y = block(x);
+    (y * y).sum().backward();
+    std::vector<Tensor> out{y.detach(), x.grad()};
+    for (auto& p : block.parameters()) out.push_back(p.grad());
+    return out;
+  };
+  std::vector<Tensor> a = grads(true), b = grads(false);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(tensors_near(a[i], b[i], 2e-5)) << "tensor " << i;
+}
+
+}  // namespace
+}  // namespace weft
