@@ -3,10 +3,13 @@
 // Run with: ./bazelw run //bench:ops_bench [-- --benchmark_filter=sgemm]
 // Counters: sgemm reports GFLOP/s (2 N^3 flops per call); add and softmax report
 // bytes moved per second (add: 3 arrays; softmax: read + write), shown by
-// Google Benchmark as bytes_per_second.
+// Google Benchmark as bytes_per_second; attention_gpt reports GFLOP/s.
 #include <benchmark/benchmark.h>
 
 #include "bench/bench_util.h"
+#include "core/autograd_meta.h"
+#include "core/cpu/flash_attention.h"
+#include "core/nn_ops.h"
 #include "core/ops.h"
 
 namespace weft::bench {
@@ -45,6 +48,29 @@ void BM_softmax_4096(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(kSoftmaxRows), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_softmax_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Causal self-attention of the GPT benchmark's block (batch 8, 6 heads, 256
+// tokens, head dim 64; q, k, v strided views of one (B, T, 3C) tensor), forward
+// and backward; arg 1 = the flash kernels (the CPU's fused path), 0 = the unfused
+// path (two GEMMs around a fused softmax). Counter: GFLOP/s of the full (not
+// causally halved) products, 4 B H T^2 D forward + 8 B H T^2 D backward.
+void BM_attention_gpt(benchmark::State& state) {
+  const int64_t B = 8, T = 256, H = 6, D = 64, C = H * D;
+  cpu::set_flash_attention_enabled(state.range(0) != 0);
+  Tensor qkv = filled({B, T, 3 * C}, -1, 1, 6).requires_grad_();  // (B, T, 3C)
+  Tensor g = filled({B, H, T, D}, -1, 1, 7);                       // (B, H, T, D)
+  for (auto _ : state) {
+    std::vector<Tensor> parts = split(qkv, C, 2);
+    auto heads = [&](const Tensor& t) { return t.reshape({B, T, H, D}).transpose(1, 2); };  // (B, H, T, D)
+    Tensor y = scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), true);
+    y.backward(g);
+    qkv.zero_grad();
+  }
+  cpu::set_flash_attention_enabled(true);
+  state.counters["GFLOP/s"] = benchmark::Counter(12.0 * B * H * T * T * D * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_attention_gpt)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace weft::bench
