@@ -72,6 +72,38 @@ void BM_attention_gpt(benchmark::State& state) {
 }
 BENCHMARK(BM_attention_gpt)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The GPT benchmark's MLP activation, (2048, 1536) float32, forward and
+// backward (bytes: forward reads x and writes y, backward reads x and dy and
+// writes dx).
+void BM_gelu_tanh_gpt(benchmark::State& state) {
+  Tensor x = filled({2048, 1536}, -3, 3, 8).requires_grad_();
+  Tensor g = filled({2048, 1536}, -1, 1, 9);
+  for (auto _ : state) {
+    Tensor y = gelu(x, GeluApproximation::Tanh);
+    y.backward(g);
+    x.zero_grad();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 5 * x.numel() * sizeof(float)));
+}
+BENCHMARK(BM_gelu_tanh_gpt)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The GPT benchmark's layer norm, (2048, 384) float32 with affine weights,
+// forward and backward.
+void BM_layer_norm_gpt(benchmark::State& state) {
+  Tensor x = filled({2048, 384}, -3, 3, 10).requires_grad_();
+  Tensor w = filled({384}, 0.5, 1.5, 11).requires_grad_(), b = filled({384}, -1, 1, 12).requires_grad_();
+  Tensor g = filled({2048, 384}, -1, 1, 13);
+  for (auto _ : state) {
+    Tensor y = layer_norm(x, {384}, w, b, 1e-5);
+    y.backward(g);
+    x.zero_grad();
+    w.zero_grad();
+    b.zero_grad();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 5 * x.numel() * sizeof(float)));
+}
+BENCHMARK(BM_layer_norm_gpt)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 }  // namespace
 }  // namespace weft::bench
 

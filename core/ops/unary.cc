@@ -92,8 +92,10 @@ WEFT_UNARY_KERNEL(sigmoid, kFloatingTypes, return M(1) / (M(1) + vmath::exp(-x))
 WEFT_UNARY_KERNEL(tanh, kFloatingTypes, return vmath::tanh(x))
 WEFT_UNARY_KERNEL(silu, kFloatingTypes, return x / (M(1) + vmath::exp(-x)))
 WEFT_UNARY_KERNEL(gelu, kFloatingTypes, return M(0.5) * x * (M(1) + vmath::erf(x * M(kSqrt1_2))))
+// 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3): one exp
+// and one division per element, and no cancellation in 1 + tanh(u) for x << 0.
 WEFT_UNARY_KERNEL(gelu_tanh, kFloatingTypes,
-                  return M(0.5) * x * (M(1) + vmath::tanh(M(kSqrt2OverPi) * (x + M(kGeluCubic) * x * x * x))))
+                  return x / (M(1) + vmath::exp(M(-2 * kSqrt2OverPi) * (x + M(kGeluCubic) * x * x * x))))
 
 // ---- gradient kernels (s: o = saved output, i = saved input) ----
 WEFT_UNARY_GRAD_KERNEL(exp, kFloatingTypes, return g * s)                      // s = exp(x)
@@ -108,9 +110,11 @@ WEFT_UNARY_GRAD_KERNEL(silu, kFloatingTypes, M sg = M(1) / (M(1) + vmath::exp(-s
                        return g * sg * (M(1) + s * (M(1) - sg)))  // s = x
 WEFT_UNARY_GRAD_KERNEL(gelu, kFloatingTypes, M cdf = M(0.5) * (M(1) + vmath::erf(s * M(kSqrt1_2)));
                        M pdf = M(kInvSqrt2Pi) * vmath::exp(M(-0.5) * s * s); return g * (cdf + s * pdf))  // s = x
-WEFT_UNARY_GRAD_KERNEL(gelu_tanh, kFloatingTypes, M inner = M(kSqrt2OverPi) * (s + M(kGeluCubic) * s * s * s);
-                       M t = vmath::tanh(inner); M dinner = M(kSqrt2OverPi) * (M(1) + M(3 * kGeluCubic) * s * s);
-                       return g * (M(0.5) * (M(1) + t) + M(0.5) * s * (M(1) - t * t) * dinner))  // s = x
+// with sg = sigmoid(2u) = (1 + tanh(u)) / 2: d/dx = sg (1 + 2 x (1 - sg) du/dx)
+WEFT_UNARY_GRAD_KERNEL(gelu_tanh, kFloatingTypes,
+                       M sg = M(1) / (M(1) + vmath::exp(M(-2 * kSqrt2OverPi) * (s + M(kGeluCubic) * s * s * s)));
+                       M dinner = M(kSqrt2OverPi) * (M(1) + M(3 * kGeluCubic) * s * s);
+                       return g * sg * (M(1) + M(2) * s * (M(1) - sg) * dinner))  // s = x
 
 // ---- clamp ----
 ClampKernel& clamp_table() {
