@@ -199,6 +199,22 @@ Tensor as_dtype(const Tensor& p, DType d) { return p.defined() ? p.detach().to(d
 // ---------------------------------------------------------------- layer norm
 // Signatures and shapes: core/kernels/norm.h.
 
+// sum of f(i) for i < K in double, as kLanes interleaved partial sums (lane l
+// takes i = l mod kLanes) added in lane order: a fixed order that vectorises,
+// where one running sum is a chain of K dependent additions.
+template <typename F>
+double lane_sum(int64_t K, const F& f) {
+  constexpr int kLanes = 8;
+  double acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= K; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += f(i + l);
+  for (int l = 0; i < K; ++i, ++l) acc[l] += f(i);
+  double s = 0;
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  return s;
+}
+
 template <typename T>
 void cpu_ln_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& mean,
                     const Tensor& rstd) {
@@ -214,14 +230,12 @@ void cpu_ln_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Ten
     for (int64_t r = rb; r < re; ++r) {
       const T* p = px + r * K;
       T* q = py + r * K;
-      double s = 0;
-      for (int64_t i = 0; i < K; ++i) s += static_cast<double>(static_cast<S>(p[i]));
-      const double m = s / static_cast<double>(K);
-      double ss = 0;
-      for (int64_t i = 0; i < K; ++i) {
-        double d = static_cast<double>(static_cast<S>(p[i])) - m;
-        ss += d * d;
-      }
+      const double m = lane_sum(K, [&](int64_t i) { return static_cast<double>(static_cast<S>(p[i])); }) /
+                       static_cast<double>(K);
+      const double ss = lane_sum(K, [&](int64_t i) {
+        const double d = static_cast<double>(static_cast<S>(p[i])) - m;
+        return d * d;
+      });
       const double rs = 1.0 / std::sqrt(ss / static_cast<double>(K) + eps);
       pm[r] = static_cast<S>(m);
       pr[r] = static_cast<S>(rs);
@@ -260,13 +274,11 @@ void cpu_ln_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const
         const T* p = px + r * K;
         const T* q = pg + r * K;
         const S m = pm[r], rs = pr[r];
-        double sg = 0, sgx = 0;
-        for (int64_t i = 0; i < K; ++i) {
-          S v = static_cast<S>(q[i]) * (pw ? static_cast<S>(pw[i]) : S(1));
-          gw[i] = v;
-          sg += v;
-          sgx += static_cast<double>(v) * static_cast<double>((static_cast<S>(p[i]) - m) * rs);
-        }
+        for (int64_t i = 0; i < K; ++i) gw[i] = static_cast<S>(q[i]) * (pw ? static_cast<S>(pw[i]) : S(1));
+        const double sg = lane_sum(K, [&](int64_t i) { return static_cast<double>(gw[i]); });
+        const double sgx = lane_sum(K, [&](int64_t i) {
+          return static_cast<double>(gw[i]) * static_cast<double>((static_cast<S>(p[i]) - m) * rs);
+        });
         // dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat))
         const S a = static_cast<S>(sg / static_cast<double>(K)), bb = static_cast<S>(sgx / static_cast<double>(K));
         T* o = pdx + r * K;
