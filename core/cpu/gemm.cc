@@ -13,6 +13,7 @@
 #include <Eigen/Core>
 
 #include "core/cpu/gemm_avx512.h"
+#include "core/error.h"
 #include "core/parallel.h"
 
 namespace weft::cpu {
@@ -54,10 +55,13 @@ Grid grid_for(int64_t m, int64_t n, int64_t k) {
 }
 
 // Computes every (matrix, block) pair of the batch; matrix i reads A at
-// a + a_off[i], B at b + b_off[i] and writes C at c + i * c_stride.
+// a + a_off[i], B at b + b_off[i] and writes C at c + i * c_stride. With a column
+// bias, each block of C is first set to the bias and its product added onto it
+// (the bias summed first, as on the AVX-512 path: Note [gemm determinism]).
 template <typename T, int OA, int OB>
 void run(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k, const T* a,
-         int64_t lda, const T* b, int64_t ldb, T* c, int64_t c_stride, int64_t ldc, bool accumulate) {
+         int64_t lda, const T* b, int64_t ldb, T* c, int64_t c_stride, int64_t ldc, bool accumulate,
+         const T* col_bias) {
   const Grid g = grid_for(m, n, k);
   const int64_t nr = (m + g.rb - 1) / g.rb, nc = (n + g.cb - 1) / g.cb, per = nr * nc;
   auto body = [&](int64_t b0, int64_t b1) {
@@ -68,7 +72,11 @@ void run(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, i
       OutMap<T> C(c + i * c_stride, m, n, Eigen::OuterStride<>(ldc));
       int64_t r0 = (blk / nc) * g.rb, c0 = (blk % nc) * g.cb;
       int64_t rl = std::min(g.rb, m - r0), cl = std::min(g.cb, n - c0);
-      if (accumulate) C.block(r0, c0, rl, cl).noalias() += A.middleRows(r0, rl) * B.middleCols(c0, cl);
+      if (col_bias) {
+        Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>> bias(col_bias + c0, cl);
+        C.block(r0, c0, rl, cl).rowwise() = bias;
+      }
+      if (accumulate || col_bias) C.block(r0, c0, rl, cl).noalias() += A.middleRows(r0, rl) * B.middleCols(c0, cl);
       else C.block(r0, c0, rl, cl).noalias() = A.middleRows(r0, rl) * B.middleCols(c0, cl);
     }
   };
@@ -96,12 +104,16 @@ const T* contiguous_copy(int64_t batch, const int64_t*& off, int64_t rows, int64
 template <typename T>
 void gemm_eigen(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k, const T* a,
                 int64_t a_rs, int64_t a_cs, const T* b, int64_t b_rs, int64_t b_cs, T* c, int64_t c_stride, int64_t ldc,
-                bool accumulate) {
+                bool accumulate, const T* col_bias) {
   if (m == 0 || n == 0 || batch == 0) return;
   if (k == 0) {
     if (!accumulate)
       for (int64_t x = 0; x < batch; ++x)
-        for (int64_t i = 0; i < m; ++i) std::fill(c + x * c_stride + i * ldc, c + x * c_stride + i * ldc + n, T(0));
+        for (int64_t i = 0; i < m; ++i) {
+          T* row = c + x * c_stride + i * ldc;
+          if (col_bias) std::copy(col_bias, col_bias + n, row);
+          else std::fill(row, row + n, T(0));
+        }
     return;
   }
   std::vector<T> a_data, b_data;
@@ -111,7 +123,7 @@ void gemm_eigen(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64
   Layout la = layout_of(m, k, a_rs, a_cs), lb = layout_of(k, n, b_rs, b_cs);
   auto go = [&](auto oa, auto ob) {
     run<T, decltype(oa)::value, decltype(ob)::value>(batch, a_off, b_off, m, n, k, a, la.ld, b, lb.ld, c, c_stride, ldc,
-                                                     accumulate);
+                                                     accumulate, col_bias);
   };
   using RowT = std::integral_constant<int, Eigen::RowMajor>;
   using ColT = std::integral_constant<int, Eigen::ColMajor>;
@@ -136,15 +148,17 @@ bool gemm_layout_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
 
 void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                   const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
-                  int64_t c_stride, int64_t ldc, bool accumulate) {
+                  int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias) {
+  WEFT_CHECK(!(accumulate && col_bias), "gemm: a column bias cannot be combined with accumulate");
   if (gemm_f32_uses_avx512())
-    gemm_avx512_f32(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate);
-  else gemm_eigen(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate);
+    gemm_avx512_f32(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate, col_bias);
+  else gemm_eigen(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate, col_bias);
 }
 void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                   const double* a, int64_t a_rs, int64_t a_cs, const double* b, int64_t b_rs, int64_t b_cs, double* c,
-                  int64_t c_stride, int64_t ldc, bool accumulate) {
-  gemm_eigen(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate);
+                  int64_t c_stride, int64_t ldc, bool accumulate, const double* col_bias) {
+  WEFT_CHECK(!(accumulate && col_bias), "gemm: a column bias cannot be combined with accumulate");
+  gemm_eigen(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate, col_bias);
 }
 
 }  // namespace weft::cpu

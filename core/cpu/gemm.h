@@ -4,6 +4,10 @@
 // data[i * rs + j * cs] for any strides (row-major, col-major, sliced, zero
 // strides of broadcast dims); C is row-major with leading dimension ldc >= n, must
 // not overlap A or B, and is overwritten (or added to when `accumulate`).
+// Optional column bias (linear's bias, fused as an epilogue): with `col_bias`
+// (n contiguous values, shared by every matrix of a batch, must not overlap C),
+// C(i, j) = col_bias[j] + (A B)(i, j) without a separate pass over C. It cannot be
+// combined with `accumulate` (a WEFT_CHECK error): C += bias + A B has no caller.
 // float32 runs the hand-written AVX-512 kernel (core/cpu/gemm_avx512.cc) when the
 // CPU has AVX-512; double, and float32 elsewhere, go through Eigen's product
 // (this is the only translation unit that includes Eigen), which copies an
@@ -13,8 +17,10 @@
 // shape alone -- K is cut into blocks chosen from K (AVX-512 path), each block's
 // products chained in k order, block sums added to C in block order; the Eigen
 // path computes blocks of C chosen from the shape, each by one single-threaded
-// product. Threads only share out whole tiles of C, so the result does not
-// depend on the thread count.
+// product. A column bias comes first on both paths: the AVX-512 kernel starts
+// the first K block's accumulators from it, the Eigen path writes it into its
+// block of C and adds the block's product onto it. Threads only share out whole
+// tiles of C, so the result does not depend on the thread count.
 #pragma once
 
 #include <cstdint>
@@ -30,17 +36,17 @@ bool gemm_layout_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs);
 // (matrix, tile) pairs are shared out over the threads together.
 void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                   const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
-                  int64_t c_stride, int64_t ldc, bool accumulate = false);
+                  int64_t c_stride, int64_t ldc, bool accumulate = false, const float* col_bias = nullptr);
 void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                   const double* a, int64_t a_rs, int64_t a_cs, const double* b, int64_t b_rs, int64_t b_cs, double* c,
-                  int64_t c_stride, int64_t ldc, bool accumulate = false);
+                  int64_t c_stride, int64_t ldc, bool accumulate = false, const double* col_bias = nullptr);
 
-// One matrix: C (m, n) = or += A (m, k) * B (k, n).
+// One matrix: C (m, n) = or += A (m, k) * B (k, n); = col_bias (n) + A * B with a bias.
 template <typename T>
 void gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t b_rs,
-          int64_t b_cs, T* c, int64_t ldc, bool accumulate = false) {
+          int64_t b_cs, T* c, int64_t ldc, bool accumulate = false, const T* col_bias = nullptr) {
   const int64_t zero = 0;
-  gemm_batched(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, accumulate);
+  gemm_batched(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, accumulate, col_bias);
 }
 
 // Which float32 path runs: true = AVX-512 kernel (default where the CPU has it),

@@ -10,10 +10,12 @@
 // Micro-kernel: kMR = 12 rows x kNR = 32 columns of C held in 24 zmm accumulators;
 // per k step: two aligned loads of the B panel, 12 broadcasts of the A panel, 24
 // FMAs. The first K block stores C (or adds to it when accumulating), later
-// blocks add their partial sums. The rows of a block are cut into panels of
-// near-equal height <= kMR (one kernel instantiation per height); the last
-// column tile uses one or two zmm per row with masked C columns, its B panel
-// zero-padded to 16 or 32 columns. Transposes and strides are absorbed by
+// blocks add their partial sums. A column bias (gemm.h) is the epilogue fused
+// into the prologue: the first K block's accumulators start from the bias
+// vectors instead of zero, so it is summed first and costs no pass over C. The
+// rows of a block are cut into panels of near-equal height <= kMR (one kernel
+// instantiation per height); the last column tile uses one or two zmm per row
+// with masked C columns, its B panel zero-padded to 16 or 32 columns. Transposes and strides are absorbed by
 // packing: contiguous rows are copied with vector loads, contiguous columns go
 // through 16x16 in-register transposes, any other stride is gathered element by
 // element. With few rows of A, the next row-major B block is prefetched while the
@@ -29,6 +31,7 @@
 #include <memory>
 #include <numeric>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/parallel.h"
@@ -64,15 +67,20 @@ inline __mmask16 lanes(int64_t n) {
 
 // C (R x 16V tile at c, leading dimension ldc) = or += A panel (kc steps of kMR
 // floats, first R used) * B panel (kc steps of 16V floats). `last` masks the
-// columns of the last zmm of each row.
+// columns of the last zmm of each row. With `bias` (the tile's 16V columns of the
+// column bias, never together with load_c) the accumulators start from it.
 template <int R, int V>
 void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
-                  __mmask16 last, bool load_c) {
+                  __mmask16 last, bool load_c, const float* __restrict bias) {
+  __m512 init[V];
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v)
+    init[v] = bias ? _mm512_maskz_loadu_ps(v == V - 1 ? last : __mmask16(0xFFFF), bias + 16 * v) : _mm512_setzero_ps();
   __m512 acc[R][V];
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
+    for (int v = 0; v < V; ++v) acc[i][v] = init[v];
   for (int64_t p = 0; p < kc; ++p) {
     __m512 bv[V];
 #pragma GCC unroll 2
@@ -98,7 +106,7 @@ void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restric
     }
 }
 
-using KernelFn = void (*)(int64_t, const float*, const float*, float*, int64_t, __mmask16, bool);
+using KernelFn = void (*)(int64_t, const float*, const float*, float*, int64_t, __mmask16, bool, const float*);
 
 template <int... R>
 constexpr std::array<std::array<KernelFn, 2>, sizeof...(R)> kernel_table(std::integer_sequence<int, R...>) {
@@ -258,8 +266,10 @@ class BPrefetch {
   int64_t stride_ = 0, per_ = 1, line_ = 0, outer_left_ = 0, step_ = 0;
 };
 
-// C (m x n at c, leading dimension ldc) = or += A (m x k) * B (k x n), one thread.
-void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, int64_t ldc, bool accumulate) {
+// C (m x n at c, leading dimension ldc) = or += A (m x k) * B (k x n), one thread;
+// = bias (n values, or nullptr) + A * B when not accumulating.
+void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, int64_t ldc, bool accumulate,
+               const float* bias) {
   PackBuffers& buf = buffers();
   float* apack = buf.a.get();
   float* bpack = buf.b.get();
@@ -267,6 +277,7 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, 
   for (int64_t pc = 0; pc < k; pc += kcb) {
     const int64_t kc = std::min(kcb, k - pc);
     const bool load_c = accumulate || pc > 0;
+    const float* bias_k = pc == 0 ? bias : nullptr;  // Note [gemm determinism]: the bias is summed first
     for (int64_t ic = 0; ic < m; ic += kMC) {
       const int64_t mc = std::min(kMC, m - ic);
       // the mc rows are split into ceil(mc / kMR) panels of near-equal height (64
@@ -298,7 +309,8 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, 
             const int64_t nr = std::min<int64_t>(kNR, nc - jr);
             const int v = nr > 16 ? 2 : 1;
             pf.next();
-            kKernels[mr - 1][v - 1](kc, ap, bpack + jr * kc, crow + jr, ldc, lanes(nr - 16 * (v - 1)), load_c);
+            kKernels[mr - 1][v - 1](kc, ap, bpack + jr * kc, crow + jr, ldc, lanes(nr - 16 * (v - 1)), load_c,
+                                    bias_k ? bias_k + jc + jr : nullptr);
           }
         }
       }
@@ -310,18 +322,26 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, 
 
 void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                      const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
-                     int64_t c_stride, int64_t ldc, bool accumulate) {
+                     int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias) {
+  WEFT_CHECK(!(accumulate && col_bias), "gemm: a column bias cannot be combined with accumulate");
   if (m == 0 || n == 0 || batch == 0) return;
   if (k == 0) {
     if (!accumulate)
       for (int64_t x = 0; x < batch; ++x)
-        for (int64_t i = 0; i < m; ++i) std::fill(c + x * c_stride + i * ldc, c + x * c_stride + i * ldc + n, 0.0f);
+        for (int64_t i = 0; i < m; ++i) {
+          float* row = c + x * c_stride + i * ldc;
+          if (col_bias) std::copy(col_bias, col_bias + n, row);
+          else std::fill(row, row + n, 0.0f);
+        }
     return;
   }
   // A matrix-vector product C (m, 1) = A b with contiguous C is computed as the
   // row C^T (1, m) = b^T A^T: full 32-column tiles instead of 1 useful lane in 16.
+  // The single bias value becomes a row of m equal values.
   if (n == 1 && m > 1 && ldc == 1) {
-    gemm_avx512_f32(batch, b_off, a_off, 1, m, k, b, b_cs, b_rs, a, a_cs, a_rs, c, c_stride, m, accumulate);
+    std::vector<float> row_bias(col_bias ? m : 0, col_bias ? col_bias[0] : 0.0f);
+    gemm_avx512_f32(batch, b_off, a_off, 1, m, k, b, b_cs, b_rs, a, a_cs, a_rs, c, c_stride, m, accumulate,
+                    col_bias ? row_bias.data() : nullptr);
     return;
   }
   // Thread tiling: each matrix is cut into `parts` slabs of whole micro-tiles along
@@ -346,8 +366,12 @@ void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, 
       const float* pa = a + a_off[x];
       const float* pb = b + b_off[x];
       float* pc = c + x * c_stride;
-      if (split_n) gemm_tile(m, s1 - s0, k, {pa, a_rs, a_cs}, {pb + s0 * b_cs, b_rs, b_cs}, pc + s0, ldc, accumulate);
-      else gemm_tile(s1 - s0, n, k, {pa + s0 * a_rs, a_rs, a_cs}, {pb, b_rs, b_cs}, pc + s0 * ldc, ldc, accumulate);
+      if (split_n)
+        gemm_tile(m, s1 - s0, k, {pa, a_rs, a_cs}, {pb + s0 * b_cs, b_rs, b_cs}, pc + s0, ldc, accumulate,
+                  col_bias ? col_bias + s0 : nullptr);
+      else
+        gemm_tile(s1 - s0, n, k, {pa + s0 * a_rs, a_rs, a_cs}, {pb, b_rs, b_cs}, pc + s0 * ldc, ldc, accumulate,
+                  col_bias);
     }
   };
   // small products run inline: a thread hand-off costs more than they do

@@ -10,6 +10,10 @@
 // in one fixed order (K cut into blocks from K alone, each block summed in order
 // by one FMA chain), so the result does not depend on the thread count or on how
 // C is tiled among threads.
+// With `col_bias` (n floats, or nullptr; not with `accumulate`, checked by the
+// caller in gemm.cc): C_i = col_bias + A_i * B_i, the first K block's
+// accumulators starting from the bias (masked load on the last column tile), so
+// the bias is the first term of every element's sum and C is written once.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +25,6 @@ bool gemm_avx512_available();
 
 void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                      const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
-                     int64_t c_stride, int64_t ldc, bool accumulate);
+                     int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias = nullptr);
 
 }  // namespace weft::cpu

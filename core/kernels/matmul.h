@@ -1,4 +1,5 @@
-// Kernel table of matmul (core/ops/matmul.cc): batched GEMM with broadcast batch dims.
+// Kernel tables of matmul (core/ops/matmul.cc): batched GEMM with broadcast batch
+// dims, and addmm (one GEMM plus a row-broadcast bias, for linear).
 // Contract: the front end has resolved 1-D operands and broadcasting; the kernel
 // writes every element of out (no accumulation).
 #pragma once
@@ -16,6 +17,16 @@ namespace weft {
 using MatmulKernel = KernelTable<void(const Tensor& out, const Tensor& a, const Tensor& b)>;
 
 MatmulKernel& matmul_table();
+
+// addmm: out (M, N) = bias (N, broadcast over the rows) + a (M, K) @ b (K, N), the
+// bias fused into the product (linear's forward on one GEMM). out contiguous;
+// a and b 2-D, any strides; bias 1-D, any stride; same dtype and device. Optional:
+// linear looks it up only where the device registers it (`has`) and otherwise
+// runs matmul then adds the bias. The CPU registers float32 and float64 (the
+// GEMM's column bias, core/cpu/gemm.h).
+using AddmmKernel = KernelTable<void(const Tensor& out, const Tensor& bias, const Tensor& a, const Tensor& b)>;
+
+AddmmKernel& addmm_table();
 
 // For kernels: storage offsets (in elements, relative to t's data pointer) of each
 // batch matrix of `t` (batch dims 0..dim-3, row-major batch order).

@@ -26,6 +26,11 @@ MatmulKernel& matmul_table() {
   return t;
 }
 
+AddmmKernel& addmm_table() {
+  static AddmmKernel t("addmm");
+  return t;
+}
+
 std::vector<int64_t> batch_offsets(const Tensor& t) {
   const int64_t nb = t.dim() - 2;
   int64_t count = 1;
@@ -110,6 +115,22 @@ void cpu_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   else cpu_matmul_int<T>(out, a, b);
 }
 WEFT_REGISTER_KERNEL(matmul_table(), DeviceType::CPU, kNumericTypes, cpu_matmul);
+
+// out (M, N) = bias + a @ b in one GEMM: the bias is the GEMM's column bias
+// (core/cpu/gemm.h), written with C instead of in a second pass over it.
+template <typename T>
+void cpu_addmm(const Tensor& out, const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    Tensor a = gemm_ready(a_in), b = gemm_ready(b_in), bias = bias_in.contiguous();
+    const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+    cpu::gemm<T>(M, N, K, a.data_ptr<T>(), a.stride(0), a.stride(1), b.data_ptr<T>(), b.stride(0), b.stride(1),
+                 out.data_ptr<T>(), N, false, bias.data_ptr<T>());
+  } else {
+    WEFT_CHECK(false, "addmm: no CPU kernel for dtype ", dtype_of<T>);
+  }
+}
+constexpr uint32_t kGemmTypes = (1u << int(DType::Float32)) | (1u << int(DType::Float64));
+WEFT_REGISTER_KERNEL(addmm_table(), DeviceType::CPU, kGemmTypes, cpu_addmm);
 
 Shape batch_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); }
 
@@ -216,7 +237,10 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
 
 // linear's backward is two nodes (Note [parameters first] in
 // core/autograd_meta.h): "LinearWeightBackward" (dW = g^T x, db = sum of g over
-// rows) runs before "LinearInputBackward" (dx = g W).
+// rows) runs before "LinearInputBackward" (dx = g W). Forward: with a bias, where
+// the device registers addmm (the CPU, float32/float64), x is flattened to
+// (rows, in_f) and y = bias + x W^T is one GEMM with the bias fused; elsewhere
+// y = matmul(x, W^T) and the bias is added in a second pass.
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
   detail::check_devices("linear", {x_in, weight_in, bias_in});
   WEFT_CHECK(x_in.defined() && weight_in.defined(), "linear: undefined input or weight");
@@ -235,8 +259,17 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   Tensor y;  // (..., out_f)
   {
     NoGradGuard no_grad;
-    y = matmul(x.detach(), transpose(weight.detach(), 0, 1));
-    if (bias.defined()) y.add_(bias.detach());
+    if (bias.defined() && addmm_table().has(x.device().type, x.dtype())) {
+      Shape ys(x.sizes().begin(), x.sizes().end() - 1);
+      ys.push_back(out_f);
+      Tensor x2 = x.dim() == 2 ? x.detach() : reshape(x.detach(), {rows, in_f});  // (rows, in_f)
+      Tensor y2 = empty({rows, out_f}, {x.dtype(), x.device()});                  // (rows, out_f)
+      addmm_table()(x.device(), x.dtype(), y2, bias.detach(), x2, transpose(weight.detach(), 0, 1));
+      y = x.dim() == 2 ? y2 : reshape(y2, ys);
+    } else {
+      y = matmul(x.detach(), transpose(weight.detach(), 0, 1));
+      if (bias.defined()) y.add_(bias.detach());
+    }
   }
   if (!any_requires_grad({x, weight, bias})) return y;
 

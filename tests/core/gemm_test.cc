@@ -1,9 +1,9 @@
 // cpu::gemm (core/cpu/gemm.h) on raw buffers against a double-precision triple
 // loop: odd shapes (edge tiles, several K blocks, more rows/columns than one
 // packing block), every transpose combination, padded leading dimensions, general
-// and zero strides, accumulate, batched offsets, and bitwise-identical results
-// at 1, 2 and 3 threads. Runs the AVX-512 kernel (where the CPU has it) and the
-// Eigen path; float64 always takes the Eigen path.
+// and zero strides, accumulate, the fused column bias, batched offsets, and
+// bitwise-identical results at 1, 2 and 3 threads. Runs the AVX-512 kernel (where
+// the CPU has it) and the Eigen path; float64 always takes the Eigen path.
 #include "core/cpu/gemm.h"
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "core/parallel.h"
 
 namespace weft {
@@ -59,19 +60,30 @@ Mat<T> make(int64_t rows, int64_t cols, Kind kind) {
   return m;
 }
 
-// C (m, n; ldc = n + pad) from gemm vs the exact product in double. The bound is
-// the classical one for a length-k float sum, |fl(s) - s| <= (k + 1) u sum|terms|,
-// which no dropped, repeated or misplaced term can stay within.
+// Column bias values: +-3 plus a value in [-1, 1) (exact in float), so a dropped
+// or doubled bias is off by at least 2, far outside the bound below.
+template <typename T>
+std::vector<T> make_bias(int64_t n) {
+  std::vector<T> bias(n);
+  for (int64_t j = 0; j < n; ++j) bias[j] = T(j % 2 ? 3 : -3) + T(next_value());
+  return bias;
+}
+
+// C (m, n; ldc = n + pad) from gemm vs the exact product in double (plus a column
+// bias when `bias`). The bound is the classical one for a length-k float sum,
+// |fl(s) - s| <= (k + 1) u sum|terms| (k + 2 with the bias term), which no
+// dropped, repeated or misplaced term can stay within.
 template <typename T>
 ::testing::AssertionResult check_gemm(int64_t m, int64_t n, int64_t k, Kind ka, Kind kb, bool accumulate,
-                                      int64_t pad = 0) {
+                                      int64_t pad = 0, bool bias = false) {
   Mat<T> A = make<T>(m, k, ka), B = make<T>(k, n, kb);
+  const std::vector<T> cb = bias ? make_bias<T>(n) : std::vector<T>();
   const int64_t ldc = n + pad;
   std::vector<T> c(m * ldc + 1);
   for (T& v : c) v = next_value();
   const std::vector<T> c0 = c;
-  cpu::gemm<T>(m, n, k, A.data.data() + A.off, A.rs, A.cs, B.data.data() + B.off, B.rs, B.cs, c.data(), ldc,
-               accumulate);
+  cpu::gemm<T>(m, n, k, A.data.data() + A.off, A.rs, A.cs, B.data.data() + B.off, B.rs, B.cs, c.data(), ldc, accumulate,
+               bias ? cb.data() : nullptr);
   const double u = std::is_same_v<T, float> ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < ldc; ++j) {
@@ -81,16 +93,17 @@ template <typename T>
           return ::testing::AssertionFailure() << "wrote outside C at (" << i << ", " << j << ")";
         continue;
       }
-      double s = accumulate ? c0[i * ldc + j] : 0.0, mag = std::abs(s);
+      double s = accumulate ? c0[i * ldc + j] : bias ? cb[j] : 0.0, mag = std::abs(s);
       for (int64_t p = 0; p < k; ++p) {
         const double t = double(A.at(i, p)) * double(B.at(p, j));
         s += t;
         mag += std::abs(t);
       }
-      if (!(std::abs(got - s) <= (k + 1) * u * 1.01 * mag))
-        return ::testing::AssertionFailure() << "C(" << i << ", " << j << ") = " << got << ", expected " << s
-                                             << " (m=" << m << " n=" << n << " k=" << k << " A " << kind_name(ka)
-                                             << ", B " << kind_name(kb) << (accumulate ? ", accumulate" : "") << ")";
+      if (!(std::abs(got - s) <= (k + 2) * u * 1.01 * mag))
+        return ::testing::AssertionFailure()
+               << "C(" << i << ", " << j << ") = " << got << ", expected " << s << " (m=" << m << " n=" << n
+               << " k=" << k << " A " << kind_name(ka) << ", B " << kind_name(kb) << (accumulate ? ", accumulate" : "")
+               << (bias ? ", bias" : "") << " pad=" << pad << ")";
     }
   }
   if (c.back() != c0.back()) return ::testing::AssertionFailure() << "wrote past the end of C";
@@ -241,6 +254,112 @@ TEST(Gemm, BitwiseIdenticalAcrossThreadCounts) {
     set_num_threads(prev);
     EXPECT_TRUE(c1 == c2);
   });
+}
+
+// The fused column bias (gemm.h): C = bias + A B. Ragged shapes (m, n not
+// multiples of the 12 x 32 micro-tile or of 16), n = 1 (the transposed
+// matrix-vector path when C is contiguous, the plain one when it is padded),
+// m = 1, several K blocks (k > 256), more columns than one packed B block
+// (n > 256: the bias offset by the block's first column), more rows than one packed
+// A block, every transpose combination; both float32 paths and float64.
+TEST(Gemm, ColumnBiasVsNaive) {
+  struct S {
+    int64_t m, n, k;
+  };
+  const S shapes[] = {{1, 1, 1},      {1, 37, 5},    {37, 1, 300},  {2, 1, 7},       {13, 17, 16},
+                      {25, 33, 257},  {12, 32, 256}, {11, 31, 513}, {100, 300, 300}, {7, 530, 40},
+                      {1600, 40, 70}, {3, 2, 2049},  {65, 63, 1000}};
+  for_each_f32_path([&] {
+    for (const S& s : shapes)
+      for (Kind ka : kPlain)
+        for (Kind kb : kPlain)
+          for (int64_t pad : {0, 3}) ASSERT_TRUE(check_gemm<float>(s.m, s.n, s.k, ka, kb, false, pad, true));
+    for (Kind ka : {kRowPadded, kColPadded, kStrided, kBroadcastRows})
+      for (Kind kb : {kRowPadded, kColPadded, kStrided})
+        EXPECT_TRUE(check_gemm<float>(37, 45, 300, ka, kb, false, 2, true));
+  });
+  for (const S& s : shapes) {
+    if (s.m * s.n * s.k > 5'000'000) continue;  // keeps the float64 run short
+    for (Kind ka : kPlain)
+      for (Kind kb : kPlain)
+        for (int64_t pad : {0, 3}) ASSERT_TRUE(check_gemm<double>(s.m, s.n, s.k, ka, kb, false, pad, true));
+  }
+  for (Kind ka : {kRowPadded, kStrided})
+    for (Kind kb : {kColPadded, kStrided}) EXPECT_TRUE(check_gemm<double>(29, 31, 70, ka, kb, false, 2, true));
+}
+
+TEST(Gemm, ColumnBiasEveryPanelHeightAndWidth) {
+  // every micro-kernel height, one and two vectors per row, masked bias tails
+  for_each_f32_path([&] {
+    for (int64_t m = 1; m <= 26; ++m)
+      for (int64_t n : {1, 5, 15, 16, 17, 31, 32, 33, 47})
+        for (Kind ka : kPlain)
+          for (Kind kb : kPlain)
+            ASSERT_TRUE(check_gemm<float>(m, n, m % 3 == 0 ? 290 : 21, ka, kb, false, m % 2, true));
+  });
+}
+
+TEST(Gemm, ColumnBiasThreadsBatchedAndEdgeCases) {
+  // every thread count gives the right result (each thread's slab of columns reads
+  // its own part of the bias) and the same bits (Note [gemm determinism])
+  struct S {
+    int64_t m, n, k;
+    Kind ka, kb;
+  };
+  const S shapes[] = {
+      {64, 2048, 300, kRow, kCol}, {2048, 10, 300, kCol, kRow}, {300, 200, 150, kRow, kRow}, {513, 1, 257, kRow, kRow}};
+  const int prev = get_num_threads();
+  for_each_f32_path([&] {
+    for (const S& s : shapes) {
+      for (int threads : {1, 3}) {
+        set_num_threads(threads);
+        EXPECT_TRUE(check_gemm<float>(s.m, s.n, s.k, s.ka, s.kb, false, 0, true)) << threads << " threads";
+      }
+      Mat<float> A = make<float>(s.m, s.k, s.ka), B = make<float>(s.k, s.n, s.kb);
+      const std::vector<float> bias = make_bias<float>(s.n);
+      std::vector<std::vector<float>> out;
+      for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        std::vector<float> c(s.m * s.n);
+        cpu::gemm<float>(s.m, s.n, s.k, A.data.data() + A.off, A.rs, A.cs, B.data.data() + B.off, B.rs, B.cs, c.data(),
+                         s.n, false, bias.data());
+        out.push_back(std::move(c));
+      }
+      set_num_threads(prev);
+      EXPECT_TRUE(out[1] == out[0] && out[2] == out[0]) << "m=" << s.m << " n=" << s.n << " k=" << s.k;
+    }
+    // batched: one bias shared by every matrix
+    const int64_t m = 19, n = 35, k = 300, batch = 3;
+    std::vector<float> a(batch * m * k), b(k * n), c(batch * m * n);
+    for (float& v : a) v = next_value();
+    for (float& v : b) v = next_value();
+    const std::vector<float> bias = make_bias<float>(n);
+    const int64_t a_off[] = {0, m * k, 2 * m * k}, b_off[] = {0, 0, 0};
+    cpu::gemm_batched(batch, a_off, b_off, m, n, k, a.data(), k, 1, b.data(), n, 1, c.data(), m * n, n, false,
+                      bias.data());
+    for (int64_t x = 0; x < batch; ++x)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double s = bias[j], mag = std::abs(s);
+          for (int64_t p = 0; p < k; ++p) {
+            double t = double(a[a_off[x] + i * k + p]) * double(b[p * n + j]);
+            s += t, mag += std::abs(t);
+          }
+          ASSERT_LE(std::abs(c[x * m * n + i * n + j] - s), (k + 2) * std::ldexp(1.0, -24) * mag) << x << " " << i;
+        }
+    // empty inner dimension: C = bias
+    std::vector<float> c2(6, 5.0f);
+    const float b3[] = {1.5f, -2.0f, 4.0f};
+    cpu::gemm<float>(2, 3, 0, nullptr, 0, 1, nullptr, 3, 1, c2.data(), 3, false, b3);
+    EXPECT_EQ(c2, (std::vector<float>{1.5f, -2.0f, 4.0f, 1.5f, -2.0f, 4.0f}));
+    // a bias with accumulate is refused
+    std::vector<float> one(1, 1.0f);
+    EXPECT_THROW(cpu::gemm<float>(1, 1, 1, one.data(), 1, 1, one.data(), 1, 1, c2.data(), 1, true, one.data()), Error);
+  });
+  std::vector<double> d(4, 7.0), db = {0.25, -1.0};
+  cpu::gemm<double>(2, 2, 0, nullptr, 0, 1, nullptr, 2, 1, d.data(), 2, false, db.data());
+  EXPECT_EQ(d, (std::vector<double>{0.25, -1.0, 0.25, -1.0}));
+  EXPECT_THROW(cpu::gemm<double>(1, 1, 1, d.data(), 1, 1, d.data(), 1, 1, d.data() + 2, 1, true, db.data()), Error);
 }
 
 }  // namespace

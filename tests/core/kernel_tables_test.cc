@@ -79,6 +79,7 @@ std::vector<testing::TableFacts> core_tables() {
       WEFT_T(bce_backward_table),
       // matmul, norm
       WEFT_T(matmul_table),
+      WEFT_T(addmm_table),
       WEFT_T(bn_stats_table),
       WEFT_T(bn_forward_table),
       WEFT_T(bn_backward_table),

@@ -1,11 +1,14 @@
 // matmul/mm/bmm/linear against a naive triple loop written here, plus gradchecks,
 // dtype coverage, transposed/non-contiguous inputs and shape errors.
+#include "core/kernels/matmul.h"
+
 #include <chrono>
 
 #include <gtest/gtest.h>
 
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
+#include "core/cpu/gemm.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "tests/testing.h"
@@ -159,6 +162,93 @@ TEST(Matmul, Linear) {
   EXPECT_TRUE(tensor_near(linear(x, w), naive(x, w.t()), 1e-5));
   Tensor y1 = linear(tensor({1, 2, 3, 4}), w);  // 1-D input -> (5)
   EXPECT_EQ(y1.sizes(), (Shape{5}));
+}
+
+// linear with a bias on the CPU runs the addmm kernel (bias fused into the GEMM,
+// core/cpu/gemm.h) for float32/float64 and matmul + add for other dtypes. Against
+// a double reference and against matmul(x, W^T) + bias: ragged and 1-column
+// outputs, several K blocks (in_f > 256), 1-D, empty and non-contiguous inputs,
+// both float32 GEMM paths. The bias is 2 + [-1, 1), so a dropped or doubled bias
+// is off by at least 1. Gradients equal those of matmul + add.
+TEST(Matmul, LinearFusedBiasVsReference) {
+  EXPECT_TRUE(addmm_table().has(DeviceType::CPU, DType::Float32));
+  EXPECT_TRUE(addmm_table().has(DeviceType::CPU, DType::Float64));
+  struct C {
+    Shape x;
+    int64_t out_f;
+    bool transposed;  // x given as a non-contiguous (transposed) view
+  };
+  const C cases[] = {{{7, 5}, 3, false},   {{2, 3, 40}, 33, false}, {{33, 300}, 17, false}, {{1, 300}, 1, false},
+                     {{29, 70}, 1, false}, {{4}, 5, false},         {{0, 5}, 4, false},     {{3, 0}, 5, false},
+                     {{40, 6}, 9, true},   {{3, 2, 40}, 7, true},   {{50, 600}, 300, false}};
+  for (bool avx : {true, false}) {
+    cpu::set_gemm_f32_avx512(avx);
+    for (const C& c : cases)
+      for (DType dt : {DType::Float32, DType::Float64}) {
+        const int64_t in_f = c.x.back();
+        Tensor x = rnd(c.x, dt, 61);
+        if (c.transposed) {  // same logical shape, stored with the first two dims swapped
+          Shape st = c.x;
+          std::swap(st[0], st[1]);
+          x = rnd(st, dt, 61).transpose(0, 1);
+          EXPECT_FALSE(x.is_contiguous());
+        }
+        Tensor w = rnd({c.out_f, in_f}, dt, 62), bias = rnd({c.out_f}, dt, 63) + 2.0;
+        Tensor y = linear(x, w, bias);
+        Shape ys = c.x;
+        ys.back() = c.out_f;
+        ASSERT_EQ(y.sizes(), ys);
+        const int64_t rows = numel_of(Shape(c.x.begin(), c.x.end() - 1));
+        auto ref = naive(x.reshape({rows, in_f}), w.t());  // (rows, out_f)
+        auto bv = values(bias);
+        for (size_t i = 0; i < ref.size(); ++i) ref[i] += bv[i % c.out_f];
+        const double tol = dt == DType::Float32 ? 1e-5 * std::max<int64_t>(1, in_f / 40) : 1e-12;
+        EXPECT_TRUE(tensor_near(y, ref, tol)) << shape_str(c.x) << " out_f " << c.out_f << " " << dt << " avx " << avx;
+        EXPECT_TRUE(tensors_near(y, matmul(x, w.t()) + bias, tol)) << shape_str(c.x) << " " << dt;
+      }
+  }
+  cpu::set_gemm_f32_avx512(true);
+  // other dtypes take matmul + add
+  Tensor x = rnd({6, 5}, DType::Float32, 64), w = rnd({4, 5}, DType::Float32, 65),
+         b = rnd({4}, DType::Float32, 66) + 2.0;
+  for (DType dt : {DType::BFloat16, DType::Float16}) {
+    EXPECT_FALSE(addmm_table().has(DeviceType::CPU, dt));
+    Tensor y = linear(x.to(dt), w.to(dt), b.to(dt));
+    EXPECT_EQ(y.dtype(), dt);
+    EXPECT_TRUE(tensors_near(y.to(DType::Float32), linear(x, w, b), 3e-2)) << dt;
+  }
+}
+
+TEST(Matmul, LinearFusedBiasGradients) {
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (const Shape& xs : {Shape{9, 300}, Shape{2, 3, 20}, Shape{20}}) {
+      const int64_t in_f = xs.back(), out_f = 11;
+      Tensor x = rnd(xs, dt, 71).requires_grad_(), w = rnd({out_f, in_f}, dt, 72).requires_grad_(),
+             b = (rnd({out_f}, dt, 73) + 2.0).detach().requires_grad_();
+      Tensor x0 = x.detach().clone().requires_grad_(), w0 = w.detach().clone().requires_grad_(),
+             b0 = b.detach().clone().requires_grad_();
+      Shape ys = xs;
+      ys.back() = out_f;
+      Tensor gy = rnd(ys, dt, 74);
+      Tensor y = linear(x, w, b), y0 = matmul(x0, w0.t()) + b0;
+      const double tol = dt == DType::Float32 ? 1e-4 : 1e-12;
+      EXPECT_TRUE(tensors_near(y, y0, tol));
+      (y * gy).sum().backward();
+      (y0 * gy).sum().backward();
+      EXPECT_TRUE(tensors_near(x.grad(), x0.grad(), tol)) << shape_str(xs) << " " << dt;
+      EXPECT_TRUE(tensors_near(w.grad(), w0.grad(), tol)) << shape_str(xs) << " " << dt;
+      EXPECT_TRUE(tensors_near(b.grad(), b0.grad(), tol)) << shape_str(xs) << " " << dt;
+    }
+  // central differences in float64 (the fused forward is what gradcheck perturbs)
+  for (const Shape& xs : {Shape{5, 7}, Shape{7}, Shape{2, 2, 7}}) {
+    Tensor x = rnd(xs, DType::Float64, 81).requires_grad_(), w = rnd({1, 7}, DType::Float64, 82).requires_grad_(),
+           b = rnd({1}, DType::Float64, 83).requires_grad_();
+    auto r = autograd::gradcheck([](const std::vector<Tensor>& v) { return linear(v[0], v[1], v[2]); }, {x, w, b});
+    EXPECT_TRUE(r.ok) << shape_str(xs) << ": " << r.message;
+    Tensor w3 = rnd({3, 7}, DType::Float64, 84).requires_grad_(), b3 = rnd({3}, DType::Float64, 85).requires_grad_();
+    r = autograd::gradcheck([](const std::vector<Tensor>& v) { return linear(v[0], v[1], v[2]); }, {x, w3, b3});
+    EXPECT_TRUE(r.ok) << shape_str(xs) << ": " << r.message;
+  }
 }
 
 // Note [grad layout]: the gradient of a 2-D operand stored transposed comes out in
