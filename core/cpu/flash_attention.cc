@@ -143,13 +143,45 @@ inline int64_t visible(const FlashGeometry& g, int64_t r, int64_t c0, int64_t bc
   return g.causal ? std::clamp<int64_t>(r - c0 + 1, 0, bc) : bc;
 }
 
+// Per-thread buffers, sized for one matrix; reused across the thread's matrices.
+struct Scratch {
+  Scratch(const FlashGeometry& g, bool backward) {
+    const int64_t ld = (g.S + 15) / 16 * 16;
+    q.resize(static_cast<size_t>(g.L * g.D));
+    kt.resize(static_cast<size_t>(g.D * ld));
+    p.resize(static_cast<size_t>(kB * kB));
+    if (backward) {
+      k.resize(static_cast<size_t>(g.S * g.D));
+      d_o.resize(static_cast<size_t>(g.L * g.Dv));
+      vt.resize(static_cast<size_t>(g.Dv * ld));
+      ds.resize(static_cast<size_t>(kB * kB));
+      delta.resize(static_cast<size_t>(g.L));
+    } else {
+      v.resize(static_cast<size_t>(g.S * g.Dv));
+      acc.resize(static_cast<size_t>(kB * g.Dv));
+    }
+  }
+  std::vector<float> q, k, v, d_o, kt, vt, p, ds, acc, delta;
+};
+
+// The rows of a strided (rows, cols) operand copied contiguous: rows thousands
+// of bytes apart (q, k, v are views of one (B, T, 3C) tensor) map onto few L1
+// sets and evict each other inside the products.
+const float* copy_rows(const float* src, int64_t rows, int64_t cols, int64_t rs, std::vector<float>& dst) {
+  for (int64_t r = 0; r < rows; ++r) std::copy(src + r * rs, src + r * rs + cols, dst.data() + r * cols);
+  return dst.data();
+}
+
 inline float hmax(__m512 v) { return _mm512_reduce_max_ps(v); }
 inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 
-void forward_matrix(const FlashGeometry& g, const float* q, const float* k, const float* v, float* o, float* lse,
-                    std::vector<float>& kt, std::vector<float>& s, std::vector<float>& acc) {
+void forward_matrix(const FlashGeometry& g, const float* q_in, const float* k, const float* v_in, float* o,
+                    float* lse, Scratch& w) {
   const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv, ld = (S + 15) / 16 * 16;
-  pack_transposed(k, S, D, g.k_rs, kt.data(), ld);  // (D, ld)
+  const float* q = copy_rows(q_in, L, D, g.q_rs, w.q);  // (L, D)
+  const float* v = copy_rows(v_in, S, Dv, g.v_rs, w.v);  // (S, Dv)
+  pack_transposed(k, S, D, g.k_rs, w.kt.data(), ld);    // (D, ld)
+  std::vector<float>&kt = w.kt, &s = w.p, &acc = w.acc;
   const __m512 scale = _mm512_set1_ps(g.scale);
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   float m_row[kB], l_row[kB];
@@ -161,7 +193,7 @@ void forward_matrix(const FlashGeometry& g, const float* q, const float* k, cons
     std::fill(l_row, l_row + br, 0.0f);
     for (int64_t c0 = 0; c0 < kend; c0 += kB) {
       const int64_t bc = std::min(kB, kend - c0);
-      tile_gemm(br, bc, D, q + r0 * g.q_rs, g.q_rs, 1, kt.data() + c0, ld, s.data(), kB, false);  // (br, bc)
+      tile_gemm(br, bc, D, q + r0 * D, D, 1, kt.data() + c0, ld, s.data(), kB, false);  // (br, bc)
       for (int64_t i = 0; i < br; ++i) {
         float* srow = s.data() + i * kB;
         const int64_t n = visible(g, r0 + i, c0, bc);
@@ -193,7 +225,7 @@ void forward_matrix(const FlashGeometry& g, const float* q, const float* k, cons
           }
         }
       }
-      tile_gemm(br, Dv, bc, s.data(), kB, 1, v + c0 * g.v_rs, g.v_rs, acc.data(), Dv, true);  // acc += p v
+      tile_gemm(br, Dv, bc, s.data(), kB, 1, v + c0 * Dv, Dv, acc.data(), Dv, true);  // acc += p v
     }
     for (int64_t i = 0; i < br; ++i) {
       const float inv = l_row[i] > 0 ? 1.0f / l_row[i] : 0.0f;  // a row that sees no key: zeros
@@ -205,13 +237,17 @@ void forward_matrix(const FlashGeometry& g, const float* q, const float* k, cons
   }
 }
 
-void backward_matrix(const FlashGeometry& g, const float* q, const float* k, const float* v, const float* o,
-                     const float* lse, const float* d_o, int64_t do_rs, float* dq, float* dk, float* dv,
-                     std::vector<float>& kt, std::vector<float>& vt, std::vector<float>& p_buf,
-                     std::vector<float>& ds_buf, std::vector<float>& delta) {
+void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_in, const float* v, const float* o,
+                     const float* lse, const float* do_in, int64_t do_in_rs, float* dq, float* dk, float* dv,
+                     Scratch& w) {
   const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv, ld = (S + 15) / 16 * 16;
-  pack_transposed(k, S, D, g.k_rs, kt.data(), ld);   // (D, ld)
-  pack_transposed(v, S, Dv, g.v_rs, vt.data(), ld);  // (Dv, ld)
+  const float* q = copy_rows(q_in, L, D, g.q_rs, w.q);           // (L, D)
+  const float* k = copy_rows(k_in, S, D, g.k_rs, w.k);           // (S, D)
+  const float* d_o = copy_rows(do_in, L, Dv, do_in_rs, w.d_o);  // (L, Dv)
+  const int64_t do_rs = Dv;
+  pack_transposed(k, S, D, D, w.kt.data(), ld);      // (D, ld)
+  pack_transposed(v, S, Dv, g.v_rs, w.vt.data(), ld);  // (Dv, ld)
+  std::vector<float>&kt = w.kt, &vt = w.vt, &delta = w.delta;
   for (int64_t i = 0; i < L; ++i) {
     const float* a = d_o + i * do_rs;
     const float* b = o + i * Dv;
@@ -226,14 +262,14 @@ void backward_matrix(const FlashGeometry& g, const float* q, const float* k, con
   std::fill(dk, dk + S * D, 0.0f);
   std::fill(dv, dv + S * Dv, 0.0f);
   const __m512 scale = _mm512_set1_ps(g.scale);
-  float* p = p_buf.data();
-  float* ds = ds_buf.data();
+  float* p = w.p.data();
+  float* ds = w.ds.data();
   for (int64_t c0 = 0; c0 < S; c0 += kB) {
     const int64_t bc = std::min(kB, S - c0);
     for (int64_t r0 = g.causal ? c0 / kB * kB : 0; r0 < L; r0 += kB) {
       const int64_t br = std::min(kB, L - r0);
       if (g.causal && r0 + br - 1 < c0) continue;  // no row of this block sees these keys
-      tile_gemm(br, bc, D, q + r0 * g.q_rs, g.q_rs, 1, kt.data() + c0, ld, p, kB, false);  // s (br, bc)
+      tile_gemm(br, bc, D, q + r0 * D, D, 1, kt.data() + c0, ld, p, kB, false);  // s (br, bc)
       for (int64_t i = 0; i < br; ++i) {
         float* row = p + i * kB;
         const int64_t n = visible(g, r0 + i, c0, bc);
@@ -257,8 +293,8 @@ void backward_matrix(const FlashGeometry& g, const float* q, const float* k, con
           _mm512_mask_storeu_ps(row + j, mk, _mm512_mul_ps(scale, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, prow + j), t)));
         }
       }
-      tile_gemm(br, D, bc, ds, kB, 1, k + c0 * g.k_rs, g.k_rs, dq + r0 * D, D, true);  // dq += ds k
-      tile_gemm(bc, D, br, ds, 1, kB, q + r0 * g.q_rs, g.q_rs, dk + c0 * D, D, true);  // dk += ds^T q
+      tile_gemm(br, D, bc, ds, kB, 1, k + c0 * D, D, dq + r0 * D, D, true);  // dq += ds k
+      tile_gemm(bc, D, br, ds, 1, kB, q + r0 * D, D, dk + c0 * D, D, true);  // dk += ds^T q
     }
   }
 }
@@ -267,14 +303,13 @@ void backward_matrix(const FlashGeometry& g, const float* q, const float* k, con
 
 void flash_attention_forward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v, float* o,
                                  float* lse) {
-  const int64_t BH = g.batch * g.heads, ld = (g.S + 15) / 16 * 16;
+  const int64_t BH = g.batch * g.heads;
   parallel_for(0, BH, 1, [&](int64_t m0, int64_t m1) {
-    std::vector<float> kt(static_cast<size_t>(g.D * ld)), s(static_cast<size_t>(kB * kB)),
-        acc(static_cast<size_t>(kB * g.Dv));
+    Scratch w(g, false);
     for (int64_t m = m0; m < m1; ++m) {
       const int64_t b = m / g.heads, h = m % g.heads;
       forward_matrix(g, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
-                     o + m * g.L * g.Dv, lse + m * g.L, kt, s, acc);
+                     o + m * g.L * g.Dv, lse + m * g.L, w);
     }
   });
 }
@@ -282,15 +317,14 @@ void flash_attention_forward_f32(const FlashGeometry& g, const float* q, const f
 void flash_attention_backward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v,
                                   const float* o, const float* lse, const float* d_o, int64_t do_sb, int64_t do_sh,
                                   int64_t do_rs, float* dq, float* dk, float* dv) {
-  const int64_t BH = g.batch * g.heads, ld = (g.S + 15) / 16 * 16;
+  const int64_t BH = g.batch * g.heads;
   parallel_for(0, BH, 1, [&](int64_t m0, int64_t m1) {
-    std::vector<float> kt(static_cast<size_t>(g.D * ld)), vt(static_cast<size_t>(g.Dv * ld)),
-        p(static_cast<size_t>(kB * kB)), ds(static_cast<size_t>(kB * kB)), delta(static_cast<size_t>(g.L));
+    Scratch w(g, true);
     for (int64_t m = m0; m < m1; ++m) {
       const int64_t b = m / g.heads, h = m % g.heads;
       backward_matrix(g, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
                       o + m * g.L * g.Dv, lse + m * g.L, d_o + b * do_sb + h * do_sh, do_rs, dq + m * g.L * g.D,
-                      dk + m * g.S * g.D, dv + m * g.S * g.Dv, kt, vt, p, ds, delta);
+                      dk + m * g.S * g.D, dv + m * g.S * g.Dv, w);
     }
   });
 }

@@ -4,7 +4,10 @@
 // except along `dim` (the error names the offending tensor's index and both
 // shapes). Its backward hands each input the narrow()ed slice of the gradient,
 // converted back to the input's dtype. stack = cat of unsqueeze()d inputs.
-// split/chunk return narrow() views (differentiable through narrow's backward).
+// split/chunk return narrow() views of the input that share one node,
+// "SplitBackward", whose backward is the cat of the pieces' gradients (zeros for
+// pieces that got none): one allocation, where a node per piece would give
+// each piece a zero-filled input-sized gradient and sum them.
 #include <numeric>
 
 #include "core/autograd_meta.h"
@@ -82,19 +85,35 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   return cat(us, d);
 }
 
+namespace {
+// Views of consecutive pieces of `sizes` along dim d, recorded as one node.
+std::vector<Tensor> split_views(const Tensor& a, int64_t d, const std::vector<int64_t>& sizes) {
+  std::vector<Tensor> out;
+  {
+    NoGradGuard no_grad;
+    int64_t off = 0;
+    for (int64_t s : sizes) {
+      out.push_back(narrow(a, d, off, s));
+      off += s;
+    }
+  }
+  if (any_requires_grad({a}))
+    record_function("SplitBackward", {a}, out,
+                    [d](const std::vector<Tensor>& g) { return std::vector<Tensor>{cat(g, d)}; });
+  return out;
+}
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
   WEFT_CHECK(a.dim() > 0, "split: cannot split a 0-dim tensor");
   int64_t d = wrap_dim("split", dim, a.dim());
   int64_t n = a.size(d);
   WEFT_CHECK(split_size > 0 || (split_size == 0 && n == 0), "split: split_size must be positive, got ", split_size,
              " (shape ", shape_str(a.sizes()), ")");
-  std::vector<Tensor> out;
-  if (n == 0) {
-    out.push_back(narrow(a, d, 0, 0));
-    return out;
-  }
-  for (int64_t s = 0; s < n; s += split_size) out.push_back(narrow(a, d, s, std::min(split_size, n - s)));
-  return out;
+  std::vector<int64_t> sizes;
+  for (int64_t s = 0; s < n; s += split_size) sizes.push_back(std::min(split_size, n - s));
+  if (n == 0) sizes.push_back(0);
+  return split_views(a, d, sizes);
 }
 
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim) {
@@ -107,13 +126,7 @@ std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, in
   }
   WEFT_CHECK(total == a.size(d), "split: sizes ", shape_str(sizes), " sum to ", total, " but dimension ", d,
              " of shape ", shape_str(a.sizes()), " has size ", a.size(d));
-  std::vector<Tensor> out;
-  int64_t off = 0;
-  for (int64_t s : sizes) {
-    out.push_back(narrow(a, d, off, s));
-    off += s;
-  }
-  return out;
+  return split_views(a, d, sizes);
 }
 
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {

@@ -108,6 +108,23 @@ TEST(Join, Gradchecks) {
       {a});
 }
 
+TEST(Join, SplitPiecesShareOneNodeWhoseBackwardIsACat) {
+  Tensor a = f64({1, 2, 3, 4, 5, 6, 7}, {7}).requires_grad_();
+  auto p = split(a, std::vector<int64_t>{2, 0, 3, 2});
+  for (auto& t : p) {
+    ASSERT_TRUE(t.grad_fn() != nullptr);
+    EXPECT_EQ(t.grad_fn()->name(), "SplitBackward");
+    EXPECT_EQ(t.grad_fn().get(), p[0].grad_fn().get());
+  }
+  // pieces 0 and 3 used, twice for piece 3; piece 2 unused: its slice of the gradient is 0
+  (p[0] * f64({10, 20}, {2}) + p[3] * p[3] * 0.5 + p[3]).sum().backward();
+  EXPECT_TRUE(tensor_near(a.grad(), {10, 20, 0, 0, 0, 7, 8}, 0));
+  Tensor b = f64({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
+  auto q = chunk(b, 3, 1);
+  (q[2] * 3.0).sum().backward();
+  EXPECT_TRUE(tensor_near(b.grad(), {0, 0, 3, 0, 0, 3}, 0));
+}
+
 TEST(Join, CatBackwardConvertsDtype) {
   Tensor a = tensor({1, 2}).requires_grad_();  // float32
   Tensor b = f64({3}).requires_grad_();        // float64
