@@ -65,9 +65,9 @@ int run(int argc, char** argv) {
   manual_seed(0);
   auto model = examples::gpt::make_gpt(c);
   const int64_t T = c.context;
-  Tensor all = lcg_tokens(batch, T + 1, 1);           // (B, T + 1)
-  Tensor idx = all.narrow(1, 0, T).contiguous();      // (B, T)
-  Tensor target = all.narrow(1, 1, T).contiguous();   // (B, T)
+  Tensor all = lcg_tokens(batch, T + 1, 1);          // (B, T + 1)
+  Tensor idx = all.narrow(1, 0, T).contiguous();     // (B, T)
+  Tensor target = all.narrow(1, 1, T).contiguous();  // (B, T)
   if (!init.empty()) {
     std::map<std::string, Tensor> out;
     for (auto& [name, t] : model->named_parameters()) out[name] = t;

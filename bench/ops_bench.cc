@@ -58,7 +58,7 @@ void BM_attention_gpt(benchmark::State& state) {
   const int64_t B = 8, T = 256, H = 6, D = 64, C = H * D;
   cpu::set_flash_attention_enabled(state.range(0) != 0);
   Tensor qkv = filled({B, T, 3 * C}, -1, 1, 6).requires_grad_();  // (B, T, 3C)
-  Tensor g = filled({B, H, T, D}, -1, 1, 7);                       // (B, H, T, D)
+  Tensor g = filled({B, H, T, D}, -1, 1, 7);                      // (B, H, T, D)
   for (auto _ : state) {
     std::vector<Tensor> parts = split(qkv, C, 2);
     auto heads = [&](const Tensor& t) { return t.reshape({B, T, H, D}).transpose(1, 2); };  // (B, H, T, D)
@@ -67,8 +67,8 @@ void BM_attention_gpt(benchmark::State& state) {
     qkv.zero_grad();
   }
   cpu::set_flash_attention_enabled(true);
-  state.counters["GFLOP/s"] = benchmark::Counter(12.0 * B * H * T * T * D * 1e-9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(12.0 * B * H * T * T * D * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_attention_gpt)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -175,12 +175,12 @@ const float* copy_rows(const float* src, int64_t rows, int64_t cols, int64_t rs,
 inline float hmax(__m512 v) { return _mm512_reduce_max_ps(v); }
 inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 
-void forward_matrix(const FlashGeometry& g, const float* q_in, const float* k, const float* v_in, float* o,
-                    float* lse, Scratch& w) {
+void forward_matrix(const FlashGeometry& g, const float* q_in, const float* k, const float* v_in, float* o, float* lse,
+                    Scratch& w) {
   const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv, ld = (S + 15) / 16 * 16;
-  const float* q = copy_rows(q_in, L, D, g.q_rs, w.q);  // (L, D)
+  const float* q = copy_rows(q_in, L, D, g.q_rs, w.q);   // (L, D)
   const float* v = copy_rows(v_in, S, Dv, g.v_rs, w.v);  // (S, Dv)
-  pack_transposed(k, S, D, g.k_rs, w.kt.data(), ld);    // (D, ld)
+  pack_transposed(k, S, D, g.k_rs, w.kt.data(), ld);     // (D, ld)
   std::vector<float>&kt = w.kt, &s = w.p, &acc = w.acc;
   const __m512 scale = _mm512_set1_ps(g.scale);
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
@@ -207,8 +207,8 @@ void forward_matrix(const FlashGeometry& g, const float* q_in, const float* k, c
         const __m512 mv = _mm512_set1_ps(m_new);
         for (int64_t j = 0; j < bc; j += 16) {
           const __mmask16 mk = lanes(n - j);  // hidden keys get p = 0
-          const __m512 p = _mm512_maskz_mov_ps(
-              mk, exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mk, srow + j), scale, mv)));
+          const __m512 p =
+              _mm512_maskz_mov_ps(mk, exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mk, srow + j), scale, mv)));
           sum = _mm512_add_ps(sum, p);
           _mm512_mask_storeu_ps(srow + j, lanes(bc - j), p);
         }
@@ -241,11 +241,11 @@ void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_i
                      const float* lse, const float* do_in, int64_t do_in_rs, float* dq, float* dk, float* dv,
                      Scratch& w) {
   const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv, ld = (S + 15) / 16 * 16;
-  const float* q = copy_rows(q_in, L, D, g.q_rs, w.q);           // (L, D)
-  const float* k = copy_rows(k_in, S, D, g.k_rs, w.k);           // (S, D)
+  const float* q = copy_rows(q_in, L, D, g.q_rs, w.q);          // (L, D)
+  const float* k = copy_rows(k_in, S, D, g.k_rs, w.k);          // (S, D)
   const float* d_o = copy_rows(do_in, L, Dv, do_in_rs, w.d_o);  // (L, Dv)
   const int64_t do_rs = Dv;
-  pack_transposed(k, S, D, D, w.kt.data(), ld);      // (D, ld)
+  pack_transposed(k, S, D, D, w.kt.data(), ld);        // (D, ld)
   pack_transposed(v, S, Dv, g.v_rs, w.vt.data(), ld);  // (Dv, ld)
   std::vector<float>&kt = w.kt, &vt = w.vt, &delta = w.delta;
   for (int64_t i = 0; i < L; ++i) {
@@ -268,7 +268,7 @@ void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_i
     const int64_t bc = std::min(kB, S - c0);
     for (int64_t r0 = g.causal ? c0 / kB * kB : 0; r0 < L; r0 += kB) {
       const int64_t br = std::min(kB, L - r0);
-      if (g.causal && r0 + br - 1 < c0) continue;  // no row of this block sees these keys
+      if (g.causal && r0 + br - 1 < c0) continue;                                // no row of this block sees these keys
       tile_gemm(br, bc, D, q + r0 * D, D, 1, kt.data() + c0, ld, p, kB, false);  // s (br, bc)
       for (int64_t i = 0; i < br; ++i) {
         float* row = p + i * kB;
@@ -276,13 +276,14 @@ void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_i
         const __m512 lv = _mm512_set1_ps(lse[r0 + i]);
         for (int64_t j = 0; j < bc; j += 16) {
           const __mmask16 mk = lanes(n - j);
-          const __m512 pv = _mm512_maskz_mov_ps(mk, exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mk, row + j), scale, lv)));
+          const __m512 pv =
+              _mm512_maskz_mov_ps(mk, exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mk, row + j), scale, lv)));
           _mm512_mask_storeu_ps(row + j, lanes(bc - j), pv);
         }
       }
       const float* dob = d_o + r0 * do_rs;
-      tile_gemm(bc, Dv, br, p, 1, kB, dob, do_rs, dv + c0 * Dv, Dv, true);           // dv += p^T do
-      tile_gemm(br, bc, Dv, dob, do_rs, 1, vt.data() + c0, ld, ds, kB, false);      // dp = do v^T
+      tile_gemm(bc, Dv, br, p, 1, kB, dob, do_rs, dv + c0 * Dv, Dv, true);      // dv += p^T do
+      tile_gemm(br, bc, Dv, dob, do_rs, 1, vt.data() + c0, ld, ds, kB, false);  // dp = do v^T
       for (int64_t i = 0; i < br; ++i) {
         const float* prow = p + i * kB;
         float* row = ds + i * kB;
@@ -290,7 +291,8 @@ void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_i
         for (int64_t j = 0; j < bc; j += 16) {
           const __mmask16 mk = lanes(bc - j);
           const __m512 t = _mm512_sub_ps(_mm512_maskz_loadu_ps(mk, row + j), dl);
-          _mm512_mask_storeu_ps(row + j, mk, _mm512_mul_ps(scale, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, prow + j), t)));
+          _mm512_mask_storeu_ps(row + j, mk,
+                                _mm512_mul_ps(scale, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, prow + j), t)));
         }
       }
       tile_gemm(br, D, bc, ds, kB, 1, k + c0 * D, D, dq + r0 * D, D, true);  // dq += ds k

@@ -42,8 +42,8 @@ struct FlashGeometry {
 void flash_attention_forward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v, float* o,
                                  float* lse);
 
-// d_o: (B, H, L, Dv) with strides (do_sb, do_sh, do_rs) and a unit column stride; o, lse as the forward wrote them; dq (BH, L, D), dk (BH, S, D),
-// dv (BH, S, Dv) contiguous, overwritten.
+// d_o: (B, H, L, Dv) with strides (do_sb, do_sh, do_rs) and a unit column stride; o, lse as the forward wrote them; dq
+// (BH, L, D), dk (BH, S, D), dv (BH, S, Dv) contiguous, overwritten.
 void flash_attention_backward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v,
                                   const float* o, const float* lse, const float* d_o, int64_t do_sb, int64_t do_sh,
                                   int64_t do_rs, float* dq, float* dk, float* dv);

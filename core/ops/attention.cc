@@ -33,8 +33,8 @@
 #include <limits>
 
 #include "core/autocast.h"
-#include "core/cpu/flash_attention.h"
 #include "core/autograd_meta.h"
+#include "core/cpu/flash_attention.h"
 #include "core/dispatch.h"
 #include "core/nn_ops.h"
 #include "core/ops/elementwise_util.h"

@@ -230,8 +230,8 @@ void cpu_ln_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Ten
     for (int64_t r = rb; r < re; ++r) {
       const T* p = px + r * K;
       T* q = py + r * K;
-      const double m = lane_sum(K, [&](int64_t i) { return static_cast<double>(static_cast<S>(p[i])); }) /
-                       static_cast<double>(K);
+      const double m =
+          lane_sum(K, [&](int64_t i) { return static_cast<double>(static_cast<S>(p[i])); }) / static_cast<double>(K);
       const double ss = lane_sum(K, [&](int64_t i) {
         const double d = static_cast<double>(static_cast<S>(p[i])) - m;
         return d * d;
