@@ -1,6 +1,7 @@
 // Flash-style float32 attention on the CPU (contract in core/cpu/flash_attention.h).
 //
-// Per matrix (one batch, one head), serially:
+// Per matrix (one batch, one head), serially, after copying its strided rows of
+// q, v (forward) or q, k, do (backward) contiguous (copy_rows):
 //   forward:  k^T is packed once (D x S, rows padded to 16 floats). For each block
 //             of 64 queries: for each visible key block, s = q k^T (a
 //             register-tiled product), then the online softmax: the row maximum m
