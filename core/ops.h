@@ -123,6 +123,16 @@ Tensor gelu(const Tensor& a, GeluApproximation approximate = GeluApproximation::
 Tensor silu(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 Tensor tanh(const Tensor& a);
+Tensor sin(const Tensor& a);
+Tensor cos(const Tensor& a);
+Tensor erf(const Tensor& a);
+Tensor log1p(const Tensor& a);       // log(1 + x), accurate for small x
+Tensor expm1(const Tensor& a);       // exp(x) - 1, accurate for small x
+Tensor reciprocal(const Tensor& a);  // 1 / x; integers give float32
+// keep the dtype (integers unchanged); zero gradient; round is half to even like torch.round
+Tensor floor(const Tensor& a);
+Tensor ceil(const Tensor& a);
+Tensor round(const Tensor& a);
 Tensor clamp(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // comparisons give bool

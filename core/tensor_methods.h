@@ -44,6 +44,15 @@ inline Tensor Tensor::abs() const { return weft::abs(*this); }
 inline Tensor Tensor::relu() const { return weft::relu(*this); }
 inline Tensor Tensor::sigmoid() const { return weft::sigmoid(*this); }
 inline Tensor Tensor::tanh() const { return weft::tanh(*this); }
+inline Tensor Tensor::sin() const { return weft::sin(*this); }
+inline Tensor Tensor::cos() const { return weft::cos(*this); }
+inline Tensor Tensor::erf() const { return weft::erf(*this); }
+inline Tensor Tensor::log1p() const { return weft::log1p(*this); }
+inline Tensor Tensor::expm1() const { return weft::expm1(*this); }
+inline Tensor Tensor::reciprocal() const { return weft::reciprocal(*this); }
+inline Tensor Tensor::floor() const { return weft::floor(*this); }
+inline Tensor Tensor::ceil() const { return weft::ceil(*this); }
+inline Tensor Tensor::round() const { return weft::round(*this); }
 inline Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const {
   return weft::clamp(*this, lo, hi);
 }

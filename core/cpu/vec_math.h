@@ -6,6 +6,11 @@
 // tanh: relative error < 4e-7; erf: absolute error < 2e-7 (|x| < 0.5: Taylor series)); infinities and NaN
 // propagate like <cmath>. Coefficients are the classic Cephes minimax
 // polynomials (exp, log, tanh) and Abramowitz & Stegun 7.1.26 refined (erf).
+// log1p/expm1(float) stay accurate near 0 (within 3 ulp of the correctly rounded
+// value everywhere; -0 stays -0). floor/ceil/round (float and double) are exact,
+// built on std::nearbyint, which vectorises where std::floor/std::ceil do not
+// (they need -fno-trapping-math); round is half to even in the default rounding
+// mode (torch.round), and -0, infinities and NaN pass through like <cmath>.
 #pragma once
 
 #include <bit>
@@ -19,6 +24,8 @@ inline double exp(double x) { return std::exp(x); }
 inline double tanh(double x) { return std::tanh(x); }
 inline double erf(double x) { return std::erf(x); }
 inline double log(double x) { return std::log(x); }
+inline double log1p(double x) { return std::log1p(x); }
+inline double expm1(double x) { return std::expm1(x); }
 
 inline float exp(float x) {
   constexpr float kHi = 88.7228391f, kLo = -103.972076f;
@@ -117,6 +124,47 @@ inline float log(float x) {
   res = x == 0.0f ? -kInf : res;
   res = ((x < 0.0f) | (x != x)) ? std::numeric_limits<float>::quiet_NaN() : res;
   return res;
+}
+
+// log(1 + x) = log(u) * x / (u - 1) with u = 1 + x rounded (Goldberg): the
+// rounding of u cancels, so small x keep their relative accuracy.
+inline float log1p(float x) {
+  float u = 1.0f + x, d = u - 1.0f;
+  float r = log(u) * (x / d);
+  r = d == 0.0f ? x : r;  // |x| below half an ulp of 1 (and +-0)
+  return x == std::numeric_limits<float>::infinity() ? x : r;
+}
+
+// |x| < 0.5: the Taylor series to x^8 (truncation < 1e-8 relative); else exp(x) - 1,
+// where the cancellation costs at most a factor e^0.5 / (e^0.5 - 1) = 2.5 in relative error.
+inline float expm1(float x) {
+  float p = 1.0f / 40320;
+  p = p * x + 1.0f / 5040;
+  p = p * x + 1.0f / 720;
+  p = p * x + 1.0f / 120;
+  p = p * x + 1.0f / 24;
+  p = p * x + 1.0f / 6;
+  p = p * x + 0.5f;
+  float small = p * x * x + x;
+  small = x == 0.0f ? x : small;  // keeps -0
+  float big = exp(x) - 1.0f;
+  float ax = x < 0 ? -x : x;
+  return ax < 0.5f ? small : big;  // NaN: big is NaN
+}
+
+// round half to even; floor and ceil from it by one compare (see the file comment).
+template <typename M>
+inline M round(M x) {
+  return std::nearbyint(x);
+}
+template <typename M>
+inline M floor(M x) {
+  M r = std::nearbyint(x);
+  return r - (r > x ? M(1) : M(0));  // floor(-0.4) = -0 - 1 = -1; -0 stays -0
+}
+template <typename M>
+inline M ceil(M x) {
+  return -floor(-x);  // keeps the sign of zero: ceil(-0.6) = -0
 }
 
 }  // namespace weft::cpu::vmath

@@ -33,6 +33,15 @@ UnaryKernel& tanh_table();
 UnaryKernel& silu_table();
 UnaryKernel& gelu_table();
 UnaryKernel& gelu_tanh_table();
+UnaryKernel& sin_table();
+UnaryKernel& cos_table();
+UnaryKernel& erf_table();
+UnaryKernel& log1p_table();
+UnaryKernel& expm1_table();
+UnaryKernel& reciprocal_table();
+UnaryKernel& floor_table();  // floor, ceil, round: identity on integers
+UnaryKernel& ceil_table();
+UnaryKernel& round_table();  // half to even
 
 UnaryGradKernel& exp_backward_table();        // saved = exp(x)
 UnaryGradKernel& log_backward_table();        // saved = x
@@ -45,6 +54,12 @@ UnaryGradKernel& tanh_backward_table();       // saved = tanh(x)
 UnaryGradKernel& silu_backward_table();       // saved = x
 UnaryGradKernel& gelu_backward_table();       // saved = x
 UnaryGradKernel& gelu_tanh_backward_table();  // saved = x
+UnaryGradKernel& sin_backward_table();         // saved = x
+UnaryGradKernel& cos_backward_table();         // saved = x
+UnaryGradKernel& erf_backward_table();         // saved = x
+UnaryGradKernel& log1p_backward_table();       // saved = x
+UnaryGradKernel& expm1_backward_table();       // saved = expm1(x)
+UnaryGradKernel& reciprocal_backward_table();  // saved = 1 / x
 
 ClampKernel& clamp_table();
 ClampGradKernel& clamp_backward_table();

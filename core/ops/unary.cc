@@ -1,13 +1,18 @@
 // Unary elementwise ops: neg, exp, log, sqrt, rsqrt, abs, sign, relu, gelu,
-// silu, sigmoid, tanh, clamp, and the in-place forms neg_, exp_, sqrt_, relu_,
-// sigmoid_, tanh_, clamp_ (logical_not lives in compare.cc).
+// silu, sigmoid, tanh, sin, cos, erf, log1p, expm1, reciprocal, floor, ceil,
+// round, clamp, and the in-place forms neg_, exp_, sqrt_, relu_, sigmoid_,
+// tanh_, clamp_ (logical_not lives in compare.cc).
 //
 // Contract: each op owns one forward kernel table and (when differentiable) one
 // fused gradient kernel table `<op>_backward` computing dx = f(dy, saved) where
 // `saved` is the op's input or output (which one is fixed per op). Floating ops
-// (exp, log, ...) promote integral/bool inputs to float32 like PyTorch; abs, neg,
-// relu, sign and clamp keep the input dtype. Half/BFloat16 compute in float;
-// float exp/log/tanh/erf come from core/cpu/vec_math.h so the loops vectorise.
+// (exp, log, sin, reciprocal, ...) promote integral/bool inputs to float32 like
+// PyTorch; abs, neg, relu, sign, clamp, floor, ceil and round keep the input
+// dtype (floor/ceil/round of an integer is the integer; bool is an error naming
+// the op). round is half to even (torch.round); floor, ceil, round and sign
+// have zero gradient. Half/BFloat16 compute in float; float
+// exp/log/tanh/erf/log1p/expm1 and floor/ceil/round come from
+// core/cpu/vec_math.h so the loops vectorise (sin and cos are libm's).
 // First-order autograd only (the engine runs backward under NoGradGuard), so the
 // fused gradient kernels record no graph.
 #include "core/kernels/unary.h"
@@ -77,6 +82,7 @@ constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kGeluCubic = 0.044715;
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;  // erf'(0)
 }  // namespace
 
 // ---- forward kernels ----
@@ -96,6 +102,16 @@ WEFT_UNARY_KERNEL(gelu, kFloatingTypes, return M(0.5) * x * (M(1) + vmath::erf(x
 // and one division per element, and no cancellation in 1 + tanh(u) for x << 0.
 WEFT_UNARY_KERNEL(gelu_tanh, kFloatingTypes,
                   return x / (M(1) + vmath::exp(M(-2 * kSqrt2OverPi) * (x + M(kGeluCubic) * x * x * x))))
+WEFT_UNARY_KERNEL(sin, kFloatingTypes, return std::sin(x))
+WEFT_UNARY_KERNEL(cos, kFloatingTypes, return std::cos(x))
+WEFT_UNARY_KERNEL(erf, kFloatingTypes, return vmath::erf(x))
+WEFT_UNARY_KERNEL(log1p, kFloatingTypes, return vmath::log1p(x))
+WEFT_UNARY_KERNEL(expm1, kFloatingTypes, return vmath::expm1(x))
+WEFT_UNARY_KERNEL(reciprocal, kFloatingTypes, return M(1) / x)
+// integers are already whole: identity
+WEFT_UNARY_KERNEL(floor, kNumericTypes, if constexpr (std::is_integral_v<M>) return x; else return vmath::floor(x))
+WEFT_UNARY_KERNEL(ceil, kNumericTypes, if constexpr (std::is_integral_v<M>) return x; else return vmath::ceil(x))
+WEFT_UNARY_KERNEL(round, kNumericTypes, if constexpr (std::is_integral_v<M>) return x; else return vmath::round(x))
 
 // ---- gradient kernels (s: o = saved output, i = saved input) ----
 WEFT_UNARY_GRAD_KERNEL(exp, kFloatingTypes, return g * s)                      // s = exp(x)
@@ -115,6 +131,12 @@ WEFT_UNARY_GRAD_KERNEL(gelu_tanh, kFloatingTypes,
                        M sg = M(1) / (M(1) + vmath::exp(M(-2 * kSqrt2OverPi) * (s + M(kGeluCubic) * s * s * s)));
                        M dinner = M(kSqrt2OverPi) * (M(1) + M(3 * kGeluCubic) * s * s);
                        return g * sg * (M(1) + M(2) * s * (M(1) - sg) * dinner))  // s = x
+WEFT_UNARY_GRAD_KERNEL(sin, kFloatingTypes, return g * std::cos(s))                                // s = x
+WEFT_UNARY_GRAD_KERNEL(cos, kFloatingTypes, return -g * std::sin(s))                               // s = x
+WEFT_UNARY_GRAD_KERNEL(erf, kFloatingTypes, return g * M(kTwoOverSqrtPi) * vmath::exp(-s * s))     // s = x
+WEFT_UNARY_GRAD_KERNEL(log1p, kFloatingTypes, return g / (M(1) + s))                               // s = x
+WEFT_UNARY_GRAD_KERNEL(expm1, kFloatingTypes, return g * (s + M(1)))                               // s = expm1(x)
+WEFT_UNARY_GRAD_KERNEL(reciprocal, kFloatingTypes, return -g * s * s)                              // s = 1/x
 
 // ---- clamp ----
 ClampKernel& clamp_table() {
@@ -268,12 +290,40 @@ Tensor gelu(const Tensor& a, GeluApproximation approximate) {
   return unary_op(gelu_table(), gelu_backward_table(), "gelu", "GeluBackward", a, Out::Float, Save::Input);
 }
 
-Tensor sign(const Tensor& a) {
-  Tensor out = unary_forward(sign_table(), "sign", a, Out::Keep);
-  record_function("SignBackward", {a}, {out},
+Tensor sin(const Tensor& a) {
+  return unary_op(sin_table(), sin_backward_table(), "sin", "SinBackward", a, Out::Float, Save::Input);
+}
+Tensor cos(const Tensor& a) {
+  return unary_op(cos_table(), cos_backward_table(), "cos", "CosBackward", a, Out::Float, Save::Input);
+}
+Tensor erf(const Tensor& a) {
+  return unary_op(erf_table(), erf_backward_table(), "erf", "ErfBackward", a, Out::Float, Save::Input);
+}
+Tensor log1p(const Tensor& a) {
+  return unary_op(log1p_table(), log1p_backward_table(), "log1p", "Log1pBackward", a, Out::Float, Save::Input);
+}
+Tensor expm1(const Tensor& a) {
+  return unary_op(expm1_table(), expm1_backward_table(), "expm1", "Expm1Backward", a, Out::Float, Save::Output);
+}
+Tensor reciprocal(const Tensor& a) {
+  return unary_op(reciprocal_table(), reciprocal_backward_table(), "reciprocal", "ReciprocalBackward", a, Out::Float,
+                  Save::Output);
+}
+
+namespace {
+// sign, floor, ceil, round: piecewise constant, so the gradient is zero.
+Tensor zero_grad_op(UnaryKernel& k, const char* op, const char* node, const Tensor& a) {
+  Tensor out = unary_forward(k, op, a, Out::Keep);
+  record_function(node, {a}, {out},
                   [](const std::vector<Tensor>& g) { return std::vector<Tensor>{zeros_like(g[0])}; });
   return out;
 }
+}  // namespace
+
+Tensor sign(const Tensor& a) { return zero_grad_op(sign_table(), "sign", "SignBackward", a); }
+Tensor floor(const Tensor& a) { return zero_grad_op(floor_table(), "floor", "FloorBackward", a); }
+Tensor ceil(const Tensor& a) { return zero_grad_op(ceil_table(), "ceil", "CeilBackward", a); }
+Tensor round(const Tensor& a) { return zero_grad_op(round_table(), "round", "RoundBackward", a); }
 
 namespace {
 // Result dtype of clamp: PyTorch's result_type of the tensor and the bounds.
