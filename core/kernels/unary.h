@@ -43,17 +43,17 @@ UnaryKernel& floor_table();  // floor, ceil, round: identity on integers
 UnaryKernel& ceil_table();
 UnaryKernel& round_table();  // half to even
 
-UnaryGradKernel& exp_backward_table();        // saved = exp(x)
-UnaryGradKernel& log_backward_table();        // saved = x
-UnaryGradKernel& sqrt_backward_table();       // saved = sqrt(x)
-UnaryGradKernel& rsqrt_backward_table();      // saved = rsqrt(x)
-UnaryGradKernel& abs_backward_table();        // saved = x
-UnaryGradKernel& relu_backward_table();       // saved = relu(x)
-UnaryGradKernel& sigmoid_backward_table();    // saved = sigmoid(x)
-UnaryGradKernel& tanh_backward_table();       // saved = tanh(x)
-UnaryGradKernel& silu_backward_table();       // saved = x
-UnaryGradKernel& gelu_backward_table();       // saved = x
-UnaryGradKernel& gelu_tanh_backward_table();  // saved = x
+UnaryGradKernel& exp_backward_table();         // saved = exp(x)
+UnaryGradKernel& log_backward_table();         // saved = x
+UnaryGradKernel& sqrt_backward_table();        // saved = sqrt(x)
+UnaryGradKernel& rsqrt_backward_table();       // saved = rsqrt(x)
+UnaryGradKernel& abs_backward_table();         // saved = x
+UnaryGradKernel& relu_backward_table();        // saved = relu(x)
+UnaryGradKernel& sigmoid_backward_table();     // saved = sigmoid(x)
+UnaryGradKernel& tanh_backward_table();        // saved = tanh(x)
+UnaryGradKernel& silu_backward_table();        // saved = x
+UnaryGradKernel& gelu_backward_table();        // saved = x
+UnaryGradKernel& gelu_tanh_backward_table();   // saved = x
 UnaryGradKernel& sin_backward_table();         // saved = x
 UnaryGradKernel& cos_backward_table();         // saved = x
 UnaryGradKernel& erf_backward_table();         // saved = x

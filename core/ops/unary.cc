@@ -130,13 +130,13 @@ WEFT_UNARY_GRAD_KERNEL(gelu, kFloatingTypes, M cdf = M(0.5) * (M(1) + vmath::erf
 WEFT_UNARY_GRAD_KERNEL(gelu_tanh, kFloatingTypes,
                        M sg = M(1) / (M(1) + vmath::exp(M(-2 * kSqrt2OverPi) * (s + M(kGeluCubic) * s * s * s)));
                        M dinner = M(kSqrt2OverPi) * (M(1) + M(3 * kGeluCubic) * s * s);
-                       return g * sg * (M(1) + M(2) * s * (M(1) - sg) * dinner))  // s = x
-WEFT_UNARY_GRAD_KERNEL(sin, kFloatingTypes, return g * std::cos(s))                                // s = x
-WEFT_UNARY_GRAD_KERNEL(cos, kFloatingTypes, return -g * std::sin(s))                               // s = x
-WEFT_UNARY_GRAD_KERNEL(erf, kFloatingTypes, return g * M(kTwoOverSqrtPi) * vmath::exp(-s * s))     // s = x
-WEFT_UNARY_GRAD_KERNEL(log1p, kFloatingTypes, return g / (M(1) + s))                               // s = x
-WEFT_UNARY_GRAD_KERNEL(expm1, kFloatingTypes, return g * (s + M(1)))                               // s = expm1(x)
-WEFT_UNARY_GRAD_KERNEL(reciprocal, kFloatingTypes, return -g * s * s)                              // s = 1/x
+                       return g * sg * (M(1) + M(2) * s * (M(1) - sg) * dinner))                // s = x
+WEFT_UNARY_GRAD_KERNEL(sin, kFloatingTypes, return g * std::cos(s))                             // s = x
+WEFT_UNARY_GRAD_KERNEL(cos, kFloatingTypes, return -g * std::sin(s))                            // s = x
+WEFT_UNARY_GRAD_KERNEL(erf, kFloatingTypes, return g * M(kTwoOverSqrtPi) * vmath::exp(-s * s))  // s = x
+WEFT_UNARY_GRAD_KERNEL(log1p, kFloatingTypes, return g / (M(1) + s))                            // s = x
+WEFT_UNARY_GRAD_KERNEL(expm1, kFloatingTypes, return g * (s + M(1)))                            // s = expm1(x)
+WEFT_UNARY_GRAD_KERNEL(reciprocal, kFloatingTypes, return -g * s * s)                           // s = 1/x
 
 // ---- clamp ----
 ClampKernel& clamp_table() {
@@ -314,8 +314,7 @@ namespace {
 // sign, floor, ceil, round: piecewise constant, so the gradient is zero.
 Tensor zero_grad_op(UnaryKernel& k, const char* op, const char* node, const Tensor& a) {
   Tensor out = unary_forward(k, op, a, Out::Keep);
-  record_function(node, {a}, {out},
-                  [](const std::vector<Tensor>& g) { return std::vector<Tensor>{zeros_like(g[0])}; });
+  record_function(node, {a}, {out}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{zeros_like(g[0])}; });
   return out;
 }
 }  // namespace

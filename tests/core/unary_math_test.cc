@@ -48,7 +48,7 @@ const std::vector<Op> kSmoothOps = {
 
 // Edge values and a spread (log1p's domain is x >= -1; -1 gives -inf).
 std::vector<double> edge_values() {
-  std::vector<double> v = {0.0,  -0.0, 0.5,    -0.5, 1.5,    2.5,   -2.5,    1.0,  -1.0, 1e-3, -1e-3,
+  std::vector<double> v = {0.0,  -0.0, 0.5,    -0.5, 1.5,    2.5,   -2.5,   1.0,  -1.0, 1e-3, -1e-3,
                            1e-8, 1e-7, -1e-12, 3.0,  -0.999, 10.25, -17.75, 50.0, 80.0, 1e-30};
   for (int i = -40; i <= 40; ++i) v.push_back(0.37 * i);
   return v;
@@ -62,9 +62,9 @@ std::vector<double> edge_values() {
     if (std::isnan(want[i]) && std::isnan(got[i])) continue;
     if (std::isinf(want[i]) && got[i] == want[i]) continue;
     if (!(std::abs(got[i] - want[i]) <= tol * std::abs(want[i])))
-      return ::testing::AssertionFailure() << "x = " << in[i] << ": got " << got[i] << ", want " << want[i]
-                                           << " (relative error " << std::abs(got[i] - want[i]) / std::abs(want[i])
-                                           << ")";
+      return ::testing::AssertionFailure()
+             << "x = " << in[i] << ": got " << got[i] << ", want " << want[i] << " (relative error "
+             << std::abs(got[i] - want[i]) / std::abs(want[i]) << ")";
   }
   return ::testing::AssertionSuccess();
 }
@@ -270,9 +270,7 @@ TEST(UnaryMath, BackwardValuesByHand) {
 }
 
 TEST(UnaryMath, GradcheckFloat64) {
-  auto leaf = [](std::vector<double> v) {
-    return tensor(v, {2, 3}).requires_grad_();
-  };
+  auto leaf = [](std::vector<double> v) { return tensor(v, {2, 3}).requires_grad_(); };
   // away from the poles (reciprocal at 0, log1p at -1) and the jumps of floor/ceil/round
   Tensor any = leaf({-0.8, -0.7, -0.2, 0.35, 0.9, 1.7});
   for (const Op& op : kSmoothOps) {
