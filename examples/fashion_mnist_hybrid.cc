@@ -85,15 +85,9 @@ namespace pp = parallel::pipe;
 // The shared training flags (examples/train_flags.h; batch_size is the
 // global batch; --save/--resume registered here: directories of partitioned
 // checkpoints) and this example's own.
-struct Flags : TrainFlags {
-  int pp = 1;
-  int dp = 0;  // 0: world size / pp
-  int chunks = 4;
-  std::string schedule = "1f1b";
-  int virtual_stages = 0;  // 0: 2 for interleaved, else 1
-  std::string balance = "auto";
+struct Flags : TrainFlags, GridFlags {
   bool zero = false;
-  int keep_last = 0;
+  int keep_last = kDefaultKeepLast;
   bool async_save = false;
   bool full_checkpoint = false;
   int64_t stop_after = 0;
@@ -107,30 +101,20 @@ std::optional<Flags> parse(int argc, char** argv) {
                    .batch_size_help = "global batch size, split across the --dp replicas",
                    .multi_process = true,
                    .checkpoints = false});  // --save/--resume below: checkpoint directories
-  p.add("--pp N", &f.pp, "pipeline stages (ranks per replica)")
-      .add("--dp N", &f.dp, "data-parallel replicas; --pp x --dp must be the world size", "world size / --pp")
-      .add("--chunks N", &f.chunks, "micro-batches per replica per step")
-      .add_choice("--schedule", &f.schedule, {"gpipe", "1f1b", "interleaved", "zb"}, "pipeline schedule")
-      .add("--virtual N", &f.virtual_stages, "stages per rank (interleaved needs --balance)",
-           "2 for interleaved, else 1")
-      .add("--balance auto|A,B,...", &f.balance,
-           "layers per stage, or auto: measured on rank 0 and planned (the partition table)")
-      .add_switch("--zero", &f.zero, true, "shard the optimizer state over the --dp replicas (ZeRO-1)")
+  add_grid_flags(p, f);
+  p.add_switch("--zero", &f.zero, true, "shard the optimizer state over the --dp replicas (ZeRO-1)")
       .add("--save DIR", &f.save,
            "write a partitioned checkpoint into DIR/step-<step> after every epoch (every rank its part)")
-      .add("--resume DIR", &f.resume, "continue from the latest checkpoint in DIR (any --pp, --dp, --zero)")
-      .add("--keep-last N", &f.keep_last, "keep only the newest N checkpoints in the --save directory", "all")
-      .add_switch("--async-save", &f.async_save, true, "write checkpoints in the background while training goes on")
+      .add("--resume DIR", &f.resume, "continue from the latest checkpoint in DIR (any --pp, --dp, --zero)");
+  add_keep_last_flag(p, &f.keep_last);
+  p.add_switch("--async-save", &f.async_save, true, "write checkpoints in the background while training goes on")
       .add_switch("--full-checkpoint", &f.full_checkpoint, true,
                   "rank 0 writes the whole model in one file (model.safetensors) instead of each stage its part")
       .add("--stop-after-epoch K", &f.stop_after, "stop after epoch K as if interrupted (to test --resume)", "none");
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
   resolve_train_flags(f);
-  WEFT_CHECK(f.pp >= 1, "--pp must be a positive integer, got ", f.pp);
-  WEFT_CHECK(f.dp >= 0, "--dp must be a positive integer (or omitted: world size / --pp), got ", f.dp);
-  WEFT_CHECK(f.chunks >= 1, "--chunks must be a positive integer, got ", f.chunks);
-  WEFT_CHECK(f.virtual_stages >= 0, "--virtual must be a positive integer, got ", f.virtual_stages);
-  WEFT_CHECK(f.keep_last >= 0, "--keep-last must be a positive integer, got ", f.keep_last);
+  check_grid_flags(f);
+  check_keep_last_flag(f.keep_last);
   return f;
 }
 

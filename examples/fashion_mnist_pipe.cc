@@ -47,6 +47,8 @@
 #include "optim/sgd.h"
 #include "parallel/context.h"
 #include "parallel/mpi/process_group_mpi.h"
+#include "parallel/partition/plan.h"
+#include "parallel/partition/profile.h"
 #include "parallel/pipe/chart.h"
 #include "parallel/pipe/pipe.h"
 #include "parallel/pipe/simulate.h"
@@ -61,7 +63,7 @@ namespace pp = parallel::pipe;
 // and this example's own.
 struct Flags : TrainFlags {
   int chunks = 4;
-  std::string balance;  // "a,b,...": layers per stage; empty: as even as possible
+  std::string balance = kBalanceAuto;  // "a,b,...": layers per stage; auto: measured and planned
   std::string schedule = "1f1b";
   int virtual_stages = 0;  // 0: 2 for interleaved, else 1
   std::string checkpoint = "except_last";
@@ -77,24 +79,38 @@ std::optional<Flags> parse(int argc, char** argv) {
                    .batch_size_help = "batch size (one pipeline step)",
                    .multi_process = true,
                    .checkpoints = false});
-  p.add("--chunks N", &f.chunks, "micro-batches per step")
-      .add("--balance A,B,...", &f.balance, "layers per stage", "as even as possible")
-      .add_choice("--schedule", &f.schedule, {"gpipe", "1f1b", "interleaved", "zb"}, "pipeline schedule")
+  p.add("--chunks N", &f.chunks, "micro-batches per step");
+  add_balance_flag(p, &f.balance, "layers per stage");
+  p.add_choice("--schedule", &f.schedule, {"gpipe", "1f1b", "interleaved", "zb"}, "pipeline schedule")
       .add("--virtual N", &f.virtual_stages, "stages per rank", "2 for interleaved, else 1")
       .add_choice("--checkpoint", &f.checkpoint, {"always", "except_last", "never"}, "activation checkpointing")
       .add("--chart PATH", &f.chart, "the schedule's text chart, simulated from the last step's measured times")
       .add("--trace PATH", &f.trace, "the last step's measured timeline (Chrome-trace JSON)");
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
   resolve_train_flags(f, {&f.chart, &f.trace});
+  check_balance_flag(f.balance, virtual_stages_for(f.virtual_stages, f.schedule), f.schedule);
   return f;
 }
 
-// Layers per stage as even as possible, earlier stages larger.
-std::vector<int> even_balance(int layers, int stages) {
-  WEFT_CHECK(layers >= stages, "the model has ", layers, " layers, fewer than the ", stages, " stages");
-  std::vector<int> b(stages, layers / stages);
-  for (int i = 0; i < layers % stages; ++i) ++b[i];
-  return b;
+// --balance auto (one stage per rank): rank 0 measures every layer on one
+// micro-batch of the first training images, every rank plans the same
+// balance (parallel/partition) and rank 0 prints the partition table.
+std::vector<int> auto_balance(nn::Sequential& model, const io::TensorDataset& train, const Flags& f,
+                              pp::ScheduleKind schedule, parallel::ProcessGroup& g) {
+  if (g.size() == 1) return {static_cast<int>(model.size())};
+  Tensor sample;  // (rows, 1, 28, 28), normalized as the loader does
+  if (g.rank() == 0)
+    sample = (train.data().narrow(0, 0, std::max<int64_t>(1, f.batch_size / f.chunks)) - 0.2860) / 0.3530;
+  parallel::partition::ProfileOptions profile;
+  profile.optimizer_state_factor = f.momentum != 0 ? 1.0 : 0.0;  // SGD's momentum buffer
+  const auto layers = parallel::partition::profile_on_root(model, nn::Tensors{sample}, g, 0, profile);
+  parallel::partition::PlanOptions options;
+  options.stages = g.size();
+  options.microbatches = f.chunks;
+  options.schedule = schedule;
+  const parallel::partition::PartitionPlan plan = parallel::partition::plan_partition(layers, options);
+  parallel::partition::print_partition_table(layers, plan, g, std::cout);
+  return plan.balance;
 }
 
 std::shared_ptr<io::TensorDataset> head(const io::TensorDataset& ds, int64_t n) {
@@ -150,9 +166,8 @@ int run(const Flags& f) {
   po.schedule = pp::parse_schedule_kind(f.schedule);
   po.virtual_stages = f.virtual_stages > 0 ? f.virtual_stages : (f.schedule == "interleaved" ? 2 : 1);
   po.checkpoint = pp::parse_checkpoint_mode(f.checkpoint);
-  const std::vector<int> balance = f.balance.empty()
-                                       ? even_balance(static_cast<int>(model->size()), world * po.virtual_stages)
-                                       : parse_balance(f.balance);
+  const std::vector<int> balance =
+      f.balance == kBalanceAuto ? auto_balance(*model, full_train, f, po.schedule, g) : parse_balance(f.balance);
   pp::Pipe pipe(model, balance, ctx.world_ptr(), po);
   pipe.runner().set_record_trace(true);
   pipe.runner().set_keep_output(true);

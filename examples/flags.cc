@@ -10,6 +10,7 @@
 #include <limits>
 #include <ostream>
 #include <sstream>
+#include <string>
 #include <type_traits>
 
 #include "core/error.h"
@@ -26,18 +27,18 @@ Int parse_integer(const std::string& flag, const std::string& s) {
   const char* last = s.data() + s.size();
   if (!s.empty() && s[0] == '+') ++first;  // from_chars rejects a leading '+'
   auto [end, ec] = std::from_chars(first, last, v);
-  WEFT_CHECK(ec != std::errc::result_out_of_range && !(std::is_unsigned_v<Int> && !s.empty() && s[0] == '-'), "flag ",
-             flag, ": '", s, "' is out of range (", std::numeric_limits<Int>::min(), " to ",
-             std::numeric_limits<Int>::max(), ")");
-  WEFT_CHECK(!s.empty() && ec == std::errc() && end == last, "flag ", flag, ": '", s, "' is not an integer");
+  WEFT_FLAG_CHECK(ec != std::errc::result_out_of_range && !(std::is_unsigned_v<Int> && !s.empty() && s[0] == '-'),
+                  "flag ", flag, ": '", s, "' is out of range (", std::numeric_limits<Int>::min(), " to ",
+                  std::numeric_limits<Int>::max(), ")");
+  WEFT_FLAG_CHECK(!s.empty() && ec == std::errc() && end == last, "flag ", flag, ": '", s, "' is not an integer");
   return v;
 }
 
 double parse_double(const std::string& flag, const std::string& s) {
   char* end = nullptr;
   const double v = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
-  WEFT_CHECK(!s.empty() && end != nullptr && *end == '\0', "flag ", flag, ": '", s, "' is not a number");
-  WEFT_CHECK(std::isfinite(v), "flag ", flag, ": '", s, "' is not a finite number");
+  WEFT_FLAG_CHECK(!s.empty() && end != nullptr && *end == '\0', "flag ", flag, ": '", s, "' is not a number");
+  WEFT_FLAG_CHECK(std::isfinite(v), "flag ", flag, ": '", s, "' is not a finite number");
   return v;
 }
 
@@ -49,6 +50,18 @@ std::string to_text(const T& v) {
 }
 
 }  // namespace
+
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') continue;
+    int rank = 0;
+    const char* last = v + std::char_traits<char>::length(v);
+    auto [end, ec] = std::from_chars(v, last, rank);
+    if (ec == std::errc() && end == last && rank >= 0) return rank;
+  }
+  return 0;
+}
 
 FlagParser::FlagParser(std::string usage) : usage_(std::move(usage)) {}
 
@@ -107,7 +120,7 @@ FlagParser& FlagParser::add_choice(const std::string& name, std::string* value, 
   f.set = [value, choices = std::move(choices), name = f.name, meta](const std::string& v) {
     bool ok = false;
     for (const auto& c : choices) ok = ok || c == v;
-    WEFT_CHECK(ok, "flag ", name, " must be one of ", meta, ", got '", v, "'");
+    WEFT_FLAG_CHECK(ok, "flag ", name, " must be one of ", meta, ", got '", v, "'");
     *value = v;
   };
   return *this;
@@ -131,17 +144,17 @@ bool FlagParser::parse(int argc, const char* const* argv, std::ostream& help_out
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
-      help_out << help();
+      if (launcher_rank() == 0) help_out << help();
       return false;
     }
-    WEFT_CHECK(starts_with(arg, "--") && arg.size() > 2, "unexpected argument '", arg,
-               "' (flags start with --; run with --help for the list)");
+    WEFT_FLAG_CHECK(starts_with(arg, "--") && arg.size() > 2, "unexpected argument '", arg,
+                    "' (flags start with --; run with --help for the list)");
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(0, eq);
     const Flag* f = find(name);
-    WEFT_CHECK(f != nullptr, "unknown flag '", name, "' (run with --help for the list)");
+    WEFT_FLAG_CHECK(f != nullptr, "unknown flag '", name, "' (run with --help for the list)");
     if (!f->takes_value) {
-      WEFT_CHECK(eq == std::string::npos, "flag ", name, " takes no value, got '", arg, "'");
+      WEFT_FLAG_CHECK(eq == std::string::npos, "flag ", name, " takes no value, got '", arg, "'");
       f->set("");
       continue;
     }
@@ -149,8 +162,8 @@ bool FlagParser::parse(int argc, const char* const* argv, std::ostream& help_out
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
     } else {
-      WEFT_CHECK(i + 1 < argc && !starts_with(argv[i + 1], "--"), "flag ", name, " needs a value (", name, " ",
-                 f->meta.empty() ? "VALUE" : f->meta, ")");
+      WEFT_FLAG_CHECK(i + 1 < argc && !starts_with(argv[i + 1], "--"), "flag ", name, " needs a value (", name, " ",
+                      f->meta.empty() ? "VALUE" : f->meta, ")");
       value = argv[++i];
     }
     f->set(value);
@@ -161,8 +174,8 @@ bool FlagParser::parse(int argc, const char* const* argv, std::ostream& help_out
 std::optional<int> FlagParser::parse_in_main(int argc, const char* const* argv, const std::string& program) {
   try {
     if (!parse(argc, argv, std::cout)) return 0;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.message().c_str());
+  } catch (const Error& e) {  // parse() throws FlagError only
+    if (launcher_rank() == 0) std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.message().c_str());
     return 2;
   }
   return std::nullopt;
@@ -190,6 +203,9 @@ std::string FlagParser::help() const {
 int run_main(const std::string& program, const std::function<int()>& body) {
   try {
     return body();
+  } catch (const FlagError& e) {
+    if (launcher_rank() == 0) std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.message().c_str());
+    return 2;
   } catch (const Error& e) {
     std::fprintf(stderr, "\n%s: error: %s\n", program.c_str(), e.message().c_str());
   } catch (const std::exception& e) {

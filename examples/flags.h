@@ -12,12 +12,21 @@
 //   is "--save needs a value", not a file named "--epochs".
 // - Switches (add_switch) take no value and set their variable to a fixed one.
 // - Integers must be whole numbers in the variable's range, doubles finite
-//   numbers, choices one of the listed words. Every error is a weft::Error that
-//   names the flag (unknown flag, missing value, bad number, value not allowed,
-//   value given to a switch, stray positional argument).
-// - parse() returns false after writing help() to `help_out` when --help or -h
-//   is given (the program should then exit 0); it never exits by itself.
-//   parse_in_main() wraps it for a main() that has nothing else to report.
+//   numbers, choices one of the listed words. Every error is a FlagError (a
+//   weft::Error) that names the flag (unknown flag, missing value, bad number,
+//   value not allowed, value given to a switch, stray positional argument).
+//   Checks after parsing throw FlagError too (WEFT_FLAG_CHECK), naming the flag
+//   and the value at fault.
+// - parse() returns false when --help or -h is given (the program should then
+//   exit 0), after writing help() to `help_out` on launcher rank 0 only; it
+//   never exits by itself. parse_in_main() wraps it for a main() that has
+//   nothing else to report.
+// - Under mpirun every rank parses the same command line, so help and flag
+//   errors are printed once: by the process whose launcher_rank() is 0. The
+//   other ranks print nothing and end the same way (0 after --help, 2 after a
+//   flag error). The rank comes from the launcher's environment, known before
+//   MPI is initialised: OMPI_COMM_WORLD_RANK (Open MPI), else PMIX_RANK, else
+//   PMI_RANK; 0 when none is set (one process).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +36,21 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace weft::examples {
+
+// A mistake on the command line (a flag, its value or a combination of flags):
+// the same on every rank, so reported once (see the contract above).
+class FlagError : public Error {
+ public:
+  using Error::Error;
+};
+
+// This process's rank as its launcher set it (OMPI_COMM_WORLD_RANK, PMIX_RANK,
+// PMI_RANK, in that order; a value that is not a whole number counts as unset);
+// 0 outside a launcher.
+int launcher_rank();
 
 class FlagParser {
  public:
@@ -52,7 +75,7 @@ class FlagParser {
   std::string help() const;
   // For main(): parses; returns std::nullopt to go on, else the exit status:
   // 0 after --help (printed to stdout), 2 after a flag error (printed to stderr
-  // as "<program>: error: <message>").
+  // as "<program>: error: <message>"); printed on launcher rank 0 only.
   std::optional<int> parse_in_main(int argc, const char* const* argv, const std::string& program);
 
  private:
@@ -71,9 +94,19 @@ class FlagParser {
   std::vector<Flag> flags_;
 };
 
-// For main(): runs `body` and returns its status; a weft::Error or other
-// std::exception escaping it is printed to stderr as "\n<program>: error:
-// <message>" and gives 1.
+// For main(): runs `body` and returns its status. A FlagError escaping it is
+// printed to stderr as "<program>: error: <message>" on launcher rank 0 only
+// and gives 2 on every rank; any other weft::Error or std::exception is
+// printed by every rank as "\n<program>: error: <message>" (a rank's own
+// failure) and gives 1.
 int run_main(const std::string& program, const std::function<int()>& body);
 
 }  // namespace weft::examples
+
+// WEFT_CHECK for command-line checks: throws weft::examples::FlagError.
+#define WEFT_FLAG_CHECK(cond, ...)                                                                 \
+  do {                                                                                             \
+    if (!(cond)) [[unlikely]] {                                                                    \
+      throw ::weft::examples::FlagError(::weft::detail::str_cat(__VA_ARGS__), __FILE__, __LINE__); \
+    }                                                                                              \
+  } while (0)

@@ -1,19 +1,63 @@
-// The pipeline x data-parallel examples' shared flag helpers (--balance,
-// --pp x --dp): one copy for fashion_mnist_pipe, fashion_mnist_hybrid and gpt.
+// The pipeline x data-parallel examples' shared flags: --pp, --dp, --chunks,
+// --schedule, --virtual and --balance, one registration and one check for
+// fashion_mnist_hybrid and gpt; --balance alone for fashion_mnist_pipe.
 //
 // Contract:
-// - parse_balance("6,4") is {6, 4}; an entry that is not a whole number is an
-//   error naming it and the whole value, followed by `hint` when given.
+// - GridFlags holds the flags' defaults; add_grid_flags registers them in
+//   that order on a FlagParser (examples/flags.h), worded by GridFlagsSpec.
+// - --balance is "auto" (kBalanceAuto, the one default everywhere) or layers
+//   per stage "A,B,...". auto: world rank 0 measures every layer on the first
+//   micro-batch and every rank plans the same balance (parallel/partition),
+//   one stage per rank. add_balance_flag sets the variable to kBalanceAuto
+//   before registering it, so every program shows and uses that default.
+// - parse_balance("6,4") is {6, 4}, parse_balance("auto") is {} (plan it); an
+//   entry that is not a positive whole number is a FlagError naming it and the
+//   whole value, followed by `hint` when given.
+// - virtual_stages_for(flag, schedule): --virtual when > 0, else 2 for
+//   interleaved and 1 otherwise.
+// - check_balance_flag: the value parses, and auto is used with one stage per
+//   rank only (with more, a FlagError naming --balance, --virtual and
+//   --schedule asks for A,B,...).
+// - check_grid_flags: --pp >= 1, --dp >= 0 (0: world size / --pp),
+//   --chunks >= 1, --virtual >= 0, then check_balance_flag; FlagErrors naming
+//   the flag and its value.
 // - grid_dp(pp, dp, world): the replicas of a --pp x --dp grid on `world`
-//   ranks (dp 0: world / pp); a grid that does not tile the world is an error
-//   naming --pp, --dp and the world size.
+//   ranks (dp 0: world / pp); a grid that does not tile the world is a
+//   FlagError naming --pp, --dp and the world size.
 // - join_ints({6, 4}) is "6,4".
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "examples/flags.h"
+
 namespace weft::examples {
+
+inline constexpr const char* kBalanceAuto = "auto";
+
+struct GridFlags {
+  int pp = 1;
+  int dp = 0;  // 0: world size / pp
+  int chunks = 4;
+  std::string schedule = "1f1b";
+  int virtual_stages = 0;  // 0: 2 for interleaved, else 1
+  std::string balance = kBalanceAuto;
+};
+
+// Where the programs' wording differs.
+struct GridFlagsSpec {
+  std::string pp_help = "pipeline stages (ranks per replica)";
+  std::string balance_help = "layers per stage";  // what A,B,... counts
+};
+
+void add_grid_flags(FlagParser& parser, GridFlags& flags, const GridFlagsSpec& spec = {});
+void check_grid_flags(const GridFlags& flags);
+
+// "--balance auto|A,B,...": `layers_help` says what an entry counts.
+void add_balance_flag(FlagParser& parser, std::string* balance, const std::string& layers_help);
+void check_balance_flag(const std::string& balance, int stages_per_rank, const std::string& schedule);
+int virtual_stages_for(int virtual_flag, const std::string& schedule);
 
 std::vector<int> parse_balance(const std::string& s, const std::string& hint = "");
 int grid_dp(int pp, int dp, int world);

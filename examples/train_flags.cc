@@ -2,6 +2,8 @@
 #include "examples/train_flags.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 #include <thread>
 
 #include "core/error.h"
@@ -36,10 +38,54 @@ void add_train_flags(FlagParser& p, TrainFlags& f, const TrainFlagsSpec& spec) {
       .add_switch("--no-progress", &f.progress, false, "no progress bar");
 }
 
+namespace {
+
+constexpr const char* kIdxFiles =
+    "a directory of the four Fashion-MNIST IDX files (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
+    "t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz; apt-get install dataset-fashion-mnist puts them in "
+    "/usr/share/datasets/fashion-mnist)";
+
+void check_data_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  WEFT_FLAG_CHECK(fs::exists(st), "--data ", dir, ": no such directory; expected ", kIdxFiles);
+  WEFT_FLAG_CHECK(fs::is_directory(st), "--data ", dir, " is a file; expected ", kIdxFiles);
+}
+
+}  // namespace
+
 void resolve_train_flags(TrainFlags& f, std::initializer_list<std::string*> more_paths) {
-  WEFT_CHECK(f.epochs >= 1 && f.batch_size >= 1, "--epochs and --batch-size must be positive");
+  WEFT_FLAG_CHECK(f.epochs >= 1, "--epochs must be positive (got ", f.epochs, ")");
+  WEFT_FLAG_CHECK(f.batch_size >= 1, "--batch-size must be positive (got ", f.batch_size, ")");
+  WEFT_FLAG_CHECK(f.lr > 0, "--lr must be positive (got ", f.lr, ")");
+  WEFT_FLAG_CHECK(f.momentum >= 0, "--momentum must be >= 0 (got ", f.momentum, ")");
+  WEFT_FLAG_CHECK(f.weight_decay >= 0, "--weight-decay must be >= 0 (got ", f.weight_decay, ")");
+  WEFT_FLAG_CHECK(f.threads >= 0, "--threads must be >= 0 (0: all cores; got ", f.threads, ")");
+  WEFT_FLAG_CHECK(f.workers >= 0, "--workers must be >= 0 (got ", f.workers, ")");
+  WEFT_FLAG_CHECK(f.limit_train >= 0, "--limit-train must be >= 0 (0: all; got ", f.limit_train, ")");
+  WEFT_FLAG_CHECK(f.limit_test >= 0, "--limit-test must be >= 0 (0: all; got ", f.limit_test, ")");
   for (std::string* path : {&f.data, &f.save, &f.resume, &f.metrics, &f.plot}) *path = user_path(*path);
   for (std::string* path : more_paths) *path = user_path(*path);
+  check_data_dir(f.data);
+  check_path_exists("--resume", f.resume);
+}
+
+void add_keep_last_flag(FlagParser& p, int* keep_last) {
+  *keep_last = kDefaultKeepLast;
+  p.add("--keep-last N", keep_last,
+        "keep only the newest N checkpoints under --save (0: all); 2 keeps disk use bounded and the one before the "
+        "newest to go back to");
+}
+
+void check_keep_last_flag(int keep_last) {
+  WEFT_FLAG_CHECK(keep_last >= 0, "--keep-last must be >= 0 (0: keep all; got ", keep_last, ")");
+}
+
+void check_path_exists(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  std::error_code ec;
+  WEFT_FLAG_CHECK(std::filesystem::exists(path, ec), flag, " ", path, ": no such file or directory");
 }
 
 int resolve_threads(int threads_flag, int ranks_on_node) {

@@ -16,11 +16,20 @@
 //   rank) words --threads and --workers per rank, --threads' default as
 //   "cores / ranks on this node, at least 1" (resolve_threads()), and --save as
 //   rank 0's.
-// - resolve_train_flags() after parsing: --epochs and --batch-size must be
-//   positive (a weft::Error naming both otherwise), then every path (data,
-//   save, resume, metrics, plot and `more_paths`) goes through user_path()
-//   (examples/train_report.h): relative to where `bazel run` was started.
-//   Empty paths stay empty.
+// - resolve_train_flags() after parsing checks each value and throws a
+//   FlagError (examples/flags.h) naming the one flag at fault and its value:
+//   --epochs and --batch-size positive; --lr positive; --momentum,
+//   --weight-decay, --threads, --workers, --limit-train and --limit-test
+//   >= 0. Every path (data, save, resume, metrics, plot and `more_paths`) then
+//   goes through user_path() (examples/train_report.h): relative to where
+//   `bazel run` was started; empty paths stay empty. Then the paths that are
+//   read: --data must be a directory (a file, or nothing there, is an error
+//   saying so and what was expected: the four *-ubyte.gz IDX files), and
+//   --resume, when given, must exist ("--resume PATH: no such file or
+//   directory").
+// - --keep-last (the examples that write a directory of checkpoints:
+//   fashion_mnist_hybrid, gpt) has one default, kDefaultKeepLast, and one
+//   registration (add_keep_last_flag); check_keep_last_flag wants >= 0.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +59,11 @@ struct TrainFlags {
   bool progress = true;
 };
 
+// --keep-last's default: the newest two checkpoints, so that disk use stays
+// bounded on long runs and the one before the newest is still there to go
+// back to (a run that diverged, a checkpoint from the wrong flags).
+inline constexpr int kDefaultKeepLast = 2;
+
 // Where the examples' flags differ.
 struct TrainFlagsSpec {
   std::string program;  // names the default metrics and plot files
@@ -64,6 +78,15 @@ void add_train_flags(FlagParser& parser, TrainFlags& flags, const TrainFlagsSpec
 
 // Checks and resolves the parsed flags; `more_paths` are the example's own paths.
 void resolve_train_flags(TrainFlags& flags, std::initializer_list<std::string*> more_paths = {});
+
+// "--keep-last N": checkpoints kept under --save (0: all); sets *keep_last to
+// kDefaultKeepLast first.
+void add_keep_last_flag(FlagParser& parser, int* keep_last);
+void check_keep_last_flag(int keep_last);
+
+// A path that is read must exist: otherwise a FlagError
+// "<flag> <path>: no such file or directory". An empty path passes.
+void check_path_exists(const std::string& flag, const std::string& path);
 
 // --threads for one of `ranks_on_node` processes: the flag when given (> 0),
 // else the cores divided among the node's ranks, at least 1.

@@ -43,26 +43,21 @@ std::optional<Options> parse_options(int argc, char** argv) {
       .add("--metrics PATH", &o.metrics, "JSON lines, one per evaluation")
       .add("--plot PATH", &o.plot, "SVG chart of training and validation loss")
       .add("--save DIR", &o.save, "write a checkpoint into DIR/step-<step> at every evaluation (every rank its part)")
-      .add("--keep-last N", &o.keep_last, "keep only the newest N checkpoints under --save (0: all)")
       .add("--resume DIR", &o.resume,
            "continue from the latest checkpoint in DIR (saved by any --pp/--dp/--zero, or one process), or sample "
            "from it")
-      .add_switch("--no-progress", &o.progress, false, "no progress bar")
-      .add("--sample N", &o.sample, "generate N bytes from --resume's checkpoint and exit (no training)", "0: train")
+      .add_switch("--no-progress", &o.progress, false, "no progress bar");
+  add_keep_last_flag(p, &o.keep_last);
+  p.add("--sample N", &o.sample, "generate N bytes from --resume's checkpoint and exit (no training)", "0: train")
       .add("--final-sample N", &o.final_sample, "bytes sampled at the end of training")
       .add("--prompt TEXT", &o.prompt, "text the sample continues", "a new line")
       .add("--temperature X", &o.temperature, "sampling temperature (0: always the most likely byte)")
       .add("--top-k N", &o.top_k, "sample among the N most likely bytes", "0: all")
-      .add("--sample-seed N", &o.sample_seed, "seed for sampling")
-      .add("--pp N", &o.pp, "pipeline stages (ranks per replica; under mpirun)")
-      .add("--dp N", &o.dp, "data-parallel replicas; --pp x --dp must be the world size", "world size / --pp")
-      .add("--chunks N", &o.chunks, "micro-batches per replica per step")
-      .add_choice("--schedule", &o.schedule, {"gpipe", "1f1b", "interleaved", "zb"}, "pipeline schedule")
-      .add("--virtual N", &o.virtual_stages, "stages per rank (interleaved needs --balance)",
-           "2 for interleaved, else 1")
-      .add("--balance auto|A,B,...", &o.balance,
-           "layers per stage (the model's children: embedding, blocks, norm, head), or auto: measured on rank 0")
-      .add_switch("--zero", &o.zero, true, "shard the optimizer state over the replicas (ZeRO-1)");
+      .add("--sample-seed N", &o.sample_seed, "seed for sampling");
+  add_grid_flags(p, o,
+                 {.pp_help = "pipeline stages (ranks per replica; under mpirun)",
+                  .balance_help = "layers per stage (the model's children: embedding, blocks, norm, head)"});
+  p.add_switch("--zero", &o.zero, true, "shard the optimizer state over the replicas (ZeRO-1)");
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
   m.tied = !o.untied;
   for (std::string* path : {&o.data, &o.save, &o.resume, &o.metrics, &o.plot}) *path = user_path(*path);
@@ -70,32 +65,44 @@ std::optional<Options> parse_options(int argc, char** argv) {
 }
 
 void check_options(const Options& o, int world) {
-  check_config(o.model);
-  WEFT_CHECK(o.steps >= 1, "--steps must be a positive integer, got ", o.steps);
-  WEFT_CHECK(o.batch_size >= 1, "--batch-size must be a positive integer, got ", o.batch_size);
-  WEFT_CHECK(o.lr > 0, "--lr must be positive, got ", o.lr);
-  WEFT_CHECK(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, "--min-lr-ratio must be in [0, 1], got ", o.min_lr_ratio);
-  WEFT_CHECK(o.warmup >= 0 && o.warmup < o.steps, "--warmup ", o.warmup, " must be below --steps ", o.steps);
-  WEFT_CHECK(o.weight_decay >= 0, "--weight-decay must be >= 0, got ", o.weight_decay);
-  WEFT_CHECK(o.beta2 > 0 && o.beta2 < 1, "--beta2 must be in (0, 1), got ", o.beta2);
-  WEFT_CHECK(o.clip >= 0, "--clip must be >= 0 (0: no clipping), got ", o.clip);
-  WEFT_CHECK(o.eval_interval >= 1, "--eval-interval must be a positive integer, got ", o.eval_interval);
-  WEFT_CHECK(o.eval_batches >= 1, "--eval-batches must be a positive integer, got ", o.eval_batches);
-  WEFT_CHECK(o.stop_after >= 0, "--stop-after must be >= 0, got ", o.stop_after);
-  WEFT_CHECK(o.keep_last >= 0, "--keep-last must be >= 0 (0: keep all), got ", o.keep_last);
-  WEFT_CHECK(o.sample >= 0 && o.final_sample >= 0, "--sample and --final-sample must be >= 0");
-  WEFT_CHECK(o.sample == 0 || !o.resume.empty(), "--sample ", o.sample,
-             " generates from a trained checkpoint: give it with --resume PATH");
-  WEFT_CHECK(o.pp >= 1, "--pp must be a positive integer, got ", o.pp);
-  WEFT_CHECK(o.dp >= 0, "--dp must be a positive integer (or omitted: world size / --pp), got ", o.dp);
-  WEFT_CHECK(o.chunks >= 1, "--chunks must be a positive integer, got ", o.chunks);
-  WEFT_CHECK(o.virtual_stages >= 0, "--virtual must be a positive integer, got ", o.virtual_stages);
+  try {
+    check_config(o.model);  // --context, --layers, --heads, --dim, --dropout
+  } catch (const FlagError&) {
+    throw;
+  } catch (const Error& e) {
+    throw FlagError(e.message(), __FILE__, __LINE__);
+  }
+  WEFT_FLAG_CHECK(o.val_fraction > 0 && o.val_fraction <= 0.5, "--val-fraction must be in (0, 0.5], got ",
+                  o.val_fraction);
+  WEFT_FLAG_CHECK(o.steps >= 1, "--steps must be a positive integer, got ", o.steps);
+  WEFT_FLAG_CHECK(o.batch_size >= 1, "--batch-size must be a positive integer, got ", o.batch_size);
+  WEFT_FLAG_CHECK(o.lr > 0, "--lr must be positive, got ", o.lr);
+  WEFT_FLAG_CHECK(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, "--min-lr-ratio must be in [0, 1], got ", o.min_lr_ratio);
+  WEFT_FLAG_CHECK(o.warmup >= 0, "--warmup must be >= 0, got ", o.warmup);
+  WEFT_FLAG_CHECK(o.warmup < o.steps, "--warmup ", o.warmup, " must be below --steps ", o.steps);
+  WEFT_FLAG_CHECK(o.weight_decay >= 0, "--weight-decay must be >= 0, got ", o.weight_decay);
+  WEFT_FLAG_CHECK(o.beta2 > 0 && o.beta2 < 1, "--beta2 must be in (0, 1), got ", o.beta2);
+  WEFT_FLAG_CHECK(o.clip >= 0, "--clip must be >= 0 (0: no clipping), got ", o.clip);
+  WEFT_FLAG_CHECK(o.threads >= 0, "--threads must be >= 0 (0: all cores / ranks on this node), got ", o.threads);
+  WEFT_FLAG_CHECK(o.eval_interval >= 1, "--eval-interval must be a positive integer, got ", o.eval_interval);
+  WEFT_FLAG_CHECK(o.eval_batches >= 1, "--eval-batches must be a positive integer, got ", o.eval_batches);
+  WEFT_FLAG_CHECK(o.stop_after >= 0, "--stop-after must be >= 0 (0: never), got ", o.stop_after);
+  check_keep_last_flag(o.keep_last);
+  WEFT_FLAG_CHECK(o.sample >= 0, "--sample must be >= 0 (0: train), got ", o.sample);
+  WEFT_FLAG_CHECK(o.final_sample >= 0, "--final-sample must be >= 0, got ", o.final_sample);
+  WEFT_FLAG_CHECK(o.temperature >= 0, "--temperature must be >= 0 (0: the most likely byte), got ", o.temperature);
+  WEFT_FLAG_CHECK(o.top_k >= 0, "--top-k must be >= 0 (0: all bytes), got ", o.top_k);
+  WEFT_FLAG_CHECK(o.sample == 0 || !o.resume.empty(), "--sample ", o.sample,
+                  " generates from a trained checkpoint: give it with --resume PATH");
+  check_grid_flags(o);
   if (world == 1 && !under_mpirun()) {
     const int dp = o.dp == 0 ? 1 : o.dp;
-    WEFT_CHECK(o.pp * dp == 1, "--pp ", o.pp, " x --dp ", dp, " needs ", o.pp * dp,
-               " processes: launch it under mpirun -np ", o.pp * dp);
-    WEFT_CHECK(!o.zero, "--zero shards the optimizer state over data-parallel replicas: launch under mpirun");
+    WEFT_FLAG_CHECK(o.pp * dp == 1, "--pp ", o.pp, " x --dp ", dp, " needs ", o.pp * dp,
+                    " processes: launch it under mpirun -np ", o.pp * dp);
+    WEFT_FLAG_CHECK(!o.zero, "--zero shards the optimizer state over data-parallel replicas: launch under mpirun");
   }
+  if (o.sample == 0) check_path_exists("--data", o.data);  // sampling reads only the checkpoint
+  check_path_exists("--resume", o.resume);
 }
 
 }  // namespace weft::examples::gpt

@@ -1,7 +1,10 @@
 // The GPT example's command line: every flag with its default, parsed by
 // examples/flags.h's FlagParser (--flag value or --flag=value; --help lists
 // them; an unknown flag, a missing value or a bad number is an error naming
-// the flag), then checked (check_options) with errors naming the flags.
+// the flag), then checked (check_options): every error is a FlagError
+// (reported once under mpirun) naming the flag at fault, its value and what
+// was allowed. The pipeline flags (--pp ... --balance) and --keep-last are the
+// shared ones (examples/grid_flags.h, examples/train_flags.h).
 //
 // Paths (--data, --save, --resume, --metrics, --plot) are resolved against
 // the directory `bazel run` was started from (examples/train_report.h).
@@ -13,10 +16,14 @@
 
 #include "examples/gpt/corpus.h"
 #include "examples/gpt/model.h"
+#include "examples/grid_flags.h"
+#include "examples/train_flags.h"
 
 namespace weft::examples::gpt {
 
-struct Options {
+// GridFlags: pp, dp (0: world size / pp), chunks, schedule, virtual_stages
+// (0: 2 for interleaved, else 1), balance (auto or layers per stage).
+struct Options : GridFlags {
   // Data.
   std::string data = kFortunesDir;
   double val_fraction = 0.1;
@@ -39,8 +46,8 @@ struct Options {
   int64_t stop_after = 0;    // stop after this step as if interrupted (0: never)
   // Reporting and checkpoints.
   std::string metrics = "gpt_metrics.jsonl", plot = "gpt.svg";
-  std::string save, resume;  // checkpoint directories
-  int keep_last = 2;         // checkpoints kept under --save (0: all)
+  std::string save, resume;          // checkpoint directories
+  int keep_last = kDefaultKeepLast;  // checkpoints kept under --save (0: all)
   bool progress = true;
   // Sampling.
   int64_t sample = 0;  // >0: generate this many tokens from --resume's checkpoint, no training
@@ -49,19 +56,15 @@ struct Options {
   double temperature = 0.8;
   int64_t top_k = 0;
   uint64_t sample_seed = 0;
-  // Pipeline x data parallel (under mpirun).
-  int pp = 1, dp = 0;  // dp 0: world size / pp
-  int chunks = 4;
-  std::string schedule = "1f1b";
-  int virtual_stages = 0;  // 0: 2 for interleaved, else 1
-  std::string balance = "auto";
+  // Pipeline x data parallel (under mpirun): GridFlags' and
   bool zero = false;
 };
 
 // The options, or std::nullopt after --help (printed to stdout).
 std::optional<Options> parse_options(int argc, char** argv);
 
-// Flag combinations (errors name the flags); `world`: the number of processes.
+// Each flag's value and the flags' combinations (FlagErrors naming the flags);
+// --data and --resume must exist. `world`: the number of processes.
 void check_options(const Options& o, int world);
 
 // Whether this process runs under mpirun (Open MPI's environment).

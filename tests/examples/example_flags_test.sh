@@ -3,7 +3,10 @@
 # README documents and exits 0; a bad number, a missing value and an unknown
 # flag fail with an error naming the flag, before any training (or MPI) starts.
 # The training flags come from one registration (examples/train_flags.h):
-# each example's help shows them with its own defaults and wording.
+# each example's help shows them with its own defaults and wording. A check
+# after parsing names the one flag at fault and its value; --data must be a
+# directory and --resume must exist, checked before anything starts. Flag
+# errors exit 2.
 # Usage: example_flags_test.sh FASHION_MNIST FASHION_MNIST_DDP FASHION_MNIST_PIPE
 set -uo pipefail
 single="$1" ddp="$2" pipe="$3"
@@ -30,12 +33,23 @@ for bin in "$single" "$ddp" "$pipe"; do
   fails_with "flag --epochs: 'two' is not an integer" "$bin" --epochs two && pass=$((pass+1)) || fail=$((fail+1))
   fails_with "flag --lr: '0.1x' is not a number" "$bin" --lr=0.1x && pass=$((pass+1)) || fail=$((fail+1))
   fails_with "flag --metrics needs a value" "$bin" --metrics && pass=$((pass+1)) || fail=$((fail+1))
-  fails_with "--epochs and --batch-size must be positive" "$bin" --batch-size 0 && pass=$((pass+1)) || fail=$((fail+1))
+  fails_with "--batch-size must be positive (got 0)" "$bin" --batch-size 0 && pass=$((pass+1)) || fail=$((fail+1))
+  fails_with "--epochs must be positive (got 0)" "$bin" --epochs 0 --batch-size 8 && pass=$((pass+1)) || fail=$((fail+1))
+  "$bin" --epochs 0 > /dev/null 2>&1; check test $? -eq 2
+  fails_with "--data $tmp/help is a file; expected a directory of the four Fashion-MNIST IDX files (train-images-idx3-ubyte.gz" \
+    "$bin" --data "$tmp/help" && pass=$((pass+1)) || fail=$((fail+1))
+  fails_with "--data $tmp/nowhere: no such directory; expected a directory of the four" "$bin" --data "$tmp/nowhere" \
+    && pass=$((pass+1)) || fail=$((fail+1))
+  fails_with "--lr must be positive (got -0.1)" "$bin" --lr=-0.1 && pass=$((pass+1)) || fail=$((fail+1))
   fails_with "unknown flag '--epoch'" "$bin" --epoch 2 && pass=$((pass+1)) || fail=$((fail+1))
   fails_with "flag --model must be one of cnn|mlp" "$bin" --model resnet && pass=$((pass+1)) || fail=$((fail+1))
 done
 fails_with "flag --save needs a value" "$single" --save && pass=$((pass+1)) || fail=$((fail+1))
 fails_with "flag --save needs a value" "$ddp" --save && pass=$((pass+1)) || fail=$((fail+1))
+for bin in "$single" "$ddp"; do
+  fails_with "--resume $tmp/none.weft: no such file or directory" "$bin" --resume "$tmp/none.weft" \
+    && pass=$((pass+1)) || fail=$((fail+1))
+done
 fails_with "unknown flag '--save'" "$pipe" --save ck && pass=$((pass+1)) || fail=$((fail+1))
 # Each example's defaults and wording.
 check grep -qF -- "(default fashion_mnist_metrics.jsonl)" <("$single" --help)
@@ -49,12 +63,18 @@ check grep -qF -- "--stop-after-epoch K" <("$single" --help)
 check grep -qF -- "--amp none|bf16" <("$single" --help)
 check grep -qF -- "--bucket-cap-mb X" <("$ddp" --help)
 check grep -qF -- "--device cpu|cuda" <("$ddp" --help)
-for flag in "--chunks N" "--balance A,B,..." "--schedule gpipe|1f1b|interleaved|zb" "--virtual N" \
+for flag in "--chunks N" "--balance auto|A,B,..." "--schedule gpipe|1f1b|interleaved|zb" "--virtual N" \
             "--checkpoint always|except_last|never" "--chart PATH" "--trace PATH"; do
   check grep -qF -- "$flag" <("$pipe" --help)
 done
 fails_with "flag --schedule must be one of gpipe|1f1b|interleaved|zb, got 'zb2'" "$pipe" --schedule zb2 \
   && pass=$((pass+1)) || fail=$((fail+1))
+# --balance: auto (measured and planned, one stage per rank) is the default, as in
+# fashion_mnist_hybrid and gpt; with 2 stages per rank it asks for A,B,...
+check grep -qF -- "auto places one stage per rank (default auto)" <("$pipe" --help)
+fails_with "--balance auto places one stage per rank, but --schedule interleaved with --virtual gives 2 stages per rank" \
+  "$pipe" --schedule interleaved && pass=$((pass+1)) || fail=$((fail+1))
+fails_with "--balance: 'x' in '5,x' is not a whole number" "$pipe" --balance 5,x && pass=$((pass+1)) || fail=$((fail+1))
 
 echo "$pass passed, $fail failed"
 test "$fail" -eq 0

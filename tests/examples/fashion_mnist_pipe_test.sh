@@ -7,7 +7,9 @@
 # backward, B and W actions) on 2 ranks, and gpipe on 4 ranks. It must print
 # test_accuracy=, write metrics, the schedule chart with the simulator's
 # prediction and a Chrome trace (zb's with its W actions); bad pipeline flags
-# are named.
+# are named. Without --balance (auto, the default) rank 0 measures the layers
+# and prints the partition table once, before the epochs; interleaved (2
+# stages per rank) is given its balance.
 # Usage: fashion_mnist_pipe_test.sh FASHION_MNIST FASHION_MNIST_PIPE MPIRUN_SH
 set -uo pipefail
 single="$1" pipe="$2" mpirun_sh="$3"
@@ -55,7 +57,9 @@ run_pipe() {  # name np flags...
 }
 
 run_pipe one_f_one_b 2 --schedule 1f1b --chunks 4
-run_pipe interleaved 2 --schedule interleaved --chunks 4 --checkpoint always
+check test "$(grep -c '^partition: 10 layers over 2 stages, 1f1b with 4 micro-batches' "$tmp/one_f_one_b.out")" -eq 1
+check grep -q '^predicted step time' "$tmp/one_f_one_b.out"
+run_pipe interleaved 2 --schedule interleaved --chunks 4 --checkpoint always --balance 3,3,2,2
 run_pipe zb 2 --schedule zb --chunks 4
 # The W actions ran, were traced, and the chart simulates them.
 check grep -q '"name": "W0\.' "$tmp/zb.json"

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -316,14 +318,21 @@ std::vector<std::string> words(const std::string& s) {
 }
 
 TEST(TrainFlags, ParsedValuesAndPathsResolvedAgainstTheWorkingDirectory) {
-  WorkingDirectory wd("/home/me/run");
+  // The paths that are read must exist: --data fm (a directory under the
+  // working directory) and --resume (an absolute file elsewhere).
+  const std::string home = std::string(getenv("TEST_TMPDIR")) + "/paths";
+  std::filesystem::create_directories(home + "/me/run/fm");
+  std::ofstream(home + "/ck.weft") << "checkpoint";
+  WorkingDirectory wd((home + "/me/run").c_str());
   const Parsed r = parse_train(
       words("--data fm --model=mlp --epochs 2 --batch-size 64 --lr 0.1 --momentum 0 --weight-decay=0 --seed 7 "
-            "--threads 3 --workers 2 --save ck.weft --resume /abs/ck.weft --metrics m.jsonl --plot out/p.svg "
-            "--limit-train 1024 --limit-test 512 --no-progress --chart c.txt"),
+            "--threads 3 --workers 2 --save ck.weft --resume " +
+            home +
+            "/ck.weft --metrics m.jsonl --plot out/p.svg --limit-train 1024 --limit-test 512 --no-progress "
+            "--chart c.txt"),
       {.program = "fashion_mnist"});
   const TrainFlags& f = r.train;
-  EXPECT_EQ(f.data, "/home/me/run/fm");
+  EXPECT_EQ(f.data, home + "/me/run/fm");
   EXPECT_EQ(f.model, "mlp");
   EXPECT_EQ(f.epochs, 2);
   EXPECT_EQ(f.batch_size, 64);
@@ -333,14 +342,14 @@ TEST(TrainFlags, ParsedValuesAndPathsResolvedAgainstTheWorkingDirectory) {
   EXPECT_EQ(f.seed, 7u);
   EXPECT_EQ(f.threads, 3);
   EXPECT_EQ(f.workers, 2);
-  EXPECT_EQ(f.save, "/home/me/run/ck.weft");
-  EXPECT_EQ(f.resume, "/abs/ck.weft");  // absolute: as given
-  EXPECT_EQ(f.metrics, "/home/me/run/m.jsonl");
-  EXPECT_EQ(f.plot, "/home/me/run/out/p.svg");
+  EXPECT_EQ(f.save, home + "/me/run/ck.weft");
+  EXPECT_EQ(f.resume, home + "/ck.weft");  // absolute: as given
+  EXPECT_EQ(f.metrics, home + "/me/run/m.jsonl");
+  EXPECT_EQ(f.plot, home + "/me/run/out/p.svg");
   EXPECT_EQ(f.limit_train, 1024);
   EXPECT_EQ(f.limit_test, 512);
   EXPECT_FALSE(f.progress);
-  EXPECT_EQ(r.chart, "/home/me/run/c.txt");  // the example's own path, resolved too
+  EXPECT_EQ(r.chart, home + "/me/run/c.txt");  // the example's own path, resolved too
 
   // Defaults: the dataset's absolute directory stays, empty paths stay empty,
   // the default metrics, plot and chart land in the working directory.
@@ -348,9 +357,9 @@ TEST(TrainFlags, ParsedValuesAndPathsResolvedAgainstTheWorkingDirectory) {
   EXPECT_EQ(d.train.data, io::kFashionMnistDir);
   EXPECT_EQ(d.train.save, "");
   EXPECT_EQ(d.train.resume, "");
-  EXPECT_EQ(d.train.metrics, "/home/me/run/fashion_mnist_pipe_metrics.jsonl");
-  EXPECT_EQ(d.train.plot, "/home/me/run/fashion_mnist_pipe.svg");
-  EXPECT_EQ(d.chart, "/home/me/run/chart.txt");
+  EXPECT_EQ(d.train.metrics, home + "/me/run/fashion_mnist_pipe_metrics.jsonl");
+  EXPECT_EQ(d.train.plot, home + "/me/run/fashion_mnist_pipe.svg");
+  EXPECT_EQ(d.chart, home + "/me/run/chart.txt");
 
   WorkingDirectory none(nullptr);  // not under `bazel run`: relative paths stay relative
   EXPECT_EQ(parse_train({"--save", "ck.weft"}, {.program = "x"}).train.save, "ck.weft");
@@ -358,8 +367,8 @@ TEST(TrainFlags, ParsedValuesAndPathsResolvedAgainstTheWorkingDirectory) {
 
 TEST(TrainFlags, BadValuesAreNamed) {
   const TrainFlagsSpec spec{.program = "fashion_mnist"};
-  EXPECT_WEFT_ERROR(parse_train({"--epochs", "0"}, spec), "--epochs and --batch-size must be positive");
-  EXPECT_WEFT_ERROR(parse_train({"--batch-size", "-4"}, spec), "--epochs and --batch-size must be positive");
+  EXPECT_WEFT_ERROR(parse_train({"--epochs", "0"}, spec), "--epochs must be positive (got 0)");
+  EXPECT_WEFT_ERROR(parse_train({"--batch-size", "-4"}, spec), "--batch-size must be positive (got -4)");
   EXPECT_WEFT_ERROR(parse_train({"--batch-size", "two"}, spec), "flag --batch-size: 'two' is not an integer");
   EXPECT_WEFT_ERROR(parse_train({"--workers=1.5"}, spec), "flag --workers: '1.5' is not an integer");
   EXPECT_WEFT_ERROR(parse_train({"--momentum", "nan"}, spec), "flag --momentum: 'nan' is not a finite number");

@@ -141,7 +141,10 @@ check test "$(sample 1 | md5sum)" = "$(sample 1 | md5sum)"
 check test "$(sample 1 | md5sum)" != "$(sample 2 | md5sum)"
 
 # Errors.
-check fails_with "gpt corpus: '$tmp/none' does not exist" "$gpt" "${common[@]}" --data "$tmp/none"
+check fails_with "--data $tmp/none: no such file or directory" "$gpt" "${common[@]}" --data "$tmp/none"
+check fails_with "--resume $tmp/none: no such file or directory" "$gpt" "${common[@]}" --resume "$tmp/none"
+check fails_with "--val-fraction must be in (0, 0.5], got 0.7" "$gpt" "${common[@]}" --val-fraction 0.7
+check fails_with "--keep-last must be >= 0 (0: keep all; got -1)" "$gpt" "${common[@]}" --keep-last -1
 mkdir -p "$tmp/empty"
 check fails_with "gpt corpus: no text in '$tmp/empty'" "$gpt" "${common[@]}" --data "$tmp/empty"
 printf 'one fortune\n%%\nanother\n%%\n' > "$tmp/tiny.txt"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The schedule_chart tool: prints the chart and the simulated figures, writes the
-# SVG, and refuses bad arguments with the generator's message.
+# The schedule_chart tool (//tools:schedule_chart): prints the chart and the
+# simulated figures, writes the SVG, and refuses bad arguments: a schedule the
+# generator refuses with its message (exit 1), a bad flag value with an error
+# naming the flag (exit 2; "2.7" is not a rank count, not 2). --help exits 0.
 set -euo pipefail
 bin="$1"
 out="$("$bin" --schedule zb --ranks 4 --microbatches 8 --svg "$TEST_TMPDIR/zb.svg")"
@@ -19,5 +21,26 @@ if err="$("$bin" --schedule interleaved --ranks 4 --microbatches 6 --virtual 2 2
 fi
 grep -qF "multiple of the rank count (microbatches=6, ranks=4)" <<<"$err"
 if err="$("$bin" --schedule pipedream 2>&1)"; then echo "expected a failure"; exit 1; fi
-grep -qF "unknown pipeline schedule 'pipedream'" <<<"$err"
+grep -qF "schedule_chart: error: flag --schedule must be one of gpipe|1f1b|interleaved|zb, got 'pipedream'" <<<"$err"
+# flag_error WANT ARGS...: exits 2, prints WANT on stderr and nothing on stdout.
+flag_error() {
+  local want="$1" rc=0; shift
+  "$bin" "$@" > "$TEST_TMPDIR/out" 2> "$TEST_TMPDIR/err" || rc=$?
+  [[ $rc -eq 2 ]] || { echo "rc $rc for $*"; cat "$TEST_TMPDIR/out" "$TEST_TMPDIR/err"; exit 1; }
+  [[ ! -s "$TEST_TMPDIR/out" ]] || { echo "stdout for $*:"; cat "$TEST_TMPDIR/out"; exit 1; }
+  grep -qF "schedule_chart: error: $want" "$TEST_TMPDIR/err" || { echo "no '$want' in:"; cat "$TEST_TMPDIR/err"; exit 1; }
+}
+flag_error "flag --ranks: '2.7' is not an integer" --ranks 2.7
+flag_error "flag --microbatches: '8x' is not an integer" --microbatches 8x
+flag_error "flag --forward: 'fast' is not a number" --forward fast
+flag_error "--ranks must be a positive integer (got 0)" --ranks 0
+flag_error "--virtual must be a positive integer (got -1)" --virtual=-1
+flag_error "--transfer must be >= 0 (got -1)" --transfer -1
+flag_error "unknown flag '--rank'" --rank 4
+flag_error "flag --svg needs a value (--svg PATH)" --svg
+help="$("$bin" --help)"
+grep -qF "usage: schedule_chart [flags]" <<<"$help"
+grep -qF -- "--ranks N" <<<"$help"
+grep -qF -- "pipeline ranks p (default 4)" <<<"$help"
+grep -qF -- "--unit X" <<<"$help"
 echo "schedule_chart_test: ok"
