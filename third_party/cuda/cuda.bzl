@@ -23,6 +23,11 @@ NVCC_FLAGS = " ".join([
 
 def cuda_library(name, srcs, hdrs = [], deps = [], cc_srcs = [], visibility = None):
     """cc_library `name` from .cu `srcs` (nvcc) plus host `cc_srcs`/`hdrs` (g++)."""
+    # Includes are rooted at weft's top directory: "." in weft's own workspace,
+    # external/<name> where weft is an external repository (@weft).
+    repo = native.repository_name()
+    top = "." if repo == "@" else "external/" + repo[1:]
+    flags = NVCC_FLAGS if top == "." else NVCC_FLAGS + " -I%s -I$(GENDIR)/%s" % (top, top)
     objs = []
     for src in srcs:
         base = src[:-3].replace("/", "_")
@@ -31,7 +36,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], cc_srcs = [], visibility = No
             name = "%s__%s_nvcc" % (name, base),
             srcs = [src] + hdrs + ["//core:headers", "//core/cuda:cuda_headers_for_nvcc"],
             outs = [out],
-            cmd = "%s %s %s -c $(location %s) -o $@" % (NVCC, NVCC_FLAGS, CUDA_ARCH_FLAGS, src),
+            cmd = "%s %s %s -c $(location %s) -o $@" % (NVCC, flags, CUDA_ARCH_FLAGS, src),
             message = "nvcc %s" % src,
         )
         objs.append(out)
