@@ -48,6 +48,40 @@ __device__ __forceinline__ M math_cos(M x) {
   else return ::cos(x);
 }
 template <typename M>
+__device__ __forceinline__ M math_sin(M x) {
+  if constexpr (std::is_same_v<M, float>) return ::sinf(x);
+  else return ::sin(x);
+}
+template <typename M>
+__device__ __forceinline__ M math_log1p(M x) {
+  if constexpr (std::is_same_v<M, float>) return ::log1pf(x);
+  else return ::log1p(x);
+}
+template <typename M>
+__device__ __forceinline__ M math_expm1(M x) {
+  if constexpr (std::is_same_v<M, float>) return ::expm1f(x);
+  else return ::expm1(x);
+}
+// floor, ceil and round (half to even, rint) of floating M; integers are whole already.
+template <typename M>
+__device__ __forceinline__ M math_floor(M x) {
+  if constexpr (std::is_integral_v<M>) return x;
+  else if constexpr (std::is_same_v<M, float>) return ::floorf(x);
+  else return ::floor(x);
+}
+template <typename M>
+__device__ __forceinline__ M math_ceil(M x) {
+  if constexpr (std::is_integral_v<M>) return x;
+  else if constexpr (std::is_same_v<M, float>) return ::ceilf(x);
+  else return ::ceil(x);
+}
+template <typename M>
+__device__ __forceinline__ M math_round_even(M x) {
+  if constexpr (std::is_integral_v<M>) return x;
+  else if constexpr (std::is_same_v<M, float>) return ::rintf(x);
+  else return ::rint(x);
+}
+template <typename M>
 __device__ __forceinline__ M math_pow(M x, M y) {
   if constexpr (std::is_same_v<M, float>) return ::powf(x, y);
   else return ::pow(x, y);

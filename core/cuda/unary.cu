@@ -19,6 +19,7 @@ constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kGeluCubic = 0.044715;
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;  // erf'(0)
 
 // WEFT_CUDA_UNARY(name, set, body): functor name##_fn computing `body` from x (of
 // opmath type M) and its registration into name##_table() for the dtypes in set.
@@ -65,6 +66,15 @@ WEFT_CUDA_UNARY(silu, kFloatingTypes, return x / (M(1) + math_exp(-x)))
 WEFT_CUDA_UNARY(gelu, kFloatingTypes, return M(0.5) * x * (M(1) + math_erf(x * M(kSqrt1_2))))
 WEFT_CUDA_UNARY(gelu_tanh, kFloatingTypes,
                 return M(0.5) * x * (M(1) + math_tanh(M(kSqrt2OverPi) * (x + M(kGeluCubic) * x * x * x))))
+WEFT_CUDA_UNARY(sin, kFloatingTypes, return math_sin(x))
+WEFT_CUDA_UNARY(cos, kFloatingTypes, return math_cos(x))
+WEFT_CUDA_UNARY(erf, kFloatingTypes, return math_erf(x))
+WEFT_CUDA_UNARY(log1p, kFloatingTypes, return math_log1p(x))
+WEFT_CUDA_UNARY(expm1, kFloatingTypes, return math_expm1(x))
+WEFT_CUDA_UNARY(reciprocal, kFloatingTypes, return M(1) / x)
+WEFT_CUDA_UNARY(floor, kNumericTypes, return math_floor(x))  // integers: identity
+WEFT_CUDA_UNARY(ceil, kNumericTypes, return math_ceil(x))
+WEFT_CUDA_UNARY(round, kNumericTypes, return math_round_even(x))
 
 // ---- gradients (s: saved input or output, see core/kernels/unary.h) ----
 WEFT_CUDA_UNARY_GRAD(exp, return g * s)
@@ -81,6 +91,12 @@ WEFT_CUDA_UNARY_GRAD(gelu, M cdf = M(0.5) * (M(1) + math_erf(s * M(kSqrt1_2)));
 WEFT_CUDA_UNARY_GRAD(gelu_tanh, M inner = M(kSqrt2OverPi) * (s + M(kGeluCubic) * s * s * s); M t = math_tanh(inner);
                      M dinner = M(kSqrt2OverPi) * (M(1) + M(3 * kGeluCubic) * s * s);
                      return g * (M(0.5) * (M(1) + t) + M(0.5) * s * (M(1) - t * t) * dinner))
+WEFT_CUDA_UNARY_GRAD(sin, return g * math_cos(s))
+WEFT_CUDA_UNARY_GRAD(cos, return -g * math_sin(s))
+WEFT_CUDA_UNARY_GRAD(erf, return g * M(kTwoOverSqrtPi) * math_exp(-s * s))
+WEFT_CUDA_UNARY_GRAD(log1p, return g / (M(1) + s))
+WEFT_CUDA_UNARY_GRAD(expm1, return g * (s + M(1)))
+WEFT_CUDA_UNARY_GRAD(reciprocal, return -g * s * s)
 
 // ---- clamp ----
 template <typename M>

@@ -101,8 +101,39 @@ TEST(CudaUnary, ForwardMatchesCpu) {
       "gelu", [](const Tensor& x) { return gelu(x); }, kFloat);
   check_unary(
       "gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApproximation::Tanh); }, kFloat);
+  check_unary(
+      "sin", [](const Tensor& x) { return sin(x); }, kFloat, Domain::Any, 8.0);
+  check_unary(
+      "cos", [](const Tensor& x) { return cos(x); }, kFloat, Domain::Any, 8.0);
+  check_unary(
+      "erf", [](const Tensor& x) { return erf(x); }, kFloat);
+  check_unary(
+      "log1p", [](const Tensor& x) { return log1p(x); }, kFloat, Domain::Positive);
+  check_unary(
+      "log1p(small)", [](const Tensor& x) { return log1p(x); }, kFloat, Domain::Any, 1e-4);
+  check_unary(
+      "expm1", [](const Tensor& x) { return expm1(x); }, kFloat);
+  check_unary(
+      "expm1(small)", [](const Tensor& x) { return expm1(x); }, kFloat, Domain::Any, 1e-4);
+  check_unary(
+      "reciprocal", [](const Tensor& x) { return reciprocal(x); }, kFloat, Domain::Positive);
+  // floor, ceil, round keep the dtype (integers unchanged); inputs scaled to hit .5 ties
+  check_unary(
+      "floor", [](const Tensor& x) { return floor(x); }, kNumeric, Domain::Any, 5.0);
+  check_unary(
+      "ceil", [](const Tensor& x) { return ceil(x); }, kNumeric, Domain::Any, 5.0);
+  check_unary(
+      "round", [](const Tensor& x) { return round(x); }, kNumeric, Domain::Any, 5.0);
+  Tensor ties = tensor<double>({-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, -0.4}, {8});
+  for (DType dt : kFloat)
+    EXPECT_TRUE(
+        matches_cpu([](const std::vector<Tensor>& in) { return std::vector<Tensor>{round(in[0])}; }, {ties.to(dt)}))
+        << "round ties " << dt;
   // integral inputs of the floating ops promote to float32 on both devices
   check_unary("exp(int)", [](const Tensor& x) { return exp(x); }, {DType::Int32, DType::Int64});
+  check_unary("sin(int)", [](const Tensor& x) { return sin(x); }, {DType::Int32, DType::Int64});
+  check_unary(
+      "reciprocal(int)", [](const Tensor& x) { return reciprocal(x); }, {DType::Int32, DType::Int64}, Domain::Positive);
 }
 
 TEST(CudaUnary, ClampWithOptionalBounds) {
@@ -141,6 +172,12 @@ TEST(CudaUnary, GradientKernelsMatchCpu) {
       {"silu", silu_backward_table, Domain::Any},
       {"gelu", gelu_backward_table, Domain::Any},
       {"gelu_tanh", gelu_tanh_backward_table, Domain::Any},
+      {"sin", sin_backward_table, Domain::Any},
+      {"cos", cos_backward_table, Domain::Any},
+      {"erf", erf_backward_table, Domain::Any},
+      {"log1p", log1p_backward_table, Domain::Positive},
+      {"expm1", expm1_backward_table, Domain::Any},
+      {"reciprocal", reciprocal_backward_table, Domain::Positive},
   };
   uint64_t seed = 100;
   for (const G& gk : grads) {
@@ -429,12 +466,15 @@ TEST(CudaElementwise, GradcheckFloat64) {
        {+[](const Tensor& x) { return exp(x); }, +[](const Tensor& x) { return tanh(x); },
         +[](const Tensor& x) { return sigmoid(x); }, +[](const Tensor& x) { return silu(x); },
         +[](const Tensor& x) { return gelu(x); }, +[](const Tensor& x) { return gelu(x, GeluApproximation::Tanh); },
-        +[](const Tensor& x) { return clamp(x, Scalar(-0.5005), Scalar(0.5005)); }}) {
+        +[](const Tensor& x) { return clamp(x, Scalar(-0.5005), Scalar(0.5005)); },
+        +[](const Tensor& x) { return sin(x); }, +[](const Tensor& x) { return cos(x); },
+        +[](const Tensor& x) { return erf(x); }, +[](const Tensor& x) { return expm1(x); }}) {
     auto r = gradcheck(g1(f), {leaf({3, 4}, 1)});
     EXPECT_TRUE(r) << r.message;
   }
   for (auto f : {+[](const Tensor& x) { return log(x); }, +[](const Tensor& x) { return sqrt(x); },
-                 +[](const Tensor& x) { return rsqrt(x); }}) {
+                 +[](const Tensor& x) { return rsqrt(x); }, +[](const Tensor& x) { return log1p(x); },
+                 +[](const Tensor& x) { return reciprocal(x); }}) {
     auto r = gradcheck(g1(f), {leaf({5}, 2, true)});
     EXPECT_TRUE(r) << r.message;
   }
