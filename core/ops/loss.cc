@@ -1,5 +1,7 @@
 // Losses: cross_entropy, nll_loss, mse_loss, binary_cross_entropy_with_logits,
-// with PyTorch's semantics and defaults.
+// with PyTorch's semantics and defaults, except that mse_loss refuses input and
+// target shapes that differ (PyTorch warns and broadcasts), as
+// binary_cross_entropy_with_logits does.
 //
 // Contract: class-index losses take logits / log-probs (N, C) or (N, C, d1...)
 // (or unbatched (C)) and int64 targets (N) / (N, d1...). Internally the class
@@ -350,8 +352,8 @@ WEFT_REGISTER_KERNEL(mse_backward_table(), DeviceType::CPU, kFloatingTypes, cpu_
 WEFT_REGISTER_KERNEL(bce_table(), DeviceType::CPU, kFloatingTypes, cpu_bce);
 WEFT_REGISTER_KERNEL(bce_backward_table(), DeviceType::CPU, kFloatingTypes, cpu_bce_backward);
 
-// Front end shared by mse_loss and bce_with_logits. Inputs are broadcast to a common
-// shape (x's shape for bce, which requires target to match it exactly).
+// Front end shared by mse_loss and bce_with_logits. Their front ends require input
+// and target of the same shape; pos_weight broadcasts to it.
 Tensor point_loss(const char* op, PointLossKernel& fwd, PointLossBackwardKernel& bwd, const Tensor& input,
                   const Tensor& target, Reduction reduction, const Tensor& pos_weight) {
   detail::check_devices(op, {input, target, pos_weight});
@@ -426,6 +428,13 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  // Equal shapes only: a (N, 1) output against an (N) target would broadcast to
+  // (N, N) and average the wrong differences without a word.
+  WEFT_CHECK(input.defined() && target.defined(), "mse_loss: undefined input or target");
+  WEFT_CHECK(input.sizes() == target.sizes(), "mse_loss: input shape ", shape_str(input.sizes()), " and target shape ",
+             shape_str(target.sizes()),
+             " differ; mse_loss compares them element by element and does not broadcast (reshape, squeeze or "
+             "expand one to the other's shape)");
   return point_loss("mse_loss", mse_table(), mse_backward_table(), autocast::upcast(input), autocast::upcast(target),
                     reduction, Tensor());
 }

@@ -144,11 +144,11 @@ TEST(CudaLoss, MseAndBceWithLogitsMatchCpu) {
         };
         EXPECT_TRUE(matches_cpu(bce_plain, {x, y, pw, g}, loss_tol(dt))) << "bce " << dt << " " << shape_str(s);
       }
-  // broadcast target (a row) against (4, 6) input
+  // a target row expanded to the (4, 6) input (mse_loss wants equal shapes)
   Tensor x = rnd({4, 6}, DType::Float32, 15), y = rnd({6}, DType::Float32, 16);
   auto bc = [](const std::vector<Tensor>& in) {
     Tensor xx = in[0].detach().requires_grad_(true), yy = in[1].detach().requires_grad_(true);
-    Tensor l = mse_loss(xx, yy, Reduction::Mean);
+    Tensor l = mse_loss(xx, expand(yy, {4, 6}), Reduction::Mean);
     l.backward();
     return std::vector<Tensor>{l.detach(), xx.grad(), yy.grad()};
   };

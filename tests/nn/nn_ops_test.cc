@@ -372,15 +372,19 @@ TEST(MseLoss, Golden) {
   }
 }
 
-TEST(MseLoss, BroadcastHalfGradcheck) {
+TEST(MseLoss, ExpandedTargetHalfGradcheck) {
   Tensor a = tensor({1.f, 2.f, 3.f, 4.f}, {2, 2});
-  Tensor b = tensor({1.f, 0.f}, {2});  // broadcast over rows
+  Tensor b = expand(tensor({1.f, 0.f}, {2}), {2, 2});  // a row repeated: shapes must match
   EXPECT_TRUE(tensor_near(mse_loss(a, b, Reduction::None), {0, 4, 4, 16}));
   EXPECT_TRUE(tensor_near(mse_loss(a.to(DType::BFloat16), b.to(DType::BFloat16)), {6.0}, 1e-2));
   EXPECT_TRUE(tensor_near(mse_loss(a.to(DType::Float16), b.to(DType::Float16), Reduction::Sum), {24.0}, 1e-3));
   Tensor x = leaf(R64({3, 4})), y = leaf(R64({4}));
   for (Reduction red : {Reduction::Mean, Reduction::Sum, Reduction::None})
-    expect_gradcheck([&](const std::vector<Tensor>& in) { return mse_loss(in[0].t().t(), in[1], red); }, {x, y});
+    expect_gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          return mse_loss(in[0].t().t(), expand(in[1], {3, 4}), red);
+        },
+        {x, y});
   EXPECT_WEFT_ERROR(mse_loss(zeros({2, 3}), zeros({4})), "mse_loss");
   EXPECT_WEFT_ERROR(mse_loss(zeros({2}), zeros({2}, {DType::Int64})), "floating target");
 }
