@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 #include <unordered_set>
 
 #include "core/autograd_meta.h"
@@ -23,13 +24,23 @@ double ParamGroup::get(const std::string& key) const {
   return it->second;
 }
 
+namespace {
+// The usual cause of an empty list is model.parameters() of a module whose
+// layers were never registered (a child kept as a plain member).
+std::string empty_list_hint() {
+  return ". The model has no registered parameters: nn::Module::parameters() returns only what was registered, "
+         "so a child module kept as a plain member contributes nothing. Register each child in the constructor "
+         "with register_module(\"name\", child) and each own tensor with register_parameter(\"name\", tensor)";
+}
+}  // namespace
+
 void Optimizer::init_groups(std::vector<ParamGroup> groups) {
-  WEFT_CHECK(!groups.empty(), name_, ": optimizer got an empty parameter list");
+  WEFT_CHECK(!groups.empty(), name_, ": optimizer got an empty parameter list", empty_list_hint());
   for (auto& g : groups) add_param_group(std::move(g));
 }
 
 void Optimizer::add_param_group(ParamGroup group) {
-  WEFT_CHECK(!group.params.empty(), name_, ": optimizer got an empty parameter list");
+  WEFT_CHECK(!group.params.empty(), name_, ": optimizer got an empty parameter list", empty_list_hint());
   for (const auto& [key, value] : group.options) {
     WEFT_CHECK(defaults_.count(key), name_, ": unknown hyper-parameter '", key, "' in param group (value ", value, ")");
   }
