@@ -14,7 +14,11 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int world_size, int
   WEFT_CHECK(dataset_size > 0, "DistributedSampler: dataset is empty");
   WEFT_CHECK(world_size >= 1, "DistributedSampler: world_size must be at least 1, got ", world_size);
   WEFT_CHECK(rank >= 0 && rank < world_size, "DistributedSampler: rank ", rank, " is outside [0, ", world_size, ")");
-  total_ = (n_ + world_ - 1) / world_ * world_;
+  WEFT_CHECK(!options_.drop_last || n_ >= world_, "DistributedSampler: drop_last with ", n_, " items on ", world_,
+             " replicas leaves every replica without an index (floor(", n_, " / ", world_,
+             ") = 0); use drop_last = false or fewer replicas");
+  const int64_t per_rank = options_.drop_last ? n_ / world_ : (n_ + world_ - 1) / world_;
+  total_ = per_rank * world_;
 }
 
 void DistributedSampler::set_epoch(int64_t epoch) {
@@ -26,14 +30,18 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
   WEFT_CHECK(epoch >= 0, "DistributedSampler::indices: epoch must be >= 0, got ", epoch);
   std::vector<int64_t> all;
   if (options_.shuffle) {
-    all = io::seeded_permutation(total_, io::shuffle_seed(options_.seed, static_cast<uint64_t>(epoch)));
+    all = io::seeded_permutation(n_, io::shuffle_seed(options_.seed, static_cast<uint64_t>(epoch)));
   } else {
-    all.resize(total_);
-    for (int64_t i = 0; i < total_; ++i) all[i] = i;
+    all.resize(n_);
+    for (int64_t i = 0; i < n_; ++i) all[i] = i;
   }
+  // pad with the list's own first entries (repeated when total - n > n), or cut the tail
+  all.reserve(total_);
+  for (int64_t i = n_; i < total_; ++i) all.push_back(all[i % n_]);
+  all.resize(total_);
   std::vector<int64_t> mine;
   mine.reserve(total_ / world_);
-  for (int64_t i = rank_; i < total_; i += world_) mine.push_back(all[i] % n_);
+  for (int64_t i = rank_; i < total_; i += world_) mine.push_back(all[i]);
   return mine;
 }
 

@@ -1,15 +1,20 @@
 // DistributedSampler: each rank's share of a dataset's indices per epoch
-// (fastai's DistributedDL semantics). GlobalBatchSampler: the same global
+// (PyTorch's DistributedSampler semantics). GlobalBatchSampler: the same global
 // batches in the same order whatever the number of data-parallel replicas,
 // each dealt to the replicas.
 //
-// Contract (DistributedSampler):
-// - The index list has total = ceil(n / world) * world entries: 0 .. total-1,
-//   shuffled (when shuffle) by a permutation seeded by (seed, epoch) only — the
-//   same on every rank — then each entry is taken modulo n, so the padding wraps
-//   around to the first items (fastai: 50 items on 4 ranks → 52 entries, items 0
-//   and 1 appear twice). Rank r takes entries r, r + world, r + 2*world, ...
-//   Every rank gets total / world indices; together they cover every item.
+// Contract (DistributedSampler(n, world, rank, options)):
+// - Epoch e's list: with shuffle, seeded_permutation(n, shuffle_seed(seed, e))
+//   (io/dataloader.h; the single-process shuffled loader's order, the same on
+//   every rank), else 0 .. n-1. Then, as PyTorch's DistributedSampler:
+//   drop_last = false (the default) pads the list to total = ceil(n / world) * world
+//   entries by repeating its own first entries (list += list[:padding], the list
+//   repeated as often as needed when padding > n), so 50 items on 4 ranks give 52
+//   entries whose last two repeat the epoch's first two; drop_last = true cuts the
+//   list's tail to total = floor(n / world) * world entries (an error when that
+//   leaves the ranks nothing, n < world). Rank r takes entries r, r + world,
+//   r + 2*world, ...: every rank gets total / world indices; without drop_last
+//   they cover every item, and exactly once when world divides n.
 // - It is an io::Sampler: DataLoader(dataset, options, sampler) with
 //   options.shuffle = false, then loader.set_epoch(e) each epoch, visits this
 //   rank's indices(e) in order, and seeds each example's transform by (loader
@@ -66,6 +71,7 @@ namespace weft::parallel {
 struct DistributedSamplerOptions {
   bool shuffle = true;
   uint64_t seed = 0;
+  bool drop_last = false;  // cut the tail to floor(n / world) per rank (else pad to ceil(n / world))
 };
 
 class DistributedSampler : public io::Sampler {
@@ -74,7 +80,7 @@ class DistributedSampler : public io::Sampler {
   void set_epoch(int64_t epoch);
   int64_t epoch() const { return epoch_; }
   int64_t dataset_size() const override { return n_; }
-  int64_t total_size() const { return total_; }            // padded to a multiple of world_size
+  int64_t total_size() const { return total_; }            // padded (or cut) to a multiple of world_size
   int64_t num_samples() const { return total_ / world_; }  // per rank
   int64_t size() const override { return num_samples(); }
   // This rank's dataset indices for `epoch` (io::Sampler).
