@@ -1,0 +1,57 @@
+// Checkpoint (train/checkpoint.h).
+#include "train/checkpoint.h"
+
+#include <chrono>
+#include <iostream>
+
+#include "core/error.h"
+#include "train/trainer.h"
+
+namespace weft::train {
+namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+Checkpoint::Checkpoint(CheckpointOptions options) : options_(std::move(options)) {
+  WEFT_CHECK(!options_.root.empty(), "Checkpoint: no root directory given");
+  WEFT_CHECK(options_.every_steps >= 0 && options_.every_minutes >= 0 && options_.every_epochs >= 0 &&
+                 options_.keep_last >= 0,
+             "Checkpoint: every_steps (", options_.every_steps, "), every_minutes (", options_.every_minutes,
+             "), every_epochs (", options_.every_epochs, ") and keep_last (", options_.keep_last,
+             ") must be >= 0");
+  if (options_.every_steps == 0 && options_.every_minutes == 0 && options_.every_epochs == 0) options_.every_epochs = 1;
+}
+
+void Checkpoint::on_fit_begin(Trainer& t) {
+  if (!saver_ && t.writes_checkpoints())
+    saver_ = std::make_unique<parallel::checkpoint::Checkpointer>(
+        options_.root, t.checkpoint_world(),
+        parallel::checkpoint::SaveOptions{options_.kind, options_.keep_last, options_.async});
+  last_save_ = now_seconds();
+}
+
+void Checkpoint::save(Trainer& t) {
+  if (saver_) last_dir_ = saver_->save(t.stateful(), t.training_state());
+  last_save_ = now_seconds();
+  if (t.lead() && !options_.quiet)
+    std::cerr << t.options().name << ": checkpoint " << last_dir_ << " (step " << t.state().step << ")\n";
+}
+
+void Checkpoint::on_step_end(Trainer& t) {
+  bool due = options_.every_steps > 0 && t.state().step % options_.every_steps == 0;
+  if (options_.every_minutes > 0)
+    due = t.agree(t.lead() && now_seconds() - last_save_ >= options_.every_minutes * 60) || due;
+  if (due) save(t);
+}
+
+void Checkpoint::on_epoch_end(Trainer& t) {
+  if (options_.every_epochs > 0 && t.state().epoch % options_.every_epochs == 0) save(t);
+}
+
+void Checkpoint::on_fit_end(Trainer&) {
+  if (saver_) saver_->wait();
+}
+
+}  // namespace weft::train
