@@ -1,0 +1,136 @@
+// The Trainer's distributed layouts with ranks as threads (//parallel:inproc)
+// against the single-process Trainer on the same global batches (itself
+// bitwise the hand-written loop, trainer_test.cc): DataParallel over 2 ranks,
+// Pipeline over 2 stages (1F1B, 2 micro-batches) and Hybrid pp 2 x dp 2
+// (also with ZeRO-1 and gradient clipping) give the per-epoch losses and the
+// final weights within 1e-5, and the accuracy — running, after every step, as
+// the progress bar shows it on the lead, and per epoch — is the true one on
+// every rank, although the pipeline's lead holds the first stage and never
+// sees an output.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "parallel/inproc/process_group_inproc.h"
+#include "parallel/sampler.h"
+#include "tests/train/cases.h"
+#include "train/callbacks.h"
+#include "train/trainer.h"
+
+namespace weft::train {
+namespace {
+
+using namespace testcases;  // NOLINT
+
+constexpr int64_t kEpochs = 2;
+
+struct TrainRun {
+  std::vector<EpochRecord> history;
+  std::vector<std::vector<double>> step_accuracy;
+  std::map<std::string, Tensor> weights;
+};
+
+// Trains with `layout` on `train` (this rank's loader); `weights` from the whole model.
+TrainRun run(Layout layout, std::shared_ptr<nn::Sequential> m, io::DataLoader& train, double clip = 0) {
+  Trainer t(std::move(layout), m, ce, sgd(sgd_options()), {.clip_grad_norm = clip});
+  t.add<LRSchedule>(cosine(kEpochs));
+  TrainRun r;
+  t.add<Lambda>(Lambda::Events{.epoch_begin = [&](Trainer&) { r.step_accuracy.emplace_back(); },
+                               .step_end = [&](Trainer& tr) { r.step_accuracy.back().push_back(tr.state().running_metric()); }});
+  t.fit(train, nullptr, kEpochs);
+  r.history = t.state().history;
+  r.weights = weights(*t.whole_model());
+  return r;
+}
+
+TrainRun reference(double clip = 0) {
+  io::DataLoader train = loader(dataset());
+  return run(Local{}, model(), train, clip);
+}
+
+// This replica's rows of every global batch (GlobalBatchSampler).
+std::unique_ptr<io::DataLoader> replica_loader(int replicas, int replica) {
+  auto sampler = std::make_shared<parallel::GlobalBatchSampler>(
+      kRows, kBatch, replicas, replica, parallel::GlobalBatchSamplerOptions{.shuffle = true, .seed = kSeed});
+  return std::make_unique<io::DataLoader>(dataset(), io::DataLoaderOptions{.batch_size = sampler->local_batch()},
+                                          sampler);
+}
+
+void expect_close(const TrainRun& ref, const TrainRun& got, int rank) {
+  SCOPED_TRACE("rank " + std::to_string(rank));
+  ASSERT_EQ(got.history.size(), ref.history.size());
+  for (size_t e = 0; e < ref.history.size(); ++e) {
+    EXPECT_NEAR(got.history[e].train_loss, ref.history[e].train_loss, 1e-5) << "epoch " << e + 1;
+    // Accuracy counts rows: equal unless float rounding flips one row's argmax.
+    EXPECT_NEAR(got.history[e].train_metric, ref.history[e].train_metric, 1.01 / kRows) << "epoch " << e + 1;
+    EXPECT_EQ(got.history[e].step, ref.history[e].step);
+    EXPECT_DOUBLE_EQ(got.history[e].lr, ref.history[e].lr);
+    ASSERT_EQ(got.step_accuracy[e].size(), ref.step_accuracy[e].size());
+    for (size_t k = 0; k < ref.step_accuracy[e].size(); ++k)
+      EXPECT_NEAR(got.step_accuracy[e][k], ref.step_accuracy[e][k], 1.01 / kBatch) << "epoch " << e + 1 << " step " << k;
+  }
+  ASSERT_EQ(got.weights.size(), ref.weights.size());
+  for (const auto& [k, v] : ref.weights) EXPECT_TRUE(testing::tensors_near(got.weights.at(k), v, 1e-5)) << k;
+}
+
+TEST(TrainerLayouts, DataParallelEqualsOneProcessOnTheGlobalBatch) {
+  const TrainRun ref = reference();
+  std::vector<std::shared_ptr<nn::Sequential>> models;
+  for (int r = 0; r < 2; ++r) models.push_back(model(kSeed + r));  // DDP broadcasts rank 0's weights
+  std::vector<TrainRun> got(2);
+  parallel::run_ranks(2, [&](std::shared_ptr<parallel::ProcessGroup> g) {
+    auto train = replica_loader(2, g->rank());
+    got[g->rank()] = run(DataParallel{.group = g}, models[g->rank()], *train);
+  });
+  for (int r = 0; r < 2; ++r) expect_close(ref, got[r], r);
+}
+
+TEST(TrainerLayouts, PipelineEqualsOneProcessAndItsLeadSeesTheTrueAccuracy) {
+  const TrainRun ref = reference();
+  std::vector<std::shared_ptr<nn::Sequential>> models;
+  for (int r = 0; r < 2; ++r) models.push_back(model());
+  std::vector<TrainRun> got(2);
+  parallel::run_ranks(2, [&](std::shared_ptr<parallel::ProcessGroup> g) {
+    io::DataLoader train = loader(dataset());  // every stage walks the same batches
+    parallel::pipe::PipeOptions po;
+    po.chunks = 2;
+    po.schedule = parallel::pipe::ScheduleKind::k1F1B;
+    got[g->rank()] = run(Pipeline{.group = g, .balance = {2, 1}, .pipe = po}, models[g->rank()], train);
+  });
+  for (int r = 0; r < 2; ++r) expect_close(ref, got[r], r);
+  EXPECT_GT(got[0].step_accuracy[0].back(), 0.2);  // rank 0 holds stage 0: no outputs of its own
+}
+
+void hybrid(bool zero, double clip) {
+  SCOPED_TRACE(std::string("zero ") + (zero ? "on" : "off") + ", clip " + std::to_string(clip));
+  const TrainRun ref = reference(clip);
+  std::vector<std::shared_ptr<nn::Sequential>> models;
+  for (int r = 0; r < 4; ++r) models.push_back(model(kSeed + r / 2));  // replica 1 starts elsewhere
+  std::vector<TrainRun> got(4);
+  parallel::run_ranks(4, [&](std::shared_ptr<parallel::ProcessGroup> g) {
+    auto train = replica_loader(2, g->rank() / 2);  // rank = replica * pp + stage
+    parallel::hybrid::DistributedModelOptions o;
+    o.pp = 2;
+    o.dp = 2;
+    o.balance = {2, 1};
+    o.pipe.chunks = 2;
+    o.pipe.schedule = parallel::pipe::ScheduleKind::k1F1B;
+    o.shard_optimizer_state = zero;
+    o.print_table = false;
+    got[g->rank()] = run(Hybrid{.world = g, .options = o}, models[g->rank()], *train, clip);
+  });
+  for (int r = 0; r < 4; ++r) expect_close(ref, got[r], r);
+}
+
+TEST(TrainerLayouts, HybridTwoByTwoEqualsOneProcess) { hybrid(false, 0); }
+
+TEST(TrainerLayouts, HybridWithZeroAndClippingEqualsOneProcessWithClipping) {
+  const TrainRun clipped = reference(0.5), plain = reference();
+  EXPECT_NE(clipped.history.back().train_loss, plain.history.back().train_loss);  // clipping acts
+  hybrid(true, 0.5);
+}
+
+}  // namespace
+}  // namespace weft::train
