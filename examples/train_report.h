@@ -1,33 +1,23 @@
-// Training-run reporting for the examples: a terminal progress bar (loss,
-// accuracy, images/s, ETA), metrics as JSON lines, and an SVG plot of training
-// loss and test accuracy per epoch that a browser can open.
+// Training-run reporting for the examples that still write their own loop:
+// the progress bar and the SVG drawing are the Trainer's (train/report.h);
+// here the examples' per-epoch record, its metrics line and checkpoint-
+// metadata string (the single-file checkpoints' "history.<epoch>", which
+// train::EpochRecord::decode_legacy reads), and user_path for their flags.
 #pragma once
 
-#include <chrono>
 #include <string>
 #include <vector>
 
+#include "train/report.h"
+
 namespace weft::examples {
+
+using train::ProgressBar;
 
 struct EpochMetrics {
   int64_t epoch = 0;  // 1-based
   double train_loss = 0, train_accuracy = 0, test_loss = 0, test_accuracy = 0;
   double images_per_second = 0, seconds = 0;
-};
-
-class ProgressBar {
- public:
-  ProgressBar(std::string label, int64_t total_steps, bool enabled = true);
-  // After each step: running mean loss and accuracy, images seen so far.
-  void update(int64_t step, double loss, double accuracy, int64_t images);
-  void finish();
-
- private:
-  std::string label_;
-  int64_t total_;
-  bool enabled_;
-  std::chrono::steady_clock::time_point start_;
-  std::chrono::steady_clock::time_point last_draw_;
 };
 
 // One epoch's metrics as a string and back (exact round trip): the examples keep
