@@ -87,6 +87,17 @@ TEST(TrainerCheckpoint, EveryNStepsWritesStepDirectoriesAndKeepLastPrunes) {
   EXPECT_EQ(steps_under(epochs), (std::vector<int64_t>{6, 12}));
 }
 
+TEST(TrainerCheckpoint, EveryNMinutesSavesOnceThatLongHasPassed) {
+  // A tiny period: due after every step. A long one: never within the run.
+  const std::string often = fresh_dir("every_minutes_often"), never = fresh_dir("every_minutes_never");
+  fit(2, [&](Trainer& t) {
+    t.add<Checkpoint>(CheckpointOptions{.root = often, .every_minutes = 1e-9, .keep_last = 3, .quiet = true});
+  });
+  EXPECT_EQ(steps_under(often), (std::vector<int64_t>{10, 11, 12}));
+  fit(2, [&](Trainer& t) { t.add<Checkpoint>(CheckpointOptions{.root = never, .every_minutes = 60, .quiet = true}); });
+  EXPECT_TRUE(steps_under(never).empty());
+}
+
 TEST(TrainerCheckpoint, ResumeFromTheLatestEqualsTheUninterruptedRun) {
   const TrainRun full = fit(3);
   // Interrupted mid-epoch 2 (step 8 of 18; the latest checkpoint is step 7, batch 1 of epoch 2), and

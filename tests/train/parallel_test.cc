@@ -7,6 +7,7 @@
 // the progress bar shows it on the lead, and per epoch — is the true one on
 // every rank, although the pipeline's lead holds the first stage and never
 // sees an output.
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -125,6 +126,38 @@ void hybrid(bool zero, double clip) {
 }
 
 TEST(TrainerLayouts, HybridTwoByTwoEqualsOneProcess) { hybrid(false, 0); }
+
+// One checkpoint format for every layout: saved by pp 2 x dp 2 with ZeRO after epoch 1 (every rank its
+// part), resumed in one process, the run ends as the one-process run.
+TEST(TrainerLayouts, AHybridCheckpointResumesInOneProcess) {
+  const TrainRun ref = reference();
+  const std::string root = ::testing::TempDir() + "/hybrid_to_local";
+  std::filesystem::remove_all(root);
+  std::vector<std::shared_ptr<nn::Sequential>> models;
+  for (int r = 0; r < 4; ++r) models.push_back(model());
+  parallel::run_ranks(4, [&](std::shared_ptr<parallel::ProcessGroup> g) {
+    auto train = replica_loader(2, g->rank() / 2);
+    parallel::hybrid::DistributedModelOptions o;
+    o.pp = 2;
+    o.balance = {2, 1};
+    o.pipe.chunks = 2;
+    o.shard_optimizer_state = true;
+    o.print_table = false;
+    Trainer t(Hybrid{.world = g, .options = o}, models[g->rank()], ce, sgd(sgd_options()));
+    t.add<LRSchedule>(cosine(kEpochs));
+    t.add<Checkpoint>(CheckpointOptions{.root = root, .quiet = true});
+    t.fit(*train, nullptr, 1);
+  });
+  auto m = model(kSeed + 5);
+  Trainer t(Local{}, m, ce, sgd(sgd_options()));
+  t.add<LRSchedule>(cosine(kEpochs));
+  t.resume(root);
+  io::DataLoader train = loader(dataset());
+  t.fit(train, nullptr, kEpochs);
+  ASSERT_EQ(t.state().history.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) EXPECT_NEAR(t.state().history[e].train_loss, ref.history[e].train_loss, 1e-5);
+  for (const auto& [k, v] : ref.weights) EXPECT_TRUE(testing::tensors_near(weights(*m).at(k), v, 1e-5)) << k;
+}
 
 TEST(TrainerLayouts, HybridWithZeroAndClippingEqualsOneProcessWithClipping) {
   const TrainRun clipped = reference(0.5), plain = reference();
