@@ -121,7 +121,7 @@ probe() {
   fi
   rm -rf "$dir"
 }
-probe weft_user_probe_tmp ok //:weft //:core //:autograd //:nn //:optim //:io //:parallel
+probe weft_user_probe_tmp ok //:weft //:core //:autograd //:nn //:optim //:io //:parallel //:train
 probe nn/layering_probe_tmp hidden //:parallel
 probe nn/layering_probe_tmp hidden //parallel:ddp
 probe core/layering_probe_tmp hidden //:weft
