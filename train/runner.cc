@@ -162,7 +162,7 @@ class DistributedRunner : public Runner {
   int rank() const override { return dm_world_->rank(); }
   int world_size() const override { return dm_world_->size(); }
   bool writes_checkpoints() const override { return true; }
-  std::shared_ptr<nn::Sequential> whole_model() override { return dm_->cpu(); }
+  std::shared_ptr<nn::Sequential> whole_model() override { return dm_->gather_whole_model(); }
 
  private:
   StepResult scored(double loss, const Tensor& out, const Tensor& target) const {

@@ -170,10 +170,10 @@ void Trainer::load_checkpoint(const std::string& path) {
     nn::StateDict sd;
     for (auto& [k, v] : c.model) sd.insert(k, v);
     // Strict for this rank's parameters and buffers; with one rank every key must be used.
-    const std::vector<std::string> unused = runner_->dm().load_state_dict(sd, /*strict=*/true);
-    if (runner_->dm_world()->size() == 1 && !unused.empty()) {
+    const nn::Module::LoadResult loaded = runner_->dm().load_state_dict(sd, /*strict=*/true);
+    if (runner_->dm_world()->size() == 1 && !loaded.unexpected_keys.empty()) {
       std::string keys;
-      for (const auto& k : unused) keys += (keys.empty() ? "" : ", ") + k;
+      for (const auto& k : loaded.unexpected_keys) keys += (keys.empty() ? "" : ", ") + k;
       WEFT_ERROR("resume: checkpoint '", loc.path, "' does not match the model: unexpected keys [", keys, "]");
     }
     if (has_optimizer() || !c.optimizer.empty())

@@ -135,7 +135,7 @@ class HybridTrainer : public Trainer {
   }
 
   nn::Sequential& whole_model() override {
-    whole_ = dm_->cpu();
+    whole_ = dm_->gather_whole_model();
     return *whole_;
   }
 

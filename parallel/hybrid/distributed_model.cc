@@ -304,7 +304,7 @@ nn::StateDict DistributedModel::state_dict() {
   return nn::StateDict(allgather_tensor_maps(*grid_.world(), mine));
 }
 
-std::vector<std::string> DistributedModel::load_state_dict(const nn::StateDict& sd, bool strict) {
+nn::Module::LoadResult DistributedModel::load_state_dict(const nn::StateDict& sd, bool strict) {
   check_partitioned("load_state_dict");
   std::set<std::string> used;
   std::vector<std::string> missing;
@@ -326,16 +326,17 @@ std::vector<std::string> DistributedModel::load_state_dict(const nn::StateDict& 
     WEFT_ERROR("DistributedModel::load_state_dict on rank ", grid_.rank(),
                ": missing keys of this rank's stages: ", keys);
   }
-  std::vector<std::string> unused;
+  nn::Module::LoadResult result;
+  result.missing_keys = std::move(missing);
   for (const auto& [k, t] : sd)
-    if (!used.count(k)) unused.push_back(k);
-  return unused;
+    if (!used.count(k)) result.unexpected_keys.push_back(k);
+  return result;
 }
 
-std::shared_ptr<nn::Sequential> DistributedModel::cpu() {
-  check_partitioned("cpu");
+std::shared_ptr<nn::Sequential> DistributedModel::gather_whole_model() {
+  check_partitioned("gather_whole_model");
   WEFT_CHECK(whole_ != nullptr,
-             "DistributedModel::cpu: the model was built from layer factories; only a model given "
+             "DistributedModel::gather_whole_model: the model was built from layer factories; only a model given "
              "as a Sequential can be returned whole");
   nn::StateDict sd = state_dict();
   whole_->load_state_dict(sd);

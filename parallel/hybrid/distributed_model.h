@@ -52,13 +52,17 @@
 //   under their full names, a part of the whole; state_dict() (collective
 //   over the world) gathers the whole model's on every rank (data-parallel
 //   rank 0's copy of each stage); load_state_dict(sd) takes from a whole (or
-//   any larger) state dict the entries of this rank's stages and returns the
-//   keys it did not use; a missing local entry (strict) or a shape mismatch
-//   is an error naming every such key. cpu() (collective) returns the whole
-//   model with the gathered state on every rank (for a model built from a
-//   Sequential; not for layer factories): the Sequential given, whose layers
-//   of this rank's stages are the stages themselves (on the CPU as long as
-//   training runs there).
+//   any larger) state dict the entries of this rank's stages and returns, as
+//   nn::Module::load_state_dict does, the keys it did not use
+//   (unexpected_keys: other ranks' entries, or none of the model's) and,
+//   when not strict, this rank's keys the dict lacks (missing_keys); a
+//   missing local entry (strict) or a shape mismatch is an error naming
+//   every such key. gather_whole_model() (collective: it gathers every
+//   stage's state, it does not move anything) returns the whole model with
+//   the gathered state on every rank (for a model built from a Sequential;
+//   not for layer factories): the Sequential given, whose layers of this
+//   rank's stages are the stages themselves, so they keep training on their
+//   device and the others hold copies of the other ranks' weights.
 // - forward(input): the forward-only schedule on this replica's batch; the
 //   output on the last stage's ranks, undefined elsewhere.
 // - Errors name what is wrong: a grid that does not tile the world,
@@ -137,8 +141,8 @@ class DistributedModel {
   pipe::Pipe& pipe();
   nn::StateDict local_state_dict() const;
   nn::StateDict state_dict();
-  std::vector<std::string> load_state_dict(const nn::StateDict& sd, bool strict = true);
-  std::shared_ptr<nn::Sequential> cpu();
+  nn::Module::LoadResult load_state_dict(const nn::StateDict& sd, bool strict = true);
+  std::shared_ptr<nn::Sequential> gather_whole_model();
   const DistributedModelOptions& options() const { return options_; }
   // After automatic partitioning: the measured profile and the chosen plan.
   const std::vector<partition::LayerProfile>& profile() const { return profile_; }
@@ -154,7 +158,7 @@ class DistributedModel {
   DistributedModelOptions options_;
   Grid grid_;
   std::shared_ptr<nn::Sequential> model_;  // until partitioned
-  std::shared_ptr<nn::Sequential> whole_;  // the model given (cpu()); its stages share this rank's tensors
+  std::shared_ptr<nn::Sequential> whole_;  // the model given (gather_whole_model()); its stages share this rank's tensors
   std::vector<pipe::LayerFactory> factories_;
   std::unique_ptr<pipe::Pipe> pipe_;
   std::vector<std::unique_ptr<Reducer>> reducers_;  // per local stage (dp > 1, overlapping)

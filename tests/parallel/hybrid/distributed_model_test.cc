@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/autograd_meta.h"
 #include "core/nn_ops.h"
 #include "core/ops.h"
 #include "core/rng.h"
@@ -263,13 +264,44 @@ TEST(DistributedModel, Errors) {
     // A state dict lacking a key of this rank's stages is refused naming it; other stages' keys are returned.
     nn::StateDict sd = dm.state_dict();
     EXPECT_EQ(sd.size(), 8u);
-    EXPECT_EQ(dm.load_state_dict(sd).size(), 4u);
+    // As nn::Module::load_state_dict: the other stage's keys come back as unexpected.
+    const nn::Module::LoadResult r = dm.load_state_dict(sd);
+    EXPECT_TRUE(r.missing_keys.empty());
+    std::vector<std::string> others;
+    for (const auto& [k, v] : sd)
+      if ((k[0] < '4') != (g->rank() == 0)) others.push_back(k);
+    EXPECT_EQ(r.unexpected_keys, others);
     const std::string dropped = g->rank() == 0 ? "2.bias" : "6.bias";
     sd.erase(dropped);
     EXPECT_WEFT_ERROR(dm.load_state_dict(sd), "missing keys of this rank's stages: " + dropped);
+    EXPECT_EQ(dm.load_state_dict(sd, /*strict=*/false).missing_keys, std::vector<std::string>{dropped});
     sd = dm.state_dict();
     sd.insert("0.weight", zeros({3, 3}));
     if (g->rank() == 0) EXPECT_WEFT_ERROR(dm.load_state_dict(sd), "0.weight");
+  });
+}
+
+// gather_whole_model() (collective) gathers every stage's state into the Sequential given, on every rank; this
+// rank's layers are its stages themselves (trained in place), the others hold copies of the other rank's weights.
+TEST(DistributedModel, GatherWholeModelHoldsEveryStagesStateOnEveryRank) {
+  run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
+    DistributedModelOptions o;
+    o.pp = 2;
+    o.auto_partition = false;
+    DistributedModel dm(make_mlp(1), g, o);
+    dm.partition();
+    NoGradGuard ng;
+    for (Tensor p : dm.local_parameters()) p.fill_(1.0 + g->rank());  // each stage's own values
+    const nn::StateDict all = dm.state_dict();
+    std::shared_ptr<nn::Sequential> whole = dm.gather_whole_model();
+    ASSERT_EQ(whole->state_dict().size(), all.size());
+    for (const auto& [k, v] : whole->state_dict()) EXPECT_TRUE(testing::tensors_near(v, *all.find(k), 0)) << k;
+    for (const auto& [k, v] : whole->named_parameters())
+      EXPECT_EQ(v.data_ptr<float>()[0], k[0] < '4' ? 1.0f : 2.0f) << k;
+    // This rank's stage layers are the whole model's layers (the same modules).
+    const auto& stage = *dm.local_modules().front();
+    EXPECT_EQ(stage.named_parameters().front().second.data_ptr<float>(),
+              whole->named_parameters()[g->rank() == 0 ? 0 : 4].second.data_ptr<float>());
   });
 }
 
