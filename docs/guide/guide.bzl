@@ -1,9 +1,10 @@
 """guide_program: one program of the guide, built and run as a test.
 
 The program `name`.cc becomes a private cc_binary `name`; the sh_test
-`name`_test runs it through run_program.sh (under mpirun with `np` ranks
-when np is given, tagged multiprocess) and checks that its output holds
-every line of `expect` (grep -F patterns).
+`name`_test runs it through run_program.sh with `args` (@TMP@ standing for
+the test's temporary directory), under mpirun once per rank count in `np`
+when np is given (then tagged multiprocess), and checks that each run exits
+0 and prints every line of `expect` (fixed strings).
 """
 
 def guide_program(name, deps, expect, np = [], args = [], size = "small"):
@@ -24,7 +25,8 @@ def guide_program(name, deps, expect, np = [], args = [], size = "small"):
         script_args += ["--expect", "'%s'" % line.replace("'", "'\\''")]
     native.sh_test(
         name = name + "_test",
-        size = size,
+        # Under mpirun: two runs, each starting its ranks on a shared machine.
+        size = "medium" if np else size,
         srcs = ["run_program.sh"],
         args = script_args + ["--"] + args,
         data = data,

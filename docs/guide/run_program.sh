@@ -27,7 +27,7 @@ check_run() {  # LABEL CMD...: runs CMD, checks its exit status and output
   local label="$1"; shift
   echo "=== $label: $*"
   local out="$tmp/out.txt"
-  timeout 240 "$@" > "$out" 2>&1
+  timeout 120 "$@" > "$out" 2>&1
   local rc=$?
   cat "$out"
   if [ "$rc" -ne 0 ]; then echo "FAILED: $label exited $rc"; return 1; fi
