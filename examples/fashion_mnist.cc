@@ -13,6 +13,8 @@
 // uninterrupted run's per-epoch losses exactly: the data order is seeded by
 // (seed, epoch), kernels do not depend on the thread count, and the checkpoint
 // holds model, optimizer, schedule, RNG state, step, epoch and history.
+#include "io/fashion_mnist.h"
+
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -26,7 +28,6 @@
 #include "examples/models.h"
 #include "examples/train_flags.h"
 #include "io/dataloader.h"
-#include "io/fashion_mnist.h"
 #include "optim/lr_scheduler.h"
 #include "train/callbacks.h"
 #include "train/trainer.h"
@@ -67,8 +68,8 @@ int run(const Flags& f) {
   auto test_ds = limit(io::load_fashion_mnist(f.data, false), f.limit_test);
   // Normalise with Fashion-MNIST's mean/std (0.2860, 0.3530).
   auto normalize = [](const io::Example& e, Generator&) { return io::Example{(e.data - 0.2860) / 0.3530, e.target}; };
-  io::DataLoader train(train_ds, {.batch_size = f.batch_size, .shuffle = true, .seed = f.seed, .num_workers = f.workers},
-                       normalize);
+  io::DataLoader train(
+      train_ds, {.batch_size = f.batch_size, .shuffle = true, .seed = f.seed, .num_workers = f.workers}, normalize);
   io::DataLoader test(test_ds, {.batch_size = 1000, .num_workers = f.workers}, normalize);
 
   manual_seed(f.seed);

@@ -16,11 +16,10 @@ double now_seconds() {
 
 Checkpoint::Checkpoint(CheckpointOptions options) : options_(std::move(options)) {
   WEFT_CHECK(!options_.root.empty(), "Checkpoint: no root directory given");
-  WEFT_CHECK(options_.every_steps >= 0 && options_.every_minutes >= 0 && options_.every_epochs >= 0 &&
-                 options_.keep_last >= 0,
-             "Checkpoint: every_steps (", options_.every_steps, "), every_minutes (", options_.every_minutes,
-             "), every_epochs (", options_.every_epochs, ") and keep_last (", options_.keep_last,
-             ") must be >= 0");
+  WEFT_CHECK(
+      options_.every_steps >= 0 && options_.every_minutes >= 0 && options_.every_epochs >= 0 && options_.keep_last >= 0,
+      "Checkpoint: every_steps (", options_.every_steps, "), every_minutes (", options_.every_minutes,
+      "), every_epochs (", options_.every_epochs, ") and keep_last (", options_.keep_last, ") must be >= 0");
   if (options_.every_steps == 0 && options_.every_minutes == 0 && options_.every_epochs == 0) options_.every_epochs = 1;
 }
 

@@ -25,8 +25,8 @@ bool EarlyStop::observe(const Trainer& t, size_t index) {
   const EpochRecord& r = t.state().history[index];
   const double v = r.get(key(t), t.options().metric.name, t.options().valid_name);
   const bool max = maximize(t);
-  const bool better = !std::isnan(v) && (!have_best_ || (max ? v > best_ + options_.min_delta
-                                                             : v < best_ - options_.min_delta));
+  const bool better =
+      !std::isnan(v) && (!have_best_ || (max ? v > best_ + options_.min_delta : v < best_ - options_.min_delta));
   if (better) {
     best_ = v;
     best_epoch_ = r.epoch;

@@ -43,7 +43,8 @@ double EpochRecord::get(const std::string& key, const std::string& metric, const
   auto it = extra.find(key);
   if (it != extra.end()) return it->second;
   std::string known = "epoch, step, train_loss, " + (metric.empty() ? "" : "train_" + metric + ", ") + valid +
-                      "_loss, " + (metric.empty() ? "" : valid + "_" + metric + ", ") + "lr, samples_per_second, seconds";
+                      "_loss, " + (metric.empty() ? "" : valid + "_" + metric + ", ") +
+                      "lr, samples_per_second, seconds";
   for (const auto& [k, v] : extra) known += ", " + k;
   WEFT_ERROR("EpochRecord: no value named '", key, "' (known: ", known, ")");
 }
@@ -85,8 +86,8 @@ EpochRecord EpochRecord::decode(const std::string& text) {
   EpochRecord r;
   std::istringstream in(text);
   WEFT_CHECK(static_cast<bool>(in >> r.epoch >> r.step), "EpochRecord: history entry '", text, "' is not one");
-  for (double* v : {&r.train_loss, &r.train_metric, &r.valid_loss, &r.valid_metric, &r.lr, &r.samples_per_second,
-                    &r.seconds})
+  for (double* v :
+       {&r.train_loss, &r.train_metric, &r.valid_loss, &r.valid_metric, &r.lr, &r.samples_per_second, &r.seconds})
     *v = read_double(in, text);
   std::string key;
   while (in >> key) r.extra[key] = read_double(in, text);

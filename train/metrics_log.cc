@@ -36,11 +36,14 @@ void Plot::on_epoch_end(Trainer& t) {
   PlotPanel loss{"training loss", {}, "#d62728"};
   const bool metric = o.metric && !t.state().history.empty() && !std::isnan(t.state().history.back().valid_metric);
   PlotPanel eval{o.valid_name + " " + (metric ? o.metric.name : "loss"), {}, "#1f77b4"};
+  bool evaluated = false;
   for (const auto& r : t.state().history) {
     loss.values.push_back(r.train_loss);
     eval.values.push_back(metric ? r.valid_metric : r.valid_loss);
+    evaluated = evaluated || !std::isnan(eval.values.back());
   }
-  write_svg_plot(path_, title_, {loss, eval});
+  if (evaluated) write_svg_plot(path_, title_, {loss, eval});
+  else write_svg_plot(path_, title_, {loss});
 }
 
 }  // namespace weft::train

@@ -8,8 +8,8 @@
 //   epochs so far), then a line is appended after each epoch, so the file
 //   always matches the history, resumed or not.
 // - Plot(path, title): after each epoch, an SVG (train/report.h) of the
-//   training loss and the evaluation's metric (its loss without a metric)
-//   per epoch, over the whole history.
+//   training loss and the evaluation's metric (its loss without a metric;
+//   no second panel without an evaluation) per epoch, over the whole history.
 // Other ranks do nothing.
 #pragma once
 

@@ -15,9 +15,9 @@
 namespace weft::train {
 
 struct ProgressOptions {
-  bool bar = true;                  // the bar (epoch lines are always printed)
-  std::string unit = "samples";     // "img": "4878 img/s"
-  std::string period = "epoch";     // the line's first word
+  bool bar = true;               // the bar (epoch lines are always printed)
+  std::string unit = "samples";  // "img": "4878 img/s"
+  std::string period = "epoch";  // the line's first word
 };
 
 class Progress : public Callback {

@@ -26,13 +26,14 @@ CheckpointLocation locate_checkpoint(const std::string& path) {
     }
     loc.path = ck::latest_checkpoint(path);
     if (!loc.path.empty()) return loc;
-    const bool uncommitted = fs::exists(fs::path(path) / ck::kModelIndexFile, ec) ||
-                             fs::exists(fs::path(path) / ck::kTrainerStateFile, ec);
+    const bool uncommitted =
+        fs::exists(fs::path(path) / ck::kModelIndexFile, ec) || fs::exists(fs::path(path) / ck::kTrainerStateFile, ec);
     WEFT_CHECK(!uncommitted, "resume: '", path, "' is a checkpoint directory without ", ck::kManifestFile,
                ": its save did not commit (interrupted or incomplete), so it is not loaded");
     WEFT_ERROR("resume: '", path,
                "' is a directory with no committed checkpoint: expected a partitioned checkpoint directory (with ",
-               ck::kManifestFile, ") or a root holding step-<N> directories (as the Checkpoint callback and --save "
+               ck::kManifestFile,
+               ") or a root holding step-<N> directories (as the Checkpoint callback and --save "
                "write them)");
   }
   loc.kind = CheckpointLocation::Kind::kSingleFile;
@@ -81,8 +82,7 @@ optim::OptimizerStateDict optimizer_state_by_name(const optim::OptimizerStateDic
       const size_t dot = rest.find('.');
       const std::string opt = rest.substr(dot + 1);
       if (opt == "params") continue;
-      for (int64_t i : group_params[rest.substr(0, dot)])
-        out["options." + name_of(std::to_string(i)) + "." + opt] = t;
+      for (int64_t i : group_params[rest.substr(0, dot)]) out["options." + name_of(std::to_string(i)) + "." + opt] = t;
     } else {
       WEFT_ERROR(where, ": unexpected optimizer key '", key, "'");
     }

@@ -29,7 +29,7 @@ namespace weft::train {
 
 struct CheckpointLocation {
   enum class Kind { kPartitioned, kSingleFile } kind = Kind::kPartitioned;
-  std::string path;                        // the checkpoint directory, or the file
+  std::string path;                                // the checkpoint directory, or the file
   std::optional<io::CheckpointContents> contents;  // the single file's, loaded
 };
 

@@ -195,8 +195,8 @@ std::unique_ptr<Runner> make_runner(const Layout& layout, std::shared_ptr<nn::Se
                                            nullptr, std::move(loss), optimizer, clip);
   if (const auto* d = std::get_if<DataParallel>(&layout)) {
     WEFT_CHECK(d->group != nullptr, "Trainer: the DataParallel layout has no process group");
-    return std::make_unique<ReplicaRunner>(std::move(model), d->device, d->autocast, d->group, d->ddp,
-                                           d->metrics_group, std::move(loss), optimizer, clip);
+    return std::make_unique<ReplicaRunner>(std::move(model), d->device, d->autocast, d->group, d->ddp, d->metrics_group,
+                                           std::move(loss), optimizer, clip);
   }
   if (const auto* p = std::get_if<Pipeline>(&layout)) {
     WEFT_CHECK(p->group != nullptr, "Trainer: the Pipeline layout has no process group");

@@ -45,8 +45,8 @@ Metric accuracy() {
 Trainer::Trainer(Layout layout, std::shared_ptr<nn::Sequential> model, LossFn loss, OptimizerFactory optimizer,
                  TrainerOptions options)
     : options_(std::move(options)), loss_(loss) {
-  runner_ = detail::make_runner(layout, std::move(model), std::move(loss), std::move(optimizer),
-                                options_.clip_grad_norm);
+  runner_ =
+      detail::make_runner(layout, std::move(model), std::move(loss), std::move(optimizer), options_.clip_grad_norm);
 }
 
 Trainer::~Trainer() = default;
@@ -161,8 +161,8 @@ void Trainer::load_checkpoint(const std::string& path) {
       state_.history.push_back(EpochRecord::decode(it->second));
     }
     if (auto it = ts.metadata.find(kPartialKey); it != ts.metadata.end() && state_.batch > 0) {
-      WEFT_CHECK(std::sscanf(it->second.c_str(), "%lf %lf %lf %lf", &state_.loss_sum, &state_.metric_sum,
-                             &state_.rows, &state_.seconds) == 4,
+      WEFT_CHECK(std::sscanf(it->second.c_str(), "%lf %lf %lf %lf", &state_.loss_sum, &state_.metric_sum, &state_.rows,
+                             &state_.seconds) == 4,
                  "resume: checkpoint '", loc.path, "' has a malformed ", kPartialKey, " entry '", it->second, "'");
     }
   } else {
@@ -191,7 +191,7 @@ void Trainer::load_checkpoint(const std::string& path) {
   if (lead())
     std::cerr << options_.name << ": resumed from "
               << (loc.kind == CheckpointLocation::Kind::kPartitioned ? "partitioned checkpoint directory "
-                                                                      : "single-file checkpoint ")
+                                                                     : "single-file checkpoint ")
               << loc.path << " (step " << state_.step << ", epoch " << state_.epoch
               << (state_.batch > 0 ? ", batch " + std::to_string(state_.batch) : std::string()) << ")\n";
 }
@@ -319,8 +319,8 @@ void Trainer::fit(io::DataLoader& train, io::DataLoader* valid, int64_t epochs) 
 
 void Trainer::fit_steps(const std::function<io::Batch(int64_t step)>& batch_at, int64_t max_steps,
                         const StepsOptions& o) {
-  WEFT_CHECK(max_steps >= 0 && o.eval_every >= 0, "Trainer::fit_steps: max_steps (", max_steps,
-             ") and eval_every (", o.eval_every, ") must be >= 0");
+  WEFT_CHECK(max_steps >= 0 && o.eval_every >= 0, "Trainer::fit_steps: max_steps (", max_steps, ") and eval_every (",
+             o.eval_every, ") must be >= 0");
   const int64_t period = o.eval_every > 0 ? o.eval_every : std::max<int64_t>(max_steps, 1);
   if (!runner_->prepared() && state_.step < max_steps) ensure_prepared(batch_at(state_.step).data);
   else ensure_prepared(Tensor());

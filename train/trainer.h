@@ -45,8 +45,9 @@
 //   was, reproducing its losses exactly in one process. Errors name the
 //   path: "no such file or directory", a directory without a committed
 //   checkpoint (and what was expected), a file that is not a checkpoint.
-//   Before the model is placed (Hybrid with automatic partitioning) the
-//   path is checked at once and loaded at fit().
+//   The path is checked at once; the checkpoint is loaded at the next
+//   prepare(), fit(), fit_steps() or evaluate(), after every callback's
+//   on_prepared (so the LRSchedule's scheduler exists to take its state).
 // - request_stop(): fit ends after the current step (mid-epoch: without the
 //   epoch's evaluation) or epoch end; on_fit_end still runs.
 // - lead(): world rank 0, the only rank that prints or writes reports.
@@ -84,7 +85,7 @@ struct Metric {
 Metric accuracy();
 
 struct TrainerOptions {
-  Metric metric = accuracy();  // Metric{} for none
+  Metric metric = accuracy();        // Metric{} for none
   std::string valid_name = "valid";  // key prefix of the evaluation: "valid_loss" ("test": "test_loss")
   double clip_grad_norm = 0;         // 0: no clipping
   std::string name = "train";        // prefixes what the lead writes to stderr
@@ -142,7 +143,7 @@ class Trainer {
 
   void fit(io::DataLoader& train, io::DataLoader* valid, int64_t epochs);
   struct StepsOptions {
-    int64_t eval_every = 0;          // steps per evaluation period; 0: one period of max_steps
+    int64_t eval_every = 0;  // steps per evaluation period; 0: one period of max_steps
     io::DataLoader* valid = nullptr;
   };
   void fit_steps(const std::function<io::Batch(int64_t step)>& batch_at, int64_t max_steps,

@@ -2,6 +2,8 @@
 // rotation; resuming from the latest (mid-epoch and at an epoch's end) and
 // from an io/checkpoint single file reproduces the uninterrupted run
 // exactly; resume errors name the path.
+#include "io/checkpoint.h"
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -9,7 +11,6 @@
 
 #include <gtest/gtest.h>
 
-#include "io/checkpoint.h"
 #include "parallel/checkpoint/rotation.h"
 #include "tests/train/cases.h"
 #include "train/callbacks.h"
@@ -110,7 +111,8 @@ TEST(TrainerCheckpoint, ResumeFromTheLatestEqualsTheUninterruptedRun) {
       stop_at_step(8)(t);
     });
     ASSERT_EQ(steps_under(root).back(), every);
-    const TrainRun resumed = fit(3, [&](Trainer& t) { t.resume(root); }, true);
+    const TrainRun resumed = fit(
+        3, [&](Trainer& t) { t.resume(root); }, true);
     expect_same(full, resumed);
   }
 }
@@ -143,7 +145,8 @@ TEST(TrainerCheckpoint, ResumeFromASingleFileCheckpointOfIoCheckpoint) {
     c.metadata["history.1"] = "0.5 0.25 0.75 0.125 100 2";
     io::save_checkpoint(file, c);
   }
-  const TrainRun resumed = fit(3, [&](Trainer& t) { t.resume(file); }, true);
+  const TrainRun resumed = fit(
+      3, [&](Trainer& t) { t.resume(file); }, true);
   ASSERT_EQ(resumed.history.size(), 3u);
   EXPECT_EQ(resumed.history[0].train_loss, 0.5);  // the file's history
   EXPECT_EQ(resumed.history[0].valid_metric, 0.125);

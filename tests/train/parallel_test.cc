@@ -38,8 +38,9 @@ TrainRun run(Layout layout, std::shared_ptr<nn::Sequential> m, io::DataLoader& t
   Trainer t(std::move(layout), m, ce, sgd(sgd_options()), {.clip_grad_norm = clip});
   t.add<LRSchedule>(cosine(kEpochs));
   TrainRun r;
-  t.add<Lambda>(Lambda::Events{.epoch_begin = [&](Trainer&) { r.step_accuracy.emplace_back(); },
-                               .step_end = [&](Trainer& tr) { r.step_accuracy.back().push_back(tr.state().running_metric()); }});
+  t.add<Lambda>(
+      Lambda::Events{.epoch_begin = [&](Trainer&) { r.step_accuracy.emplace_back(); },
+                     .step_end = [&](Trainer& tr) { r.step_accuracy.back().push_back(tr.state().running_metric()); }});
   t.fit(train, nullptr, kEpochs);
   r.history = t.state().history;
   r.weights = weights(*t.whole_model());
@@ -70,7 +71,8 @@ void expect_close(const TrainRun& ref, const TrainRun& got, int rank) {
     EXPECT_DOUBLE_EQ(got.history[e].lr, ref.history[e].lr);
     ASSERT_EQ(got.step_accuracy[e].size(), ref.step_accuracy[e].size());
     for (size_t k = 0; k < ref.step_accuracy[e].size(); ++k)
-      EXPECT_NEAR(got.step_accuracy[e][k], ref.step_accuracy[e][k], 1.01 / kBatch) << "epoch " << e + 1 << " step " << k;
+      EXPECT_NEAR(got.step_accuracy[e][k], ref.step_accuracy[e][k], 1.01 / kBatch)
+          << "epoch " << e + 1 << " step " << k;
   }
   ASSERT_EQ(got.weights.size(), ref.weights.size());
   for (const auto& [k, v] : ref.weights) EXPECT_TRUE(testing::tensors_near(got.weights.at(k), v, 1e-5)) << k;

@@ -30,8 +30,9 @@ TEST(Trainer, LocalEqualsTheHandWrittenLoopBitwise) {
   Trainer t(Local{}, m, ce, sgd(sgd_options()));
   t.add<LRSchedule>(cosine(epochs));
   std::vector<std::vector<double>> step_acc;
-  t.add<Lambda>(Lambda::Events{.epoch_begin = [&](Trainer&) { step_acc.emplace_back(); },
-                               .step_end = [&](Trainer& tr) { step_acc.back().push_back(tr.state().running_metric()); }});
+  t.add<Lambda>(
+      Lambda::Events{.epoch_begin = [&](Trainer&) { step_acc.emplace_back(); },
+                     .step_end = [&](Trainer& tr) { step_acc.back().push_back(tr.state().running_metric()); }});
   io::DataLoader train = loader(dataset());
   t.fit(train, nullptr, epochs);
   ASSERT_EQ(t.state().history.size(), static_cast<size_t>(epochs));
@@ -45,6 +46,36 @@ TEST(Trainer, LocalEqualsTheHandWrittenLoopBitwise) {
   }
   for (const auto& [k, v] : weights(*m)) EXPECT_TRUE(testing::tensors_near(v, ref.weights.at(k), 0)) << k;
   EXPECT_LT(ref.train_loss.back(), ref.train_loss.front());  // it learns
+}
+
+// The step-driven form: step k trains batch_at(k); an evaluation period of 6 steps is an epoch of 6 batches.
+TEST(Trainer, FitStepsEqualsFitOnTheSameBatches) {
+  auto ds = dataset();
+  io::DataLoader order = loader(ds);
+  std::vector<io::Batch> batches;
+  for (int64_t e = 0; e < 2; ++e) {
+    order.set_epoch(e);
+    for (auto& b : order) batches.push_back(b);
+  }
+  auto a = model();
+  Trainer by_epoch(Local{}, a, ce, sgd(sgd_options()));
+  io::DataLoader train = loader(ds), valid(dataset(32, 5), {.batch_size = 16});
+  by_epoch.fit(train, &valid, 2);
+  auto b = model();
+  Trainer by_step(Local{}, b, ce, sgd(sgd_options()));
+  by_step.fit_steps([&](int64_t k) { return batches.at(k); }, 12, {.eval_every = 6, .valid = &valid});
+  ASSERT_EQ(by_step.state().history.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(by_step.state().history[e].step, static_cast<int64_t>(6 * (e + 1)));
+    EXPECT_EQ(by_step.state().history[e].train_loss, by_epoch.state().history[e].train_loss);
+    EXPECT_EQ(by_step.state().history[e].valid_loss, by_epoch.state().history[e].valid_loss);
+  }
+  for (const auto& [k, v] : weights(*a)) EXPECT_TRUE(testing::tensors_near(weights(*b).at(k), v, 0)) << k;
+  // A last, shorter period: 7 steps in periods of 3 are 3 records, at steps 3, 6 and 7.
+  Trainer short_tail(Local{}, model(), ce, sgd(sgd_options()));
+  short_tail.fit_steps([&](int64_t k) { return batches.at(k); }, 7, {.eval_every = 3});
+  ASSERT_EQ(short_tail.state().history.size(), 3u);
+  EXPECT_EQ(short_tail.state().history.back().step, 7);
 }
 
 TEST(Trainer, EvaluateIsTheMeanLossAndAccuracyOverTheLoader) {
@@ -92,7 +123,8 @@ TEST(Trainer, MetricsJsonLinesMatchTheEpochs) {
 }
 
 TEST(Trainer, LRScheduleStepsPerStepAndPerEpoch) {
-  // StepLR(step_size 2, gamma 0.5): the lr of step k (0-based) is 0.1 * 0.5^(k / 2) per step, 0.1 * 0.5^(epoch / 2) per epoch.
+  // StepLR(step_size 2, gamma 0.5): the lr of step k (0-based) is 0.1 * 0.5^(k / 2) per step, 0.1 * 0.5^(epoch / 2) per
+  // epoch.
   for (auto every : {LRSchedule::Every::kStep, LRSchedule::Every::kEpoch}) {
     Trainer t = local_trainer(model());
     t.add<LRSchedule>([](optim::Optimizer& o) { return std::make_unique<optim::StepLR>(o, 2, 0.5); }, every);
@@ -103,7 +135,8 @@ TEST(Trainer, LRScheduleStepsPerStepAndPerEpoch) {
     const int64_t per_epoch = kRows / kBatch;
     ASSERT_EQ(lrs.size(), static_cast<size_t>(3 * per_epoch));
     for (size_t k = 0; k < lrs.size(); ++k) {
-      const int64_t n = every == LRSchedule::Every::kStep ? static_cast<int64_t>(k) : static_cast<int64_t>(k) / per_epoch;
+      const int64_t n =
+          every == LRSchedule::Every::kStep ? static_cast<int64_t>(k) : static_cast<int64_t>(k) / per_epoch;
       EXPECT_DOUBLE_EQ(lrs[k], 0.1 * std::pow(0.5, static_cast<double>(n / 2))) << "step " << k;
     }
   }
@@ -155,8 +188,9 @@ TEST(Trainer, EarlyStopMonitorsTheValidationLossByDefaultAndAMissingValueNeverIm
   t.fit(train, nullptr, 3);  // no validation: valid_loss is NaN
   EXPECT_EQ(stop.stopped_epoch(), 1);
   EXPECT_EQ(t.state().epoch, 1);
-  EXPECT_WEFT_ERROR(t.state().history.back().get("nope", "accuracy", "valid"),
-                    "no value named 'nope' (known: epoch, step, train_loss, train_accuracy, valid_loss, valid_accuracy");
+  EXPECT_WEFT_ERROR(
+      t.state().history.back().get("nope", "accuracy", "valid"),
+      "no value named 'nope' (known: epoch, step, train_loss, train_accuracy, valid_loss, valid_accuracy");
 }
 
 }  // namespace
