@@ -2,7 +2,7 @@
 # check_layering.sh: checks that Bazel visibility keeps weft's layering
 # (docs/ARCHITECTURE.md, "Layers"; the package groups in //:BUILD):
 #
-#   core <- autograd <- nn <- optim <- parallel,   io <- core,   parallel -> io
+#   core <- autograd <- nn <- optim <- parallel <- train,   io <- core,   parallel -> io
 #
 # For each library package it asks Bazel which targets that package may depend
 # on (`bazel query 'visible(...)'`, no build) and fails if any lies in a layer
