@@ -32,7 +32,11 @@ void Checkpoint::on_fit_begin(Trainer& t) {
 }
 
 void Checkpoint::save(Trainer& t) {
-  if (saver_) last_dir_ = saver_->save(t.stateful(), t.training_state());
+  if (saver_) {
+    parallel::checkpoint::TrainingState training = t.training_state();
+    training.metadata.insert(options_.metadata.begin(), options_.metadata.end());
+    last_dir_ = saver_->save(t.stateful(), training);
+  }
   last_save_ = now_seconds();
   if (t.lead() && !options_.quiet)
     std::cerr << t.options().name << ": checkpoint " << last_dir_ << " (step " << t.state().step << ")\n";

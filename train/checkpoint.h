@@ -11,7 +11,10 @@
 //   Trainer::agree); every_epochs: at the end of each multiple.
 // - A save holds model, optimizer, LR schedule, RNG state, step, epoch, the
 //   position within the epoch (a mid-epoch save resumes at the next batch,
-//   with the epoch's running sums) and the history (Trainer::training_state).
+//   with the epoch's running sums) and the history (Trainer::training_state),
+//   plus options.metadata: the program's own entries (e.g. its model's
+//   sizes) in trainer_state.json's metadata, read back with
+//   parallel::checkpoint::CheckpointReader.
 // - Collective over the model's ranks (DataParallel: rank 0 alone writes);
 //   async writes in the background (parallel::checkpoint::Checkpointer); the
 //   last save is committed (or its error thrown) at the end of fit.
@@ -19,6 +22,7 @@
 //   async); the lead names each on stderr unless quiet.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -36,6 +40,7 @@ struct CheckpointOptions {
   bool async = false;
   parallel::checkpoint::Kind kind = parallel::checkpoint::Kind::kPartial;
   bool quiet = false;
+  std::map<std::string, std::string> metadata;  // written into every save's trainer_state.json metadata
 };
 
 class Checkpoint : public Callback {

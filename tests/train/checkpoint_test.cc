@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "parallel/checkpoint/reader.h"
 #include "parallel/checkpoint/rotation.h"
 #include "tests/train/cases.h"
 #include "train/callbacks.h"
@@ -86,6 +87,22 @@ TEST(TrainerCheckpoint, EveryNStepsWritesStepDirectoriesAndKeepLastPrunes) {
   const std::string epochs = fresh_dir("every_epoch");
   fit(2, [&](Trainer& t) { t.add<Checkpoint>(CheckpointOptions{.root = epochs, .quiet = true}); });
   EXPECT_EQ(steps_under(epochs), (std::vector<int64_t>{6, 12}));
+}
+
+TEST(TrainerCheckpoint, MetadataIsWrittenIntoEverySaveBesideTheTrainersOwn) {
+  const std::string root = fresh_dir("metadata");
+  fit(2, [&](Trainer& t) {
+    t.add<Checkpoint>(CheckpointOptions{.root = root, .quiet = true, .metadata = {{"model.layers", "3"}}});
+  });
+  ASSERT_EQ(steps_under(root), (std::vector<int64_t>{6, 12}));
+  for (const char* dir : {"/step-00000006", "/step-00000012"}) {
+    const auto meta = parallel::checkpoint::CheckpointReader(root + dir)
+                          .trainer_state()
+                          .at("metadata")
+                          .get<std::map<std::string, std::string>>();
+    EXPECT_EQ(meta.at("model.layers"), "3") << dir;
+    EXPECT_EQ(meta.count("weft.train.history.1"), 1u) << dir;  // the trainer's history is still there
+  }
 }
 
 TEST(TrainerCheckpoint, EveryNMinutesSavesOnceThatLongHasPassed) {
