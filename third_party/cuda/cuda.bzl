@@ -36,7 +36,14 @@ def cuda_library(name, srcs, hdrs = [], deps = [], cc_srcs = [], visibility = No
             name = "%s__%s_nvcc" % (name, base),
             srcs = [src] + hdrs + ["//core:headers", "//core/cuda:cuda_headers_for_nvcc"],
             outs = [out],
-            cmd = "%s %s %s -c $(location %s) -o $@" % (NVCC, flags, CUDA_ARCH_FLAGS, src),
+            # nvcc names its temporaries after its pid, which is the same in
+            # every sandbox (a pid namespace): each action gets its own TMPDIR.
+            cmd = "t=$$(mktemp -d) && TMPDIR=$$t %s %s %s -c $(location %s) -o $@; r=$$?; rm -rf $$t; exit $$r" % (
+                NVCC,
+                flags,
+                CUDA_ARCH_FLAGS,
+                src,
+            ),
             message = "nvcc %s" % src,
         )
         objs.append(out)
