@@ -16,6 +16,13 @@
 //   GlobalBatchSampler in its DataLoader). The loss, metric and row sums are
 //   reduced over `metrics_group` (a group that takes CPU float64 tensors;
 //   null: `group`), so every rank reports the global batch's numbers.
+//   Two optional hooks for data parallelism the Trainer does not build
+//   itself (e.g. DASO, parallel/daso.h): `wrapped`, a DDP over the model
+//   made elsewhere (parallel::NodeDataParallel's node DDP): forward goes
+//   through it and no DDP is built over `group`, which then only reduces
+//   the metrics (unless metrics_group is set); `step(optimizer)`, called in
+//   place of optimizer.step() (parallel::Daso::step: the local step, then
+//   the averaging between nodes).
 // - Pipeline{group, balance, pipe}: the Sequential's layers split over the
 //   ranks of `group` (one stage per rank, pipe.virtual_stages per rank for
 //   interleaved) by `balance` (empty: as even as possible, earlier stages
@@ -32,6 +39,7 @@
 // partitioned checkpoint format.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <variant>
@@ -39,6 +47,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "optim/optimizer.h"
 #include "parallel/ddp.h"
 #include "parallel/hybrid/distributed_model.h"
 #include "parallel/pipe/pipe.h"
@@ -57,6 +66,8 @@ struct DataParallel {
   Device device = kCPU;
   std::optional<DType> autocast;
   std::shared_ptr<parallel::ProcessGroup> metrics_group;  // null: group
+  parallel::DistributedDataParallel* wrapped = nullptr;   // null: a DDP over group
+  std::function<void(optim::Optimizer&)> step;            // null: the optimizer's step()
 };
 
 struct Pipeline {

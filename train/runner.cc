@@ -1,6 +1,7 @@
 // The per-layout runners (train/runner.h).
 #include "train/runner.h"
 
+#include <functional>
 #include <optional>
 
 #include "core/autocast.h"
@@ -29,13 +30,16 @@ class ReplicaRunner : public Runner {
   ReplicaRunner(std::shared_ptr<nn::Sequential> model, Device device, std::optional<DType> autocast,
                 std::shared_ptr<parallel::ProcessGroup> ddp_group, const parallel::DDPOptions& ddp_options,
                 std::shared_ptr<parallel::ProcessGroup> metrics_group, parallel::pipe::LossFn loss,
-                const OptimizerFactory& optimizer, double clip)
+                const OptimizerFactory& optimizer, double clip, parallel::DistributedDataParallel* wrapped = nullptr,
+                std::function<void(optim::Optimizer&)> step = nullptr)
       : model_(std::move(model)),
         device_(device),
         autocast_(autocast),
         metrics_group_(metrics_group ? std::move(metrics_group) : ddp_group),
         loss_(std::move(loss)),
-        clip_(clip) {
+        clip_(clip),
+        wrapped_(wrapped),
+        step_(std::move(step)) {
     WEFT_CHECK(model_ != nullptr, "Trainer: the model is null");
     if (!device_.is_cpu()) model_->to(device_);
     param_names_ = names_of(*model_);
@@ -49,7 +53,8 @@ class ReplicaRunner : public Runner {
     dopt_ = std::make_unique<hy::DistributedOptimizer>(
         *dm_, [optimizer](const optim::NamedParameters& p) { return optimizer(p, nullptr); });
     dm_->partition();  // one stage: the model's own modules and tensors
-    if (ddp_group) ddp_ = std::make_unique<parallel::DistributedDataParallel>(model_, ddp_group, ddp_options);
+    if (ddp_group && !wrapped_)
+      ddp_ = std::make_unique<parallel::DistributedDataParallel>(model_, ddp_group, ddp_options);
   }
 
   void prepare(const Tensor&) override {}
@@ -60,13 +65,14 @@ class ReplicaRunner : public Runner {
     {
       std::optional<AutocastGuard> autocast;
       if (autocast_) autocast.emplace(device_.type, *autocast_);
-      out = ddp_ ? ddp_->forward(x) : (*model_)(x);
+      out = wrapped_ ? wrapped_->forward(x) : ddp_ ? ddp_->forward(x) : (*model_)(x);
       loss = loss_(out, y);
     }
     dopt_->zero_grad();
     loss.backward();  // DataParallel: DDP averages the gradients over the group
     if (clip_ > 0) optim::clip_grad_norm_(params_, clip_);
-    dopt_->step();
+    if (step_) step_(dopt_->inner());
+    else dopt_->step();
     return {loss.item<double>(), out.detach(), y, static_cast<double>(x.size(0)), true};
   }
 
@@ -95,6 +101,8 @@ class ReplicaRunner : public Runner {
   parallel::pipe::LossFn loss_;
   double clip_;
   std::vector<Tensor> params_;
+  parallel::DistributedDataParallel* wrapped_;
+  std::function<void(optim::Optimizer&)> step_;
   std::unique_ptr<parallel::DistributedDataParallel> ddp_;
 };
 
@@ -196,7 +204,7 @@ std::unique_ptr<Runner> make_runner(const Layout& layout, std::shared_ptr<nn::Se
   if (const auto* d = std::get_if<DataParallel>(&layout)) {
     WEFT_CHECK(d->group != nullptr, "Trainer: the DataParallel layout has no process group");
     return std::make_unique<ReplicaRunner>(std::move(model), d->device, d->autocast, d->group, d->ddp, d->metrics_group,
-                                           std::move(loss), optimizer, clip);
+                                           std::move(loss), optimizer, clip, d->wrapped, d->step);
   }
   if (const auto* p = std::get_if<Pipeline>(&layout)) {
     WEFT_CHECK(p->group != nullptr, "Trainer: the Pipeline layout has no process group");

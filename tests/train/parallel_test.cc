@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "parallel/comm_volume.h"
+#include "parallel/ddp.h"
 #include "parallel/inproc/process_group_inproc.h"
 #include "parallel/sampler.h"
 #include "tests/train/cases.h"
@@ -88,6 +90,43 @@ TEST(TrainerLayouts, DataParallelEqualsOneProcessOnTheGlobalBatch) {
     got[g->rank()] = run(DataParallel{.group = g}, models[g->rank()], *train);
   });
   for (int r = 0; r < 2; ++r) expect_close(ref, got[r], r);
+}
+
+// DataParallel's hooks for data parallelism built elsewhere (DASO's node
+// DDP): the wrapped DDP reduces (its hook counts bytes, the options' hook of
+// a DDP the Trainer would build counts none), the step hook runs once per
+// step with the Trainer's optimizer, and the training is plain DataParallel's.
+TEST(TrainerLayouts, DataParallelThroughAWrappedDdpAndAStepHook) {
+  const TrainRun ref = reference();
+  std::vector<std::shared_ptr<nn::Sequential>> models;
+  for (int r = 0; r < 2; ++r) models.push_back(model(kSeed + r));  // the wrapped DDP broadcasts rank 0's weights
+  std::vector<TrainRun> got(2);
+  std::vector<int64_t> hooked(2, 0);
+  std::vector<std::shared_ptr<int64_t>> wrapped_bytes, built_bytes;
+  for (int r = 0; r < 2; ++r) {
+    wrapped_bytes.push_back(std::make_shared<int64_t>(0));
+    built_bytes.push_back(std::make_shared<int64_t>(0));
+  }
+  parallel::run_ranks(2, [&](std::shared_ptr<parallel::ProcessGroup> g) {
+    const int r = g->rank();
+    auto train = replica_loader(2, r);
+    parallel::DistributedDataParallel ddp(models[r], g, {.comm_hook = parallel::counting_hook(wrapped_bytes[r])});
+    got[r] = run(DataParallel{.group = g,
+                              .ddp = {.comm_hook = parallel::counting_hook(built_bytes[r])},
+                              .wrapped = &ddp,
+                              .step =
+                                  [&, r](optim::Optimizer& o) {
+                                    ++hooked[r];
+                                    o.step();
+                                  }},
+                 models[r], *train);
+  });
+  for (int r = 0; r < 2; ++r) {
+    expect_close(ref, got[r], r);
+    EXPECT_EQ(hooked[r], ref.history.back().step) << "rank " << r;
+    EXPECT_GT(*wrapped_bytes[r], 0) << "rank " << r;
+    EXPECT_EQ(*built_bytes[r], 0) << "rank " << r;
+  }
 }
 
 TEST(TrainerLayouts, PipelineEqualsOneProcessAndItsLeadSeesTheTrueAccuracy) {
