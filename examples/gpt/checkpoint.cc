@@ -4,7 +4,6 @@
 #include <cstdlib>
 
 #include "core/error.h"
-#include "parallel/checkpoint/load.h"
 #include "parallel/checkpoint/reader.h"
 
 namespace weft::examples::gpt {
@@ -12,7 +11,6 @@ namespace {
 
 namespace ck = parallel::checkpoint;
 
-// Copies every `prefix + from + "." + leaf` entry to `prefix + to + "." + leaf` when absent.
 int64_t meta_int(const std::map<std::string, std::string>& meta, const std::string& key, const std::string& path) {
   auto it = meta.find(key);
   WEFT_CHECK(it != meta.end(), "checkpoint '", path, "' is not a GPT example checkpoint (no '", key,
@@ -22,11 +20,11 @@ int64_t meta_int(const std::map<std::string, std::string>& meta, const std::stri
 
 }  // namespace
 
-std::map<std::string, std::string> gpt_metadata(const GptConfig& g, const std::vector<EvalRecord>& history) {
+std::map<std::string, std::string> gpt_metadata(const GptConfig& g, int64_t steps) {
   return {{"gpt.layers", std::to_string(g.layers)},   {"gpt.heads", std::to_string(g.heads)},
           {"gpt.dim", std::to_string(g.dim)},         {"gpt.context", std::to_string(g.context)},
           {"gpt.vocab", std::to_string(g.vocab)},     {"gpt.tied", g.tied ? "1" : "0"},
-          {"gpt.dropout", std::to_string(g.dropout)}, {"gpt.history", encode(history)}};
+          {"gpt.dropout", std::to_string(g.dropout)}, {"gpt.steps", std::to_string(steps)}};
 }
 
 SavedRun read_saved_run(const std::string& path) {
@@ -45,8 +43,8 @@ SavedRun read_saved_run(const std::string& path) {
   g.tied = meta_int(meta, "gpt.tied", r.dir) != 0;
   auto dropout = meta.find("gpt.dropout");
   g.dropout = dropout == meta.end() ? 0.0 : std::strtod(dropout->second.c_str(), nullptr);
-  auto history = meta.find("gpt.history");
-  if (history != meta.end()) r.history = decode_history(history->second);
+  auto steps = meta.find("gpt.steps");
+  r.steps = steps == meta.end() ? 0 : std::strtoll(steps->second.c_str(), nullptr, 10);
   return r;
 }
 
@@ -61,13 +59,6 @@ void check_same_model(const GptConfig& f, const GptConfig& s, const std::string&
   same("--context", f.context, s.context);
   WEFT_CHECK(f.tied == s.tied, "--resume '", path, "': the checkpoint's model has ", s.tied ? "a tied" : "an untied",
              " head (", s.tied ? "drop --untied" : "give --untied", ")");
-}
-
-ck::TrainingState load_run(const std::string& path, const ck::Stateful& state, const GptConfig&) {
-  // The tied head's optimizer entries of a one-process checkpoint are taken
-  // from the embedding's by the library (Note [tied parameters in
-  // checkpoints] in parallel/checkpoint/load.cc); each rank reads its pieces.
-  return ck::load(path, state);
 }
 
 }  // namespace weft::examples::gpt

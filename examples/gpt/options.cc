@@ -95,6 +95,9 @@ void check_options(const Options& o, int world) {
   WEFT_FLAG_CHECK(o.sample == 0 || !o.resume.empty(), "--sample ", o.sample,
                   " generates from a trained checkpoint: give it with --resume PATH");
   check_grid_flags(o);
+  // Under mpirun before any rank does more, so that every rank fails alike and rank 0's message is out
+  // before mpirun ends the job.
+  if (under_mpirun()) (void)grid_dp(o.pp, o.dp, world);
   if (world == 1 && !under_mpirun()) {
     const int dp = o.dp == 0 ? 1 : o.dp;
     WEFT_FLAG_CHECK(o.pp * dp == 1, "--pp ", o.pp, " x --dp ", dp, " needs ", o.pp * dp,

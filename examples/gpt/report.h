@@ -1,56 +1,63 @@
-// The GPT example's reporting: a progress bar by training step (loss,
-// tokens/s, ETA), metrics as JSON lines (one per evaluation), and an SVG chart
-// of training and validation loss against the step, for a browser.
+// The GPT example's reporting, as a callback of the library Trainer: what the
+// lead prints and draws per evaluation period (--eval-interval steps, the
+// Trainer's "epochs" in fit_steps). The metrics file is train::MetricsLog's.
 //
-// Contract:
-// - StepProgress draws on stderr at most every 200 ms and at the last step:
-//   "train [####......] 120/3000 loss=2.1043 4821 tok/s ETA 9m58s". Rates
-//   count the tokens since the bar was made (a resumed run's bar starts at
-//   its first step).
-// - EvalRecord is one evaluation: the step (1-based: steps done), the mean
-//   training loss over the steps since the previous record, the validation
-//   loss, the learning rate, tokens/s over those steps and the seconds since
-//   the run started. encode/decode round-trip it exactly (a checkpoint keeps
-//   the history so a resumed run's chart covers the whole run).
-// - append_jsonl writes one object per line:
-//   {"step": 250, "train_loss": 2.104321, "val_loss": 2.087654, "lr": 0.00098,
-//    "tokens_per_second": 4821.3, "seconds": 123.45}
-// - write_loss_svg writes the chart (train and validation loss against the
-//   step, both lines, axes with ticks and a legend) atomically.
+// Contract (world rank 0 only; every rank times its steps):
+// - A progress bar per period on stderr (train::ProgressBar: the running
+//   loss, sequences/s, ETA), unless disabled.
+// - After each evaluation, on stdout:
+//     step 250/3000: train_loss=2.104321 val_loss=2.087654 lr=0.00198 (4821 tok/s, 62.1s)
+//   (the period's mean training loss per token, the validation loss, the
+//   learning rate after the step, the period's tokens/s, the run's training
+//   seconds so far including a resumed run's earlier ones); the record's
+//   extra "tokens_per_second" (in the metrics file); and the SVG chart
+//   (train::write_svg_plot) of the training and validation loss per
+//   evaluation over the whole history, resumed or not.
+// - seconds_trained() / steps_trained(): the time in this process's
+//   training steps and how many it ran (for the throughput line).
+// - format_duration: "9m58s", "42s", "1h02m".
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
-#include <vector>
+
+#include "train/callback.h"
+#include "train/report.h"
 
 namespace weft::examples::gpt {
 
-class StepProgress {
+struct StepReportOptions {
+  int64_t steps = 0;           // --steps, the lines' denominator
+  int64_t tokens_per_row = 0;  // --context
+  int64_t eval_interval = 0;   // the chart's x axis
+  bool bar = true;
+  std::string plot, title;
+};
+
+class StepReport : public train::Callback {
  public:
-  StepProgress(int64_t first_step, int64_t total_steps, bool enabled);
-  // After step `step` (1-based: steps done) with the running loss; `tokens` trained since the bar began.
-  void update(int64_t step, double loss, int64_t tokens);
-  void finish();
+  explicit StepReport(StepReportOptions options) : options_(std::move(options)) {}
+  int order() const override { return 0; }  // before MetricsLog, which writes the extra value
+  void on_epoch_begin(train::Trainer& t) override;
+  void on_step_begin(train::Trainer& t) override;
+  void on_step_end(train::Trainer& t) override;
+  void on_evaluate_begin(train::Trainer&) override { finish_bar(); }
+  void on_epoch_end(train::Trainer& t) override;
+  void on_fit_end(train::Trainer&) override { finish_bar(); }
+  double seconds_trained() const { return seconds_; }
+  int64_t steps_trained() const { return steps_; }
 
  private:
-  int64_t first_, total_;
-  bool enabled_, drawn_ = false;
-  std::chrono::steady_clock::time_point start_, last_draw_;
+  void finish_bar();
+  StepReportOptions options_;
+  std::optional<train::ProgressBar> bar_;
+  std::chrono::steady_clock::time_point step_start_;
+  double seconds_ = 0;
+  int64_t steps_ = 0;
 };
 
-// "9m58s", "42s", "1h02m"
 std::string format_duration(double seconds);
-
-struct EvalRecord {
-  int64_t step = 0;
-  double train_loss = 0, val_loss = 0, lr = 0, tokens_per_second = 0, seconds = 0;
-};
-
-std::string encode(const std::vector<EvalRecord>& history);
-std::vector<EvalRecord> decode_history(const std::string& s);
-
-void append_jsonl(const std::string& path, const EvalRecord& r);
-void write_loss_svg(const std::string& path, const std::vector<EvalRecord>& history, const std::string& title);
 
 }  // namespace weft::examples::gpt

@@ -123,15 +123,47 @@ run_single stopped --save "$tmp/ck1" --stop-after 20
 check grep -q 'stopped after step 20' "$tmp/stopped.err"
 check test -f "$tmp/ck1/step-00000020/manifest.json"
 FIRST=20 run_grid resumed_2x2_zero single 4 --pp 2 --dp 2 --zero --resume "$tmp/ck1"
-check grep -q 'resumed from .*step-00000020 at step 20' "$tmp/resumed_2x2_zero.err"
+check grep -q 'resumed from .*step-00000020 (step 20' "$tmp/resumed_2x2_zero.err"
 FIRST=20 run_grid resumed_2x1 single 2 --pp 2 --resume "$tmp/ck1"
 timeout 180 "$mpirun_sh" -np 4 "$gpt" "${common[@]}" --pp 2 --dp 2 --zero --save "$tmp/ck2" --stop-after 10 \
   --metrics "$tmp/s2.jsonl" --plot "$tmp/s2.svg" > "$tmp/stopped2.out" 2>&1
 check test -f "$tmp/ck2/step-00000010/manifest.json"
 run_single resumed_single --resume "$tmp/ck2"
 check same_lines "$tmp/single.out" "$tmp/resumed_single.out" 10
-check test "$(wc -l < "$tmp/resumed_single.jsonl")" -eq 2  # appended: the resumed evaluations
+check test "$(wc -l < "$tmp/resumed_single.jsonl")" -eq 3  # the saved evaluation and the resumed ones
 check test "$(grep -c '<circle' "$tmp/resumed_single.svg")" -eq 6  # the chart: the saved history too (2 lines x 3)
+
+# A finished run resumed on another layout: at its --steps nothing to train (not a failure), then further.
+short=(--steps 6 --eval-interval 3)
+run_single done6 "${short[@]}" --save "$tmp/ck3"
+check test -f "$tmp/ck3/step-00000006/manifest.json"
+timeout 180 "$mpirun_sh" -np 2 "$gpt" "${common[@]}" "${short[@]}" --pp 2 --resume "$tmp/ck3" --metrics "$tmp/f.jsonl" \
+  --plot "$tmp/f.svg" > "$tmp/finished.out" 2> "$tmp/finished.err"
+rc=$?
+echo "=== finished run resumed at pp 2 with the same --steps: rc=$rc"; grep -a 'already\|^val_loss' "$tmp/finished.out" \
+  "$tmp/finished.err"
+check test "$rc" -eq 0 || cat "$tmp/finished.err"
+check grep -qF "step-00000006 is already at step 6, the end of --steps 6: nothing left to train (pass a larger \
+--steps to train further)" "$tmp/finished.err"
+check test "$(grep -ac '^step ' "$tmp/finished.out")" -eq 0
+check grep -aq '^val_loss=[0-9]\.[0-9]\{4\}$' <(tail -n 1 "$tmp/finished.out")
+check python3 -c "import sys; a, b = (float(open(p, errors='replace').read().split('val_loss=')[-1]) for p in sys.argv[1:])
+sys.exit(0 if abs(a - b) <= 2e-4 else 1)" "$tmp/done6.out" "$tmp/finished.out"
+check test "$(sed -n '/^sample:$/,/^val_loss=/p' "$tmp/done6.out" | md5sum)" = \
+  "$(sed -n '/^sample:$/,/^val_loss=/p' "$tmp/finished.out" | md5sum)"
+# Further: --steps 8 trains steps 7 and 8 on the pp 2 layout, with an 8-step run's learning rates.
+longer=(--steps 8 --eval-interval 1)
+run_single eight "${longer[@]}"
+timeout 180 "$mpirun_sh" -np 2 "$gpt" "${common[@]}" "${longer[@]}" --pp 2 --resume "$tmp/ck3" --save "$tmp/ck3" \
+  --metrics "$tmp/g.jsonl" --plot "$tmp/g.svg" > "$tmp/further.out" 2> "$tmp/further.err"
+rc=$?
+echo "=== finished run resumed at pp 2 with --steps 8: rc=$rc"; grep -a '^step\|^val_loss' "$tmp/further.out"
+check test "$rc" -eq 0 || cat "$tmp/further.err"
+check grep -q 'continuing from step 6 to --steps 8 (the checkpoint.s run had --steps 6)' "$tmp/further.err"
+check test "$(grep -a '^step ' "$tmp/further.out" | cut -d: -f1 | tr '\n' ' ')" = "step 7/8 step 8/8 "
+lr_at() { grep -a "^step $2/8: " "$1" | grep -o 'lr=[0-9.e-]*'; }
+check test "$(lr_at "$tmp/further.out" 7)" = "$(lr_at "$tmp/eight.out" 7)"
+check test -f "$tmp/ck3/step-00000008/manifest.json"
 
 # Sampling from a checkpoint.
 sample() { "$gpt" --resume "$tmp/ck1" --sample 50 --prompt "The " --sample-seed "$1" --top-k 20 2>/dev/null; }
