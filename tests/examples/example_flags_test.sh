@@ -62,7 +62,9 @@ check grep -qF -- "batch size (one pipeline step) (default 128)" <("$pipe" --hel
 check grep -qF -- "--stop-after-epoch K" <("$single" --help)
 check grep -qF -- "--amp none|bf16" <("$single" --help)
 check grep -qF -- "--bucket-cap-mb X" <("$ddp" --help)
-check grep -qF -- "--device cpu|cuda" <("$ddp" --help)
+check grep -qF -- "--device D" <("$ddp" --help)
+check grep -qF -- "--amp none|bf16" <("$ddp" --help)
+check grep -qF -- "--stop-after-epoch K" <("$ddp" --help)
 for flag in "--chunks N" "--balance auto|A,B,..." "--schedule gpipe|1f1b|interleaved|zb" "--virtual N" \
             "--checkpoint always|except_last|never" "--chart PATH" "--trace PATH"; do
   check grep -qF -- "$flag" <("$pipe" --help)

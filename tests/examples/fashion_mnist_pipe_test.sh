@@ -9,13 +9,16 @@
 # prediction and a Chrome trace (zb's with its W actions); bad pipeline flags
 # are named. Without --balance (auto, the default) rank 0 measures the layers
 # and prints the partition table once, before the epochs; interleaved (2
-# stages per rank) is given its balance.
-# Usage: fashion_mnist_pipe_test.sh FASHION_MNIST FASHION_MNIST_PIPE MPIRUN_SH
+# stages per rank) is given its balance. The 1f1b run shows the progress
+# bar: rank 0 holds stage 0 and never sees an output, yet its bar shows the
+# true running accuracy, ending at the epoch's train_acc (bar_accuracy.py).
+# Usage: fashion_mnist_pipe_test.sh FASHION_MNIST FASHION_MNIST_PIPE MPIRUN_SH BAR_ACCURACY_PY
 set -uo pipefail
-single="$1" pipe="$2" mpirun_sh="$3"
+single="$1" pipe="$2" mpirun_sh="$3" bar_accuracy="$4"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 unset GTEST_OUTPUT XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE
-common=(--limit-train 1024 --limit-test 512 --epochs 2 --batch-size 64 --threads 1 --no-progress)
+with_bar=(--limit-train 1024 --limit-test 512 --epochs 2 --batch-size 64 --threads 1)
+common=("${with_bar[@]}" --no-progress)
 pass=0 fail=0
 check() { if "$@"; then pass=$((pass+1)); else echo "FAILED: $*"; fail=$((fail+1)); fi; }
 
@@ -41,9 +44,10 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-run_pipe() {  # name np flags...
+run_pipe() {  # name np flags... (the run named one_f_one_b shows the progress bar)
   local name="$1" np="$2"; shift 2
-  timeout 300 "$mpirun_sh" -np "$np" "$pipe" "${common[@]}" --metrics "$tmp/$name.jsonl" --plot "$tmp/$name.svg" \
+  local args=("${common[@]}"); [ "$name" = one_f_one_b ] && args=("${with_bar[@]}")
+  timeout 300 "$mpirun_sh" -np "$np" "$pipe" "${args[@]}" --metrics "$tmp/$name.jsonl" --plot "$tmp/$name.svg" \
     --chart "$tmp/$name.txt" --trace "$tmp/$name.json" "$@" > "$tmp/$name.out" 2> "$tmp/$name.err"
   local rc=$?
   echo "=== $name (np=$np $*): rc=$rc"; grep '^epoch' "$tmp/$name.out"
@@ -59,6 +63,7 @@ run_pipe() {  # name np flags...
 run_pipe one_f_one_b 2 --schedule 1f1b --chunks 4
 check test "$(grep -c '^partition: 10 layers over 2 stages, 1f1b with 4 micro-batches' "$tmp/one_f_one_b.out")" -eq 1
 check grep -q '^predicted step time' "$tmp/one_f_one_b.out"
+check python3 "$bar_accuracy" "$tmp/one_f_one_b.out" "$tmp/one_f_one_b.err"
 run_pipe interleaved 2 --schedule interleaved --chunks 4 --checkpoint always --balance 3,3,2,2
 run_pipe zb 2 --schedule zb --chunks 4
 # The W actions ran, were traced, and the chart simulates them.
