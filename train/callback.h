@@ -12,7 +12,9 @@
 //   around the epoch's evaluation (state().last_eval), on_epoch_end (the
 //   epoch's EpochRecord is history.back(); state().epoch already counts it
 //   and state().batch is 0, so a checkpoint taken there resumes at the next
-//   epoch), and on_fit_end (also after request_stop()).
+//   epoch; except for a fit_steps period cut short by max_steps, which stays
+//   current: Note [a period cut short] in train/trainer.h), and on_fit_end
+//   (also after request_stop()).
 // - Callbacks run in increasing order() (ties: the order they were added):
 //   LRSchedule -10, user callbacks 0, reporting 5, EarlyStop 10,
 //   Checkpoint 20 (last, so a checkpoint holds what the others changed).

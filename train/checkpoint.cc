@@ -50,7 +50,10 @@ void Checkpoint::on_step_end(Trainer& t) {
 }
 
 void Checkpoint::on_epoch_end(Trainer& t) {
-  if (options_.every_epochs > 0 && t.state().epoch % options_.every_epochs == 0) save(t);
+  // The number of the epoch just recorded (a fit_steps period cut short is not counted in state().epoch).
+  const auto& h = t.state().history;
+  const int64_t epoch = h.empty() ? t.state().epoch : h.back().epoch;
+  if (options_.every_epochs > 0 && epoch % options_.every_epochs == 0) save(t);
 }
 
 void Checkpoint::on_fit_end(Trainer&) {

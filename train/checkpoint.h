@@ -8,7 +8,10 @@
 //   every epoch. every_steps: after each step whose number is a multiple;
 //   every_minutes: after the first step once that long has passed since the
 //   fit began or the last save (the lead's clock decides, for every rank:
-//   Trainer::agree); every_epochs: at the end of each multiple.
+//   Trainer::agree); every_epochs: at the end of each epoch whose number
+//   is a multiple (a fit_steps period cut short by max_steps included: its
+//   save resumes within the period, Note [a period cut short] in
+//   train/trainer.h).
 // - A save holds model, optimizer, LR schedule, RNG state, step, epoch, the
 //   position within the epoch (a mid-epoch save resumes at the next batch,
 //   with the epoch's running sums) and the history (Trainer::training_state),

@@ -250,7 +250,7 @@ void Trainer::begin_epoch() {
   each([&](Callback& c) { c.on_epoch_begin(*this); });
 }
 
-void Trainer::end_epoch(io::DataLoader* valid) {
+void Trainer::end_epoch(io::DataLoader* valid, bool complete) {
   state_.seconds = now_seconds() - epoch_start_seconds_;
   EpochRecord r;
   r.epoch = state_.epoch + 1;
@@ -273,8 +273,10 @@ void Trainer::end_epoch(io::DataLoader* valid) {
     r.valid_metric = state_.last_eval.metric;
   }
   state_.history.push_back(r);
-  ++state_.epoch;
-  state_.batch = 0;
+  if (complete) {
+    ++state_.epoch;
+    state_.batch = 0;
+  }  // else Note [a period cut short]: the run stays within the period, its sums kept
   each([&](Callback& c) { c.on_epoch_end(*this); });
 }
 
@@ -327,6 +329,11 @@ void Trainer::fit_steps(const std::function<io::Batch(int64_t step)>& batch_at, 
   state_.epochs = (max_steps + period - 1) / period;
   state_.batches_per_epoch = period;
   state_.stop = false;
+  // Note [a period cut short]: a run that ended (and saved) within a period recorded the period so far;
+  // training on, the period's record is made again at its end, so that earlier one goes.
+  if (state_.step < max_steps && state_.step % period != 0 && !state_.history.empty() &&
+      state_.history.back().epoch == state_.step / period + 1 && state_.history.back().step == state_.step)
+    state_.history.pop_back();
   each([&](Callback& c) { c.on_fit_begin(*this); });
   while (state_.step < max_steps && !state_.stop) {
     state_.epoch = state_.step / period;
@@ -341,7 +348,7 @@ void Trainer::fit_steps(const std::function<io::Batch(int64_t step)>& batch_at, 
       each([&](Callback& c) { c.on_step_end(*this); });
     }
     if (state_.step < end) break;  // stopped mid-period
-    end_epoch(o.valid);
+    end_epoch(o.valid, /*complete=*/state_.step % period == 0);
   }
   each([&](Callback& c) { c.on_fit_end(*this); });
 }

@@ -18,7 +18,18 @@
 //   (seed, epoch)), runs a step per batch, then evaluates on `valid` (may be
 //   null) and records an EpochRecord. fit_steps(batch_at, max_steps, ...)
 //   is the step-driven form: step k trains batch_at(k) until max_steps,
-//   with an evaluation period every `eval_every` steps playing the epoch.
+//   with an evaluation period every `eval_every` steps playing the epoch
+//   (period e, 1-based, ends at step e * eval_every).
+// - Note [a period cut short]: when max_steps ends fit_steps within a
+//   period (max_steps not a multiple of eval_every), that period is
+//   evaluated and recorded all the same (on_epoch_end runs, so a
+//   Checkpoint saves it), but the run stays within it: state().epoch does
+//   not count it, state().batch is its steps so far and the running sums
+//   are kept, so a checkpoint taken there resumes inside the period. A
+//   later fit_steps that trains on from there drops that record and makes
+//   the period's record again at its end, over all its steps: stopped and
+//   resumed, the history (its records, their numbers and values) is the
+//   uninterrupted run's. With nothing left to train, the record stays.
 // - A step (train_step) trains one batch: forward, loss, backward (DDP and
 //   DistributedModel reduce the gradients), clipping of the global gradient
 //   norm when options.clip_grad_norm > 0 (optim::clip_grad_norm_, or
@@ -97,7 +108,7 @@ struct EvalResult {
 };
 
 struct TrainState {
-  int64_t epoch = 0;   // current epoch, 0-based (after fit: the epochs done)
+  int64_t epoch = 0;   // current epoch, 0-based (after fit: the epochs done, Note [a period cut short])
   int64_t epochs = 0;  // fit's target
   int64_t step = 0;    // optimizer steps taken
   int64_t batch = 0;   // batches of the current epoch done (or skipped)
@@ -193,7 +204,7 @@ class Trainer {
   void load_pending();
   void load_checkpoint(const std::string& path);
   void begin_epoch();
-  void end_epoch(io::DataLoader* valid);
+  void end_epoch(io::DataLoader* valid, bool complete = true);
   void reduce(double* v, int n);
 
   TrainerOptions options_;

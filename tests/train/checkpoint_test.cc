@@ -1,7 +1,8 @@
 // The Trainer's checkpoints: every N steps into root/step-<N> with keep-last
-// rotation; resuming from the latest (mid-epoch and at an epoch's end) and
-// from an io/checkpoint single file reproduces the uninterrupted run
-// exactly; resume errors name the path.
+// rotation; resuming from the latest (mid-epoch and at an epoch's end, and
+// a step-driven run stopped between evaluations) and from an io/checkpoint
+// single file reproduces the uninterrupted run exactly; resume errors name
+// the path.
 #include "io/checkpoint.h"
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "parallel/checkpoint/reader.h"
 #include "parallel/checkpoint/rotation.h"
@@ -132,6 +134,106 @@ TEST(TrainerCheckpoint, ResumeFromTheLatestEqualsTheUninterruptedRun) {
         3, [&](Trainer& t) { t.resume(root); }, true);
     expect_same(full, resumed);
   }
+}
+
+// The step-driven form, as the GPT example runs it: an evaluation every 4 steps, a Checkpoint at each (the
+// default: every period), the LR stepped per step, to 16 steps.
+struct StepsRun {
+  std::vector<double> losses;  // each step's
+  std::vector<EpochRecord> history;
+  std::map<std::string, Tensor> weights;
+  int64_t step = 0;
+};
+
+constexpr int64_t kSteps = 16, kEvalEvery = 4;
+
+// Trains to max_steps (resuming from `root` first when `resume`), saving into `root` and writing `metrics`.
+StepsRun run_steps(int64_t max_steps, const std::string& root, const std::string& metrics, bool resume) {
+  auto ds = dataset();
+  io::DataLoader order = loader(ds);
+  std::vector<io::Batch> batches;
+  for (int64_t e = 0; static_cast<int64_t>(batches.size()) < kSteps; ++e) {
+    order.set_epoch(e);
+    for (auto& b : order) batches.push_back(b);
+  }
+  auto m = model(resume ? kSeed + 1 : kSeed);
+  Trainer t(Local{}, m, ce, sgd(sgd_options()), {.valid_name = "test"});
+  t.add<LRSchedule>(cosine(kSteps), LRSchedule::Every::kStep);
+  StepsRun run;
+  t.add<Lambda>(Lambda::Events{.step_end = [&](Trainer& tr) { run.losses.push_back(tr.state().loss); }});
+  t.add<MetricsLog>(metrics);
+  t.add<Checkpoint>(CheckpointOptions{.root = root, .quiet = true});
+  if (resume) t.resume(root);
+  io::DataLoader valid(dataset(32, 5), {.batch_size = 16});
+  t.fit_steps([&](int64_t k) { return batches.at(k); }, max_steps, {.eval_every = kEvalEvery, .valid = &valid});
+  run.history = t.state().history;
+  run.weights = weights(*m);
+  run.step = t.state().step;
+  return run;
+}
+
+// The history a new Trainer resumed from the root's latest checkpoint has.
+std::vector<EpochRecord> saved_history(const std::string& root) {
+  Trainer t(Local{}, model(), ce, sgd(sgd_options()));
+  t.resume(root);
+  t.prepare();
+  return t.state().history;
+}
+
+// The (epoch, step) of each line of a metrics file.
+std::vector<std::pair<int64_t, int64_t>> metrics_periods(const std::string& path) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    out.emplace_back(j.at("epoch").get<int64_t>(), j.at("step").get<int64_t>());
+  }
+  return out;
+}
+
+void expect_same_history(const std::vector<EpochRecord>& a, const std::vector<EpochRecord>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t e = 0; e < a.size(); ++e) {
+    EXPECT_EQ(a[e].epoch, b[e].epoch) << "record " << e;
+    EXPECT_EQ(a[e].step, b[e].step) << "record " << e;
+    EXPECT_EQ(a[e].train_loss, b[e].train_loss) << "record " << e;
+    EXPECT_EQ(a[e].train_metric, b[e].train_metric) << "record " << e;
+    EXPECT_EQ(a[e].valid_loss, b[e].valid_loss) << "record " << e;
+    EXPECT_EQ(a[e].valid_metric, b[e].valid_metric) << "record " << e;
+    EXPECT_EQ(a[e].lr, b[e].lr) << "record " << e;
+  }
+}
+
+TEST(TrainerCheckpoint, FitStepsStoppedBetweenEvaluationsAndResumedEqualsTheUninterruptedRun) {
+  const std::string full_root = fresh_dir("steps_full"), root = fresh_dir("steps_stopped");
+  const std::string full_metrics = full_root + ".jsonl", metrics = root + ".jsonl";
+  const StepsRun full = run_steps(kSteps, full_root, full_metrics, false);
+  ASSERT_EQ(full.history.size(), 4u);  // periods 1..4 at steps 4, 8, 12, 16
+  for (size_t e = 0; e < 4; ++e) {
+    EXPECT_EQ(full.history[e].epoch, static_cast<int64_t>(e + 1));
+    EXPECT_EQ(full.history[e].step, static_cast<int64_t>(kEvalEvery * (e + 1)));
+  }
+  // Stopped at step 10 (max_steps 10, as a program's --stop-after does): period 3 is evaluated and saved
+  // after 2 of its 4 steps. The resumed run trains steps 11..16 from that checkpoint.
+  const StepsRun stopped = run_steps(10, root, metrics, false);
+  EXPECT_EQ(steps_under(root), (std::vector<int64_t>{4, 8, 10}));
+  ASSERT_EQ(stopped.history.size(), 3u);
+  EXPECT_EQ(stopped.history.back().epoch, 3);
+  EXPECT_EQ(stopped.history.back().step, 10);
+  const StepsRun resumed = run_steps(kSteps, root, metrics, true);
+  EXPECT_EQ(steps_under(root), (std::vector<int64_t>{4, 8, 10, 12, 16}));
+
+  std::vector<double> losses = stopped.losses;
+  losses.insert(losses.end(), resumed.losses.begin(), resumed.losses.end());
+  EXPECT_EQ(losses, full.losses);
+  // Period 3 is the one of steps 9..12, its training loss over those 4 steps, as uninterrupted.
+  expect_same_history(full.history, resumed.history);
+  EXPECT_EQ(resumed.step, full.step);
+  for (const auto& [k, v] : full.weights) EXPECT_TRUE(testing::tensors_near(resumed.weights.at(k), v, 0)) << k;
+  // The last checkpoint and the metrics file hold the same periods as the uninterrupted run's.
+  expect_same_history(saved_history(full_root), saved_history(root));
+  expect_same_history(full.history, saved_history(root));
+  EXPECT_EQ(metrics_periods(metrics), metrics_periods(full_metrics));
 }
 
 TEST(TrainerCheckpoint, ResumeFromASingleFileCheckpointOfIoCheckpoint) {
