@@ -61,18 +61,19 @@ void DataParallelComm::attach(train::Trainer& t, int64_t steps_per_epoch, int64_
   const DType wire = f_.downcast == "bf16" ? DType::BFloat16 : f_.downcast == "fp16" ? DType::Float16 : DType::Float32;
   daso_ = std::make_unique<parallel::Daso>(
       *node_dp_, t.optimizer(),
-      parallel::DasoOptions{.schedule = f_.sched, .steps_per_epoch = static_cast<int>(steps_per_epoch), .downcast = wire});
-  t.add<train::Lambda>(train::Lambda::Events{
-      .epoch_end =
-          [this, epochs](train::Trainer& tr) {
-            const bool plateau = daso_->end_epoch(tr.state().history.back().train_loss);
-            const parallel::DasoSchedule& s = daso_->schedule();
-            if (tr.lead() && tr.state().epoch < epochs)
-              std::printf("daso: next epoch %d (%s): global_skip %d, batches_to_wait %d%s\n", s.epoch() + 1,
-                          parallel::daso_phase_name(s.phase()), s.global_skip(), s.batches_to_wait(),
-                          plateau ? " (loss plateau: skips reduced)" : "");
-          },
-      .order = 6});  // after the epoch line (Progress: 5)
+      parallel::DasoOptions{
+          .schedule = f_.sched, .steps_per_epoch = static_cast<int>(steps_per_epoch), .downcast = wire});
+  t.add<train::Lambda>(
+      train::Lambda::Events{.epoch_end =
+                                [this, epochs](train::Trainer& tr) {
+                                  const bool plateau = daso_->end_epoch(tr.state().history.back().train_loss);
+                                  const parallel::DasoSchedule& s = daso_->schedule();
+                                  if (tr.lead() && tr.state().epoch < epochs)
+                                    std::printf("daso: next epoch %d (%s): global_skip %d, batches_to_wait %d%s\n",
+                                                s.epoch() + 1, parallel::daso_phase_name(s.phase()), s.global_skip(),
+                                                s.batches_to_wait(), plateau ? " (loss plateau: skips reduced)" : "");
+                                },
+                            .order = 6});  // after the epoch line (Progress: 5)
 }
 
 std::string DataParallelComm::describe() const {

@@ -55,16 +55,17 @@ int run(const Flags& f) {
   if (f.threads > 0) set_num_threads(f.threads);
   std::cerr << "fashion_mnist: loading " << f.data << "\n";
   const FashionData data = load_fashion(f);
-  io::DataLoader train(data.train,
-                       {.batch_size = f.batch_size, .shuffle = true, .seed = f.seed, .num_workers = f.workers}, normalize);
+  io::DataLoader train(
+      data.train, {.batch_size = f.batch_size, .shuffle = true, .seed = f.seed, .num_workers = f.workers}, normalize);
   io::DataLoader test(data.test, {.batch_size = 1000, .num_workers = f.workers}, normalize);
 
   manual_seed(f.seed);
   std::shared_ptr<nn::Sequential> model = f.model == "cnn" ? fashion_cnn() : fashion_mlp();
   train::Trainer trainer(train::Local{.device = dev, .autocast = autocast_of(f.amp)}, model, cross_entropy_loss(),
                          sgd_from(f), {.valid_name = "test", .name = "fashion_mnist"});
-  add_run_callbacks(trainer, f,
-                    {.title = "weft: Fashion-MNIST " + f.model, .stop_after = f.stop_after, .checkpoint = {.quiet = true}});
+  add_run_callbacks(
+      trainer, f,
+      {.title = "weft: Fashion-MNIST " + f.model, .stop_after = f.stop_after, .checkpoint = {.quiet = true}});
   if (!f.resume.empty()) trainer.resume(f.resume);
   std::cerr << "fashion_mnist: " << f.model << " with " << model->num_parameters() << " parameters, "
             << data.train->size() << " training / " << data.test->size() << " test images, " << get_num_threads()

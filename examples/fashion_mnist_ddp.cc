@@ -35,8 +35,8 @@
 #include "examples/models.h"
 #include "examples/rank_data.h"
 #include "parallel/context.h"
-#include "parallel/mpi/process_group_mpi.h"
 #include "parallel/device_group.h"
+#include "parallel/mpi/process_group_mpi.h"
 #include "parallel/sampler.h"
 
 namespace weft::examples {

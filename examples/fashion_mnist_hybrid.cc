@@ -96,14 +96,13 @@ int run(const Flags& f) {
                          sgd_from(f), {.valid_name = "test", .name = "fashion_mnist_hybrid"});
   model.reset();
   parallel::hybrid::DistributedModel& dm = trainer.distributed_model();
-  add_run_callbacks(
-      trainer, f,
-      {.title = "weft pipeline x data parallel (pp " + std::to_string(f.pp) + " x dp " + std::to_string(dp) + ", " +
-                f.schedule + "): Fashion-MNIST " + f.model,
-       .stop_after = f.stop_after,
-       .checkpoint = {.keep_last = f.keep_last,
-                      .async = f.async_save,
-                      .kind = f.full_checkpoint ? ck::Kind::kFull : ck::Kind::kPartial}});
+  add_run_callbacks(trainer, f,
+                    {.title = "weft pipeline x data parallel (pp " + std::to_string(f.pp) + " x dp " +
+                              std::to_string(dp) + ", " + f.schedule + "): Fashion-MNIST " + f.model,
+                     .stop_after = f.stop_after,
+                     .checkpoint = {.keep_last = f.keep_last,
+                                    .async = f.async_save,
+                                    .kind = f.full_checkpoint ? ck::Kind::kFull : ck::Kind::kPartial}});
 
   // This replica's slices of every global batch and of the test set.
   auto sampler = std::make_shared<parallel::GlobalBatchSampler>(
@@ -118,10 +117,10 @@ int run(const Flags& f) {
   if (trainer.lead())
     std::cerr << "fashion_mnist_hybrid: " << f.model << " (" << layers << " layers) as pp " << f.pp << " x dp " << dp
               << " on " << ctx.size() << " ranks, balance " << join_ints(dm.balance())
-              << (f.balance == kBalanceAuto ? (f.pp > 1 ? " (measured)" : " (one stage)") : " (given)")
-              << ", schedule " << dm.pipe().schedule().name << ", " << f.chunks << " micro-batches of a "
-              << sampler->local_batch() << "-image replica batch (global " << f.batch_size << "), " << n_train
-              << " training / " << n_test << " test images, " << get_num_threads() << " thread(s) per rank"
+              << (f.balance == kBalanceAuto ? (f.pp > 1 ? " (measured)" : " (one stage)") : " (given)") << ", schedule "
+              << dm.pipe().schedule().name << ", " << f.chunks << " micro-batches of a " << sampler->local_batch()
+              << "-image replica batch (global " << f.batch_size << "), " << n_train << " training / " << n_test
+              << " test images, " << get_num_threads() << " thread(s) per rank"
               << (f.async_save ? ", checkpoints written in the background" : "") << "\n";
   return fit_and_report(trainer, train, test, f);
 }

@@ -1,27 +1,20 @@
 // fashion_mnist_pipe: the Fashion-MNIST example (examples/fashion_mnist.cc)
-// trained pipeline-parallel: the model's layers split across MPI ranks by
+// trained pipeline-parallel on the library's training loop (train::Trainer,
+// train::Pipeline layout): the model's layers split across MPI ranks by
 // --balance and fed as --chunks micro-batches per step (parallel/pipe/pipe.h).
 //
-//   ./bazelw build //examples:fashion_mnist_pipe
-//   mpirun --allow-run-as-root --oversubscribe -np 2 bazel-bin/examples/fashion_mnist_pipe \
-//       --schedule 1f1b --chunks 4
+//   mpirun --allow-run-as-root --oversubscribe -np 2 bazel-bin/examples/fashion_mnist_pipe --schedule 1f1b
 //
-// The library's training loop, train::Trainer, with the train::Pipeline
-// layout. Every rank builds the model from --seed and keeps its stages'
-// layers; every rank reads the dataset and walks the same shuffled batches
-// (the input is used on stage 0's rank, the labels on the last stage's). A
-// step is the whole batch: its loss is the mean over the batch and each
-// rank's SGD updates its own layers, so training is the single-process
-// example's with the batch split into micro-batches (same learning rate,
-// momentum, weight decay and per-epoch cosine schedule). The Trainer reduces
-// the loss and accuracy, so the lead's progress bar shows the true ones. --schedule gpipe, 1f1b, interleaved (--virtual
-// stages per rank) or zb (ZB-H1: backward split into B, the input gradient, and
-// W, the weight gradients, which fill the drain bubble; one stage per rank).
-// Evaluation runs the forward-only schedule. Rank 0 prints progress and
-// `test_accuracy=0.XXXX`, writes metrics and the plot, the schedule's text
-// chart with the simulator's prediction from the last step's measured F, B
-// and W times (--chart), and that step's measured timeline as Chrome-trace
-// JSON (--trace; chrome://tracing or Perfetto): examples/schedule_chart_callback.h.
+// Every rank builds the model from --seed, keeps its stages' layers and walks
+// the same shuffled batches (the input is used on stage 0's rank, the labels
+// on the last stage's); a step's loss is the batch mean and each rank's SGD
+// updates its own layers, so training is the single-process example's with
+// the batch split into micro-batches. The Trainer reduces the loss and
+// accuracy: rank 0's progress bar shows the true ones. --schedule gpipe, 1f1b,
+// interleaved (--virtual stages per rank) or zb (ZB-H1: backward split into
+// B and W, W filling the drain bubble). Rank 0 also writes the last step's
+// schedule chart, simulated from its measured F, B and W times (--chart),
+// and its Chrome trace (--trace): examples/schedule_chart_callback.h.
 #include <algorithm>
 #include <iostream>
 #include <optional>
@@ -101,8 +94,8 @@ int run(const Flags& f) {
   set_num_threads(resolve_threads(f.threads, parallel::local_size()));
   const FashionData data = load_fashion(f);
   // The same batches in the same order on every rank.
-  io::DataLoader train(data.train,
-                       {.batch_size = f.batch_size, .shuffle = true, .seed = f.seed, .num_workers = f.workers}, normalize);
+  io::DataLoader train(
+      data.train, {.batch_size = f.batch_size, .shuffle = true, .seed = f.seed, .num_workers = f.workers}, normalize);
   io::DataLoader test(data.test, {.batch_size = 1000, .num_workers = f.workers}, normalize);
 
   manual_seed(f.seed);

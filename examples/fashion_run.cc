@@ -56,7 +56,7 @@ int fit_and_report(train::Trainer& t, io::DataLoader& train, io::DataLoader& tes
                    const std::function<void()>& after_fit) {
   t.fit(train, &test, f.epochs);
   if (after_fit) after_fit();
-  t.barrier();  // the lead's files are complete before anyone exits
+  t.barrier();                                // the lead's files are complete before anyone exits
   if (t.state().stop || !t.lead()) return 0;  // interrupted by --stop-after-epoch
   std::cerr << t.options().name << ": metrics in " << f.metrics << ", plot in " << f.plot << "\n";
   const auto& history = t.state().history;
