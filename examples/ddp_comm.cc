@@ -43,7 +43,8 @@ DataParallelComm::DataParallelComm(const DasoFlags& f, std::shared_ptr<parallel:
   }
   model->to(device);
   node_dp_ = std::make_unique<parallel::NodeDataParallel>(
-      model, parallel::make_node_groups(world_, {f_.ranks_per_node}), parallel::NodeDataParallelOptions{ddp_});
+      model, parallel::make_node_groups(world_, {.ranks_per_node = f_.ranks_per_node}),
+      parallel::NodeDataParallelOptions{.ddp = ddp_});
 }
 
 train::DataParallel DataParallelComm::layout(Device device, std::optional<DType> autocast) {

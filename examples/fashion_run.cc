@@ -11,7 +11,9 @@
 
 namespace weft::examples {
 
-io::Example normalize(const io::Example& e, Generator&) { return {(e.data - 0.2860) / 0.3530, e.target}; }
+io::Example normalize(const io::Example& e, Generator&) {
+  return {.data = (e.data - 0.2860) / 0.3530, .target = e.target};
+}
 
 namespace {
 std::shared_ptr<io::TensorDataset> head(const io::TensorDataset& ds, int64_t limit) {
