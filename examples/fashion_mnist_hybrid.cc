@@ -38,7 +38,6 @@ namespace ck = parallel::checkpoint;
 // registered here: checkpoint directories) and this example's own.
 struct Flags : TrainFlags, GridFlags {
   bool zero = false;
-  int keep_last = kDefaultKeepLast;
   bool async_save = false;
   bool full_checkpoint = false;
   int64_t stop_after = 0;
@@ -65,7 +64,6 @@ std::optional<Flags> parse(int argc, char** argv) {
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
   resolve_train_flags(f);
   check_grid_flags(f);
-  check_keep_last_flag(f.keep_last);
   return f;
 }
 

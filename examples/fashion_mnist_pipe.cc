@@ -15,6 +15,8 @@
 // B and W, W filling the drain bubble). Rank 0 also writes the last step's
 // schedule chart, simulated from its measured F, B and W times (--chart),
 // and its Chrome trace (--trace): examples/schedule_chart_callback.h.
+// --save writes partitioned checkpoints (DIR/step-<N>) after every epoch,
+// which --resume continues on any layout (and this one from any layout's).
 #include <algorithm>
 #include <iostream>
 #include <optional>
@@ -35,9 +37,9 @@ namespace {
 
 namespace pp = parallel::pipe;
 
-// The shared training flags (examples/train_flags.h; no --save/--resume)
-// and this example's own.
+// The shared training flags (examples/train_flags.h) and this example's own.
 struct Flags : TrainFlags {
+  int64_t stop_after = 0;  // 0 = run all epochs
   int chunks = 4;
   std::string balance = kBalanceAuto;  // "a,b,...": layers per stage; auto: measured and planned
   std::string schedule = "1f1b";
@@ -53,8 +55,8 @@ std::optional<Flags> parse(int argc, char** argv) {
   add_train_flags(p, f,
                   {.program = "fashion_mnist_pipe",
                    .batch_size_help = "batch size (one pipeline step)",
-                   .multi_process = true,
-                   .checkpoints = false});
+                   .multi_process = true});
+  add_stop_after_flag(p, &f.stop_after);
   p.add("--chunks N", &f.chunks, "micro-batches per step");
   add_balance_flag(p, &f.balance, "layers per stage");
   p.add_choice("--schedule", &f.schedule, {"gpipe", "1f1b", "interleaved", "zb"}, "pipeline schedule")
@@ -114,7 +116,9 @@ int run(const Flags& f) {
   trainer.add<ScheduleChart>(f.chart, f.trace);
   add_run_callbacks(trainer, f,
                     {.title = "weft pipeline (" + std::to_string(g.size()) + " ranks, " + pipe.schedule().name +
-                              "): Fashion-MNIST " + f.model});
+                              "): Fashion-MNIST " + f.model,
+                     .stop_after = f.stop_after});
+  if (!f.resume.empty()) trainer.resume(f.resume);  // a checkpoint of any layout
   if (trainer.lead())
     std::cerr << "fashion_mnist_pipe: " << f.model << " (" << layers << " layers) over " << g.size()
               << " ranks, balance " << join_ints(balance) << ", schedule " << pipe.schedule().name << ", " << f.chunks

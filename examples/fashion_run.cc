@@ -43,6 +43,7 @@ void add_run_callbacks(train::Trainer& t, const TrainFlags& f, RunSpec spec) {
   t.add<train::Plot>(f.plot, spec.title);
   if (!f.save.empty()) {
     spec.checkpoint.root = f.save;
+    spec.checkpoint.keep_last = f.keep_last;
     t.add<train::Checkpoint>(spec.checkpoint);
   }
   const int64_t stop_after = spec.stop_after;

@@ -30,6 +30,7 @@ void add_train_flags(FlagParser& p, TrainFlags& f, const TrainFlagsSpec& spec) {
     p.add("--save PATH", &f.save,
           ranks ? "rank 0 writes a checkpoint after every epoch" : "write a checkpoint after every epoch")
         .add("--resume PATH", &f.resume, "continue from a checkpoint written by --save");
+    add_keep_last_flag(p, &f.keep_last);
   }
   p.add("--metrics PATH", &f.metrics, "JSON-lines metrics")
       .add("--plot PATH", &f.plot, "SVG plot of loss and accuracy")
@@ -65,6 +66,7 @@ void resolve_train_flags(TrainFlags& f, std::initializer_list<std::string*> more
   WEFT_FLAG_CHECK(f.workers >= 0, "--workers must be >= 0 (got ", f.workers, ")");
   WEFT_FLAG_CHECK(f.limit_train >= 0, "--limit-train must be >= 0 (0: all; got ", f.limit_train, ")");
   WEFT_FLAG_CHECK(f.limit_test >= 0, "--limit-test must be >= 0 (0: all; got ", f.limit_test, ")");
+  check_keep_last_flag(f.keep_last);
   for (std::string* path : {&f.data, &f.save, &f.resume, &f.metrics, &f.plot}) *path = user_path(*path);
   for (std::string* path : more_paths) *path = user_path(*path);
   check_data_dir(f.data);

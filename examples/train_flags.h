@@ -27,9 +27,10 @@
 //   saying so and what was expected: the four *-ubyte.gz IDX files), and
 //   --resume, when given, must exist ("--resume PATH: no such file or
 //   directory").
-// - --keep-last (the examples that write a directory of checkpoints:
-//   fashion_mnist_hybrid, gpt) has one default, kDefaultKeepLast, and one
-//   registration (add_keep_last_flag); check_keep_last_flag wants >= 0.
+// - --keep-last (every example that writes checkpoints: with --save and
+//   --resume here, or registered by the example itself, as
+//   fashion_mnist_hybrid and gpt do) has one default, kDefaultKeepLast, and
+//   one registration (add_keep_last_flag); check_keep_last_flag wants >= 0.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,11 @@
 #include "io/fashion_mnist.h"
 
 namespace weft::examples {
+
+// --keep-last's default: the newest two checkpoints, so that disk use stays
+// bounded on long runs and the one before the newest is still there to go
+// back to (a run that diverged, a checkpoint from the wrong flags).
+inline constexpr int kDefaultKeepLast = 2;
 
 struct TrainFlags {
   std::string data = io::kFashionMnistDir;
@@ -54,15 +60,12 @@ struct TrainFlags {
   int threads = 0;  // 0: all cores (per rank: resolve_threads())
   int workers = 1;
   std::string save, resume;                 // empty: none
+  int keep_last = kDefaultKeepLast;         // checkpoints kept under --save (0: all)
   std::string metrics, plot;                // empty at registration: "<program>_metrics.jsonl", "<program>.svg"
   int64_t limit_train = 0, limit_test = 0;  // 0: all
   bool progress = true;
 };
 
-// --keep-last's default: the newest two checkpoints, so that disk use stays
-// bounded on long runs and the one before the newest is still there to go
-// back to (a run that diverged, a checkpoint from the wrong flags).
-inline constexpr int kDefaultKeepLast = 2;
 
 // Where the examples' flags differ.
 struct TrainFlagsSpec {

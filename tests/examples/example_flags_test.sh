@@ -25,10 +25,10 @@ common=(--data DIR --model --epochs --batch-size --lr --momentum --weight-decay 
 for bin in "$single" "$ddp" "$pipe"; do
   check "$bin" --help > "$tmp/help"
   for flag in "${common[@]}"; do check grep -qF -- "$flag" "$tmp/help"; done
-  if [ "$bin" != "$pipe" ]; then
-    check grep -qF -- "--save PATH" "$tmp/help"
-    check grep -qF -- "--resume PATH" "$tmp/help"
-  fi
+  check grep -qF -- "--save PATH" "$tmp/help"
+  check grep -qF -- "--resume PATH" "$tmp/help"
+  check grep -qF -- "--keep-last N" "$tmp/help"
+  check grep -qF -- "(default 2)" "$tmp/help"
   check grep -qF -- "(default 128)" "$tmp/help"
   fails_with "flag --epochs: 'two' is not an integer" "$bin" --epochs two && pass=$((pass+1)) || fail=$((fail+1))
   fails_with "flag --lr: '0.1x' is not a number" "$bin" --lr=0.1x && pass=$((pass+1)) || fail=$((fail+1))
@@ -44,13 +44,14 @@ for bin in "$single" "$ddp" "$pipe"; do
   fails_with "unknown flag '--epoch'" "$bin" --epoch 2 && pass=$((pass+1)) || fail=$((fail+1))
   fails_with "flag --model must be one of cnn|mlp" "$bin" --model resnet && pass=$((pass+1)) || fail=$((fail+1))
 done
-fails_with "flag --save needs a value" "$single" --save && pass=$((pass+1)) || fail=$((fail+1))
-fails_with "flag --save needs a value" "$ddp" --save && pass=$((pass+1)) || fail=$((fail+1))
-for bin in "$single" "$ddp"; do
+for bin in "$single" "$ddp" "$pipe"; do
+  fails_with "flag --save needs a value" "$bin" --save && pass=$((pass+1)) || fail=$((fail+1))
   fails_with "--resume $tmp/none.weft: no such file or directory" "$bin" --resume "$tmp/none.weft" \
     && pass=$((pass+1)) || fail=$((fail+1))
+  fails_with "--keep-last must be >= 0 (0: keep all; got -1)" "$bin" --keep-last -1 \
+    && pass=$((pass+1)) || fail=$((fail+1))
 done
-fails_with "unknown flag '--save'" "$pipe" --save ck && pass=$((pass+1)) || fail=$((fail+1))
+check grep -qF -- "--stop-after-epoch K" <("$pipe" --help)
 # Each example's defaults and wording.
 check grep -qF -- "(default fashion_mnist_metrics.jsonl)" <("$single" --help)
 check grep -qF -- "(default fashion_mnist_ddp.svg)" <("$ddp" --help)

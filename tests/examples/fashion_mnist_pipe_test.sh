@@ -12,6 +12,8 @@
 # stages per rank) is given its balance. The 1f1b run shows the progress
 # bar: rank 0 holds stage 0 and never sees an output, yet its bar shows the
 # true running accuracy, ending at the epoch's train_acc (bar_accuracy.py).
+# A checkpoint saved after epoch 1 resumes on 2 ranks (the uninterrupted
+# epoch 2 line exactly) and in one process.
 # Usage: fashion_mnist_pipe_test.sh FASHION_MNIST FASHION_MNIST_PIPE MPIRUN_SH BAR_ACCURACY_PY
 set -uo pipefail
 single="$1" pipe="$2" mpirun_sh="$3" bar_accuracy="$4"
@@ -72,6 +74,27 @@ check grep -q '"name": "W1\.' "$tmp/zb.json"
 check grep -q '^zb-h1: 2 ranks, 4 micro-batches' "$tmp/zb.txt"
 check grep -q 'W weight gradient' "$tmp/zb.txt"
 run_pipe gpipe4 4 --schedule gpipe --chunks 2 --balance 3,3,2,2
+
+# Checkpoints: the 1f1b run saved after epoch 1 (--save, --stop-after-epoch 1)
+# and resumed on the same 2 ranks prints the uninterrupted run's epoch 2
+# exactly; resumed in one process (1 stage) it trains on within tolerance.
+timeout 300 "$mpirun_sh" -np 2 "$pipe" "${common[@]}" --schedule 1f1b --chunks 4 --save "$tmp/ck" \
+  --stop-after-epoch 1 --metrics "$tmp/ck1.jsonl" --plot "$tmp/ck1.svg" --chart "$tmp/ck1.txt" \
+  --trace "$tmp/ck1.json" > "$tmp/ck1.out" 2> "$tmp/ck1.err"
+check test $? -eq 0
+check test -f "$tmp/ck/step-00000016/manifest.json"
+check grep -q 'stopping after epoch 1 (--stop-after-epoch)' "$tmp/ck1.err"
+for np in 2 1; do
+  timeout 300 "$mpirun_sh" -np "$np" "$pipe" "${common[@]}" --schedule 1f1b --chunks 4 --resume "$tmp/ck" \
+    --metrics "$tmp/r$np.jsonl" --plot "$tmp/r$np.svg" --chart "$tmp/r$np.txt" --trace "$tmp/r$np.json" \
+    > "$tmp/r$np.out" 2> "$tmp/r$np.err"
+  check test $? -eq 0 || cat "$tmp/r$np.err"
+  check grep -qF "resumed from partitioned checkpoint directory $tmp/ck/step-00000016 (step 16, epoch 1)" "$tmp/r$np.err"
+  check test "$(grep -c '^epoch' "$tmp/r$np.out")" -eq 1
+done
+check test "$(grep '^epoch 2/2' "$tmp/r2.out" | cut -d'(' -f1)" = \
+  "$(grep '^epoch 2/2' "$tmp/one_f_one_b.out" | cut -d'(' -f1)"
+check grep -q '^test_accuracy=0\.[0-9]\{4\}$' "$tmp/r1.out"
 
 # Bad pipeline flags are named (every rank exits 1).
 timeout 120 "$mpirun_sh" -np 2 "$pipe" "${common[@]}" --balance 4,4 > "$tmp/bad.out" 2> "$tmp/bad.err"

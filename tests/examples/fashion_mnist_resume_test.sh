@@ -15,6 +15,7 @@ check() { if "$@"; then pass=$((pass+1)); else echo "FAILED: $*"; fail=$((fail+1
 
 "$bin" "${common[@]}" --metrics "$tmp/full.jsonl" --plot "$tmp/full.svg" > "$tmp/full.out"
 "$bin" "${common[@]}" --stop-after-epoch 1 --save "$tmp/ck" --metrics "$tmp/a.jsonl" --plot "$tmp/a.svg" > "$tmp/part1.out"
+cp -r "$tmp/ck/step-00000016" "$tmp/epoch1"  # --keep-last 2 (the default) prunes it below
 # resumed: runs epochs 2 and 3 only
 "$bin" "${common[@]}" --resume "$tmp/ck" --save "$tmp/ck" --metrics "$tmp/a.jsonl" --plot "$tmp/a.svg" > "$tmp/part2.out" 2> "$tmp/part2.err"
 
@@ -29,17 +30,19 @@ check grep -q '^test_accuracy=0\.[0-9]\{4\}$' "$tmp/full.out"
 check grep -q '<svg' "$tmp/full.svg"
 check test "$(wc -l < "$tmp/full.jsonl")" -eq 3
 check test "$(grep -c '"test_accuracy"' "$tmp/a.jsonl")" -eq 3
-# a step directory per epoch (16 steps each), committed
-check test -f "$tmp/ck/step-00000016/manifest.json"
+# a step directory per epoch (16 steps each), committed; the newest two kept (--keep-last 2)
+check test -f "$tmp/epoch1/manifest.json"
+check test ! -e "$tmp/ck/step-00000016"
+check test -f "$tmp/ck/step-00000032/manifest.json"
 check test -f "$tmp/ck/step-00000048/manifest.json"
 check grep -q "resumed from partitioned checkpoint directory $tmp/ck/step-00000016 (step 16, epoch 1)" "$tmp/part2.err"
 # resuming from one step directory gives the same last two epochs
-"$bin" "${common[@]}" --resume "$tmp/ck/step-00000016" --metrics "$tmp/b.jsonl" --plot "$tmp/b.svg" 2> /dev/null \
+"$bin" "${common[@]}" --resume "$tmp/epoch1" --metrics "$tmp/b.jsonl" --plot "$tmp/b.svg" 2> /dev/null \
   | grep '^epoch' | sed 's/ (.*//' > "$tmp/step_dir.epochs"
 check diff <(tail -n 2 "$tmp/full.epochs") "$tmp/step_dir.epochs"
 
 # a corrupted checkpoint is refused, naming the shard
-cp -r "$tmp/ck/step-00000016" "$tmp/bad"
+cp -r "$tmp/epoch1" "$tmp/bad"
 shard="$tmp/bad/model-00001-of-00001.safetensors"
 printf '\x55' | dd of="$shard" bs=1 seek=$(( $(stat -c %s "$shard") - 10 )) conv=notrunc status=none
 if "$bin" "${common[@]}" --resume "$tmp/bad" > "$tmp/bad.out" 2>&1; then check false; else
