@@ -12,6 +12,14 @@
 //   responding (no heartbeat for 2.5 s: the process died or is stuck), 2.6 s
 //   after it was issued (timeout 600 s); communicator aborted". `while_doing`
 //   (e.g. "while ncclAllReduce was being queued") follows the rank list when set.
+// - settle_split(rc, ok, in_progress, member, has_child, parent_query,
+//   child_query, deadline, period, on_poll): Note [nccl split handle]
+//   (process_group_nccl.cc). Settles a non-blocking ncclCommSplit: the parent's
+//   state first; then, for a member, waits until the child's handle has been
+//   written (has_child(); a parent failure ends the wait) and until the child's
+//   own state (child_query()) is no longer in progress. Returns ok when the
+//   child is ready to use, else the first failure, or in_progress once
+//   `deadline` passed; on_poll() runs every `period` throughout.
 #pragma once
 
 #include <chrono>
@@ -39,6 +47,28 @@ int settle_until(int rc, int in_progress, Query&& query, std::chrono::steady_clo
     rc = query();
   }
   return rc;
+}
+
+template <typename HasChild, typename ParentQuery, typename ChildQuery, typename OnPoll>
+int settle_split(int rc, int ok, int in_progress, bool member, HasChild&& has_child, ParentQuery&& parent_query,
+                 ChildQuery&& child_query, std::chrono::steady_clock::time_point deadline,
+                 std::chrono::milliseconds period, OnPoll&& on_poll) {
+  using Clock = std::chrono::steady_clock;
+  rc = settle_until(rc, in_progress, parent_query, deadline, period, on_poll);
+  if (rc != ok || !member) return rc;
+  auto next = Clock::now() + period;
+  while (!has_child()) {
+    const auto now = Clock::now();
+    if (now >= deadline) return in_progress;
+    if (now >= next) {
+      on_poll();
+      next = now + period;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    const int parent = parent_query();
+    if (parent != ok && parent != in_progress) return parent;
+  }
+  return settle_until(child_query(), in_progress, child_query, deadline, period, on_poll);
 }
 
 inline std::string liveness_error(const std::string& what_seq, const std::string& group, const std::string& ranks_text,

@@ -15,6 +15,14 @@
 // ncclCommGetAsyncError until the call is through or a deadline passes, and the
 // caller aborts the communicator then; no NCCL call can hang the process.
 //
+// Note [nccl split handle]: with a non-blocking parent, ncclCommSplit returns
+// ncclInProgress and NCCL writes the child's handle only when the child's
+// initialisation job ends, which may be after the parent's own state already
+// reads ncclSuccess. Reading the child's rank
+// then fails ("invalid argument": a null communicator), so new_group waits
+// for the handle and then for the child's own state (settle_split in
+// nccl_wait.h) before touching the child.
+//
 // Note [nccl desync check]: in debug mode the group holds an MPI group with
 // the same ranks in the same order (`debug_mpi`: the bootstrap group, or for a
 // sub-group the MPI sub-group made alongside the ncclCommSplit, both ordered
@@ -27,6 +35,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -322,29 +331,46 @@ std::shared_ptr<ProcessGroup> ProcessGroupNCCL::new_group(const std::vector<int>
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // Note [nccl non-blocking]
     const auto issued = Clock::now(), deadline = issued + timeout_;
+    // Note [nccl split handle]: NCCL may write the child's handle from its own
+    // thread after the call returned, so the slot lives on the heap and is read
+    // atomically; it is leaked when the split did not finish (NCCL may still write it).
+    auto* slot = new ncclComm_t(nullptr);
+    auto load_child = [slot] { return std::atomic_ref<ncclComm_t>(*slot).load(std::memory_order_acquire); };
     ncclResult_t rc = ncclCommSplit(s_->comm, member ? 0 : NCCL_SPLIT_NOCOLOR,
-                                    member ? static_cast<int>(me - ranks.begin()) : 0, &child, &config);
+                                    member ? static_cast<int>(me - ranks.begin()) : 0, slot, &config);
     // Note [nccl non-blocking]: a dead peer is named from its heartbeats (m is held).
     auto alive = [&] {
       try {
         s_->check_alive(s_->peers(), what, timeout_, issued, /*locked=*/true, "during ncclCommSplit");
       } catch (...) {
-        if (child != nullptr) (void)ncclCommAbort(child);
+        if (ncclComm_t c = load_child(); c != nullptr) (void)ncclCommAbort(c);
         throw;
       }
     };
-    rc = settle(s_->comm, rc, deadline, alive);
-    if (rc == ncclSuccess && child != nullptr) rc = settle(child, ncclInProgress, deadline, alive);
+    auto state_of = [](ncclComm_t comm) {
+      ncclResult_t state = ncclSuccess;
+      ncclResult_t q = ncclCommGetAsyncError(comm, &state);
+      return static_cast<int>(q != ncclSuccess ? q : state);
+    };
+    rc = static_cast<ncclResult_t>(detail::settle_split(
+        static_cast<int>(rc), static_cast<int>(ncclSuccess), static_cast<int>(ncclInProgress), member,
+        [&] { return load_child() != nullptr; }, [&] { return state_of(s_->comm); },
+        [&] { return state_of(load_child()); }, deadline,
+        std::chrono::duration_cast<std::chrono::milliseconds>(detail::kNcclLivenessPollPeriod), alive));
+    child = load_child();
     if (rc != ncclSuccess) {
       std::string msg = weft::detail::str_cat(what, " on ", s_->name, ": ncclCommSplit ",
                                               rc == ncclInProgress
                                                   ? weft::detail::str_cat("timed out after ", seconds(timeout_), " s")
-                                                  : "failed: " + nccl_text(rc, s_->comm),
+                                                  : "failed: " + nccl_text(rc, child != nullptr ? child : s_->comm),
                                               "; communicator aborted");
       if (child != nullptr) (void)ncclCommAbort(child);
+      if (rc != ncclInProgress) delete slot;
       s_->abort_locked(msg);
       WEFT_ERROR(msg);
     }
+    delete slot;
+    WEFT_CHECK(!member || child != nullptr, what, " on ", s_->name, ": ncclCommSplit returned no communicator");
   }
   std::shared_ptr<ProcessGroupNCCL> pg;
   if (member) {

@@ -205,6 +205,7 @@ std::unique_ptr<NCCLGroupState> make_state(ncclComm_t comm, int device, std::vec
   s->device = device;
   s->global_ranks = std::move(global_ranks);
   s->name = std::move(name);
+  WEFT_CHECK(comm != nullptr, s->name, ": no NCCL communicator to read the rank and size of");
   ca::DeviceGuard g(device);
   int r = 0, n = 0;
   ncclResult_t rc = ncclCommUserRank(comm, &r);

@@ -168,34 +168,49 @@ TEST(NCCL, BroadcastAllgatherReduceScatterEveryDType) {
   pg->allreduce(empty_t)->wait();
 }
 
-// Blocks the compute stream on the host until released (or 5 s pass).
+// Blocks the compute stream on the host until released (or 5 s pass); `left` is
+// set just before it lets the stream go on.
 struct StreamGate {
-  std::atomic<bool> open{false};
+  std::atomic<bool> open{false}, left{false};
   static void CUDART_CB hold(void* self) {
     auto* g = static_cast<StreamGate*>(self);
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (!g->open.load() && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    g->left = true;
   }
   void close_on_compute_stream() {
     ASSERT_EQ(cudaLaunchHostFunc(weft::cuda::current_stream(0), &StreamGate::hold, this), cudaSuccess);
   }
 };
 
+// Ordering by values and by the gate's state, not by how fast the GPU is: the
+// allgather reads a tensor that the compute stream writes behind the closed
+// gate, so it must copy the new value, and it cannot have completed while the
+// gate still holds that write back.
 TEST(NCCL, CollectiveRunsAfterTheComputeStreamsWork) {
   SKIP_WITHOUT_GPU();
   auto pg = group();
   Tensor t = to_gpu(full({4}, 1.0), 0);
+  std::vector<Tensor> outs{to_gpu(zeros({4}), 0)};
+  // The same fill kernel and allgather once before the gate, so nothing below
+  // loads a kernel (lazy module loading may synchronise the device, which would
+  // wait for the gate) or allocates.
+  t.fill_(Scalar(1.0));
+  pg->allgather(outs, t)->wait();
+  for (double v : read(to_host(outs[0]))) ASSERT_DOUBLE_EQ(v, 1.0);
   StreamGate gate;
   gate.close_on_compute_stream();
-  // Queued on the compute stream behind the gate: the collective must see it.
-  t.fill_(Scalar(0.0));
-  WorkPtr w = pg->allreduce(t);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_FALSE(w->is_completed());  // waiting for the compute stream
+  t.fill_(Scalar(2.0));  // queued on the compute stream behind the gate
+  WorkPtr w = pg->allgather(outs, t);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // time for a collective that did not wait to finish
+  const bool completed = w->is_completed();
+  const bool gate_held = !gate.left.load();
+  ASSERT_TRUE(gate_held) << "the host waited for the gate while queuing the work: the check below would prove nothing";
+  EXPECT_FALSE(completed) << "the allgather completed while the compute stream's write was still held back";
   gate.open = true;
   w->wait();
-  for (double v : read(to_host(t))) EXPECT_DOUBLE_EQ(v, 0.0);
+  for (double v : read(to_host(outs[0]))) EXPECT_DOUBLE_EQ(v, 2.0) << "the allgather read t before fill_(2)";
 }
 
 TEST(NCCL, ShortWaitTimesOutWithoutAborting) {

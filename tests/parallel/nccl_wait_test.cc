@@ -1,6 +1,7 @@
 // The NCCL backend's waits (parallel/nccl/nccl_wait.h) with a fake NCCL: a call
 // stuck in ncclInProgress ends as soon as the liveness check names a dead peer,
-// long before the collective timeout (Note [nccl non-blocking]).
+// long before the collective timeout (Note [nccl non-blocking]); a split waits
+// for its child's handle and initialisation (Note [nccl split handle]).
 #include "parallel/nccl/nccl_wait.h"
 
 #include <chrono>
@@ -55,6 +56,64 @@ TEST(NcclWait, ADeadPeerEndsTheWaitLongBeforeTheTimeout) {
                     "was being queued, 2.6 s after it was issued (timeout 600 s); communicator aborted");
   EXPECT_EQ(polls, 3);
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+}
+
+// Note [nccl split handle]: the parent reads ncclSuccess at once, the child's
+// handle appears on the third poll and the child is in progress for two more.
+TEST(NcclWait, SplitWaitsForTheChildsHandleAndItsInitialisation) {
+  int handle_polls = 0, child_queries = 0;
+  auto has_child = [&] { return ++handle_polls >= 3; };
+  auto child_query = [&] {
+    EXPECT_GE(handle_polls, 3) << "the child was queried before its handle existed";
+    return ++child_queries < 3 ? kInProgress : kOk;
+  };
+  EXPECT_EQ(settle_split(
+                kInProgress, kOk, kInProgress, /*member=*/true, has_child, [] { return kOk; }, child_query,
+                Clock::now() + milliseconds(10000), milliseconds(1), [] {}),
+            kOk);
+  EXPECT_EQ(handle_polls, 3);
+  EXPECT_EQ(child_queries, 3);
+}
+
+TEST(NcclWait, SplitOfANonMemberSettlesOnlyTheParent) {
+  int parent_queries = 0;
+  auto parent = [&] { return ++parent_queries < 2 ? kInProgress : kOk; };
+  auto never = [] {
+    ADD_FAILURE() << "a non-member has no child";
+    return false;
+  };
+  auto child = [] {
+    ADD_FAILURE() << "a non-member has no child";
+    return kFailed;
+  };
+  EXPECT_EQ(settle_split(kInProgress, kOk, kInProgress, /*member=*/false, never, parent, child,
+                         Clock::now() + milliseconds(10000), milliseconds(1), [] {}),
+            kOk);
+  EXPECT_EQ(parent_queries, 2);
+}
+
+TEST(NcclWait, SplitReportsFailuresAndTheDeadline) {
+  // The parent fails while the handle is awaited.
+  int parent_queries = 0;
+  auto parent = [&] { return ++parent_queries < 2 ? kOk : kFailed; };
+  EXPECT_EQ(settle_split(
+                kInProgress, kOk, kInProgress, true, [] { return false; }, parent, [] { return kOk; },
+                Clock::now() + milliseconds(10000), milliseconds(1), [] {}),
+            kFailed);
+  // The child's initialisation fails.
+  EXPECT_EQ(settle_split(
+                kOk, kOk, kInProgress, true, [] { return true; }, [] { return kOk; }, [] { return kFailed; },
+                Clock::now() + milliseconds(10000), milliseconds(1), [] {}),
+            kFailed);
+  // The handle never comes: in progress at the deadline, with liveness polls meanwhile.
+  int polls = 0;
+  const auto t0 = Clock::now();
+  EXPECT_EQ(settle_split(
+                kOk, kOk, kInProgress, true, [] { return false; }, [] { return kOk; }, [] { return kOk; },
+                t0 + milliseconds(30), milliseconds(5), [&] { ++polls; }),
+            kInProgress);
+  EXPECT_GE(Clock::now() - t0, milliseconds(30));
+  EXPECT_GE(polls, 1);
 }
 
 TEST(NcclWait, LivenessErrorWithoutContextMatchesTheWorksMessage) {
