@@ -23,6 +23,16 @@ Shape expected_shape(const Edge& e) {
   return e.node->outputs.at(e.input_nr).sizes;
 }
 
+// Note [gradient dtype]: a gradient is handed on in the dtype of the tensor it
+// is for, as in PyTorch. An op that promotes mixed dtypes (a float32 residual
+// plus a bfloat16 linear output under autocast gives float32) returns its output
+// gradient's dtype for every operand; the bfloat16 operand's node would otherwise
+// receive float32 and multiply it with its saved bfloat16 tensors.
+DType expected_dtype(const Edge& e) {
+  if (auto* acc = dynamic_cast<AccumulateGrad*>(e.node.get())) return acc->leaf()->dtype();
+  return e.node->outputs.at(e.input_nr).dtype;
+}
+
 void accumulate(Tensor& slot, const Tensor& g) {
   if (!g.defined()) return;
   if (!slot.defined()) slot = g;
@@ -152,6 +162,8 @@ void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_gra
         Shape want = expected_shape(e);
         WEFT_CHECK(g.sizes() == want, "autograd: ", node->name(), " returned a gradient of shape ",
                    shape_str(g.sizes()), " for input ", j, ", expected ", shape_str(want));
+        const DType want_dt = expected_dtype(e);
+        if (g.dtype() != want_dt && is_floating(want_dt)) g = g.to(want_dt);  // Note [gradient dtype]
         if (!is_needed(next)) {
           split->defer(e, g);
           continue;
