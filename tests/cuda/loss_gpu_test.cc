@@ -21,8 +21,9 @@ using testing::rnd;
 
 const DType kFloats[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16};
 
-// int64 class indices in [0, C) of shape `s`; every `ignore_every`-th entry (if > 0)
-// is set to `ignore` instead. Deterministic (LCG), independent of weft's RNG.
+// int64 class indices in [0, C) of shape `s` (0-d for s = {}, the target of one
+// unbatched (C) sample); every `ignore_every`-th entry (if > 0) is set to `ignore`
+// instead. Deterministic (LCG), independent of weft's RNG.
 Tensor class_targets(const Shape& s, int64_t C, uint64_t seed, int64_t ignore_every = 0, int64_t ignore = -100) {
   std::vector<int64_t> v(numel_of(s));
   uint64_t x = seed * 0x9E3779B97F4A7C15ull + 777;
@@ -31,7 +32,7 @@ Tensor class_targets(const Shape& s, int64_t C, uint64_t seed, int64_t ignore_ev
     v[i] = static_cast<int64_t>((x >> 33) % static_cast<uint64_t>(C));
     if (ignore_every > 0 && i % static_cast<size_t>(ignore_every) == 1) v[i] = ignore;
   }
-  return tensor(v, s);
+  return reshape(tensor(v, s), s);  // tensor() reads an empty shape as (numel)
 }
 
 Shape without_dim1(const Shape& s) {
@@ -56,7 +57,8 @@ TEST(CudaLoss, CrossEntropyForwardBackwardMatchesCpu) {
             Tensor x = mul(rnd(s, DType::Float64, 1), scalar_tensor(3.0)).to(dt);
             // every 3rd target is ignore_index (-100 is never a class; 2 is a real one)
             Tensor t = class_targets(ts, C, 2, 3, ignore);
-            Tensor g = red == Reduction::None ? rnd(ts, dt, 3) : scalar_tensor(0.7, {dt});
+            // reduction none on one (C) sample gives a 0-d loss, so a 0-d gradient
+            Tensor g = red == Reduction::None ? reshape(rnd(ts, dt, 3), ts) : scalar_tensor(0.7, {dt});
             auto fn = [red, ls, ignore](const std::vector<Tensor>& in) {
               Tensor xx = in[0].detach().requires_grad_(true);
               Tensor y = cross_entropy(xx, in[1], red, ignore, ls);
