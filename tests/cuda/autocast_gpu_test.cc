@@ -1,7 +1,8 @@
 // Autocast on CUDA (core/autocast.h): a bfloat16 autocast region runs matmul /
 // linear / conv2d / sdpa in bfloat16 on the GPU (cuBLAS / cuDNN natively), float32
 // ops in float32, values agree with the CPU under the same autocast, and gradients
-// reach float32 master weights on the GPU in float32.
+// reach float32 master weights on the GPU in float32, also through a float32
+// residual added to a bfloat16 linear output.
 #include <gtest/gtest.h>
 
 #include "core/autocast.h"
@@ -57,6 +58,34 @@ TEST(CudaAutocast, GradientsReachFloat32MasterWeights) {
   Tensor w2 = w.detach().cpu().requires_grad_();
   cross_entropy(linear(x.cpu(), w2), target.cpu()).backward();
   EXPECT_TRUE(tensors_near(w.grad().cpu(), w2.grad(), 3e-2));
+}
+
+// A transformer block's residual (h = x + proj(y)): float32 + bfloat16 is float32,
+// so the bfloat16 linear output gets its gradient cast back to bfloat16 by the
+// engine (Note [gradient dtype] in autograd/engine.cc) before linear's backward.
+TEST(CudaAutocast, LinearInto3dFloat32ResidualBackward) {
+  WEFT_REQUIRE_GPU();
+  Tensor x = rnd({2, 5, 16}, DType::Float32, 21), res = rnd({2, 5, 8}, DType::Float32, 22);
+  Tensor w0 = rnd({8, 16}, DType::Float32, 23), b0 = rnd({8}, DType::Float32, 24);
+  Tensor c = rnd({2, 5, 8}, DType::Float32, 25);
+  Tensor xg = x.to(kGPU).requires_grad_(), w = w0.to(kGPU).requires_grad_(), b = b0.to(kGPU).requires_grad_();
+  Tensor loss;
+  {
+    AutocastGuard g(DeviceType::CUDA, DType::BFloat16);
+    Tensor y = linear(xg, w, b);  // (2, 5, 8) bfloat16
+    ASSERT_EQ(y.dtype(), DType::BFloat16);
+    Tensor h = add(res.to(kGPU), y);  // (2, 5, 8) float32
+    ASSERT_EQ(h.dtype(), DType::Float32);
+    loss = sum(mul(h, c.to(kGPU)));
+  }
+  ASSERT_NO_THROW(loss.backward());
+  Tensor xr = x.clone().requires_grad_(), wr = w0.clone().requires_grad_(), br = b0.clone().requires_grad_();
+  sum(mul(add(res, linear(xr, wr, br)), c)).backward();
+  for (auto [got, want] : {std::pair{xg, xr}, std::pair{w, wr}, std::pair{b, br}}) {
+    ASSERT_TRUE(got.grad().defined());
+    EXPECT_EQ(got.grad().dtype(), DType::Float32);
+    EXPECT_TRUE(tensors_near(got.grad().cpu(), want.grad(), 3e-2));
+  }
 }
 
 }  // namespace
