@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 #include "core/error.h"
@@ -204,7 +206,14 @@ int run_main(const std::string& program, const std::function<int()>& body) {
   try {
     return body();
   } catch (const FlagError& e) {
-    if (launcher_rank() == 0) std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.message().c_str());
+    if (launcher_rank() == 0) {
+      std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.message().c_str());
+      std::fflush(stderr);
+    } else {
+      // mpirun ends the whole job when the first rank exits non-zero: the
+      // silent ranks leave rank 0 a moment to print the one copy first.
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
     return 2;
   } catch (const Error& e) {
     std::fprintf(stderr, "\n%s: error: %s\n", program.c_str(), e.message().c_str());

@@ -96,7 +96,8 @@ class FlagParser {
 
 // For main(): runs `body` and returns its status. A FlagError escaping it is
 // printed to stderr as "<program>: error: <message>" on launcher rank 0 only
-// and gives 2 on every rank; any other weft::Error or std::exception is
+// and gives 2 on every rank (the other ranks return a second later, so that
+// mpirun, which ends the job at the first failed rank, lets rank 0 print); any other weft::Error or std::exception is
 // printed by every rank as "\n<program>: error: <message>" (a rank's own
 // failure) and gives 1.
 int run_main(const std::string& program, const std::function<int()>& body);
