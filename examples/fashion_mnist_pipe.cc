@@ -52,10 +52,9 @@ struct Flags : TrainFlags {
 std::optional<Flags> parse(int argc, char** argv) {
   Flags f;
   FlagParser p("usage: mpirun [-np N] fashion_mnist_pipe [flags]");
-  add_train_flags(p, f,
-                  {.program = "fashion_mnist_pipe",
-                   .batch_size_help = "batch size (one pipeline step)",
-                   .multi_process = true});
+  add_train_flags(
+      p, f,
+      {.program = "fashion_mnist_pipe", .batch_size_help = "batch size (one pipeline step)", .multi_process = true});
   add_stop_after_flag(p, &f.stop_after);
   p.add("--chunks N", &f.chunks, "micro-batches per step");
   add_balance_flag(p, &f.balance, "layers per stage");

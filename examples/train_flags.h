@@ -66,7 +66,6 @@ struct TrainFlags {
   bool progress = true;
 };
 
-
 // Where the examples' flags differ.
 struct TrainFlagsSpec {
   std::string program;  // names the default metrics and plot files

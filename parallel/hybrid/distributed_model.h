@@ -158,7 +158,8 @@ class DistributedModel {
   DistributedModelOptions options_;
   Grid grid_;
   std::shared_ptr<nn::Sequential> model_;  // until partitioned
-  std::shared_ptr<nn::Sequential> whole_;  // the model given (gather_whole_model()); its stages share this rank's tensors
+  // The model given (gather_whole_model()); its stages share this rank's tensors.
+  std::shared_ptr<nn::Sequential> whole_;
   std::vector<pipe::LayerFactory> factories_;
   std::unique_ptr<pipe::Pipe> pipe_;
   std::vector<std::unique_ptr<Reducer>> reducers_;  // per local stage (dp > 1, overlapping)
