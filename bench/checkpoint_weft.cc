@@ -23,7 +23,7 @@
 #include "nn/nn.h"
 #include "optim/adam.h"
 #include "parallel/checkpoint/checkpointer.h"
-#include "parallel/context.h"
+#include "parallel/comm/mpi/context.h"
 #include "parallel/hybrid/distributed_model.h"
 #include "parallel/hybrid/distributed_optimizer.h"
 

@@ -15,8 +15,8 @@
 #include "examples/flags.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"
-#include "parallel/context.h"
-#include "parallel/ddp.h"
+#include "parallel/comm/mpi/context.h"
+#include "parallel/data/ddp.h"
 
 int main(int argc, char** argv) {
   int steps = 30, warmup = 5, threads = 1;

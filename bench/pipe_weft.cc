@@ -25,7 +25,7 @@
 #include "examples/flags.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"
-#include "parallel/context.h"
+#include "parallel/comm/mpi/context.h"
 #include "parallel/pipe/pipe.h"
 #include "parallel/pipe/simulate.h"
 #include "parallel/pipe/trace.h"

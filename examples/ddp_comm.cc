@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "examples/rank_data.h"
-#include "parallel/comm_volume.h"
+#include "parallel/data/comm_volume.h"
 #include "train/callback.h"
 
 namespace weft::examples {

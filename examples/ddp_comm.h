@@ -27,7 +27,7 @@
 #include <string>
 
 #include "examples/flags.h"
-#include "parallel/daso.h"
+#include "parallel/data/daso.h"
 #include "train/trainer.h"
 
 namespace weft::examples {

@@ -24,9 +24,9 @@
 #include "examples/grid_flags.h"
 #include "examples/models.h"
 #include "examples/rank_data.h"
-#include "parallel/context.h"
-#include "parallel/mpi/process_group_mpi.h"
-#include "parallel/sampler.h"
+#include "parallel/comm/mpi/context.h"
+#include "parallel/comm/mpi/process_group_mpi.h"
+#include "parallel/data/sampler.h"
 
 namespace weft::examples {
 namespace {

@@ -27,8 +27,8 @@
 #include "examples/grid_flags.h"
 #include "examples/models.h"
 #include "examples/schedule_chart_callback.h"
-#include "parallel/context.h"
-#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/comm/mpi/context.h"
+#include "parallel/comm/mpi/process_group_mpi.h"
 #include "parallel/partition/plan.h"
 #include "parallel/partition/profile.h"
 

@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "io/dataset.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 namespace weft::examples {
 

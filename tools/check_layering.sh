@@ -3,6 +3,7 @@
 # (docs/ARCHITECTURE.md, "Layers"; the package groups in //:BUILD):
 #
 #   core <- autograd <- nn <- optim <- parallel <- train,   io <- core,   parallel -> io
+#   inside parallel: comm <- data <- pipe <- partition <- hybrid <- checkpoint
 #
 # For each library package it asks Bazel which targets that package may depend
 # on (`bazel query 'visible(...)'`, no build) and fails if any lies in a layer
@@ -11,7 +12,7 @@
 # any path (the public //:weft, //:nn, ... targets included), and builds three
 # throw-away probe packages to analysis: a user package (not one of weft's)
 # that uses the public targets must pass; a package inside //nn that reaches
-# //:parallel or //parallel:ddp must fail as "not visible".
+# //:parallel or //parallel/data:ddp must fail as "not visible".
 # Run from anywhere in the checkout: tools/check_layering.sh (it runs Bazel
 # queries and analysis, so it is not a `bazel test`; .ci/run runs it).
 set -uo pipefail
@@ -28,7 +29,13 @@ declare -A allowed=(
   [optim]="//core //autograd //nn //optim"
   [optim/cuda]="//core //autograd //nn //optim"
   [io]="//core"
-  [parallel]="//core //autograd //nn //optim //io //parallel"
+  [parallel/comm]="//core //autograd //nn //optim //io //parallel"
+  [parallel/comm/mpi]="//core //autograd //nn //optim //io //parallel"
+  [parallel/comm/inproc]="//core //autograd //nn //optim //io //parallel"
+  [parallel/comm/nccl]="//core //autograd //nn //optim //io //parallel"
+  [parallel/data]="//core //autograd //nn //optim //io //parallel"
+  [parallel/checkpoint]="//core //autograd //nn //optim //io //parallel"
+  [parallel/hybrid]="//core //autograd //nn //optim //io //parallel"
   [parallel/pipe]="//core //autograd //nn //optim //io //parallel"
   [parallel/partition]="//core //autograd //nn //optim //io //parallel"
   [train]="//core //autograd //nn //optim //io //parallel //train"
@@ -39,15 +46,19 @@ declare -A required=(
   [nn]="//autograd:autograd //core:core"
   [optim]="//nn:nn //autograd:autograd"
   [io]="//core:core"
-  [parallel]="//optim:optim //nn:nn //io:io //core:core"
-  [parallel/pipe]="//core:core //parallel:process_group"
-  [parallel/partition]="//core:core //parallel:process_group"
-  [train]="//parallel:ddp //optim:optim"
+  [parallel/comm]="//core:core"
+  [parallel/data]="//optim:optim //nn:nn //io:io //core:core //parallel/comm:process_group"
+  [parallel/hybrid]="//parallel/pipe:pipe //parallel/data:zero //parallel/partition:balance"
+  [parallel/checkpoint]="//parallel/hybrid:distributed_model //parallel/comm:process_group"
+  [parallel/pipe]="//core:core //parallel/comm:process_group"
+  [parallel/partition]="//core:core //parallel/comm:process_group"
+  [train]="//parallel/data:ddp //optim:optim"
 )
 libraries="//core/... + //autograd/... + //nn/... + //optim/... + //io/... + //parallel/... + //train/..."
 
 fail=0
-for pkg in core core/cuda autograd nn optim optim/cuda io parallel parallel/pipe parallel/partition train; do
+for pkg in core core/cuda autograd nn optim optim/cuda io parallel/comm parallel/comm/mpi parallel/comm/inproc parallel/comm/nccl \
+  parallel/data parallel/pipe parallel/partition parallel/checkpoint parallel/hybrid train; do
   viewer="$(q "kind(rule, //$pkg:*)" | head -n 1)"
   if [[ -z "$viewer" ]]; then echo "check_layering: no rule in //$pkg"; fail=1; continue; fi
   seen="$(q "visible($viewer, kind(rule, $libraries) - //$pkg:*)")"
@@ -74,9 +85,15 @@ declare -A higher=(
   [optim]="//io/... + //parallel/... + //train/..."
   [io]="//autograd/... + //nn/... + //optim/... + //parallel/... + //train/..."
   [parallel]="//train/..."
+  # inside parallel: comm <- data <- pipe <- partition <- hybrid <- checkpoint
+  [parallel/comm]="//parallel/data/... + //parallel/pipe/... + //parallel/partition/... + //parallel/hybrid/... + //parallel/checkpoint/..."
+  [parallel/data]="//parallel/pipe/... + //parallel/partition/... + //parallel/hybrid/... + //parallel/checkpoint/..."
+  [parallel/pipe]="//parallel/partition/... + //parallel/hybrid/... + //parallel/checkpoint/..."
+  [parallel/partition]="//parallel/hybrid/... + //parallel/checkpoint/..."
+  [parallel/hybrid]="//parallel/checkpoint/..."
   [train]=""
 )
-for layer in core autograd nn optim io parallel train; do
+for layer in core autograd nn optim io parallel parallel/comm parallel/data parallel/pipe parallel/partition parallel/hybrid train; do
   forbidden="$public"
   [[ -n "${higher[$layer]}" ]] && forbidden="$forbidden + ${higher[$layer]}"
   bad="$(q "deps(//$layer/...) intersect ($forbidden)")"
@@ -85,7 +102,7 @@ for layer in core autograd nn optim io parallel train; do
     fail=1
   fi
 done
-echo "dependency paths: checked core, autograd, nn, optim, io, parallel, train"
+echo "dependency paths: checked core, autograd, nn, optim, io, parallel (comm, data, pipe, partition, hybrid), train"
 
 # Probes: throw-away packages analysed (not built), then removed.
 probes=()
@@ -123,7 +140,7 @@ probe() {
 }
 probe weft_user_probe_tmp ok //:weft //:core //:autograd //:nn //:optim //:io //:parallel //:train
 probe nn/layering_probe_tmp hidden //:parallel
-probe nn/layering_probe_tmp hidden //parallel:ddp
+probe nn/layering_probe_tmp hidden //parallel/data:ddp
 probe core/layering_probe_tmp hidden //:weft
 if ((fail)); then echo "check_layering: FAILED"; exit 1; fi
 echo "check_layering: ok"

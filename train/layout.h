@@ -48,10 +48,10 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "optim/optimizer.h"
-#include "parallel/ddp.h"
+#include "parallel/data/ddp.h"
 #include "parallel/hybrid/distributed_model.h"
 #include "parallel/pipe/pipe.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 namespace weft::train {
 

@@ -9,9 +9,9 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "optim/clip_grad.h"
-#include "parallel/ddp.h"
+#include "parallel/data/ddp.h"
 #include "parallel/hybrid/clip_grad.h"
-#include "parallel/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/process_group_inproc.h"
 
 namespace weft::train::detail {
 namespace {

@@ -12,8 +12,8 @@
 #include "core/rng.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"
-#include "parallel/context.h"
-#include "parallel/ddp.h"
+#include "parallel/comm/mpi/context.h"
+#include "parallel/data/ddp.h"
 
 namespace nn = weft::nn;
 namespace par = weft::parallel;

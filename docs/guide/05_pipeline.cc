@@ -14,7 +14,7 @@
 #include "core/rng.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"
-#include "parallel/context.h"
+#include "parallel/comm/mpi/context.h"
 #include "parallel/pipe/pipe.h"
 
 namespace nn = weft::nn;

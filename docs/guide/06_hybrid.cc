@@ -13,7 +13,7 @@
 #include "core/rng.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"
-#include "parallel/context.h"
+#include "parallel/comm/mpi/context.h"
 #include "parallel/hybrid/distributed_model.h"
 #include "parallel/hybrid/distributed_optimizer.h"
 

@@ -17,7 +17,7 @@
 #include "optim/sgd.h"
 #include "parallel/checkpoint/checkpointer.h"
 #include "parallel/checkpoint/load.h"
-#include "parallel/context.h"
+#include "parallel/comm/mpi/context.h"
 #include "parallel/hybrid/distributed_model.h"
 #include "parallel/hybrid/distributed_optimizer.h"
 

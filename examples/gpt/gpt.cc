@@ -41,8 +41,8 @@
 #include "examples/gpt/training.h"
 #include "examples/train_flags.h"
 #include "parallel/checkpoint/load.h"
-#include "parallel/context.h"
-#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/comm/mpi/context.h"
+#include "parallel/comm/mpi/process_group_mpi.h"
 #include "train/callbacks.h"
 
 namespace weft::examples::gpt {

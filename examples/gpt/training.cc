@@ -10,7 +10,7 @@
 #include "examples/grid_flags.h"
 #include "optim/lr_scheduler.h"
 #include "parallel/pipe/trace.h"
-#include "parallel/sampler.h"
+#include "parallel/data/sampler.h"
 #include "train/lr_schedule.h"
 
 namespace weft::examples::gpt {

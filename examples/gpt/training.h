@@ -40,7 +40,7 @@
 #include "examples/gpt/corpus.h"
 #include "examples/gpt/options.h"
 #include "io/dataloader.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 #include "train/trainer.h"
 
 namespace weft::examples::gpt {

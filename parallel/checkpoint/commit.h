@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "parallel/checkpoint/snapshot.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 namespace weft::parallel::checkpoint {
 

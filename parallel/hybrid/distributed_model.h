@@ -79,7 +79,7 @@
 #include "parallel/hybrid/grid.h"
 #include "parallel/partition/plan.h"
 #include "parallel/pipe/pipe.h"
-#include "parallel/reducer.h"
+#include "parallel/data/reducer.h"
 
 namespace weft::parallel::hybrid {
 

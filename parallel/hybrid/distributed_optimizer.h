@@ -43,7 +43,7 @@
 
 #include "optim/optimizer.h"
 #include "parallel/hybrid/distributed_model.h"
-#include "parallel/zero.h"
+#include "parallel/data/zero.h"
 
 namespace weft::parallel::hybrid {
 

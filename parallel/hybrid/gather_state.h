@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/tensor.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 namespace weft::parallel::hybrid {
 

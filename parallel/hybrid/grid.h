@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 namespace weft::parallel::hybrid {
 

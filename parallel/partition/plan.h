@@ -27,7 +27,7 @@
 
 #include "parallel/partition/balance.h"
 #include "parallel/partition/layer_profile.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 namespace weft::parallel::partition {
 

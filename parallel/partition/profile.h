@@ -45,7 +45,7 @@
 #include "core/tensor.h"
 #include "nn/container.h"
 #include "parallel/partition/layer_profile.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 namespace weft::parallel::partition {
 

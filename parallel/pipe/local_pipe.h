@@ -2,7 +2,7 @@
 // AsyncPipe's one process per rank). The partitions of a Sequential sit on
 // the devices given (cpu, cuda:0, cuda:1, ...), each driven by its own thread,
 // and run the same schedules as Pipe: each thread is a rank of a fresh
-// in-process group (//parallel:inproc) for every step, so the schedule's
+// in-process group (//parallel/comm/inproc) for every step, so the schedule's
 // messages pass through memory.
 //
 // Contract:

@@ -42,7 +42,7 @@
 #include "nn/container.h"
 #include "parallel/pipe/generators.h"
 #include "parallel/pipe/runner.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 namespace weft::parallel::pipe {
 

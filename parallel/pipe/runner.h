@@ -59,7 +59,7 @@
 #include "parallel/pipe/schedule.h"
 #include "parallel/pipe/tied.h"
 #include "parallel/pipe/trace.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 namespace weft::parallel::pipe {
 

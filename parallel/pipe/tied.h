@@ -33,7 +33,7 @@
 
 #include "core/tensor.h"
 #include "nn/module.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 namespace weft::parallel::pipe {
 

@@ -19,7 +19,7 @@
 
 #include "parallel/pipe/schedule.h"
 #include "parallel/pipe/simulate.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 namespace weft::parallel::pipe {
 

@@ -17,8 +17,8 @@
 #include <gtest/gtest.h>
 
 #include "core/ops.h"
-#include "parallel/context.h"
-#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/comm/mpi/context.h"
+#include "parallel/comm/mpi/process_group_mpi.h"
 #include "tests/testing.h"
 
 namespace weft::parallel {

@@ -22,8 +22,8 @@
 
 #include "core/half.h"
 #include "optim/sgd.h"
-#include "parallel/comm_volume.h"
-#include "parallel/daso.h"
+#include "parallel/data/comm_volume.h"
+#include "parallel/data/daso.h"
 #include "tests/parallel/ddp_cases.h"
 
 #define WEFT_DASO_CASES(X)                                                  \

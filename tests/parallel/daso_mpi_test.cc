@@ -4,7 +4,7 @@
 // shared-memory split, which puts every rank of this machine on one node.
 #include <gtest/gtest.h>
 
-#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/comm/mpi/process_group_mpi.h"
 #include "tests/parallel/daso_cases.h"
 
 namespace weft::parallel {

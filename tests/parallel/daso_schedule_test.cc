@@ -4,7 +4,7 @@
 // per-step plans of an epoch, the plateau detector, and option errors.
 // Also the node layout (parallel/node_groups.h) and the ring byte counts
 // (parallel/comm_volume.h), which are pure too.
-#include "parallel/daso_schedule.h"
+#include "parallel/data/daso_schedule.h"
 
 #include <string>
 #include <tuple>
@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "parallel/comm_volume.h"
-#include "parallel/node_groups.h"
+#include "parallel/data/comm_volume.h"
+#include "parallel/data/node_groups.h"
 #include "tests/testing.h"
 
 namespace weft::parallel {

@@ -27,8 +27,8 @@
 #include "nn/nn.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
-#include "parallel/ddp.h"
-#include "parallel/ddp_optim.h"
+#include "parallel/data/ddp.h"
+#include "parallel/data/ddp_optim.h"
 #include "tests/parallel/det_values.h"
 #include "tests/testing.h"
 

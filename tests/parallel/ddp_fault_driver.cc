@@ -27,9 +27,9 @@
 #include "core/ops.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"
-#include "parallel/context.h"
-#include "parallel/ddp.h"
-#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/comm/mpi/context.h"
+#include "parallel/data/ddp.h"
+#include "parallel/comm/mpi/process_group_mpi.h"
 #include "tests/parallel/det_values.h"
 
 namespace {

@@ -4,7 +4,7 @@
 // in-process group of parallel/inproc). Every rank runs every test in the same order.
 #include <gtest/gtest.h>
 
-#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/comm/mpi/process_group_mpi.h"
 #include "tests/parallel/ddp_cases.h"
 
 namespace weft::parallel {

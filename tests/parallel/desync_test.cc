@@ -2,12 +2,12 @@
 // first_divergence() against hand-written messages (agreement, a divergence in
 // each field, a 3-to-1 split over 4 ranks, non-trivial global ranks, a
 // send/recv pair). The MPI exchange is covered by the desync_*_test scenarios.
-#include "parallel/desync.h"
+#include "parallel/comm/desync.h"
 
 #include <gtest/gtest.h>
 
 #include "core/dtype.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 namespace weft::parallel {
 namespace {

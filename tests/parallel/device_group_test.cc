@@ -1,10 +1,10 @@
 // parallel/device_group.h in every build: CPU keeps the bootstrap group; CUDA
 // without a GPU (or without the NCCL backend) is an error that says which.
-#include "parallel/device_group.h"
+#include "parallel/comm/device_group.h"
 
 #include <gtest/gtest.h>
 
-#include "parallel/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/process_group_inproc.h"
 #include "tests/testing.h"
 
 namespace weft::parallel {

@@ -13,7 +13,7 @@
 
 #include "io/dataloader.h"
 #include "io/sampler.h"
-#include "parallel/sampler.h"
+#include "parallel/data/sampler.h"
 #include "tests/testing.h"
 
 namespace weft::parallel {

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "core/ops.h"
-#include "parallel/context.h"
+#include "parallel/comm/mpi/context.h"
 
 int main(int argc, char** argv) {
   using namespace weft;

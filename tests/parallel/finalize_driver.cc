@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "core/ops.h"
-#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/comm/mpi/process_group_mpi.h"
 
 int main() {
   using namespace weft;

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "parallel/context.h"
+#include "parallel/comm/mpi/context.h"
 
 namespace {
 class FailurePrinter : public ::testing::EmptyTestEventListener {

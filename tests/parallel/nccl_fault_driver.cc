@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "core/ops.h"
-#include "parallel/context.h"
-#include "parallel/nccl/process_group_nccl.h"
+#include "parallel/comm/mpi/context.h"
+#include "parallel/comm/nccl/process_group_nccl.h"
 
 int main(int argc, char** argv) {
   using namespace weft;

@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "core/ops.h"
-#include "parallel/mpi/process_group_mpi.h"
-#include "parallel/nccl/process_group_nccl.h"
+#include "parallel/comm/mpi/process_group_mpi.h"
+#include "parallel/comm/nccl/process_group_nccl.h"
 #include "tests/testing.h"
 
 namespace weft::parallel {

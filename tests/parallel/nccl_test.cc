@@ -18,9 +18,9 @@
 #include "core/cuda/runtime.h"
 #include "core/cuda/stream.h"
 #include "core/ops.h"
-#include "parallel/device_group.h"
-#include "parallel/inproc/process_group_inproc.h"
-#include "parallel/nccl/process_group_nccl.h"
+#include "parallel/comm/device_group.h"
+#include "parallel/comm/inproc/process_group_inproc.h"
+#include "parallel/comm/nccl/process_group_nccl.h"
 #include "tests/testing.h"
 
 namespace weft::parallel {

@@ -2,7 +2,7 @@
 // stuck in ncclInProgress ends as soon as the liveness check names a dead peer,
 // long before the collective timeout (Note [nccl non-blocking]); a split waits
 // for its child's handle and initialisation (Note [nccl split handle]).
-#include "parallel/nccl/nccl_wait.h"
+#include "parallel/comm/nccl/nccl_wait.h"
 
 #include <chrono>
 #include <string>

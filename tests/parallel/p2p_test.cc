@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "core/ops.h"
-#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/comm/mpi/process_group_mpi.h"
 #include "tests/testing.h"
 
 namespace weft::parallel {

@@ -1,8 +1,8 @@
 // Reducer over plain lists of named parameters (no module, no DDP), with ranks
-// as threads (//parallel:inproc): averaged gradients against hand-computed
+// as threads (//parallel/comm/inproc): averaged gradients against hand-computed
 // means, bucket layout, micro-batch accumulation, unused parameters, deferred
 // waits, hooks removed on destruction, sub-groups.
-#include "parallel/reducer.h"
+#include "parallel/data/reducer.h"
 
 #include <mutex>
 #include <string>
@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "core/ops.h"
-#include "parallel/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/process_group_inproc.h"
 #include "tests/testing.h"
 
 namespace weft::parallel {

@@ -5,7 +5,7 @@
 // drop_last); 1, 2 and 4 replicas' loaders deal the same global batches
 // (full ones by contiguous equal slices, the partial last one as
 // tensor_split); start_batch resumes mid-epoch; errors name the values.
-#include "parallel/sampler.h"
+#include "parallel/data/sampler.h"
 
 #include <algorithm>
 #include <map>

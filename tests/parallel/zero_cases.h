@@ -33,8 +33,8 @@
 #include "nn/nn.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
-#include "parallel/ddp.h"
-#include "parallel/zero.h"
+#include "parallel/data/ddp.h"
+#include "parallel/data/zero.h"
 #include "tests/parallel/det_values.h"
 #include "tests/testing.h"
 

@@ -15,7 +15,7 @@
 
 #include "core/nn_ops.h"
 #include "parallel/hybrid/distributed_model.h"
-#include "parallel/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/process_group_inproc.h"
 #include "tests/parallel/zero_cases.h"
 
 namespace weft::parallel {

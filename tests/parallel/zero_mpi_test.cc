@@ -4,7 +4,7 @@
 // in-process group). Every rank runs every test in the same order.
 #include <gtest/gtest.h>
 
-#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/comm/mpi/process_group_mpi.h"
 #include "tests/parallel/zero_cases.h"
 
 namespace weft::parallel {

@@ -1,4 +1,4 @@
-// The Trainer's distributed layouts with ranks as threads (//parallel:inproc)
+// The Trainer's distributed layouts with ranks as threads (//parallel/comm/inproc)
 // against the single-process Trainer on the same global batches (itself
 // bitwise the hand-written loop, trainer_test.cc): DataParallel over 2 ranks,
 // Pipeline over 2 stages (1F1B, 2 micro-batches) and Hybrid pp 2 x dp 2
@@ -14,10 +14,10 @@
 
 #include <gtest/gtest.h>
 
-#include "parallel/comm_volume.h"
-#include "parallel/ddp.h"
-#include "parallel/inproc/process_group_inproc.h"
-#include "parallel/sampler.h"
+#include "parallel/data/comm_volume.h"
+#include "parallel/data/ddp.h"
+#include "parallel/comm/inproc/process_group_inproc.h"
+#include "parallel/data/sampler.h"
 #include "tests/train/cases.h"
 #include "train/callbacks.h"
 #include "train/trainer.h"

@@ -18,7 +18,7 @@
 
 #include "parallel/checkpoint/reader.h"
 #include "parallel/checkpoint/rotation.h"
-#include "parallel/context.h"
+#include "parallel/comm/mpi/context.h"
 #include "tests/parallel/checkpoint/ck_cases.h"
 
 int main(int argc, char** argv) {

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/comm/mpi/process_group_mpi.h"
 #include "tests/parallel/checkpoint/ck_cases.h"
 
 namespace weft::parallel::checkpoint {

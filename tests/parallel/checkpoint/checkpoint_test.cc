@@ -14,7 +14,7 @@
 #include "io/safetensors.h"
 #include "parallel/checkpoint/reader.h"
 #include "parallel/checkpoint/rotation.h"
-#include "parallel/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/process_group_inproc.h"
 #include "tests/parallel/checkpoint/ck_cases.h"
 #include "tests/parallel/pipe/tied_lm.h"
 

@@ -30,7 +30,7 @@
 #include "parallel/checkpoint/reader.h"
 #include "parallel/hybrid/distributed_model.h"
 #include "parallel/hybrid/distributed_optimizer.h"
-#include "parallel/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/process_group_inproc.h"
 #include "tests/testing.h"
 
 namespace weft::parallel::checkpoint {

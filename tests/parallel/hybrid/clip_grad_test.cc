@@ -26,7 +26,7 @@
 #include "optim/sgd.h"
 #include "parallel/hybrid/distributed_model.h"
 #include "parallel/hybrid/distributed_optimizer.h"
-#include "parallel/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/process_group_inproc.h"
 #include "tests/testing.h"
 
 namespace weft::parallel::hybrid {

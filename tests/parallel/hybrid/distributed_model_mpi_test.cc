@@ -6,7 +6,7 @@
 // equal the reference's on every rank.
 #include <gtest/gtest.h>
 
-#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/comm/mpi/process_group_mpi.h"
 #include "tests/parallel/hybrid/dm_cases.h"
 
 namespace weft::parallel::hybrid {

@@ -1,4 +1,4 @@
-// DistributedModel transparency with ranks as threads (//parallel:inproc):
+// DistributedModel transparency with ranks as threads (//parallel/comm/inproc):
 // for grids pp x dp = 1x2, 2x1, 2x2, 4x1 and 1x4, several steps of SGD
 // (momentum) and AdamW on a replica's share of each global batch give the
 // single-process run's losses and parameters on the whole global batch within
@@ -26,7 +26,7 @@
 #include "nn/nn.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
-#include "parallel/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/process_group_inproc.h"
 #include "tests/parallel/hybrid/dm_cases.h"
 #include "tests/testing.h"
 

@@ -35,8 +35,8 @@
 #include "core/rng.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"
-#include "parallel/context.h"
-#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/comm/mpi/context.h"
+#include "parallel/comm/mpi/process_group_mpi.h"
 #include "parallel/pipe/pipe.h"
 #include "tests/parallel/det_values.h"
 

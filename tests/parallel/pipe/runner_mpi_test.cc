@@ -19,7 +19,7 @@
 #include "core/rng.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"
-#include "parallel/mpi/process_group_mpi.h"
+#include "parallel/comm/mpi/process_group_mpi.h"
 #include "parallel/pipe/generators.h"
 #include "parallel/pipe/runner.h"
 #include "tests/parallel/pipe/tied_lm.h"

@@ -1,4 +1,4 @@
-// Transparency of PipelineRunner with ranks as threads (//parallel:inproc): for
+// Transparency of PipelineRunner with ranks as threads (//parallel/comm/inproc): for
 // gpipe, 1f1b and interleaved schedules, balances and micro-batch counts
 // (uneven ones included), the step's loss and every parameter's gradient equal
 // the unpartitioned model's on the whole batch within 1e-5; a second step
@@ -18,7 +18,7 @@
 #include "core/ops.h"
 #include "core/rng.h"
 #include "nn/nn.h"
-#include "parallel/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/process_group_inproc.h"
 #include "parallel/pipe/generators.h"
 #include "tests/testing.h"
 

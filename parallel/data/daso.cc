@@ -1,0 +1,210 @@
+// Daso (contract, Note [daso wire] in daso.h; the schedule's rules in
+// daso_schedule.h, Note [daso schedule]).
+#include "parallel/data/daso.h"
+
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "core/autograd_meta.h"
+#include "core/ops.h"
+#include "parallel/data/comm_volume.h"
+#include "parallel/comm/rank_agreement.h"
+
+namespace weft::parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+Daso::Daso(NodeDataParallel& model, optim::Optimizer& local_optimizer, DasoOptions options)
+    : model_(model), opt_(local_optimizer), o_(options), schedule_(options.schedule) {
+  WEFT_CHECK(o_.steps_per_epoch > 0, "Daso: steps_per_epoch must be positive (the training batches per epoch), got ",
+             o_.steps_per_epoch);
+  WEFT_CHECK(o_.downcast == DType::BFloat16 || o_.downcast == DType::Float16 || o_.downcast == DType::Float32,
+             "Daso: downcast must be bfloat16, float16 or float32, got ", o_.downcast);
+  for (auto& [name, p] : model_.module().named_parameters()) {
+    if (!p.requires_grad()) continue;
+    WEFT_CHECK(p.dtype() == DType::Float32, "Daso: parameter '", name, "' is ", p.dtype(),
+               "; DASO averages float32 parameters");
+    params_.push_back(p);
+    numel_ += p.numel();
+  }
+  WEFT_CHECK(!params_.empty(), "Daso: the model has no trainable parameters");
+  verify_same_options();
+  const int r = model_.groups().ranks_per_node();
+  slice_ = (numel_ + r - 1) / r;
+  anchor_ = flatten_params();
+}
+
+Daso::~Daso() {
+  if (!pending_) return;
+  try {
+    pending_->work->wait();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): dropping; the collective's error was or will be reported
+  }
+}
+
+void Daso::verify_same_options() {
+  const DasoScheduleOptions& s = o_.schedule;
+  std::vector<std::string> desc;
+  auto add = [&](const char* name, const auto& v) {
+    std::ostringstream os;
+    os << name << " " << v;
+    desc.push_back(os.str());
+  };
+  add("total_epochs", s.total_epochs);
+  add("warmup_epochs", s.warmup_epochs);
+  add("cooldown_epochs", s.cooldown_epochs);
+  add("stability_level", s.stability_level);
+  add("patience", s.patience);
+  add("max_global_skips", s.max_global_skips);
+  add("skip_reduction_factor", s.skip_reduction_factor);
+  add("local_skip_factor", s.local_skip_factor);
+  add("steps_per_epoch", o_.steps_per_epoch);
+  add("downcast", o_.downcast);
+  add("trainable elements", numel_);
+  const auto d = first_disagreement(*model_.groups().world, desc);
+  if (!d) return;
+  std::ostringstream os;
+  os << "Daso: ranks passed different options; first difference:";
+  for (size_t r = 0; r < d->entries.size(); ++r) os << (r ? "," : "") << " rank " << r << " has " << d->entries[r];
+  WEFT_ERROR(os.str());
+}
+
+Tensor Daso::flatten_params() const {
+  NoGradGuard ng;
+  const int r = model_.groups().ranks_per_node();
+  Tensor flat = zeros({r * slice_});  // (R * S,) float32 on the CPU
+  int64_t off = 0;
+  for (const Tensor& p : params_) {
+    const int64_t n = p.numel();
+    flat.narrow(0, off, n).copy_(p.detach().reshape({n}).to(kCPU));
+    off += n;
+  }
+  return flat;
+}
+
+void Daso::write_params(const Tensor& flat) {
+  NoGradGuard ng;
+  int64_t off = 0;
+  for (const Tensor& p : params_) {
+    const int64_t n = p.numel();
+    Tensor dst = p.detach();
+    dst.copy_(flat.narrow(0, off, n).view(p.sizes()).to(p.device()));
+    dst.bump_version();
+    off += n;
+  }
+}
+
+// Note [daso wire]: this rank's slice of p - A on the wire, all-gathered over
+// its global group.
+std::unique_ptr<Daso::Pending> Daso::launch() {
+  NoGradGuard ng;
+  const NodeGroups& g = model_.groups();
+  const int nodes = g.num_nodes();
+  const int64_t lo = g.local_rank * slice_;
+  auto p = std::make_unique<Pending>();
+  Tensor diff = flatten_params().narrow(0, lo, slice_).sub(anchor_.narrow(0, lo, slice_));  // (S,) float32
+  p->wire = diff.to(o_.downcast).contiguous();
+  p->parts.reserve(nodes);
+  for (int n = 0; n < nodes; ++n) p->parts.push_back(empty({slice_}, {o_.downcast}));
+  p->work = g.global_group->allgather(p->parts, p->wire);
+  stats_.bytes_between_nodes += ring_allgather_bytes(static_cast<int64_t>(p->wire.nbytes()), nodes);
+  return p;
+}
+
+// Waits for `p`, sums the nodes' differences in float32 (node order) into the
+// new average of this rank's slice, and all-gathers the slices in the node.
+Tensor Daso::complete(Pending& p, bool blocking) {
+  NoGradGuard ng;
+  const NodeGroups& g = model_.groups();
+  const int nodes = g.num_nodes(), r = g.ranks_per_node();
+  const int64_t lo = g.local_rank * slice_;
+  const bool arrived = p.seen_complete || p.work->is_completed();
+  const auto t0 = Clock::now();
+  p.work->wait();
+  Tensor avg = zeros({slice_});  // (S,) float32
+  for (const Tensor& part : p.parts) avg.add_(part.to(DType::Float32));
+  avg.div_(static_cast<double>(nodes)).add_(anchor_.narrow(0, lo, slice_));
+  Tensor next = avg;
+  if (r > 1) {
+    std::vector<Tensor> slices;
+    slices.reserve(r);
+    for (int i = 0; i < r; ++i) slices.push_back(empty({slice_}));
+    g.node_group->allgather(slices, avg)->wait();
+    next = empty({r * slice_});
+    for (int i = 0; i < r; ++i) next.narrow(0, i * slice_, slice_).copy_(slices[i]);
+    stats_.bytes_within_node += ring_allgather_bytes(static_cast<int64_t>(avg.nbytes()), r);
+  }
+  if (blocking || !arrived) {
+    ++stats_.steps_waiting;
+    stats_.seconds_waiting += seconds_since(t0);
+  }
+  ++stats_.global_syncs;
+  return next;
+}
+
+void Daso::poll() {
+  if (pending_ && !pending_->seen_complete) pending_->seen_complete = pending_->work->is_completed();
+}
+
+void Daso::step() {
+  const int n = o_.steps_per_epoch;
+  WEFT_CHECK(step_ < n, "Daso.step: epoch ", schedule_.epoch(), " has ", n,
+             " steps (steps_per_epoch) and all were taken; call end_epoch(loss) first");
+  opt_.step();
+  const int nodes = model_.groups().num_nodes();
+  if (nodes > 1) {
+    poll();
+    const DasoStepPlan plan = schedule_.step_plan(step_, n);
+    if (plan.fold) {
+      WEFT_INTERNAL_ASSERT(pending_ != nullptr, "Daso: a fold at step ", step_, " without an average in flight");
+      Tensor next = complete(*pending_, /*blocking=*/false);
+      // p = (2w p + G A') / (2w + G): the local parameters weigh 2w, each node's stale ones 1.
+      const double local = 2.0 * pending_->wait, denom = local + nodes;
+      NoGradGuard ng;
+      Tensor flat = flatten_params();
+      flat.mul_(local / denom).add_(next, static_cast<double>(nodes) / denom);
+      write_params(flat);
+      anchor_ = next;
+      pending_.reset();
+    }
+    if (plan.blocking) {
+      WEFT_INTERNAL_ASSERT(pending_ == nullptr, "Daso: a blocking average at step ", step_, " with another in flight");
+      auto p = launch();
+      Tensor next = complete(*p, /*blocking=*/true);
+      write_params(next);
+      anchor_ = next;
+      ++stats_.blocking_syncs;
+    }
+    if (plan.start) {
+      WEFT_INTERNAL_ASSERT(pending_ == nullptr, "Daso: a start at step ", step_, " with another in flight");
+      pending_ = launch();
+      pending_->wait = schedule_.batches_to_wait();
+    }
+  }
+  ++step_;
+}
+
+bool Daso::end_epoch(double local_loss) {
+  const int n = o_.steps_per_epoch;
+  WEFT_CHECK(step_ == n, "Daso.end_epoch: epoch ", schedule_.epoch(), " ended after ", step_, " of its ", n,
+             " steps (steps_per_epoch)");
+  WEFT_INTERNAL_ASSERT(pending_ == nullptr, "Daso: an average still in flight at the end of an epoch");
+  ProcessGroup& world = *model_.groups().world;
+  Tensor mine = full({1}, local_loss, {DType::Float64});
+  std::vector<Tensor> all;
+  all.reserve(world.size());
+  for (int r = 0; r < world.size(); ++r) all.push_back(empty({1}, {DType::Float64}));
+  world.allgather(all, mine)->wait();
+  double sum = 0;
+  for (const Tensor& t : all) sum += t.item<double>();
+  step_ = 0;
+  return schedule_.end_epoch(sum / world.size());
+}
+
+}  // namespace weft::parallel
