@@ -1,11 +1,13 @@
 // Pipe (contract in pipe.h).
 #include "parallel/pipe/pipe.h"
 
+#include <algorithm>
 #include <numeric>
 #include <sstream>
 
 #include "core/error.h"
 #include "nn/layers.h"
+#include "parallel/pipe/validate.h"
 
 namespace weft::parallel::pipe {
 
@@ -37,7 +39,23 @@ Schedule plan_pipeline(size_t num_layers, const std::vector<int>& balance, int r
   WEFT_CHECK(static_cast<int64_t>(balance.size()) == need, "Pipe: balance ", list_str(balance), " has ", balance.size(),
              " stages but the group has ", ranks, " rank(s) with ", options.virtual_stages, " stage(s) each (", need,
              " stages)");
-  return make_schedule(options.schedule, ranks, options.chunks, options.virtual_stages);
+  if (!options.user_schedule) return make_schedule(options.schedule, ranks, options.chunks, options.virtual_stages);
+  Schedule s = *options.user_schedule;
+  validate(s);
+  WEFT_CHECK(s.num_ranks == ranks, "Pipe: the user schedule ", s.name, " is for ", s.num_ranks,
+             " rank(s) but the group has ", ranks);
+  WEFT_CHECK(s.num_microbatches == options.chunks, "Pipe: the user schedule ", s.name, " has ", s.num_microbatches,
+             " micro-batch(es) but chunks is ", options.chunks);
+  WEFT_CHECK(s.virtual_stages == options.virtual_stages, "Pipe: the user schedule ", s.name, " has ", s.virtual_stages,
+             " stage(s) per rank but virtual_stages is ", options.virtual_stages);
+  WEFT_CHECK(s.tied_stages.empty() || !options.tied.empty(), "Pipe: the user schedule ", s.name, " has ",
+             s.tied_stages.size(), " tied group(s) but options.tied names no tied parameters");
+  // The runner adds the tied groups and their Tied actions from options.tied
+  // (Pipe::start checks it comes back to the user's schedule).
+  s.tied_stages.clear();
+  for (auto& list : s.rank_actions)
+    list.erase(std::remove_if(list.begin(), list.end(), [](const Action& a) { return is_tied(a.kind); }), list.end());
+  return s;
 }
 
 std::vector<int> stage_bounds(const std::vector<int>& balance) {
@@ -71,6 +89,18 @@ void Pipe::start(std::shared_ptr<ProcessGroup> group, Schedule schedule) {
   std::vector<std::shared_ptr<nn::Module>> stages(partitions_.begin(), partitions_.end());
   runner_ = std::make_unique<PipelineRunner>(std::move(schedule), std::move(stages), std::move(group),
                                              runner_options(options_));
+  if (const auto& user = options_.user_schedule; user && !user->tied_stages.empty()) {
+    Schedule ran = runner_->schedule();  // less the reductions the runner added (data_parallel)
+    if (!user->reduce_grads)
+      for (auto& list : ran.rank_actions)
+        list.erase(std::remove_if(list.begin(), list.end(), [](const Action& a) { return is_reduce(a.kind); }),
+                   list.end());
+    WEFT_CHECK(ran.tied_stages == user->tied_stages && ran.rank_actions == user->rank_actions,
+               "Pipe: the user schedule ", user->name,
+               "'s tied groups or Tied actions differ from those options.tied gives (the groups of the stages holding "
+               "the names, a Tied action at the end of each holder's list):\n",
+               to_string(ran));
+  }
 }
 
 Pipe::Pipe(const std::shared_ptr<nn::Sequential>& module, std::vector<int> balance, std::shared_ptr<ProcessGroup> group,

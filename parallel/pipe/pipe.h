@@ -18,6 +18,13 @@
 //   balance equals the number of layers; every entry positive; chunks
 //   positive; virtual_stages positive; balance has group->size() *
 //   virtual_stages entries; the schedule runs (gpipe, 1f1b, interleaved, zb).
+// - options.user_schedule (e.g. parse_schedule(text), parse.h) replaces the
+//   generated one: it must pass validate() (validate.h; else the validator's
+//   error) and be for group->size() ranks with `chunks` micro-batches and
+//   `virtual_stages` stages per rank (else an error naming both values). Tied
+//   groups in it need options.tied: the runner derives the groups from the
+//   names and puts the Tied actions at the end of each holder's list, and the
+//   result must be the user's schedule (else an error).
 // - step(input, target, loss_fn) runs one training step over `chunks`
 //   micro-batches with options.schedule (default gpipe, AsyncPipe's
 //   fill-drain) and checkpoint mode (default except_last), accumulating the
@@ -35,6 +42,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,6 +77,8 @@ struct PipeOptions {
   // reducers hook in there; DistributedModel sets it).
   bool average_microbatches = true;
   std::function<void(int stage, bool last)> before_grads;
+  // A schedule of the user's instead of `schedule` (see the contract above).
+  std::optional<Schedule> user_schedule;
 };
 
 // The argument checks Pipe and LocalPipe share (fairscale's, as weft::Error
