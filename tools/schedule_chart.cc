@@ -2,7 +2,13 @@
 // makespan, bubble and peak live activations per rank; optionally writes the SVG.
 //
 //   ./bazelw run //tools:schedule_chart -- --schedule interleaved --ranks 4 --microbatches 8 --virtual 2
+//   ./bazelw run //tools:schedule_chart -- --from my_schedule.txt
 //
+// --from FILE charts a text schedule (parallel/pipe/parse.h; what --actions
+// prints is one) instead of a generated one, after the validator accepts it;
+// --schedule, --ranks, --microbatches and --virtual are then not used. A file
+// that cannot be read, text that does not parse and a schedule the validator
+// refuses exit 1 with the message.
 // Costs are per rank's share of the model for one micro-batch (default F = B = W
 // = 1, so a full backward costs 2) and are split evenly over the rank's --virtual
 // stages, so schedules with different --virtual compare on the same model.
@@ -16,6 +22,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "core/error.h"
@@ -23,7 +30,9 @@
 #include "examples/train_report.h"
 #include "parallel/pipe/chart.h"
 #include "parallel/pipe/generators.h"
+#include "parallel/pipe/parse.h"
 #include "parallel/pipe/simulate.h"
+#include "parallel/pipe/validate.h"
 
 namespace {
 
@@ -34,6 +43,7 @@ struct Flags {
   int ranks = 4, microbatches = 8, virtual_stages = 1;
   double forward = 1, backward = 1, weight = 1, transfer = 0, unit = 0;
   std::string svg;
+  std::string from;
   bool actions = false;
 };
 
@@ -50,6 +60,7 @@ std::optional<Flags> parse(int argc, char** argv) {
       .add("--weight X", &f.weight, "weight-gradient time (a full backward costs backward + weight)")
       .add("--transfer X", &f.transfer, "time of one message between neighbour stages")
       .add("--unit X", &f.unit, "time per text column", "the shortest action")
+      .add("--from FILE", &f.from, "chart the text schedule in FILE (instead of --schedule and its shape)")
       .add("--svg PATH", &f.svg, "also write the SVG chart to PATH")
       .add_switch("--actions", &f.actions, true, "also print each rank's action list");
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
@@ -62,12 +73,31 @@ std::optional<Flags> parse(int argc, char** argv) {
   WEFT_FLAG_CHECK(f.transfer >= 0, "--transfer must be >= 0 (got ", f.transfer, ")");
   WEFT_FLAG_CHECK(f.unit >= 0, "--unit must be >= 0 (0: the shortest action; got ", f.unit, ")");
   f.svg = weft::examples::user_path(f.svg);
+  f.from = weft::examples::user_path(f.from);
   return f;
+}
+
+// The text schedule in `path` (parse.h), validated.
+weft::parallel::pipe::Schedule read_schedule(const std::string& path) {
+  std::ifstream in(path);
+  WEFT_CHECK(in.good(), "--from ", path, ": cannot open the file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  WEFT_CHECK(!in.bad(), "--from ", path, ": reading the file failed");
+  try {
+    weft::parallel::pipe::Schedule s = weft::parallel::pipe::parse_schedule(text.str());
+    weft::parallel::pipe::validate(s);
+    return s;
+  } catch (const weft::Error& e) {
+    WEFT_ERROR("--from ", path, ": ", e.message());
+  }
 }
 
 int run(const Flags& f) {
   using namespace weft::parallel::pipe;
-  const Schedule s = make_schedule(parse_schedule_kind(f.schedule), f.ranks, f.microbatches, f.virtual_stages);
+  const Schedule s = !f.from.empty()
+                         ? read_schedule(f.from)
+                         : make_schedule(parse_schedule_kind(f.schedule), f.ranks, f.microbatches, f.virtual_stages);
   const double v = s.virtual_stages;
   const CostModel costs = CostModel::uniform(s.num_stages(), f.forward / v, f.backward / v, f.weight / v, f.transfer);
   const Simulation sim = simulate(s, costs);

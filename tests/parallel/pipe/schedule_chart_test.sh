@@ -3,6 +3,8 @@
 # simulated figures, writes the SVG, and refuses bad arguments: a schedule the
 # generator refuses with its message (exit 1), a bad flag value with an error
 # naming the flag (exit 2; "2.7" is not a rank count, not 2). --help exits 0.
+# --from FILE charts a text schedule; a missing file, a parse error and a
+# schedule the validator refuses exit 1 with the message.
 set -euo pipefail
 bin="$1"
 out="$("$bin" --schedule zb --ranks 4 --microbatches 8 --svg "$TEST_TMPDIR/zb.svg")"
@@ -38,6 +40,37 @@ flag_error "--virtual must be a positive integer (got -1)" --virtual=-1
 flag_error "--transfer must be >= 0 (got -1)" --transfer -1
 flag_error "unknown flag '--rank'" --rank 4
 flag_error "flag --svg needs a value (--svg PATH)" --svg
+# --from FILE: a text schedule. What --actions prints (up to the blank line)
+# charts as the generated schedule does.
+"$bin" --schedule zb --ranks 4 --microbatches 8 --actions > "$TEST_TMPDIR/zb_actions.txt"
+sed '/^$/q' "$TEST_TMPDIR/zb_actions.txt" > "$TEST_TMPDIR/zb.txt"
+grep -qxF "zb-h1: ranks=4 microbatches=8 virtual=1 stages=4 backward=split" "$TEST_TMPDIR/zb.txt"
+[[ "$("$bin" --from "$TEST_TMPDIR/zb.txt")" == "$("$bin" --schedule zb --ranks 4 --microbatches 8)" ]]
+# Written by hand: comments, blank lines, no header (GPipe, 2 ranks, 2 micro-batches).
+cat > "$TEST_TMPDIR/hand.txt" <<'TEXT'
+# fill-drain on two ranks
+
+rank 0: F0.0 SendAct0.0->s1@r1  F0.1 SendAct0.1->s1@r1   RecvGrad0.0<-s1@r1 B0.0  RecvGrad0.1<-s1@r1 B0.1
+rank 1: RecvAct1.0<-s0@r0 F1.0  RecvAct1.1<-s0@r0 F1.1   B1.0 SendGrad1.0->s0@r0  B1.1 SendGrad1.1->s0@r0  # last stage
+TEXT
+hand="$("$bin" --from "$TEST_TMPDIR/hand.txt" --svg "$TEST_TMPDIR/hand.svg")"
+grep -qxF "rank 0 |F0 F1 .. .. .. B0 B0 B1 B1|" <<<"$hand"
+grep -qxF "makespan=9 bubble=0.3333" <<<"$hand"
+grep -q "^<svg " "$TEST_TMPDIR/hand.svg"
+# from_error WANT FILE: exits 1 and prints WANT on stderr.
+from_error() {
+  local want="$1" rc=0
+  "$bin" --from "$2" > "$TEST_TMPDIR/out" 2> "$TEST_TMPDIR/err" || rc=$?
+  [[ $rc -eq 1 ]] || { echo "rc $rc for --from $2"; cat "$TEST_TMPDIR/out" "$TEST_TMPDIR/err"; exit 1; }
+  grep -qF "schedule_chart: error: --from $2: $want" "$TEST_TMPDIR/err" || {
+    echo "no '$want' in:"; cat "$TEST_TMPDIR/err"; exit 1; }
+}
+from_error "cannot open the file" "$TEST_TMPDIR/missing.txt"
+sed 's/F0.1 /Fx.1 /' "$TEST_TMPDIR/hand.txt" > "$TEST_TMPDIR/typo.txt"
+from_error "parse_schedule: line 3, token 5 'Fx.1': unknown action kind 'Fx'" "$TEST_TMPDIR/typo.txt"
+sed 's/RecvAct1.1<-s0@r0 //' "$TEST_TMPDIR/hand.txt" > "$TEST_TMPDIR/norecv.txt"
+from_error "schedule custom: rank 1 action 2 (F1.1): its input from stage 0 on rank 0 was not received before" \
+  "$TEST_TMPDIR/norecv.txt"
 help="$("$bin" --help)"
 grep -qF "usage: schedule_chart [flags]" <<<"$help"
 grep -qF -- "--ranks N" <<<"$help"
