@@ -64,7 +64,8 @@
 //   local_state_dict() is this rank's shard without communication: the inner
 //   optimizer's by-name dict over the shard names "shard<f>" plus the layout
 //   ("layout.dp", "layout.rank" int64 0-dim; "layout.shard<f>" int64 (3,):
-//   N, P, dtype code; "layout.param.<name>" int64 (3,): flat, offset, numel).
+//   N, P, dtype code; "layout.param.<name>" int64 (3,): flat, offset, numel;
+//   written and read only by ZeroLayout, zero_layout.h).
 //   load_local_state_dict() requires the same layout (same dp, rank and
 //   parameters), else an error naming the first difference.
 // - Every rank must call the collective methods in the same order. Not
@@ -78,6 +79,7 @@
 
 #include "optim/optimizer.h"
 #include "parallel/comm/process_group.h"
+#include "parallel/data/zero_layout.h"
 
 namespace weft::parallel {
 
@@ -144,6 +146,8 @@ class ZeroOptimizer {
   std::vector<std::string> load_state_dict(const optim::OptimizerStateDict& sd);
   optim::OptimizerStateDict local_state_dict() const;
   void load_local_state_dict(const optim::OptimizerStateDict& sd);
+  // This rank's layout, as local_state_dict() records it (zero_layout.h).
+  ZeroLayout layout() const;
 
  private:
   void verify_same_parameters();

@@ -25,8 +25,6 @@ std::string int_values_str(const Tensor& t) {
   return s + "]";
 }
 
-Tensor int64_vector(const std::vector<int64_t>& v) { return tensor<int64_t>(v, {static_cast<int64_t>(v.size())}); }
-
 }  // namespace
 
 Tensor ZeroOptimizer::gather_flat(int fi, const Tensor& t, int root) {
@@ -213,13 +211,20 @@ std::vector<std::string> ZeroOptimizer::load_state_dict(const optim::OptimizerSt
 optim::OptimizerStateDict ZeroOptimizer::local_state_dict() const {
   optim::OptimizerStateDict sd;
   for (const auto& [key, t] : inner_->state_dict_by_name(shard_names())) sd[key] = t.clone();
-  sd["layout.dp"] = scalar_tensor(static_cast<int64_t>(group_->size()), TensorOptions{DType::Int64});
-  sd["layout.rank"] = scalar_tensor(static_cast<int64_t>(group_->rank()), TensorOptions{DType::Int64});
-  for (size_t f = 0; f < flats_.size(); ++f)
-    sd["layout.shard" + std::to_string(f)] =
-        int64_vector({flats_[f].numel, flats_[f].padded, static_cast<int64_t>(flats_[f].dtype)});
-  for (const Param& p : params_) sd["layout.param." + p.name] = int64_vector({p.flat, p.offset, p.tensor.numel()});
+  layout().to_state(sd);
   return sd;
+}
+
+ZeroLayout ZeroOptimizer::layout() const {
+  ZeroLayout out;
+  out.dp = group_->size();
+  out.rank = group_->rank();
+  for (const Flat& f : flats_) out.shards.push_back({f.numel, f.padded, f.dtype});
+  for (const Param& p : params_) out.params.push_back({p.name, p.flat, p.offset, p.tensor.numel()});
+  std::stable_sort(out.params.begin(), out.params.end(), [](const ZeroParamSpan& a, const ZeroParamSpan& b) {
+    return a.flat != b.flat ? a.flat < b.flat : a.offset < b.offset;
+  });
+  return out;
 }
 
 void ZeroOptimizer::load_local_state_dict(const optim::OptimizerStateDict& sd) {
