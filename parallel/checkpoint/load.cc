@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "parallel/checkpoint/commit.h"
+#include "parallel/checkpoint/load_plan.h"
 #include "parallel/checkpoint/reader.h"
 
 namespace weft::parallel::checkpoint {
@@ -17,101 +18,58 @@ using nlohmann::json;
 
 namespace {
 
-// Optimizer keys by parameter name ("state.<p>.<leaf>", "options.<p>.<opt>": split at the last dot).
-std::map<std::string, std::vector<std::string>> keys_by_param(const PieceMap& optimizer) {
-  std::map<std::string, std::vector<std::string>> out;
-  for (const auto& [key, pieces] : optimizer) {
-    size_t start = key.rfind("state.", 0) == 0 ? 6 : (key.rfind("options.", 0) == 0 ? 8 : 0);
-    const size_t dot = key.rfind('.');
-    if (start == 0 || dot == std::string::npos || dot <= start) continue;
-    out[key.substr(start, dot - start)].push_back(key);
-  }
-  return out;
-}
-
-// Note [tied parameters in checkpoints]: a layout that holds a tied group in
-// one stage (one process) has one tensor for it, so the optimizer state is
-// saved under one member's name only. A loading stage that holds another
-// member takes that member's entries: where the checkpoint has no entry for
-// `name`, the first member of its tied group that has one (the copies' states
-// are equal: they get the same summed gradients). Otherwise `name` itself.
-std::string saved_name(const std::string& name, const std::map<std::string, std::vector<std::string>>& by_param,
-                       const std::vector<std::vector<std::string>>& tied) {
-  if (by_param.count(name)) return name;
-  for (const auto& group : tied)
-    if (std::find(group.begin(), group.end(), name) != group.end())
-      for (const auto& member : group)
-        if (by_param.count(member)) return member;
-  return name;
-}
-
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
   return s;
 }
 
-int64_t int_at(const optim::OptimizerStateDict& sd, const std::string& key, int64_t i = -1) {
-  Tensor t = sd.at(key).to(DType::Int64).contiguous();
-  return i < 0 ? t.item<int64_t>() : t.data_ptr<int64_t>()[i];
+CheckpointMetadata metadata_of(const CheckpointReader& reader) {
+  CheckpointMetadata ck{reader.dir(), reader.model(), reader.optimizer(), {}};
+  const json& l = reader.manifest().layout;
+  if (l.is_object()) {
+    ck.layout.world = l.value("world", 1);
+    ck.layout.pp = l.value("pp", 1);
+    ck.layout.dp = l.value("dp", 1);
+    ck.layout.zero = l.value("zero", false);
+    ck.layout.balance = l.value("balance", std::vector<int>{});
+  }
+  return ck;
 }
 
-// The ZeRO shard dict (Note [zero state dicts] in parallel/zero.h) of this
-// rank, assembled from the elements of each parameter that its shard owns.
-optim::OptimizerStateDict zero_shard_dict(CheckpointReader& reader, const optim::OptimizerStateDict& fresh,
-                                          const std::vector<std::vector<std::string>>& tied) {
-  const std::string where = "checkpoint '" + reader.dir() + "'";
-  const auto& ck = reader.optimizer();
-  const auto by_param = keys_by_param(ck);
-  optim::OptimizerStateDict out;
-  for (const auto& [k, t] : fresh)
-    if (k.rfind("layout.", 0) == 0) out[k] = t;
-  const int64_t dp = int_at(fresh, "layout.dp"), rank = int_at(fresh, "layout.rank");
-  struct P {
-    int64_t offset, numel;
-    std::string name;
-  };
-  std::map<int64_t, std::vector<P>> flats;
-  const std::string lp = "layout.param.";
-  for (const auto& [k, t] : fresh)
-    if (k.rfind(lp, 0) == 0)
-      flats[int_at(fresh, k, 0)].push_back({int_at(fresh, k, 1), int_at(fresh, k, 2), k.substr(lp.size())});
-  auto find = [&](const std::string& key) -> const std::vector<Piece>& {
-    auto it = ck.find(key);
-    WEFT_CHECK(it != ck.end(), where, " has no optimizer entry '", key, "'");
-    return it->second;
-  };
-  for (auto& [f, params] : flats) {
-    std::sort(params.begin(), params.end(), [](const P& a, const P& b) { return a.offset < b.offset; });
-    const std::string shard = "shard" + std::to_string(f);
-    const int64_t padded = int_at(fresh, "layout." + shard, 1), s = padded / dp, lo = rank * s, hi = lo + s;
-    const DType dtype = static_cast<DType>(int_at(fresh, "layout." + shard, 2));
-    const std::string first = saved_name(params.front().name, by_param, tied);
-    const std::string op = "options." + shard + ".";
+// What this rank loads: its stages' model tensors and, when asked, its
+// optimizer's state (with ZeRO: the shard of the layout it has now).
+RankNeeds rank_needs(const nn::StateDict& local, const Stateful& state, bool optimizer) {
+  hybrid::DistributedModel& model = *state.model;
+  RankNeeds needs;
+  for (const auto& [k, t] : local) needs.model.push_back({k, t.sizes(), t.dtype()});
+  needs.tied = model.options().pipe.tied;
+  needs.optimizer = optimizer && state.optimizer && state.optimizer->has_parameters();
+  if (!needs.optimizer) return needs;
+  for (const auto& [name, p] : model.local_named_parameters()) needs.params.push_back({name, p.sizes(), p.dtype()});
+  if (state.optimizer->sharded()) {
+    const optim::OptimizerStateDict fresh = state.optimizer->local_state_dict();
+    RankNeeds::Zero zero{ZeroLayout::from_state(fresh), {}};
+    const std::string op = "options." + ZeroLayout::shard_name(0) + ".";
     for (const auto& [k, t] : fresh)
-      if (k.rfind(op, 0) == 0) {
-        const std::string key = "options." + first + "." + k.substr(op.size());
-        out[k] = reader.read(key, find(key));
-      }
-    auto it = by_param.find(first);
-    if (it == by_param.end()) continue;
-    for (const std::string& key : it->second) {
-      if (key.rfind("state.", 0) != 0) continue;
-      const std::string leaf = key.substr(7 + first.size());
-      if (leaf == "step") {
-        out["state." + shard + ".step"] = reader.read(key, find(key));
-        continue;
-      }
-      Tensor buf = zeros({s}, TensorOptions{dtype});  // (S,): this rank's elements [lo, hi) of the flat
-      for (const P& p : params) {
-        const int64_t a = std::max(lo, p.offset), b = std::min(hi, p.offset + p.numel);
-        if (a >= b) continue;
-        const std::string pk = "state." + saved_name(p.name, by_param, tied) + "." + leaf;
-        buf.narrow(0, a - lo, b - a).copy_(reader.read_elements(pk, find(pk), a - p.offset, b - p.offset).to(dtype));
-      }
-      out["state." + shard + "." + leaf] = buf;
-    }
+      if (k.rfind(op, 0) == 0) zero.options.push_back(k.substr(op.size()));
+    needs.zero = std::move(zero);
   }
+  return needs;
+}
+
+// Executes the plan: each target filled from the elements its items name
+// (each piece's CRC-32 checked by the reader), in the target's shape.
+std::vector<Tensor> read_plan(CheckpointReader& reader, const LoadPlan& plan) {
+  std::vector<Tensor> out;
+  for (const LoadTarget& t : plan.targets) out.push_back(zeros({numel_of(t.shape)}, TensorOptions{t.dtype}));
+  for (const LoadItem& it : plan.items) {
+    const PieceMap& index = it.index == Index::kModel ? reader.model() : reader.optimizer();
+    const Tensor v = reader.read_elements(it.key, index.at(it.key), it.src_begin, it.src_begin + it.length);
+    Tensor& dst = out[it.target];
+    dst.narrow(0, it.dst_begin, it.length).copy_(v.to(dst.dtype()));
+  }
+  for (size_t i = 0; i < out.size(); ++i) out[i] = out[i].view(plan.targets[i].shape);
   return out;
 }
 
@@ -207,27 +165,23 @@ TrainingState load(const std::string& path, const Stateful& state, const LoadOpt
   // ---- phase 2: read what this rank needs and load it ----
   std::string error;
   try {
+    // The plan decides what to read (load_plan.h); here it is only executed.
+    const RankNeeds needs = rank_needs(local, state, options.optimizer);
+    const LoadPlan plan = plan_load(metadata_of(*reader), needs);
+    const std::vector<Tensor> got = read_plan(*reader, plan);
     nn::StateDict sd;
-    for (const auto& [k, t] : local) sd.insert(k, reader->read(k, reader->model().at(k)));
+    optim::OptimizerStateDict osd;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (plan.targets[i].optimizer) osd[plan.targets[i].key] = got[i];
+      else sd.insert(plan.targets[i].key, got[i]);
+    }
     model.load_state_dict(sd);
-    if (options.optimizer && state.optimizer && state.optimizer->has_parameters()) {
-      hybrid::DistributedOptimizer& opt = *state.optimizer;
-      if (opt.sharded()) {
-        opt.load_local_state_dict(zero_shard_dict(*reader, opt.local_state_dict(), model.options().pipe.tied));
+    if (needs.optimizer) {
+      if (plan.zero) {
+        plan.zero->to_state(osd);  // Note [zero state dicts]: the local dict carries its layout
+        state.optimizer->load_local_state_dict(osd);
       } else {
-        const auto by_param = keys_by_param(reader->optimizer());
-        optim::OptimizerStateDict osd;
-        for (const auto& [name, p] : model.local_named_parameters()) {
-          const std::string src = saved_name(name, by_param, model.options().pipe.tied);
-          auto it = by_param.find(src);
-          if (it == by_param.end()) continue;          // the optimizer names what it misses
-          for (const std::string& key : it->second) {  // "state.<src>.<leaf>" -> "state.<name>.<leaf>"
-            const size_t head = key.rfind("state.", 0) == 0 ? 6 : 8;
-            osd[key.substr(0, head) + name + key.substr(head + src.size())] =
-                reader->read(key, reader->optimizer().at(key));
-          }
-        }
-        opt.load_state_dict(osd);
+        state.optimizer->load_state_dict(osd);
       }
     }
     const json& ts = reader->trainer_state();

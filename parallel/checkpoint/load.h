@@ -9,7 +9,8 @@
 //   the model's parameters and buffers by global name; the optimizer state
 //   of its parameters by name, without ZeRO whole, with ZeRO only the
 //   elements of its owned shard of each flat buffer (from whichever pieces
-//   hold them: a checkpoint saved with ZeRO at any dp, or without). Then the
+//   hold them: a checkpoint saved with ZeRO at any dp, or without). What to
+//   read is decided first, as data (plan_load, load_plan.h), then read. Then the
 //   LR schedule (the saved one; when the number of parameter groups differs
 //   the saved values must be equal across groups and are given to every
 //   group) and its RNG state: rank r of the loading world gets the saved
@@ -30,7 +31,7 @@
 //   group: the whole model's state dict (load it into a plain nn::Module)
 //   and the whole by-name optimizer state, from a partial or full
 //   checkpoint of any layout.
-// - Tied parameters (Note [tied parameters in checkpoints] in load.cc): where
+// - Tied parameters (Note [tied parameters in checkpoints] in load_plan.cc): where
 //   the checkpoint has no optimizer entry for a parameter of a tied group
 //   (DistributedModelOptions::pipe.tied), e.g. a head saved by one process
 //   that held it as the embedding's tensor, the entries of the group's first

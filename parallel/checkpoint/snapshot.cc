@@ -6,6 +6,7 @@
 #include "core/autograd_meta.h"
 #include "core/error.h"
 #include "core/ops.h"
+#include "parallel/data/zero_layout.h"
 
 namespace weft::parallel::checkpoint {
 namespace {
@@ -15,40 +16,29 @@ StoredTensor whole(const Tensor& t) {
   return StoredTensor{c, c.sizes(), 0, c.numel()};
 }
 
-int64_t int_at(const optim::OptimizerStateDict& sd, const std::string& key, int64_t i = -1) {
-  auto it = sd.find(key);
-  WEFT_INTERNAL_ASSERT(it != sd.end(), "ZeRO local state dict without '", key, "'");
-  Tensor t = it->second.to(DType::Int64).contiguous();
-  return i < 0 ? t.item<int64_t>() : t.data_ptr<int64_t>()[i];
-}
-
 // ZeRO: this rank's owned elements of each parameter's state, from the shard
-// dict with its layout (Note [zero state dicts] in parallel/zero.h).
+// dict with its layout (Note [zero state dicts] in parallel/data/zero.h).
 void zero_pieces(const optim::OptimizerStateDict& sd, const std::map<std::string, Shape>& shapes, bool scalars,
                  FileSnapshot& file) {
-  const int64_t dp = int_at(sd, "layout.dp"), rank = int_at(sd, "layout.rank");
-  const std::string lp = "layout.param.";
-  for (const auto& [key, t] : sd) {
-    if (key.rfind(lp, 0) != 0) continue;
-    const std::string name = key.substr(lp.size());
-    const int64_t f = int_at(sd, key, 0), offset = int_at(sd, key, 1), numel = int_at(sd, key, 2);
-    const std::string shard = "shard" + std::to_string(f);
-    const int64_t padded = int_at(sd, "layout." + shard, 1), s = padded / dp;
-    const int64_t lo = rank * s, a = std::max(lo, offset), b = std::min(lo + s, offset + numel);
-    auto shape = shapes.find(name);
-    WEFT_INTERNAL_ASSERT(shape != shapes.end(), "ZeRO parameter '", name, "' is not a local parameter");
+  const ZeroLayout layout = ZeroLayout::from_state(sd);
+  for (const ZeroParamSpan& p : layout.params) {
+    const std::string shard = ZeroLayout::shard_name(p.flat);
+    const int64_t lo = layout.owned_begin(p.flat), s = layout.shard_numel(p.flat);
+    const int64_t a = std::max(lo, p.offset), b = std::min(lo + s, p.offset + p.numel);
+    auto shape = shapes.find(p.name);
+    WEFT_INTERNAL_ASSERT(shape != shapes.end(), "ZeRO parameter '", p.name, "' is not a local parameter");
     const std::string sp = "state." + shard + ".", op = "options." + shard + ".";
     for (const auto& [k2, v] : sd) {
       if (k2.rfind(sp, 0) == 0) {
         const std::string leaf = k2.substr(sp.size());
         if (leaf == "step") {
-          if (scalars) file.tensors["state." + name + ".step"] = whole(v);
+          if (scalars) file.tensors["state." + p.name + ".step"] = whole(v);
         } else if (a < b) {
           Tensor part = v.detach().to(kCPU).contiguous().narrow(0, a - lo, b - a).clone();  // (b - a,)
-          file.tensors["state." + name + "." + leaf] = StoredTensor{part, shape->second, a - offset, b - offset};
+          file.tensors["state." + p.name + "." + leaf] = StoredTensor{part, shape->second, a - p.offset, b - p.offset};
         }
       } else if (scalars && k2.rfind(op, 0) == 0) {
-        file.tensors["options." + name + "." + k2.substr(op.size())] = whole(v);
+        file.tensors["options." + p.name + "." + k2.substr(op.size())] = whole(v);
       }
     }
   }
