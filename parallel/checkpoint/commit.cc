@@ -2,7 +2,6 @@
 #include "parallel/checkpoint/commit.h"
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
@@ -13,6 +12,7 @@
 #include "io/crc32.h"
 #include "io/safetensors.h"
 #include "parallel/checkpoint/rotation.h"
+#include "parallel/comm/collectives.h"
 
 namespace weft::parallel::checkpoint {
 
@@ -127,49 +127,6 @@ std::string error_text(const std::exception& e) {
   return e.what();
 }
 
-std::vector<std::string> allgather_strings(ProcessGroup& group, const std::string& mine) {
-  const int n = group.size();
-  Tensor len = full({1}, static_cast<int64_t>(mine.size()), DType::Int64);
-  std::vector<Tensor> lens(n);
-  for (auto& l : lens) l = empty({1}, DType::Int64);
-  group.allgather(lens, len)->wait();
-  int64_t most = 1;
-  for (auto& l : lens) most = std::max(most, l.item<int64_t>());
-  Tensor buf = zeros({most}, DType::UInt8);  // (most,)
-  if (!mine.empty()) std::memcpy(buf.data_ptr<uint8_t>(), mine.data(), mine.size());
-  std::vector<Tensor> all(n);
-  for (auto& t : all) t = empty({most}, DType::UInt8);
-  group.allgather(all, buf)->wait();
-  std::vector<std::string> out;
-  for (int r = 0; r < n; ++r)
-    out.emplace_back(reinterpret_cast<const char*>(all[r].data_ptr<uint8_t>()),
-                     static_cast<size_t>(lens[r].item<int64_t>()));
-  return out;
-}
-
-std::string combine_errors(const std::vector<std::string>& errors) {
-  std::vector<std::pair<std::string, std::vector<int>>> groups;  // message -> ranks, in order of first rank
-  for (size_t r = 0; r < errors.size(); ++r) {
-    if (errors[r].empty()) continue;
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == errors[r]; });
-    if (it == groups.end()) groups.push_back({errors[r], {static_cast<int>(r)}});
-    else it->second.push_back(static_cast<int>(r));
-  }
-  std::string msg;
-  for (const auto& [text, ranks] : groups) {
-    msg += msg.empty() ? "" : "; ";
-    msg += ranks.size() == 1 ? "rank " : "ranks ";
-    for (size_t i = 0; i < ranks.size(); ++i) msg += (i ? ", " : "") + std::to_string(ranks[i]);
-    msg += ": " + text;
-  }
-  return msg;
-}
-
-void agree(ProcessGroup& group, const std::string& what, const std::string& error) {
-  const std::string msg = combine_errors(allgather_strings(group, error));
-  WEFT_CHECK(msg.empty(), what, " failed: ", msg);
-}
-
 namespace {
 
 std::string commit_impl(ProcessGroup& group, const std::string& root, const Snapshot& snap, int keep_last,
@@ -226,7 +183,7 @@ std::string commit_impl(ProcessGroup& group, const std::string& root, const Snap
   }
   std::vector<json> descs;
   std::vector<std::string> errors;
-  for (const std::string& s : allgather_strings(group, desc.dump())) {
+  for (const std::string& s : allgather_bytes(group, desc.dump())) {
     descs.push_back(json::parse(s));
     errors.push_back(descs.back()["error"].get<std::string>());
   }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "parallel/checkpoint/snapshot.h"
+#include "parallel/comm/collectives.h"
 #include "parallel/comm/process_group.h"
 
 namespace weft::parallel::checkpoint {
@@ -37,13 +38,12 @@ namespace weft::parallel::checkpoint {
 // Returns the committed checkpoint's directory.
 std::string commit_snapshot(ProcessGroup& group, const std::string& root, const Snapshot& snapshot, int keep_last);
 
-// Every rank's string, in rank order (collective).
-std::vector<std::string> allgather_strings(ProcessGroup& group, const std::string& mine);
-// Collective: throws on every rank when any rank's `error` is non-empty,
-// "<what> failed: rank R: <error>; ranks S, T: <error>" (ranks with the same
-// message listed together; combine_errors makes that text, "" when none).
-void agree(ProcessGroup& group, const std::string& what, const std::string& error);
-std::string combine_errors(const std::vector<std::string>& errors);
+// Every rank's string, in rank order (collective): allgather_bytes under the
+// name the loader uses. agree and combine_errors come from the toolkit too
+// (parallel/comm/collectives.h).
+inline std::vector<std::string> allgather_strings(ProcessGroup& group, const std::string& mine) {
+  return allgather_bytes(group, mine);
+}
 // An exception's message for another rank's report (a weft::Error's without its file:line).
 std::string error_text(const std::exception& e);
 

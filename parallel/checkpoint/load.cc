@@ -11,6 +11,7 @@
 #include "parallel/checkpoint/commit.h"
 #include "parallel/checkpoint/load_plan.h"
 #include "parallel/checkpoint/reader.h"
+#include "parallel/comm/collectives.h"
 
 namespace weft::parallel::checkpoint {
 

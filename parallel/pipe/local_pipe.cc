@@ -3,7 +3,7 @@
 
 #include "core/error.h"
 #include "nn/layers.h"
-#include "parallel/comm/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/testing.h"
 
 namespace weft::parallel::pipe {
 

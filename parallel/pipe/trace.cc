@@ -2,53 +2,39 @@
 #include "parallel/pipe/trace.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <sstream>
 
 #include "core/error.h"
 #include "core/ops.h"
+#include "parallel/comm/collectives.h"
 
 namespace weft::parallel::pipe {
 
 namespace {
-constexpr int64_t kFields = 8;  // kind, stage, micro-batch, peer stage, peer rank, tie, start, duration
+constexpr size_t kFields = 8;  // kind, stage, micro-batch, peer stage, peer rank, tie, start, duration
 }  // namespace
 
 std::vector<TraceEvent> gather_trace(ProcessGroup& group, const std::vector<TraceEvent>& mine) {
-  const int n = group.size();
-  // Counts first, then the events padded to the largest count.
-  Tensor count = full({1}, static_cast<int64_t>(mine.size()), DType::Int64);
-  std::vector<Tensor> counts(n);
-  for (auto& c : counts) c = empty({1}, DType::Int64);
-  group.allgather(counts, count)->wait();
-  int64_t most = 0;
-  for (auto& c : counts) most = std::max(most, c.item<int64_t>());
-  Tensor packed = zeros({std::max<int64_t>(most, 1), kFields}, DType::Int64);  // (most, kFields)
-  int64_t* p = packed.data_ptr<int64_t>();
-  for (size_t i = 0; i < mine.size(); ++i) {
-    const TraceEvent& e = mine[i];
-    int64_t* row = p + i * kFields;
-    row[0] = static_cast<int64_t>(e.action.kind);
-    row[1] = e.action.stage;
-    row[2] = e.action.microbatch;
-    row[3] = e.action.peer_stage;
-    row[4] = e.action.peer_rank;
-    row[5] = e.action.tie;
-    row[6] = e.start_ns;
-    row[7] = e.duration_ns;
-  }
-  std::vector<Tensor> all(n);
-  for (auto& t : all) t = empty(packed.sizes(), DType::Int64);
-  group.allgather(all, packed)->wait();
+  // Each rank's events as packed rows of kFields int64 (one machine: native byte order).
+  std::vector<int64_t> packed;
+  packed.reserve(mine.size() * kFields);
+  for (const TraceEvent& e : mine)
+    packed.insert(packed.end(), {static_cast<int64_t>(e.action.kind), e.action.stage, e.action.microbatch,
+                                 e.action.peer_stage, e.action.peer_rank, e.action.tie, e.start_ns, e.duration_ns});
+  const std::vector<std::string> all = allgather_bytes(
+      group, std::string(reinterpret_cast<const char*>(packed.data()), packed.size() * sizeof(int64_t)));
   std::vector<TraceEvent> out;
-  for (int r = 0; r < n; ++r) {
-    const int64_t* q = all[r].data_ptr<int64_t>();
-    for (int64_t i = 0; i < counts[r].item<int64_t>(); ++i) {
-      const int64_t* row = q + i * kFields;
+  for (size_t r = 0; r < all.size(); ++r) {
+    std::vector<int64_t> theirs(all[r].size() / sizeof(int64_t));
+    if (!theirs.empty()) std::memcpy(theirs.data(), all[r].data(), theirs.size() * sizeof(int64_t));
+    for (size_t i = 0; i + kFields <= theirs.size(); i += kFields) {
+      const int64_t* row = theirs.data() + i;
       TraceEvent e;
       e.action = Action{static_cast<ActionKind>(row[0]), static_cast<int>(row[1]), static_cast<int>(row[2]),
                         static_cast<int>(row[3]),        static_cast<int>(row[4]), static_cast<int>(row[5])};
-      e.rank = r;
+      e.rank = static_cast<int>(r);
       e.start_ns = row[6];
       e.duration_ns = row[7];
       out.push_back(e);

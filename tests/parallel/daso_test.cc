@@ -3,7 +3,7 @@
 // 3 x 2 and 4 x 1 (the same cases daso_mpi_test.cc runs under mpirun).
 #include <gtest/gtest.h>
 
-#include "parallel/comm/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/testing.h"
 #include "tests/parallel/daso_cases.h"
 
 namespace weft::parallel {

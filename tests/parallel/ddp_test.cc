@@ -3,7 +3,7 @@
 // of tests/parallel/ddp_cases.h (the same cases ddp_mpi_test.cc runs over MPI).
 #include <gtest/gtest.h>
 
-#include "parallel/comm/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/testing.h"
 #include "tests/parallel/ddp_cases.h"
 
 namespace weft::parallel {

@@ -14,8 +14,8 @@
 #include <gtest/gtest.h>
 
 #include "core/nn_ops.h"
+#include "parallel/comm/inproc/testing.h"
 #include "parallel/hybrid/distributed_model.h"
-#include "parallel/comm/inproc/process_group_inproc.h"
 #include "tests/parallel/zero_cases.h"
 
 namespace weft::parallel {

@@ -3,7 +3,7 @@
 // 4 pad the 275-parameter MLP's flat buffer; dp 1 is the degenerate group).
 #include <gtest/gtest.h>
 
-#include "parallel/comm/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/testing.h"
 #include "tests/parallel/zero_cases.h"
 
 namespace weft::parallel {

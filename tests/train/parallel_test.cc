@@ -14,9 +14,9 @@
 
 #include <gtest/gtest.h>
 
+#include "parallel/comm/inproc/testing.h"
 #include "parallel/data/comm_volume.h"
 #include "parallel/data/ddp.h"
-#include "parallel/comm/inproc/process_group_inproc.h"
 #include "parallel/data/sampler.h"
 #include "tests/train/cases.h"
 #include "train/callbacks.h"

@@ -20,17 +20,19 @@
 //   so exchanges both ways never deadlock. Size or dtype mismatch fails both
 //   sides naming both operations.
 // - wait() fails after the timeout naming the operation, its sequence number,
-//   the group and the missing ranks (global; group ranks too on sub-groups),
-//   shaped like ProcessGroupMPI's errors. A rank marked exited (mark_exited;
-//   run_ranks does it when a rank's body returns or throws) makes every
+//   the group and the missing ranks (global; group ranks too where they
+//   differ: missing_ranks_text, parallel/comm/collectives.h), shaped like
+//   ProcessGroupMPI's errors. A rank marked exited (mark_exited; run_ranks,
+//   testing.h, does it when a rank's body returns or throws) makes every
 //   operation still waiting on it fail at once, naming it and why it exited.
 // - new_group is a collective of the parent group (every parent rank calls it
 //   with the same list; it blocks until all did); members get the sub-group
 //   (group rank i = list[i]), others nullptr.
 // - CPU tensors only; tensors must be contiguous.
+// The harness that plays n ranks as threads, run_ranks, is in testing.h
+// (//parallel/comm/inproc:testing).
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,18 +92,5 @@ class ProcessGroupInProc final : public ProcessGroup {
   int rank_;
   int64_t seq_ = 0;  // guarded by the world's mutex
 };
-
-struct RunRanksOptions {
-  // The world group's default timeout (ProcessGroup::set_timeout changes it).
-  Duration timeout = std::chrono::seconds(60);
-};
-
-// Runs body(world group of rank r) for r in [0, n) on n threads over a fresh
-// ProcessGroupInProc world. When a body returns or throws, its rank is marked
-// exited, so peers waiting on it fail promptly instead of hanging. Joins every
-// thread, then rethrows the first exception thrown (in time) as weft::Error
-// "run_ranks: rank r of n failed: <message>". (gtest EXPECT failures inside
-// bodies are recorded by gtest itself.)
-void run_ranks(int n, const std::function<void(std::shared_ptr<ProcessGroup>)>& body, const RunRanksOptions& opts = {});
 
 }  // namespace weft::parallel

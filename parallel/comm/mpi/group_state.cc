@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "parallel/comm/collectives.h"
 #include "parallel/comm/mpi/liveness.h"
 #include "parallel/comm/mpi/mpi_common.h"
 
@@ -66,11 +67,7 @@ std::vector<int> MPIGroupState::peers() const {
 }
 
 std::string MPIGroupState::missing_text(const std::vector<int>& group_ranks) const {
-  std::vector<int> g;
-  for (int r : group_ranks) g.push_back(global_ranks[r]);
-  std::string s = "missing ranks: " + ranks_str(g);
-  if (name != "world") s += " (group ranks " + ranks_str(group_ranks) + ")";
-  return s;
+  return missing_ranks_text(group_ranks, global_ranks);
 }
 
 std::unique_ptr<MPIGroupState> make_group_state(MPI_Comm parent_data, std::vector<int> global_ranks, std::string name,

@@ -44,7 +44,7 @@ struct MPIGroupState {
   // Every group rank but this one.
   std::vector<int> peers() const;
   // "missing ranks: [2] (group ranks [1])" (global ranks; group ranks too
-  // unless this is the world).
+  // where they differ: missing_ranks_text, parallel/comm/collectives.h).
   std::string missing_text(const std::vector<int>& group_ranks) const;
 };
 

@@ -17,6 +17,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "parallel/comm/collectives.h"
 #include "parallel/comm/mpi/group_state.h"
 #include "parallel/comm/mpi/mpi_common.h"
 #include "parallel/comm/mpi/work_mpi.h"
@@ -329,25 +330,17 @@ WorkPtr ProcessGroupMPI::barrier(const BarrierOptions& opts) {
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroupMPI::new_group(const std::vector<int>& ranks) {
-  check_new_group_ranks(ranks, s_->size, s_->name);
-  std::vector<int> globals;
-  uint64_t h = s_->id;
-  for (int r : ranks) {
-    globals.push_back(s_->global_ranks[r]);
-    h = mix_group_id(h, uint64_t(s_->global_ranks[r]) + 1);
-  }
+  const NewGroupPlan plan = plan_new_group(ranks, s_->rank, s_->global_ranks, s_->name, s_->id);
   std::lock_guard<std::recursive_mutex> lk(mpi_mutex());
   // A sequenced, timed barrier over the parent first: every parent rank is
   // present, so the blocking MPI_Comm_create_group below cannot hang on a
   // dead member.
   auto st = begin_collective(*this, *s_, Duration::zero(),
-                             {0, 0, Fingerprint::kNewGroup, -1, int64_t(ranks.size()), int64_t(h & 0x7fffffffffffull)},
-                             "new_group" + ranks_str(ranks));
+                             {0, 0, Fingerprint::kNewGroup, -1, int64_t(ranks.size()), plan.list_hash()}, plan.what);
   st->group = shared_from_this();
   WorkPtr w = launch_work(st, MPI_Ibarrier(s_->comm, &st->reqs[0]));
   w->wait();
-  auto me = std::find(ranks.begin(), ranks.end(), s_->rank);
-  if (me == ranks.end()) return nullptr;
+  if (!plan.member()) return nullptr;
   MPI_Group parent_group, sub_group;
   MPI_Comm sub = MPI_COMM_NULL;
   WEFT_MPI_CHECK(MPI_Comm_group(s_->comm, &parent_group), "new_group");
@@ -355,7 +348,7 @@ std::shared_ptr<ProcessGroup> ProcessGroupMPI::new_group(const std::vector<int>&
   WEFT_MPI_CHECK(MPI_Comm_create_group(s_->comm, sub_group, kCreateGroupTag, &sub), "new_group");
   MPI_Group_free(&sub_group);
   MPI_Group_free(&parent_group);
-  auto s = detail::make_group_state(sub, globals, "group" + ranks_str(globals), h, s_->debug);
+  auto s = detail::make_group_state(sub, plan.global_ranks, plan.name, plan.id, s_->debug);
   MPI_Comm_free(&sub);
   auto pg = std::shared_ptr<ProcessGroupMPI>(new ProcessGroupMPI(std::move(s)));
   pg->set_timeout(timeout_);

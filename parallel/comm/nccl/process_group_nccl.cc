@@ -47,6 +47,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/ops.h"
+#include "parallel/comm/collectives.h"
 #include "parallel/comm/desync.h"
 #include "parallel/comm/mpi/process_group_mpi.h"
 #include "parallel/comm/nccl/cuda_adapter.h"
@@ -307,24 +308,16 @@ WorkPtr ProcessGroupNCCL::barrier(const BarrierOptions& opts) {
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroupNCCL::new_group(const std::vector<int>& ranks) {
-  check_new_group_ranks(ranks, s_->size, s_->name);
-  std::vector<int> globals;
-  uint64_t h = s_->id;
-  for (int r : ranks) {
-    globals.push_back(s_->global_ranks[r]);
-    h = mix_group_id(h, uint64_t(s_->global_ranks[r]) + 1);
-  }
-  auto me = std::find(ranks.begin(), ranks.end(), s_->rank);
-  const bool member = me != ranks.end();
+  const NewGroupPlan plan = plan_new_group(ranks, s_->rank, s_->global_ranks, s_->name, s_->id);
+  const bool member = plan.member();
   ncclComm_t child = nullptr;
   {
     std::lock_guard<std::mutex> l(s_->m);
-    std::string what = weft::detail::str_cat("new_group", ranks_str(ranks), " (sequence ", s_->seq, ")");
+    std::string what = weft::detail::str_cat(plan.what, " (sequence ", s_->seq, ")");
     s_->check_usable(what);
     const int64_t seq = s_->seq++;
     if (s_->debug_mpi != nullptr) {  // Note [nccl desync check]
-      const int64_t list_hash = int64_t(h & 0x7fffffffffffull);
-      Fingerprint fp{seq, int64_t(s_->id), Fingerprint::kNewGroup, -1, int64_t(ranks.size()), list_hash};
+      Fingerprint fp{seq, int64_t(s_->id), Fingerprint::kNewGroup, -1, int64_t(ranks.size()), plan.list_hash()};
       s_->debug_mpi->check_fingerprint(fp, -1, s_->name, what, timeout_);
     }
     ca::DeviceGuard g(s_->device);
@@ -336,8 +329,7 @@ std::shared_ptr<ProcessGroup> ProcessGroupNCCL::new_group(const std::vector<int>
     // atomically; it is leaked when the split did not finish (NCCL may still write it).
     auto* slot = new ncclComm_t(nullptr);
     auto load_child = [slot] { return std::atomic_ref<ncclComm_t>(*slot).load(std::memory_order_acquire); };
-    ncclResult_t rc = ncclCommSplit(s_->comm, member ? 0 : NCCL_SPLIT_NOCOLOR,
-                                    member ? static_cast<int>(me - ranks.begin()) : 0, slot, &config);
+    ncclResult_t rc = ncclCommSplit(s_->comm, member ? 0 : NCCL_SPLIT_NOCOLOR, member ? plan.rank : 0, slot, &config);
     // Note [nccl non-blocking]: a dead peer is named from its heartbeats (m is held).
     auto alive = [&] {
       try {
@@ -375,9 +367,9 @@ std::shared_ptr<ProcessGroup> ProcessGroupNCCL::new_group(const std::vector<int>
   std::shared_ptr<ProcessGroupNCCL> pg;
   if (member) {
     pg = std::shared_ptr<ProcessGroupNCCL>(
-        new ProcessGroupNCCL(make_state(child, s_->device, globals, "nccl:group" + ranks_str(globals))));
+        new ProcessGroupNCCL(make_state(child, s_->device, plan.global_ranks, "nccl:" + plan.name)));
     pg->set_timeout(timeout_);
-    pg->s_->id = h;
+    pg->s_->id = plan.id;
   }
   // Note [nccl desync check]: the child's MPI group, made by every parent rank
   // (MPI_Group_incl keeps the order of `ranks`, as the split key does).

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "parallel/comm/collectives.h"
 #include "parallel/comm/desync.h"
 #include "parallel/comm/mpi/process_group_mpi.h"
 #include "parallel/comm/nccl/cuda_adapter.h"
@@ -96,14 +97,8 @@ struct NCCLGroupState {
                    inflight.end());
   }
 
-  // "missing ranks: [1] (group ranks [1])" for group ranks `r`.
-  std::string ranks_text(const std::vector<int>& r) const {
-    std::vector<int> g;
-    for (int x : r) g.push_back(global_ranks[x]);
-    std::string s = "missing ranks: " + ranks_str(g);
-    if (g != r) s += " (group ranks " + ranks_str(r) + ")";
-    return s;
-  }
+  // "missing ranks: [2] (group ranks [1])" for group ranks `r` (missing_ranks_text).
+  std::string ranks_text(const std::vector<int>& r) const { return missing_ranks_text(r, global_ranks); }
 
   // Peers (group ranks) silent for `threshold` by the MPI heartbeats.
   std::vector<int> silent(const std::vector<int>& peers, Duration threshold, double* longest) const {

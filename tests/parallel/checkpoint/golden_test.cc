@@ -28,9 +28,9 @@
 #include "parallel/checkpoint/checkpointer.h"
 #include "parallel/checkpoint/load.h"
 #include "parallel/checkpoint/reader.h"
+#include "parallel/comm/inproc/testing.h"
 #include "parallel/hybrid/distributed_model.h"
 #include "parallel/hybrid/distributed_optimizer.h"
-#include "parallel/comm/inproc/process_group_inproc.h"
 #include "tests/testing.h"
 
 namespace weft::parallel::checkpoint {

@@ -24,9 +24,9 @@
 #include "nn/nn.h"
 #include "optim/clip_grad.h"
 #include "optim/sgd.h"
+#include "parallel/comm/inproc/testing.h"
 #include "parallel/hybrid/distributed_model.h"
 #include "parallel/hybrid/distributed_optimizer.h"
-#include "parallel/comm/inproc/process_group_inproc.h"
 #include "tests/testing.h"
 
 namespace weft::parallel::hybrid {

@@ -26,7 +26,7 @@
 #include "nn/nn.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
-#include "parallel/comm/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/testing.h"
 #include "tests/parallel/hybrid/dm_cases.h"
 #include "tests/testing.h"
 

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "parallel/comm/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/testing.h"
 #include "tests/testing.h"
 
 namespace weft::parallel::partition {

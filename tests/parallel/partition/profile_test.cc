@@ -14,7 +14,7 @@
 #include "core/rng.h"
 #include "examples/models.h"
 #include "nn/nn.h"
-#include "parallel/comm/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/testing.h"
 #include "parallel/partition/balance.h"
 #include "parallel/partition/plan.h"
 #include "tests/testing.h"

@@ -17,7 +17,7 @@
 #include "core/rng.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"
-#include "parallel/comm/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/testing.h"
 #include "tests/testing.h"
 
 namespace weft::parallel::pipe {

@@ -18,7 +18,7 @@
 #include "core/ops.h"
 #include "core/rng.h"
 #include "nn/nn.h"
-#include "parallel/comm/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/testing.h"
 #include "parallel/pipe/generators.h"
 #include "tests/testing.h"
 

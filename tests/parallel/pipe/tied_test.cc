@@ -21,7 +21,7 @@
 #include "core/rng.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"
-#include "parallel/comm/inproc/process_group_inproc.h"
+#include "parallel/comm/inproc/testing.h"
 #include "parallel/pipe/generators.h"
 #include "parallel/pipe/runner.h"
 #include "parallel/pipe/simulate.h"
