@@ -36,7 +36,9 @@ void ScheduleChart::on_step_end(train::Trainer&) { last_step_s_ = now_s() - step
 void ScheduleChart::on_fit_end(train::Trainer& t) {
   pp::Pipe& pipe = t.distributed_model().pipe();
   parallel::ProcessGroup& world = *t.checkpoint_world();
-  std::vector<pp::TraceEvent> events = pp::gather_trace(world, pipe.runner().last_trace());
+  // This replica's pipeline (the lead's): trace ranks are pipeline ranks.
+  std::vector<pp::TraceEvent> events =
+      pp::gather_trace(*t.distributed_model().grid().pipeline(), pipe.runner().last_trace());
   Tensor step_time = full({1}, last_step_s_, DType::Float64);
   world.allreduce(step_time, {parallel::ReduceOp::Max})->wait();
   if (!t.lead()) return;
@@ -44,7 +46,8 @@ void ScheduleChart::on_fit_end(train::Trainer& t) {
   std::ostringstream chart;
   chart << pp::text_chart(pipe.schedule(), sim) << "measured step " << step_time.item<double>() * 1e3
         << " ms (optimizer included); simulated from the measured F, B and W times " << sim.makespan * 1e3
-        << " ms, bubble " << pp::format_percent(sim.bubble_fraction) << "\n";
+        << " ms, bubble " << pp::format_percent(sim.bubble_fraction) << "; measured bubble "
+        << pp::format_percent(pp::measured_bubble(events, pipe.schedule().num_ranks)) << "\n";
   write_file(chart_, chart.str());
   write_file(trace_, pp::chrome_trace_json(events));
   std::cerr << t.options().name << ": schedule chart in " << chart_ << ", last step's trace in " << trace_ << "\n";

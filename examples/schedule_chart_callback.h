@@ -6,10 +6,11 @@
 // - On a Pipeline or Hybrid trainer (collective: add it on every rank).
 //   Once prepared it turns on the pipeline runner's trace; it times each
 //   training step (optimizer included). At fit's end it gathers the last
-//   step's trace from every rank (parallel/pipe/trace.h) and the slowest
+//   step's trace from every rank of the lead's pipeline (parallel/pipe/trace.h) and the slowest
 //   rank's step time, and the lead writes `chart`: the schedule's text chart
 //   simulated from the measured F, B and W times (parallel/pipe/simulate.h)
-//   with the measured step time and the simulated one and its bubble, and
+//   with the measured step time and the simulated one and its bubble, the
+//   bubble measured on the lead's replica (gradient averages included), and
 //   `trace`: the timeline as Chrome-trace JSON; it names both on stderr.
 #pragma once
 

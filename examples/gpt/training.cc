@@ -9,8 +9,8 @@
 #include "core/rng.h"
 #include "examples/grid_flags.h"
 #include "optim/lr_scheduler.h"
-#include "parallel/pipe/trace.h"
 #include "parallel/data/sampler.h"
+#include "parallel/pipe/trace.h"
 #include "train/lr_schedule.h"
 
 namespace weft::examples::gpt {
@@ -122,19 +122,12 @@ std::string pipeline_summary(train::Trainer& t, const Options& o) {
   auto& dm = t.distributed_model();
   // The last step's measured timeline: per pipeline rank, the share of the step not spent in F, B or W.
   std::vector<pp::TraceEvent> events = pp::gather_trace(*dm.grid().pipeline(), dm.pipe().runner().last_trace());
-  int64_t first = INT64_MAX, last = INT64_MIN, busy = 0;
-  for (const auto& e : events) {
-    first = std::min(first, e.start_ns);
-    last = std::max(last, e.start_ns + e.duration_ns);
-    if (pp::is_compute(e.action.kind)) busy += e.duration_ns;
-  }
-  const double span = static_cast<double>(last - first) * o.pp;
-  const double measured = events.empty() || span <= 0 ? 0 : 1.0 - static_cast<double>(busy) / span;
+  const double measured = pp::measured_bubble(events, o.pp);
   const int chunks = dm.pipe().options().chunks;
   char buf[512];
   std::snprintf(buf, sizeof(buf),
                 "pp %d x dp %d (%s, %d micro-batches of %lld sequences per replica%s): bubble %.1f%% measured on the "
-                "last step (idle share of its F/B/W timeline)",
+                "last step (idle share of its F/B/W timeline, gradient averages included)",
                 o.pp, dm.grid().dp(), dm.pipe().schedule().name.c_str(), chunks,
                 static_cast<long long>(o.batch_size / dm.grid().dp() / chunks), o.zero ? ", ZeRO-1" : "",
                 100.0 * measured);

@@ -9,7 +9,9 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "parallel/hybrid/gather_state.h"
+#include "parallel/partition/comm_cost.h"
 #include "parallel/partition/profile.h"
+#include "parallel/partition/search.h"
 
 namespace weft::parallel::hybrid {
 namespace {
@@ -21,17 +23,6 @@ std::vector<int> even_balance(int layers, int stages) {
   std::vector<int> b(stages, layers / stages);
   for (int i = 0; i < layers % stages; ++i) ++b[i];
   return b;
-}
-
-// The profile of micro-batches `factor` times as large (times and activations scale with rows).
-std::vector<partition::LayerProfile> scaled(std::vector<partition::LayerProfile> layers, double factor) {
-  for (auto& l : layers) {
-    l.forward_s *= factor;
-    l.backward_s *= factor;
-    l.activation_bytes = static_cast<int64_t>(static_cast<double>(l.activation_bytes) * factor);
-    l.output_bytes = static_cast<int64_t>(static_cast<double>(l.output_bytes) * factor);
-  }
-  return layers;
 }
 
 }  // namespace
@@ -57,50 +48,30 @@ std::vector<int> DistributedModel::auto_balance(const Tensor& sample) {
   partition::ProfileOptions po;
   po.optimizer_state_factor = options_.optimizer_state_factor;
   profile_ = partition::profile_on_root(*model_, nn::Tensors{first}, *grid_.world(), 0, po);
-  partition::PlanOptions plan;
-  plan.stages = stages;
-  plan.method = options_.method;
-  plan.memory_budget_bytes = options_.memory_budget_bytes;
-  plan.bandwidth_bytes_per_s = options_.bandwidth_bytes_per_s;
-  std::vector<pipe::ScheduleKind> kinds{options_.pipe.schedule};
-  std::vector<int> chunks{chunks0};
+  partition::SearchOptions search;
+  search.plan.stages = stages;
+  search.plan.method = options_.method;
+  search.plan.memory_budget_bytes = options_.memory_budget_bytes;
+  search.plan.bandwidth_bytes_per_s = options_.bandwidth_bytes_per_s;
+  if (grid_.dp() > 1 && !options_.shard_optimizer_state) {  // Note [gradient reduction]: the planner sees it
+    search.plan.replicas = grid_.dp();
+    const partition::AllreduceCost measured = partition::measure_allreduce(*grid_.data_parallel());
+    search.plan.allreduce = partition::broadcast_cost(measured, *grid_.world(), 0);
+  }
+  search.profiled_chunks = chunks0;
+  search.schedules = {options_.pipe.schedule};
+  search.chunks = {chunks0};
   if (options_.auto_schedule) {
-    kinds = {pipe::ScheduleKind::kGPipe, pipe::ScheduleKind::k1F1B, pipe::ScheduleKind::kZeroBubbleH1};
-    if (!options_.auto_chunks.empty()) chunks = options_.auto_chunks;
+    search.schedules = {pipe::ScheduleKind::kGPipe, pipe::ScheduleKind::k1F1B, pipe::ScheduleKind::kZeroBubbleH1};
+    if (!options_.auto_chunks.empty()) search.chunks = options_.auto_chunks;
   }
-  std::string failures;
-  double best = std::numeric_limits<double>::infinity();
-  for (int c : chunks) {
-    WEFT_CHECK(c >= 1, "DistributedModel: auto_chunks holds ", c, "; micro-batch counts must be positive");
-    const std::vector<partition::LayerProfile> layers = scaled(profile_, static_cast<double>(chunks0) / c);
-    for (pipe::ScheduleKind kind : kinds) {
-      plan.schedule = kind;
-      plan.microbatches = c;
-      try {
-        partition::PartitionPlan candidate = partition::plan_partition(layers, plan);
-        // Strictly faster wins: ties keep the earlier (fewer chunks, gpipe before 1f1b before zb).
-        if (candidate.step_time_s < best * (1 - 1e-9)) {
-          best = candidate.step_time_s;
-          plan_ = candidate;
-          options_.pipe.schedule = kind;
-          options_.pipe.chunks = c;
-        }
-      } catch (const Error& e) {
-        if (kinds.size() * chunks.size() == 1) throw;
-        failures +=
-            "\n  " + pipe::schedule_name(kind) + " with " + std::to_string(c) + " micro-batches: " + e.message();
-      }
-    }
-  }
-  WEFT_CHECK(best < std::numeric_limits<double>::infinity(),
-             "DistributedModel: no schedule and micro-batch count fits:", failures);
+  partition::SearchResult chosen = partition::choose_plan(profile_, search);
+  plan_ = chosen.plan;
+  options_.pipe.schedule = chosen.schedule;
+  options_.pipe.chunks = chosen.chunks;
   if (options_.print_table && root) {
     std::ostream& os = options_.table ? *options_.table : std::cout;
-    os << partition::partition_table(chunks0 == options_.pipe.chunks
-                                         ? profile_
-                                         : scaled(profile_, static_cast<double>(chunks0) / options_.pipe.chunks),
-                                     plan_)
-       << std::flush;
+    os << partition::partition_table(chosen.layers, plan_) << std::flush;
   }
   return plan_.balance;
 }
@@ -135,11 +106,26 @@ void DistributedModel::partition(const Tensor& sample) {
   const int layers = model_ ? static_cast<int>(model_->size()) : static_cast<int>(factories_.size());
   const int stages = grid_.pp() * options_.pipe.virtual_stages;
   std::vector<int> balance = options_.balance;
+  if (options_.plan) {  // a plan made beforehand: run it as it is
+    WEFT_CHECK(balance.empty(), "DistributedModel: options.balance and options.plan both given; give one");
+    WEFT_CHECK(static_cast<int>(options_.plan->balance.size()) == stages, "DistributedModel: the plan has ",
+               options_.plan->balance.size(), " stages but the pipeline has ", stages);
+    plan_ = *options_.plan;
+    balance = plan_.balance;
+    options_.pipe.schedule = pipe::parse_schedule_kind(plan_.schedule);
+    options_.pipe.chunks = plan_.microbatches;
+  }
   if (balance.empty()) balance = placement_balance();
   if (balance.empty() && options_.auto_partition && stages > 1) balance = auto_balance(sample);
   if (balance.empty()) balance = even_balance(layers, stages);
   pipe::PipeOptions po = options_.pipe;
-  po.before_grads = [this](int stage, bool last) { before_grads(stage, last); };
+  // Note [gradient reduction] in parallel/pipe/schedule.h: the schedule averages
+  // each stage's gradients over its replicas (ZeRO-1 reduce-scatters them in
+  // DistributedOptimizer instead).
+  if (grid_.dp() > 1 && !options_.shard_optimizer_state) {
+    po.data_parallel = grid_.data_parallel();
+    po.reduction = {.overlap = options_.overlapping_allreduce, .bucket_cap_mb = options_.bucket_cap_mb};
+  }
   pipe_ = model_ ? std::make_unique<pipe::Pipe>(model_, balance, grid_.pipeline(), po)
                  : std::make_unique<pipe::Pipe>(factories_, balance, grid_.pipeline(), po);
   pipe_->runner().set_keep_output(options_.keep_output);
@@ -159,28 +145,6 @@ void DistributedModel::partition(const Tensor& sample) {
           Tensor data = t.detach();
           dp.broadcast(data, {0})->wait();
         }
-    }
-  }
-  // One reducer per local stage over the data-parallel group; tied parameters apart.
-  std::set<std::string> tied_names;
-  for (const auto& group : options_.pipe.tied) tied_names.insert(group.begin(), group.end());
-  for (auto& part : pipe_->partitions()) {
-    Reducer::NamedTensors params;
-    for (auto& [name, t] : part->named_parameters()) {
-      if (!t.requires_grad()) continue;
-      if (tied_names.count(name)) {
-        tied_local_.push_back(t);
-        continue;
-      }
-      params.emplace_back(name, t);
-    }
-    if (dp.size() > 1 && options_.overlapping_allreduce && !options_.shard_optimizer_state && !params.empty()) {
-      ReducerOptions ro;
-      ro.bucket_cap_mb = options_.bucket_cap_mb;
-      ro.owner = "DistributedModel (stage " + std::to_string(pipe_->stage_ids()[reducers_.size()]) + ")";
-      reducers_.push_back(std::make_unique<Reducer>(std::move(params), grid_.data_parallel(), ro));
-    } else {
-      reducers_.push_back(nullptr);
     }
   }
   for (auto& hook : post_partition_hooks_) hook(*this);
@@ -226,32 +190,10 @@ Tensor DistributedModel::last_output() const {
   return pipe_->runner().last_output();
 }
 
-void DistributedModel::before_grads(int stage, bool last) {
-  const auto& ids = pipe_->stage_ids();
-  const size_t li = std::find(ids.begin(), ids.end(), stage) - ids.begin();
-  WEFT_INTERNAL_ASSERT(li < reducers_.size(), "DistributedModel: stage ", stage, " is not on rank ", grid_.rank());
-  if (reducers_[li]) reducers_[li]->set_sync(last && sync_step_);
-}
-
-void DistributedModel::sync_after_schedule() {
-  ProcessGroup& dp = *grid_.data_parallel();
-  if (dp.size() == 1 || !sync_step_ || options_.shard_optimizer_state) return;
-  std::vector<Tensor> grads;
-  if (!options_.overlapping_allreduce)
-    for (const Tensor& p : local_parameters())
-      if (p.grad().defined()) grads.push_back(p.grad());
-  for (const Tensor& p : tied_local_)  // (in local_parameters() too without overlap)
-    if (options_.overlapping_allreduce && p.grad().defined()) grads.push_back(p.grad());
-  std::vector<WorkPtr> works;
-  for (Tensor& g : grads) works.push_back(dp.allreduce(g, {ReduceOp::Avg}));
-  for (auto& w : works) w->wait();
-}
-
 double DistributedModel::step(const Tensor& input, const Tensor& target, const pipe::LossFn& loss_fn) {
   partition(input);
-  sync_step_ = (steps_ + 1) % options_.backward_passes_per_step == 0;
+  pipe_->runner().set_reduce_grads((steps_ + 1) % options_.backward_passes_per_step == 0);
   const double replica_loss = pipe_->step(input, target, loss_fn);
-  sync_after_schedule();
   ++steps_;
   ProcessGroup& dp = *grid_.data_parallel();
   if (dp.size() == 1) return replica_loss;

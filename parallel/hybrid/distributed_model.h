@@ -31,20 +31,20 @@
 // - step(input, target, loss_fn): `input` and `target` are this replica's
 //   batch (read on its first and last stage's ranks). The schedule runs
 //   pipe.chunks micro-batches; each stage's gradients are averaged over its
-//   data-parallel group by a Reducer (parallel/reducer.h) per local stage:
-//   with overlapping_allreduce (default) its sync is on only for the stage's
-//   last gradient action of the step, so buckets reduce while that backward
-//   runs; otherwise the gradients are allreduced after the schedule.
+//   data-parallel group by the schedule's ReduceGrad action (Note [gradient
+//   reduction] in parallel/pipe/schedule.h), right after the stage's last B
+//   (W): with overlapping_allreduce (default) its buckets launch while that
+//   backward runs; otherwise at the ReduceGrad, one average per gradient.
 //   backward_passes_per_step = k: gradients accumulate locally for k steps
 //   and are reduced in the k-th. Tied parameters (pipe.tied) are summed
-//   across stages by the schedule and averaged over data parallelism after
-//   it (not by the bucketed reducer: their sum must come first). With
+//   across stages (TiedGrad), then averaged over data parallelism
+//   (ReduceTiedGrad). With
 //   pipe.average_microbatches (default) the step's gradient is that of the
 //   replicas' mean loss over the global batch, as in one process on it;
 //   off, micro-batch losses are summed (use a sum-reduced loss). Returns the
 //   loss averaged over micro-batches (row-weighted) and replicas, on every
 //   rank.
-// - shard_optimizer_state (ZeRO-1): no reducers and no data-parallel
+// - shard_optimizer_state (ZeRO-1): no ReduceGrad actions and no data-parallel
 //   averaging here: a DistributedOptimizer over this model reduce-scatters
 //   the gradients in its step (parallel/zero.h), so step() leaves each
 //   replica's local gradients (tied ones summed over stages).
@@ -71,6 +71,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,7 +80,6 @@
 #include "parallel/hybrid/grid.h"
 #include "parallel/partition/plan.h"
 #include "parallel/pipe/pipe.h"
-#include "parallel/data/reducer.h"
 
 namespace weft::parallel::hybrid {
 
@@ -104,6 +104,10 @@ struct DistributedModelOptions {
   bool print_table = true;
   bool shard_optimizer_state = false;  // ZeRO-1 through DistributedOptimizer
   bool keep_output = false;            // last_output(): the replica's outputs of the last step
+  // A plan made beforehand (partition::choose_plan, or plan_partition): its
+  // balance, schedule and micro-batch count are used as they are, with no
+  // profiling; plan() returns it.
+  std::optional<partition::PartitionPlan> plan;
 };
 
 class DistributedModel {
@@ -150,8 +154,6 @@ class DistributedModel {
 
  private:
   void check_partitioned(const char* what) const;
-  void before_grads(int stage, bool last);
-  void sync_after_schedule();
   std::vector<int> auto_balance(const Tensor& sample);
   std::vector<int> placement_balance() const;  // empty when no child was placed
 
@@ -162,13 +164,10 @@ class DistributedModel {
   std::shared_ptr<nn::Sequential> whole_;
   std::vector<pipe::LayerFactory> factories_;
   std::unique_ptr<pipe::Pipe> pipe_;
-  std::vector<std::unique_ptr<Reducer>> reducers_;  // per local stage (dp > 1, overlapping)
-  std::vector<Tensor> tied_local_;                  // this rank's tied parameters
   std::vector<std::function<void(DistributedModel&)>> post_partition_hooks_;
   std::vector<partition::LayerProfile> profile_;
   partition::PartitionPlan plan_;
   int64_t steps_ = 0;
-  bool sync_step_ = true;
 };
 
 }  // namespace weft::parallel::hybrid

@@ -47,6 +47,17 @@
 
 namespace weft::parallel::partition {
 
+// The time of an average over the data-parallel group: latency_s + bytes /
+// bytes_per_s (bytes_per_s 0: the bytes cost nothing). measure_allreduce
+// (comm_cost.h) fits it on the group.
+struct AllreduceCost {
+  double latency_s = 0;
+  double bytes_per_s = 0;
+  double seconds(int64_t bytes) const {
+    return latency_s + (bytes_per_s > 0 ? static_cast<double>(bytes) / bytes_per_s : 0.0);
+  }
+};
+
 struct BalanceOptions {
   int stages = 1;
   int microbatches = 1;
@@ -55,6 +66,11 @@ struct BalanceOptions {
   std::vector<int> live;
   int64_t memory_budget_bytes = 0;   // per device; 0: unlimited
   double bandwidth_bytes_per_s = 0;  // between neighbour stages; 0: transfers take no time
+  // Data parallelism (Note [gradient reduction] in parallel/pipe/schedule.h):
+  // with replicas > 1 the simulated schedule carries a ReduceGrad per stage,
+  // costing allreduce.seconds(the stage's gradient bytes).
+  int replicas = 1;
+  AllreduceCost allreduce;
 };
 
 // The peak number of micro-batches whose activations `kind` keeps alive on each

@@ -41,9 +41,10 @@ std::string layers_cell(const std::vector<LayerProfile>& layers, int begin, int 
   return s;
 }
 
-pipe::Simulation simulate_plan(const PartitionPlan& plan, pipe::ScheduleKind kind) {
+pipe::Simulation simulate_plan(const PartitionPlan& plan, pipe::ScheduleKind kind, bool reduce) {
   const int p = static_cast<int>(plan.stages.size());
-  const pipe::Schedule schedule = pipe::make_schedule(kind, p, plan.microbatches, 1);
+  pipe::Schedule schedule = pipe::make_schedule(kind, p, plan.microbatches, 1);
+  if (reduce) pipe::add_reduce_grads(schedule);
   pipe::CostModel costs;
   for (const StageEstimate& s : plan.stages) {
     costs.forward.push_back(s.forward_s);
@@ -51,6 +52,8 @@ pipe::Simulation simulate_plan(const PartitionPlan& plan, pipe::ScheduleKind kin
     costs.weight.push_back(schedule.split_backward ? s.backward_s / 2 : 0);
   }
   for (int s = 0; s + 1 < p; ++s) costs.transfer.push_back(plan.stages[s].transfer_s);
+  if (reduce)
+    for (const StageEstimate& s : plan.stages) costs.reduce_grad.push_back(s.reduce_s);
   return pipe::simulate(schedule, costs);
 }
 
@@ -82,11 +85,14 @@ PartitionPlan evaluate_balance(const std::vector<LayerProfile>& layers, const st
     StageEstimate e;
     e.begin = begin;
     e.end = begin + balance[s];
+    int64_t grad_bytes = 0;
     for (int k = e.begin; k < e.end; ++k) {
       e.num_parameters += layers[k].num_parameters;
       e.forward_s += layers[k].forward_s;
       e.backward_s += layers[k].backward_s;
+      grad_bytes += layers[k].grad_bytes;
     }
+    if (options.replicas > 1) e.reduce_s = options.allreduce.seconds(grad_bytes);
     e.live_microbatches = c.live()[s];
     e.resident_bytes = c.resident_bytes(e.begin, e.end);
     e.activation_bytes = c.activation_bytes(e.begin, e.end);
@@ -97,7 +103,7 @@ PartitionPlan evaluate_balance(const std::vector<LayerProfile>& layers, const st
     plan.stages.push_back(e);
     begin = e.end;
   }
-  const pipe::Simulation sim = simulate_plan(plan, options.schedule);
+  const pipe::Simulation sim = simulate_plan(plan, options.schedule, options.replicas > 1);
   plan.step_time_s = sim.makespan;
   plan.bubble_fraction = sim.bubble_fraction;
   return plan;
@@ -157,6 +163,14 @@ std::string partition_table(const std::vector<LayerProfile>& layers, const Parti
   std::snprintf(bubble, sizeof bubble, "%.1f%%", plan.bubble_fraction * 100);
   os << "predicted step time " << ms_str(plan.step_time_s) << ", bubble " << bubble << " (bottleneck "
      << ms_str(plan.bottleneck_s) << " per micro-batch)\n";
+  bool reduces = false;
+  for (const StageEstimate& e : plan.stages) reduces = reduces || e.reduce_s > 0;
+  if (reduces) {  // Note [gradient reduction]: included in the step time above
+    os << "data-parallel gradient average per step:";
+    for (size_t s = 0; s < plan.stages.size(); ++s)
+      os << (s ? "," : "") << " stage " << s << " " << ms_str(plan.stages[s].reduce_s);
+    os << "\n";
+  }
   return os.str();
 }
 

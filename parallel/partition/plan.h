@@ -10,7 +10,8 @@
 //   (parallel/pipe/simulate.h) on options.schedule with options.microbatches:
 //   per stage forward = the layers' forward_s, backward = their backward_s
 //   (ZB-H1, whose backward is split, gets half as B and half as W), transfer per
-//   boundary as in the cost model.
+//   boundary as in the cost model; with options.replicas > 1, a ReduceGrad per
+//   stage costing options.allreduce.seconds(its gradient bytes).
 // - plan_partition chooses the balance by `method` (kOptimal: solve_balance,
 //   exact; kByTime / kBySize: fairscale's; kManual: options.balance) and checks
 //   every stage against the budget: a stage over it is an error naming the
@@ -25,9 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "parallel/comm/process_group.h"
 #include "parallel/partition/balance.h"
 #include "parallel/partition/layer_profile.h"
-#include "parallel/comm/process_group.h"
 
 namespace weft::parallel::partition {
 
@@ -48,6 +49,7 @@ struct StageEstimate {
   double forward_s = 0, backward_s = 0;
   double transfer_s = 0;  // to the next stage (0 on the last)
   double time_s = 0;      // forward + backward + transfer, per micro-batch
+  double reduce_s = 0;    // the data-parallel gradient average, per step (replicas > 1)
 };
 
 struct PartitionPlan {

@@ -71,7 +71,8 @@ RunnerOptions runner_options(const PipeOptions& options) {
   r.transfer_device = options.transfer_device;
   r.tied = options.tied;
   r.average_microbatches = options.average_microbatches;
-  r.before_grads = options.before_grads;
+  r.data_parallel = options.data_parallel;
+  r.reduction = options.reduction;
   return r;
 }
 

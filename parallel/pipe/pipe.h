@@ -48,9 +48,9 @@
 #include <vector>
 
 #include "nn/container.h"
+#include "parallel/comm/process_group.h"
 #include "parallel/pipe/generators.h"
 #include "parallel/pipe/runner.h"
-#include "parallel/comm/process_group.h"
 
 namespace weft::parallel::pipe {
 
@@ -73,10 +73,11 @@ struct PipeOptions {
   // parameter names, e.g. {{"0.weight", "5.weight"}} for a GPT's embedding and
   // head; their gradients are summed between the stages holding them.
   std::vector<std::vector<std::string>> tied;
-  // RunnerOptions::average_microbatches and before_grads (data-parallel
-  // reducers hook in there; DistributedModel sets it).
+  // RunnerOptions::average_microbatches, data_parallel and reduction (the
+  // replicas' group: DistributedModel sets it; Note [gradient reduction]).
   bool average_microbatches = true;
-  std::function<void(int stage, bool last)> before_grads;
+  std::shared_ptr<ProcessGroup> data_parallel;
+  GradReductionOptions reduction;
   // A schedule of the user's instead of `schedule` (see the contract above).
   std::optional<Schedule> user_schedule;
 };

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <utility>
 
 #include "autograd/checkpoint.h"
@@ -76,6 +77,7 @@ struct PipelineRunner::StepState {
   std::vector<std::vector<autograd::DeferredGrads>> deferred;  // split schedules: W's half, per stage, per mb
   bool forward_only = false;                                   // forward(): no loss, no backward
   std::vector<Tensor> outputs;                                 // the last stage's outputs (forward(), keep_output)
+  std::vector<std::pair<int, size_t>> reductions;              // ReduceGrad issued: (local stage, trace index)
 };
 
 CheckpointMode parse_checkpoint_mode(const std::string& name) {
@@ -109,6 +111,14 @@ PipelineRunner::PipelineRunner(Schedule schedule, std::vector<std::shared_ptr<nn
     tied_ = TiedParameters(options_.tied, stage_ids_, stages_, *group_);
     add_tied_grads(schedule_, tied_.stages());
   }
+  if (options_.data_parallel && options_.data_parallel->size() > 1) {  // Note [gradient reduction]
+    std::set<std::string> tied_names;
+    for (const auto& g : options_.tied) tied_names.insert(g.begin(), g.end());
+    reduction_ = GradReduction(options_.data_parallel, stage_ids_, stages_, tied_names, options_.reduction);
+    if (!schedule_.reduce_grads) add_reduce_grads(schedule_);
+  }
+  WEFT_CHECK(!schedule_.reduce_grads || reduction_.active(), "PipelineRunner: schedule ", schedule_.name,
+             " reduces gradients over data parallelism but RunnerOptions::data_parallel has no second rank");
   validate(schedule_);
   const ActionKind grad_kind = schedule_.split_backward ? ActionKind::kWeight : ActionKind::kBackward;
   last_grad_action_.assign(stages_.size(), -1);
@@ -169,10 +179,14 @@ void PipelineRunner::run(StepState& st, const std::vector<Action>& actions) {
     try {
       const int64_t t = record ? now_ns() : 0;
       const ActionKind k = actions[i].kind;
-      if (options_.before_grads && !st.forward_only &&
-          (k == (schedule_.split_backward ? ActionKind::kWeight : ActionKind::kBackward)))
-        options_.before_grads(actions[i].stage, static_cast<int>(i) == last_grad_action_[local(actions[i].stage)]);
+      // Every action that may accumulate parameter gradients (a split B does
+      // too, for checkpointed micro-batches) keeps the reducer off but the last.
+      if (reduction_.active() && !st.forward_only && (k == ActionKind::kBackward || k == ActionKind::kWeight)) {
+        const int li = local(actions[i].stage);
+        reduction_.before_grad_action(li, static_cast<int>(i) == last_grad_action_[li]);
+      }
       run_action(st, actions[i]);
+      if (k == ActionKind::kReduceGrad) st.reductions.emplace_back(local(actions[i].stage), trace_.size());
       if (record) trace_.push_back({actions[i], group_->rank(), t, now_ns() - t});
     } catch (const Error& e) {
       // Where this rank stands, and for a receive the peer it waits for, so
@@ -184,6 +198,15 @@ void PipelineRunner::run(StepState& st, const std::vector<Action>& actions) {
       WEFT_ERROR("PipelineRunner (schedule ", schedule_.name, ") on rank ", group_->rank(), ": action ", i, " of ",
                  actions.size(), " (", to_string(a), ", micro-batch ", a.microbatch, waits, ") failed: ", e.message());
     }
+  }
+  for (auto [li, event] : st.reductions) {  // in issue order; the trace shows issue to completion
+    try {
+      reduction_.wait(li);
+    } catch (const Error& e) {
+      WEFT_ERROR("PipelineRunner (schedule ", schedule_.name, ") on rank ", group_->rank(),
+                 ": the data-parallel gradient reduction of stage ", stage_ids_[li], " failed: ", e.message());
+    }
+    if (record && event < trace_.size()) trace_[event].duration_ns = now_ns() - trace_[event].start_ns;
   }
   for (auto& [work, keep] : st.sends) {
     try {
@@ -321,6 +344,8 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
     case ActionKind::kTiedGrad:
       tied_.sum(a.tie, *group_, schedule_.tied_ranks(a.tie), options_.transfer_device);
       return;
+    case ActionKind::kReduceGrad: reduction_.reduce(li); return;
+    case ActionKind::kReduceTiedGrad: reduction_.reduce_tied(tied_.local(a.tie)); return;
   }
 }
 

@@ -40,6 +40,11 @@
 // - Tied parameters (RunnerOptions::tied): schedule() includes their TiedGrad
 //   actions; after step() every holder's .grad of a tied parameter is the sum
 //   over all stages using it, as in one process.
+// - Data parallelism (RunnerOptions::data_parallel, Note [gradient
+//   reduction]): the schedule gains a ReduceGrad per stage after its last B
+//   (W) and a ReduceTiedGrad after each TiedGrad; step() returns once every
+//   reduction has finished. The trace shows a ReduceGrad from its issue to
+//   the end of its wait.
 // - Errors: a failure in any action (a receive that times out, a stage that
 //   throws, a message of the wrong shape) is rethrown naming this rank, the
 //   action's index and text (e.g. "RecvAct1.3<-s0@r0"), the micro-batch and,
@@ -56,10 +61,11 @@
 
 #include "core/tensor.h"
 #include "nn/module.h"
+#include "parallel/comm/process_group.h"
+#include "parallel/pipe/grad_reduction.h"
 #include "parallel/pipe/schedule.h"
 #include "parallel/pipe/tied.h"
 #include "parallel/pipe/trace.h"
-#include "parallel/comm/process_group.h"
 
 namespace weft::parallel::pipe {
 
@@ -92,12 +98,13 @@ struct RunnerOptions {
   // is the batch mean loss's) or by 1 (false: the sum over micro-batches,
   // SageMaker's average_grads_across_microbatches off).
   bool average_microbatches = true;
-  // Called before each action that accumulates parameter gradients (B, or W
-  // when the schedule splits the backward) with its stage and whether it is
-  // that stage's last such action of the step: where a data-parallel reducer
-  // turns its sync on (Reducer::set_sync), so the stage's gradient is reduced
-  // once per step, overlapping its last backward.
-  std::function<void(int stage, bool last)> before_grads;
+  // Note [gradient reduction] in schedule.h: the group of replicas of this
+  // rank's stages (null or one rank: no data parallelism). With more than one
+  // rank, construction adds ReduceGrad and ReduceTiedGrad actions to the
+  // schedule and step() leaves every stage's gradient averaged over the group
+  // (tied ones after their sum over stages); grad_reduction.h says how.
+  std::shared_ptr<ProcessGroup> data_parallel;
+  GradReductionOptions reduction;
 };
 
 // The loss of one micro-batch: a one-element tensor (mean-reduced for the
@@ -123,6 +130,9 @@ class PipelineRunner {
   const RunnerOptions& options() const { return options_; }
   void set_record_trace(bool on) { options_.record_trace = on; }
   void set_keep_output(bool on) { options_.keep_output = on; }
+  // Data parallelism: whether the next steps reduce gradients (false: they
+  // accumulate locally, backward_passes_per_step; the next synced step reduces the sum).
+  void set_reduce_grads(bool on) { reduction_.set_sync(on); }
   // With record_trace: this rank's actions of the last step(), in order
   // (forward() does not record).
   const std::vector<TraceEvent>& last_trace() const { return trace_; }
@@ -147,6 +157,7 @@ class PipelineRunner {
   std::vector<TraceEvent> trace_;
   Tensor last_output_;
   TiedParameters tied_;
+  GradReduction reduction_;
   std::vector<int> last_grad_action_;  // per local stage: index of its last B (W when split) in this rank's list
 };
 

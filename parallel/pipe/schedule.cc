@@ -18,14 +18,20 @@ std::string to_string(ActionKind kind) {
     case ActionKind::kSendGrad: return "SendGrad";
     case ActionKind::kRecvGrad: return "RecvGrad";
     case ActionKind::kTiedGrad: return "Tied";
+    case ActionKind::kReduceGrad: return "Reduce";
+    case ActionKind::kReduceTiedGrad: return "ReduceTied";
   }
   return "?";
 }
 
 std::string to_string(const Action& a) {
   std::ostringstream os;
-  if (is_tied(a.kind)) {
+  if (is_tied(a.kind) || a.kind == ActionKind::kReduceTiedGrad) {
     os << to_string(a.kind) << a.tie << "@s" << a.stage;
+    return os.str();
+  }
+  if (a.kind == ActionKind::kReduceGrad) {
+    os << to_string(a.kind) << a.stage;
     return os.str();
   }
   os << to_string(a.kind) << a.stage << '.' << a.microbatch;
@@ -108,6 +114,24 @@ void add_tied_grads(Schedule& schedule, std::vector<std::vector<int>> tied_stage
         }
 }
 
+void add_reduce_grads(Schedule& schedule) {
+  WEFT_CHECK(!schedule.reduce_grads, "add_reduce_grads: schedule ", schedule.name, " already reduces gradients");
+  const ActionKind last_grad = schedule.split_backward ? ActionKind::kWeight : ActionKind::kBackward;
+  for (auto& list : schedule.rank_actions) {
+    std::vector<int> last(schedule.num_stages(), -1);  // per stage: index of its last gradient action here
+    for (int i = 0; i < static_cast<int>(list.size()); ++i)
+      if (list[i].kind == last_grad) last[list[i].stage] = i;
+    std::vector<Action> out;
+    for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+      out.push_back(list[i]);
+      if (list[i].kind == last_grad && last[list[i].stage] == i) out.push_back(Action::reduce_grad(list[i].stage));
+      if (list[i].kind == ActionKind::kTiedGrad) out.push_back(Action::reduce_tied_grad(list[i].stage, list[i].tie));
+    }
+    list = std::move(out);
+  }
+  schedule.reduce_grads = true;
+}
+
 std::vector<int> looped_placement(int ranks, int virtual_stages) {
   WEFT_CHECK(ranks > 0 && virtual_stages > 0, "looped_placement needs positive ranks and virtual stages (ranks=", ranks,
              ", virtual_stages=", virtual_stages, ")");
@@ -162,6 +186,7 @@ std::string to_string(const Schedule& s) {
   std::ostringstream os;
   os << s.name << ": ranks=" << s.num_ranks << " microbatches=" << s.num_microbatches << " virtual=" << s.virtual_stages
      << " stages=" << s.num_stages() << " backward=" << (s.split_backward ? "split" : "full");
+  if (s.reduce_grads) os << " reduce=dp";
   for (size_t g = 0; g < s.tied_stages.size(); ++g) {
     os << (g ? "," : " tied=");
     for (size_t i = 0; i < s.tied_stages[g].size(); ++i) os << (i ? "+" : "") << s.tied_stages[g][i];

@@ -28,7 +28,20 @@
 //   lazily (before their buffer is reused, at the latest at the end of the step).
 // - to_string(Action): compute as kind letter, stage, '.', micro-batch ("F3.1" is
 //   stage 3's forward of micro-batch 1); communication as e.g. "SendAct3.1->s4@r0"
-//   and "RecvGrad3.1<-s4@r0".
+//   and "RecvGrad3.1<-s4@r0"; a TiedGrad as "Tied0@s3" (group 0, its lowest
+//   stage on the rank), a ReduceGrad as "Reduce3", a ReduceTiedGrad as
+//   "ReduceTied0@s3".
+// - Note [gradient reduction]: when the pipeline is replicated over data
+//   parallelism (each stage held by several replicas, which run the same
+//   schedule), reduce_grads is true and each rank's list holds one
+//   ReduceGrad(s) per stage s it runs, after the last B (W when split) of s:
+//   there the stage's gradients are averaged over its data-parallel group,
+//   bucketed and asynchronously (the rank goes on; the step waits for them
+//   at its end). A tied group's gradient is summed over stages first
+//   (TiedGrad), then averaged by ReduceTiedGrad(g), after TiedGrad(g) on each
+//   holding rank. The reduction is an action so that the validator checks
+//   it, the simulator times it and the charts and traces show it; the
+//   planner sees its cost.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +60,8 @@ enum class ActionKind : std::uint8_t {
   kSendGrad,        // B(stage)'s input gradient to stage - 1
   kRecvGrad,        // stage's output gradient from stage + 1
   kTiedGrad,        // sum a tied parameter's gradient over its stages' ranks (Note [tied parameters])
+  kReduceGrad,      // average the stage's gradients over data parallelism (Note [gradient reduction])
+  kReduceTiedGrad,  // average a tied group's summed gradient over data parallelism
 };
 
 inline bool is_compute(ActionKind k) {
@@ -56,6 +71,7 @@ inline bool is_send(ActionKind k) { return k == ActionKind::kSendActivation || k
 inline bool is_recv(ActionKind k) { return k == ActionKind::kRecvActivation || k == ActionKind::kRecvGrad; }
 inline bool is_comm(ActionKind k) { return is_send(k) || is_recv(k); }
 inline bool is_tied(ActionKind k) { return k == ActionKind::kTiedGrad; }
+inline bool is_reduce(ActionKind k) { return k == ActionKind::kReduceGrad || k == ActionKind::kReduceTiedGrad; }
 
 struct Action {
   ActionKind kind = ActionKind::kForward;
@@ -63,7 +79,7 @@ struct Action {
   int microbatch = 0;   // 0 .. num_microbatches - 1
   int peer_stage = -1;  // communication only: the stage at the other end
   int peer_rank = -1;   // communication only: the rank that runs peer_stage
-  int tie = -1;         // kTiedGrad only: the group's index in Schedule::tied_stages
+  int tie = -1;         // kTiedGrad, kReduceTiedGrad: the group's index in Schedule::tied_stages
 
   static Action forward(int stage, int mb) { return {ActionKind::kForward, stage, mb}; }
   static Action backward(int stage, int mb) { return {ActionKind::kBackward, stage, mb}; }
@@ -82,11 +98,14 @@ struct Action {
   }
   // `stage`: the lowest stage of the group on this rank.
   static Action tied_grad(int stage, int tie) { return {ActionKind::kTiedGrad, stage, 0, -1, -1, tie}; }
+  static Action reduce_grad(int stage) { return {ActionKind::kReduceGrad, stage, 0}; }
+  // `stage`: as for tied_grad.
+  static Action reduce_tied_grad(int stage, int tie) { return {ActionKind::kReduceTiedGrad, stage, 0, -1, -1, tie}; }
 
   friend bool operator==(const Action&, const Action&) = default;
 };
 
-// "F", "B", "W", "SendAct", "RecvAct", "SendGrad", "RecvGrad", "Tied".
+// "F", "B", "W", "SendAct", "RecvAct", "SendGrad", "RecvGrad", "Tied", "Reduce", "ReduceTied".
 std::string to_string(ActionKind kind);
 std::string to_string(const Action& a);
 std::ostream& operator<<(std::ostream& os, const Action& a);
@@ -102,6 +121,7 @@ struct Schedule {
   std::vector<int> stage_to_rank;                 // size num_stages()
   std::vector<std::vector<Action>> rank_actions;  // size num_ranks
   std::vector<std::vector<int>> tied_stages;      // per tied group, its stages, increasing (Note [tied parameters])
+  bool reduce_grads = false;  // data-parallel replicas: ReduceGrad actions (Note [gradient reduction])
 
   int num_stages() const { return static_cast<int>(stage_to_rank.size()); }
   int rank_of(int stage) const;
@@ -131,6 +151,12 @@ void insert_communication(Schedule& schedule);
 // TiedGrad(g) to the end of each rank holding a stage of group g, groups in
 // order. An error when the schedule already has tied groups.
 void add_tied_grads(Schedule& schedule, std::vector<std::vector<int>> tied_stages);
+
+// Note [gradient reduction]: sets reduce_grads and inserts ReduceGrad(s) right
+// after the last B (W when split) of each stage s on its rank, and a
+// ReduceTiedGrad(g) right after each TiedGrad(g); call it after
+// add_tied_grads. An error when the schedule already reduces.
+void add_reduce_grads(Schedule& schedule);
 
 // A header line with the parameters, then "rank r: <actions>" per rank.
 std::string to_string(const Schedule& s);

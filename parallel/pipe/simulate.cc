@@ -26,6 +26,12 @@ void check_costs(const Schedule& s, const CostModel& c) {
   per_stage(c.weight, "weight cost", false);
   per_stage(c.activation_memory, "activation memory", true);
   per_stage(c.weight_grad_memory, "weight-gradient memory", true);
+  per_stage(c.reduce_grad, "reduce_grad cost", true);
+  WEFT_CHECK(c.reduce_tied.empty() || c.reduce_tied.size() == s.tied_stages.size(), "simulate ", s.name,
+             ": reduce_tied has ", c.reduce_tied.size(), " entries for ", s.tied_stages.size(), " tied groups");
+  for (size_t i = 0; i < c.reduce_tied.size(); ++i)
+    WEFT_CHECK(c.reduce_tied[i] >= 0 && std::isfinite(c.reduce_tied[i]), "simulate ", s.name, ": reduce_tied[", i,
+               "] = ", c.reduce_tied[i], " is not a finite non-negative number");
   WEFT_CHECK(c.transfer.empty() || c.transfer.size() + 1 == S, "simulate ", s.name, ": transfer has ",
              c.transfer.size(), " entries for ", S - 1, " stage boundaries");
   for (size_t i = 0; i < c.transfer.size(); ++i)
@@ -68,6 +74,7 @@ Simulation simulate(const Schedule& s, const CostModel& c) {
   sim.ranks.resize(p);
   std::vector<size_t> pc(p, 0);
   std::vector<double> clock(p, 0.0);
+  std::vector<double> channel(p, 0.0);  // when the rank's reductions are done (Note [gradient reduction])
   std::map<std::tuple<bool, int, int>, double> arrival;  // message -> time it arrives
   std::map<std::pair<int, int>, double> tied_arrival;    // (group, rank) -> when the rank reached TiedGrad
   bool progress = true;
@@ -96,6 +103,17 @@ Simulation simulate(const Schedule& s, const CostModel& c) {
           }
           if (!all) break;
           t.end = last;
+        } else if (a.kind == ActionKind::kReduceGrad) {  // asynchronous: the rank goes on
+          t.start = std::max(clock[r], channel[r]);
+          t.end = t.start + (c.reduce_grad.empty() ? 0.0 : c.reduce_grad[a.stage]);
+          channel[r] = t.end;
+          sim.ranks[r].actions.push_back(t);
+          ++pc[r];
+          progress = true;
+          continue;
+        } else if (a.kind == ActionKind::kReduceTiedGrad) {  // the rank waits for it
+          t.end = std::max(clock[r], channel[r]) + (c.reduce_tied.empty() ? 0.0 : c.reduce_tied[a.tie]);
+          channel[r] = t.end;
         } else if (is_send(a.kind)) {
           const int boundary = std::min(a.stage, a.peer_stage);
           arrival[message_key(a)] = clock[r] + (c.transfer.empty() ? 0.0 : c.transfer[boundary]);
@@ -113,6 +131,7 @@ Simulation simulate(const Schedule& s, const CostModel& c) {
   for (int r = 0; r < p; ++r)
     WEFT_INTERNAL_ASSERT(pc[r] == s.rank_actions[r].size(), "simulate ", s.name, ": rank ", r,
                          " stuck after validation");
+  for (int r = 0; r < p; ++r) clock[r] = std::max(clock[r], channel[r]);
   for (int r = 0; r < p; ++r) sim.makespan = std::max(sim.makespan, clock[r]);
   double idle = 0;
   for (int r = 0; r < p; ++r) {

@@ -16,6 +16,14 @@
 //   it already has): the wait is idle time. A TiedGrad (Note [tied
 //   parameters]) ends when the last of its group's ranks reaches its own; the
 //   sum itself is not charged.
+// - Gradient reduction (Note [gradient reduction]): a ReduceGrad(s) is issued
+//   when reached and runs on the rank's communication channel, not its compute:
+//   it starts when the channel is free (reductions on a rank go one after
+//   another) and lasts reduce_grad[s]; the rank goes on at once. A
+//   ReduceTiedGrad(g) waits for the channel, lasts reduce_tied[g], and the
+//   rank waits for it (it is idle meanwhile). A rank finishes when its last
+//   action has ended and its channel is idle, so a reduction that outlasts
+//   the compute lengthens the step.
 // - busy = total compute time of the rank; idle = makespan - busy (waiting before
 //   the first action, inside receives and after the rank's last action);
 //   makespan = the latest end of any action; bubble_fraction = sum of idle over
@@ -47,6 +55,8 @@ struct CostModel {
   std::vector<double> transfer;            // per boundary (stages - 1 entries) or empty (= 0)
   std::vector<double> activation_memory;   // per stage, per micro-batch; empty: 1
   std::vector<double> weight_grad_memory;  // per stage, per micro-batch; empty: 0
+  std::vector<double> reduce_grad;         // per stage: its data-parallel gradient average; empty: 0
+  std::vector<double> reduce_tied;         // per tied group: its data-parallel average; empty: 0
 
   // The same costs on every stage of a `stages`-stage pipeline.
   static CostModel uniform(int stages, double forward, double backward, double weight, double transfer = 0);
@@ -62,7 +72,7 @@ struct RankTimeline {
   std::vector<TimedAction> actions;  // the rank's actions in order, timed
   double busy = 0;
   double idle = 0;
-  double finish = 0;  // end of the rank's last action
+  double finish = 0;  // end of the rank's last action (or of its last reduction, when later)
   int peak_live_activations = 0;
   int peak_pending_weights = 0;
   double peak_memory = 0;

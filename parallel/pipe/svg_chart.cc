@@ -34,6 +34,8 @@ const char* colour(ActionKind kind, int chunk) {
   switch (kind) {
     case ActionKind::kForward: return forward[i];
     case ActionKind::kBackward: return backward[i];
+    case ActionKind::kReduceGrad:
+    case ActionKind::kReduceTiedGrad: return "#d9822b";
     default: return weight[i];
   }
 }
@@ -83,6 +85,14 @@ std::string svg_chart(const Schedule& schedule, const Simulation& sim, const Cha
     os << "<rect class=\"lane\" x=\"" << px(left) << "\" y=\"" << px(y) << "\" width=\"" << px(span * scale)
        << "\" height=\"" << px(box) << "\" fill=\"#eeeeee\"/>\n";
     for (const TimedAction& t : sim.ranks[r].actions) {
+      if (is_reduce(t.action.kind) && t.end > t.start) {  // Note [gradient reduction]: a strip under the lane
+        os << "<rect class=\"action " << to_string(t.action.kind) << "\" x=\"" << px(left + t.start * scale)
+           << "\" y=\"" << px(y + box) << "\" width=\"" << px((t.end - t.start) * scale) << "\" height=\"4\" fill=\""
+           << colour(t.action.kind, 0) << "\"><title>" << to_string(t.action)
+           << " (data-parallel gradient average): " << format_number(t.start) << " to " << format_number(t.end)
+           << "</title></rect>\n";
+        continue;
+      }
       if (!is_compute(t.action.kind)) continue;
       const double x = left + t.start * scale, w = (t.end - t.start) * scale;
       const int chunk = schedule.local_index(t.action.stage);
@@ -114,6 +124,7 @@ std::string svg_chart(const Schedule& schedule, const Simulation& sim, const Cha
   std::vector<std::pair<ActionKind, const char*>> legend = {{ActionKind::kForward, "forward"},
                                                             {ActionKind::kBackward, "backward"}};
   if (schedule.split_backward) legend.push_back({ActionKind::kWeight, "weight gradient"});
+  if (schedule.reduce_grads) legend.push_back({ActionKind::kReduceGrad, "gradient average"});
   for (const auto& [kind, name] : legend) {
     os << "<rect x=\"" << px(lx) << "\" y=\"" << px(ly) << "\" width=\"12\" height=\"12\" fill=\"" << colour(kind, 0)
        << "\"/>\n";

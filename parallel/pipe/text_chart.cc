@@ -31,6 +31,12 @@ std::string chart_label(const Schedule& schedule, const Action& a) {
   return label;
 }
 
+// A data-parallel reduction's cell: "R" + stage, or "T" + tied group.
+std::string reduce_label(const Action& a) {
+  return (a.kind == ActionKind::kReduceGrad ? "R" : "T") +
+         std::to_string(a.kind == ActionKind::kReduceGrad ? a.stage : a.tie);
+}
+
 std::string text_chart(const Schedule& schedule, const Simulation& sim, const ChartOptions& options) {
   WEFT_CHECK(static_cast<int>(sim.ranks.size()) == schedule.num_ranks, "text_chart: simulation of ", sim.ranks.size(),
              " ranks for schedule ", schedule.name, " of ", schedule.num_ranks);
@@ -45,6 +51,9 @@ std::string text_chart(const Schedule& schedule, const Simulation& sim, const Ch
       if (options.unit == 0 && t.end > t.start) unit = std::min(unit, t.end - t.start);
       width = std::max(width, chart_label(schedule, t.action).size());
     }
+  for (const RankTimeline& tl : sim.ranks)
+    for (const TimedAction& t : tl.actions)
+      if (is_reduce(t.action.kind)) width = std::max(width, reduce_label(t.action).size());
   if (unit <= 0) unit = 1;
   int columns = static_cast<int>(std::ceil(sim.makespan / unit - 1e-9));
   if (columns > options.max_columns) {
@@ -76,11 +85,29 @@ std::string text_chart(const Schedule& schedule, const Simulation& sim, const Ch
       os << (c ? " " : "") << cell;
     }
     os << "|\n";
+    if (!schedule.reduce_grads) continue;
+    // Note [gradient reduction]: the rank's reductions on a row of their own.
+    std::string dp = "  dp";
+    dp.resize(name.size(), ' ');
+    os << dp << " |";
+    for (int c = 0; c < columns; ++c) {
+      const double mid = (c + 0.5) * unit;
+      std::string cell(width, ' ');
+      for (const TimedAction& t : actions)
+        if (is_reduce(t.action.kind) && t.start <= mid && mid < t.end) {
+          cell = reduce_label(t.action);
+          cell.resize(width, ' ');
+        }
+      os << (c ? " " : "") << cell;
+    }
+    os << "|\n";
   }
   os << "F forward, B backward" << (schedule.split_backward ? " (input gradient), W weight gradient" : "")
      << ", number = micro-batch";
   if (schedule.virtual_stages > 1) os << ", letter = the rank's stage (a = first)";
-  os << ", dots = idle\n";
+  os << ", dots = idle";
+  if (schedule.reduce_grads) os << "; dp row: R = a stage's data-parallel gradient average, T = a tied group's";
+  os << "\n";
   return os.str();
 }
 

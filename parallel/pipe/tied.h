@@ -53,6 +53,8 @@ class TiedParameters {
   // `ranks`: the group's ranks (Schedule::tied_ranks); `device`: where the
   // gradients live; `transfer`: what the messages travel as.
   void sum(int g, ProcessGroup& group, const std::vector<int>& ranks, Device transfer);
+  // This rank's members of group g (one per tensor object).
+  const std::vector<Tensor>& local(int g) const { return groups_.at(g).local; }
 
  private:
   struct Group {

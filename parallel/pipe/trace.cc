@@ -64,12 +64,21 @@ std::string chrome_trace_json(const std::vector<TraceEvent>& events) {
     os << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": " << r << ", \"args\": {\"name\": \"rank "
        << r << "\"}}";
   }
+  // Note [gradient reduction]: a rank's reductions overlap its compute, so they get a row of their own.
+  std::vector<bool> reduces(ranks, false);
+  for (const auto& e : events) reduces[e.rank] = reduces[e.rank] || is_reduce(e.action.kind);
+  for (int r = 0; r < ranks; ++r) {
+    if (!reduces[r]) continue;
+    sep();
+    os << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": " << ranks + r
+       << ", \"args\": {\"name\": \"rank " << r << " gradient average\"}}";
+  }
   for (const auto& e : events) {
     sep();
     os << "{\"name\": \"" << to_string(e.action) << "\", \"cat\": \"" << to_string(e.action.kind)
-       << "\", \"ph\": \"X\", \"pid\": 0, \"tid\": " << e.rank << ", \"ts\": " << (e.start_ns - t0) / 1e3
-       << ", \"dur\": " << e.duration_ns / 1e3 << ", \"args\": {\"stage\": " << e.action.stage
-       << ", \"microbatch\": " << e.action.microbatch << "}}";
+       << "\", \"ph\": \"X\", \"pid\": 0, \"tid\": " << (is_reduce(e.action.kind) ? ranks + e.rank : e.rank)
+       << ", \"ts\": " << (e.start_ns - t0) / 1e3 << ", \"dur\": " << e.duration_ns / 1e3
+       << ", \"args\": {\"stage\": " << e.action.stage << ", \"microbatch\": " << e.action.microbatch << "}}";
   }
   os << "\n]}\n";
   return os.str();
@@ -111,7 +120,26 @@ CostModel measured_costs(const Schedule& sched, const std::vector<TraceEvent>& e
   }
   for (double& t : c.transfer)
     if (t == std::numeric_limits<double>::max()) t = 0;  // neighbours on one rank exchange nothing
+  if (sched.reduce_grads) {  // Note [gradient reduction]: from issue to completion, as the simulator charges it
+    c.reduce_grad.assign(n, 0);
+    for (const auto& e : events)
+      if (e.action.kind == ActionKind::kReduceGrad)
+        c.reduce_grad[e.action.stage] = static_cast<double>(e.duration_ns) * 1e-9;
+  }
   return c;
+}
+
+double measured_bubble(const std::vector<TraceEvent>& events, int ranks) {
+  WEFT_CHECK(ranks > 0, "measured_bubble: ranks must be positive (ranks=", ranks, ")");
+  if (events.empty()) return 0;
+  int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min(), busy = 0;
+  for (const auto& e : events) {
+    first = std::min(first, e.start_ns);
+    last = std::max(last, e.start_ns + e.duration_ns);
+    if (is_compute(e.action.kind)) busy += e.duration_ns;
+  }
+  const double span = static_cast<double>(last - first) * ranks;
+  return span > 0 ? 1.0 - static_cast<double>(busy) / span : 0.0;
 }
 
 }  // namespace weft::parallel::pipe

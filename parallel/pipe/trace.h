@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "parallel/comm/process_group.h"
 #include "parallel/pipe/schedule.h"
 #include "parallel/pipe/simulate.h"
-#include "parallel/comm/process_group.h"
 
 namespace weft::parallel::pipe {
 
@@ -36,7 +36,14 @@ std::string chrome_trace_json(const std::vector<TraceEvent>& events);
 // The simulator's costs (seconds) measured from a step's events (all ranks):
 // per stage the mean F, B and W durations; per boundary the shortest receive
 // across it (a receive also waits for its sender, so the shortest one is the
-// best estimate of the transfer alone; 0 between stages on one rank).
+// best estimate of the transfer alone; 0 between stages on one rank); with
+// reductions, each stage's ReduceGrad from its issue to its completion.
 CostModel measured_costs(const Schedule& schedule, const std::vector<TraceEvent>& events);
+
+// The measured bubble of a step's events (all `ranks` ranks): 1 - the summed
+// F, B and W durations / (ranks x the span from the first start to the last
+// end, reductions included), the simulator's bubble_fraction for a real
+// timeline. 0 for no events.
+double measured_bubble(const std::vector<TraceEvent>& events, int ranks);
 
 }  // namespace weft::parallel::pipe

@@ -61,7 +61,10 @@ void check_action(const Schedule& s, const Where& w) {
              ": micro-batch ", a.microbatch, " out of range [0, ", s.num_microbatches, ")");
   WEFT_CHECK(a.kind != ActionKind::kWeight || s.split_backward, "schedule ", s.name, ": ", where(w),
              ": W in a schedule whose B is the full backward");
-  if (is_tied(a.kind)) {
+  if (is_reduce(a.kind))
+    WEFT_CHECK(s.reduce_grads, "schedule ", s.name, ": ", where(w),
+               ": a data-parallel reduction in a schedule that does not reduce gradients (reduce_grads is false)");
+  if (is_tied(a.kind) || a.kind == ActionKind::kReduceTiedGrad) {
     WEFT_CHECK(a.tie >= 0 && a.tie < static_cast<int>(s.tied_stages.size()), "schedule ", s.name, ": ", where(w),
                ": tied group ", a.tie, " out of range [0, ", s.tied_stages.size(), ")");
     const auto& stages = s.tied_stages[a.tie];
@@ -92,7 +95,8 @@ void check_rank_order(const Schedule& s, int r) {
     const Action& a = list[i];
     const Where w{r, i, a};
     const int st = a.stage, mb = a.microbatch;
-    auto [it, fresh] = seen.emplace(std::make_tuple(a.kind, is_tied(a.kind) ? a.tie : st, mb), i);
+    const bool by_group = is_tied(a.kind) || a.kind == ActionKind::kReduceTiedGrad;
+    auto [it, fresh] = seen.emplace(std::make_tuple(a.kind, by_group ? a.tie : st, mb), i);
     WEFT_CHECK(fresh, "schedule ", s.name, ": ", where(w), ": repeats action ", it->second);
     switch (a.kind) {
       case ActionKind::kForward:
@@ -142,6 +146,17 @@ void check_rank_order(const Schedule& s, int r) {
                        "'s gradient before ", to_string(last_grad), t, ".", m, " produced its part");
         }
         break;
+      case ActionKind::kReduceGrad: {  // after every gradient of its stage (Note [gradient reduction])
+        const ActionKind last_grad = s.split_backward ? ActionKind::kWeight : ActionKind::kBackward;
+        for (int m = 0; m < s.num_microbatches; ++m)
+          WEFT_CHECK(has(last_grad, st, m), "schedule ", s.name, ": ", where(w), ": reduces stage ", st,
+                     "'s gradients before ", to_string(last_grad), st, ".", m, " produced its part");
+        break;
+      }
+      case ActionKind::kReduceTiedGrad:
+        WEFT_CHECK(seen.count({ActionKind::kTiedGrad, a.tie, 0}) > 0, "schedule ", s.name, ": ", where(w),
+                   ": averages tied group ", a.tie, " before its sum over stages (no earlier Tied", a.tie, ")");
+        break;
     }
   }
 }
@@ -165,6 +180,21 @@ void check_complete(const Schedule& s) {
       for (const Action& a : s.rank_actions[r]) found = found || (is_tied(a.kind) && a.tie == g);
       WEFT_CHECK(found, "schedule ", s.name, ": rank ", r, " holds a stage of tied group ", g, " but has no Tied", g,
                  " action");
+    }
+  if (!s.reduce_grads) return;
+  for (int st = 0; st < s.num_stages(); ++st) {
+    const int r = s.stage_to_rank[st];
+    bool found = false;
+    for (const Action& a : s.rank_actions[r]) found = found || (a.kind == ActionKind::kReduceGrad && a.stage == st);
+    WEFT_CHECK(found, "schedule ", s.name, ": stage ", st, " has no Reduce", st, " on rank ", r,
+               " (the schedule reduces gradients over data parallelism)");
+  }
+  for (int g = 0; g < static_cast<int>(s.tied_stages.size()); ++g)
+    for (int r : s.tied_ranks(g)) {
+      bool found = false;
+      for (const Action& a : s.rank_actions[r]) found = found || (a.kind == ActionKind::kReduceTiedGrad && a.tie == g);
+      WEFT_CHECK(found, "schedule ", s.name, ": rank ", r, " holds a stage of tied group ", g, " but has no ReduceTied",
+                 g, " action (the schedule reduces gradients over data parallelism)");
     }
 }
 

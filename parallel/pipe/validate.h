@@ -14,14 +14,20 @@
 //    else RecvAct(s, mb) earlier); B's output gradient available (B(s+1, mb) earlier
 //    when local, else RecvGrad(s, mb) earlier); a send after the compute it sends;
 //    a TiedGrad(g) after every B (W when split) of group g's stages on its rank;
+//    a ReduceGrad(s) after every B (W when split) of stage s; a
+//    ReduceTiedGrad(g) after TiedGrad(g) (Note [gradient reduction]);
 // 4. completeness: every (stage, mb) has its F and B (and W when split); every
-//    rank holding a stage of a tied group has its TiedGrad;
+//    rank holding a stage of a tied group has its TiedGrad; with reduce_grads,
+//    every stage its ReduceGrad and every tied holder its ReduceTiedGrad
+//    (without reduce_grads, any reduction is an error in step 2);
 // 5. matching: every send has exactly one receive of the same payload, micro-batch
 //    and sending stage on its peer rank, and every receive exactly one send;
 // 6. deadlock: the ranks' lists are run against each other with buffered sends
 //    (a send never blocks), blocking receives (a receive waits until its send
 //    was issued) and TiedGrad(g) as a rendezvous of the group's ranks (each
-//    waits until all reached theirs); if all remaining ranks wait, the lowest such rank, its action
+//    waits until all reached theirs); the reductions never wait on a
+//    pipeline peer (their partners are other replicas running the same
+//    lists); if all remaining ranks wait, the lowest such rank, its action
 //    and the cycle of waiting ranks are reported.
 // Messages start "schedule <name>: rank R action I (<action>): ...".
 #pragma once

@@ -75,6 +75,19 @@ TEST(DistributedModel, AllreduceAfterTheScheduleZeroBubbleAndInterleaved) {
   check(il);
 }
 
+// Note [gradient reduction]: a split schedule whose last micro-batch is
+// checkpointed computes that micro-batch's parameter gradients in B, leaving
+// its W none; the ReduceGrad still averages them (and every step's B runs
+// with the reducer off).
+TEST(DistributedModel, ZeroBubbleWithEveryMicroBatchCheckpointed) {
+  Case zb{2, 2};
+  zb.schedule = pipe::ScheduleKind::kZeroBubbleH1;
+  zb.checkpoint = pipe::CheckpointMode::kAlways;
+  check(zb);
+  zb.checkpoint = pipe::CheckpointMode::kNever;
+  check(zb);
+}
+
 TEST(DistributedModel, SummedLossWithoutMicrobatchAveraging) {
   Case c{2, 2};
   c.average = false;

@@ -57,6 +57,7 @@ struct Case {
   bool overlap = true;
   bool average = true;  // micro-batch averaging (off: summed loss)
   bool zero = false;    // shard_optimizer_state (ZeRO-1 through DistributedOptimizer)
+  pipe::CheckpointMode checkpoint = pipe::CheckpointMode::kExceptLast;
 };
 
 inline std::string describe(const Case& c) {
@@ -127,6 +128,7 @@ inline RankResult train_rank(const Case& c, const Reference& ref, std::shared_pt
   o.pipe.schedule = c.schedule;
   o.pipe.virtual_stages = c.virtual_stages;
   o.pipe.average_microbatches = c.average;
+  o.pipe.checkpoint = c.checkpoint;
   o.auto_partition = c.virtual_stages == 1;  // measured balances (one stage per rank)
   o.backward_passes_per_step = c.passes;
   o.overlapping_allreduce = c.overlap;

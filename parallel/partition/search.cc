@@ -1,0 +1,55 @@
+// Choosing a pipeline's plan (contract in search.h).
+#include "parallel/partition/search.h"
+
+#include <limits>
+#include <string>
+
+#include "core/error.h"
+
+namespace weft::parallel::partition {
+
+std::vector<LayerProfile> scaled(std::vector<LayerProfile> layers, double factor) {
+  for (auto& l : layers) {
+    l.forward_s *= factor;
+    l.backward_s *= factor;
+    l.activation_bytes = static_cast<int64_t>(static_cast<double>(l.activation_bytes) * factor);
+    l.output_bytes = static_cast<int64_t>(static_cast<double>(l.output_bytes) * factor);
+  }
+  return layers;
+}
+
+SearchResult choose_plan(const std::vector<LayerProfile>& profile, const SearchOptions& options) {
+  WEFT_CHECK(!options.schedules.empty() && !options.chunks.empty(),
+             "choose_plan: no candidate schedule or micro-batch count");
+  WEFT_CHECK(options.profiled_chunks >= 1, "choose_plan: profiled_chunks must be positive, got ",
+             options.profiled_chunks);
+  const bool single = options.schedules.size() * options.chunks.size() == 1;
+  SearchResult best;
+  double best_time = std::numeric_limits<double>::infinity();
+  std::string failures;
+  for (int c : options.chunks) {
+    WEFT_CHECK(c >= 1, "choose_plan: a candidate micro-batch count is ", c, "; micro-batch counts must be positive");
+    std::vector<LayerProfile> layers = scaled(profile, static_cast<double>(options.profiled_chunks) / c);
+    for (pipe::ScheduleKind kind : options.schedules) {
+      PlanOptions plan = options.plan;
+      plan.schedule = kind;
+      plan.microbatches = c;
+      try {
+        PartitionPlan candidate = plan_partition(layers, plan);
+        if (candidate.step_time_s < best_time * (1 - 1e-9)) {  // strictly faster wins
+          best_time = candidate.step_time_s;
+          best = {std::move(candidate), kind, c, layers};
+        }
+      } catch (const Error& e) {
+        if (single) throw;
+        failures +=
+            "\n  " + pipe::schedule_name(kind) + " with " + std::to_string(c) + " micro-batches: " + e.message();
+      }
+    }
+  }
+  WEFT_CHECK(best_time < std::numeric_limits<double>::infinity(),
+             "partition: no schedule and micro-batch count fits:", failures);
+  return best;
+}
+
+}  // namespace weft::parallel::partition
