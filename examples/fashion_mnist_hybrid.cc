@@ -14,6 +14,8 @@
 // --save DIR: partitioned checkpoints DIR/step-<step> each epoch
 // (--full-checkpoint: whole, by rank 0; --async-save; --keep-last N); --resume
 // (any grid): DIR's latest, DIR itself or an older single-file checkpoint.
+// --chart PATH (and --trace PATH): the last step's schedule chart and
+// measured bubble, examples/schedule_chart_callback.h.
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -24,6 +26,7 @@
 #include "examples/grid_flags.h"
 #include "examples/models.h"
 #include "examples/rank_data.h"
+#include "examples/schedule_chart_callback.h"
 #include "parallel/comm/mpi/context.h"
 #include "parallel/comm/mpi/process_group_mpi.h"
 #include "parallel/data/sampler.h"
@@ -41,6 +44,8 @@ struct Flags : TrainFlags, GridFlags {
   bool async_save = false;
   bool full_checkpoint = false;
   int64_t stop_after = 0;
+  std::string chart;  // empty: none
+  std::string trace;
 };
 
 std::optional<Flags> parse(int argc, char** argv) {
@@ -61,8 +66,13 @@ std::optional<Flags> parse(int argc, char** argv) {
       .add_switch("--full-checkpoint", &f.full_checkpoint, true,
                   "rank 0 writes the whole model in one file (model.safetensors) instead of each stage its part");
   add_stop_after_flag(p, &f.stop_after);
+  p.add("--chart PATH", &f.chart,
+        "the last step's schedule chart, simulated from its measured times, with the measured bubble (gradient "
+        "averages included)")
+      .add("--trace PATH", &f.trace, "the last step's measured timeline (Chrome-trace JSON; with --chart)");
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
-  resolve_train_flags(f);
+  resolve_train_flags(f, {&f.chart, &f.trace});
+  if (!f.chart.empty() && f.trace.empty()) f.trace = f.chart + ".trace.json";
   check_grid_flags(f);
   return f;
 }
@@ -94,6 +104,7 @@ int run(const Flags& f) {
                          sgd_from(f), {.valid_name = "test", .name = "fashion_mnist_hybrid"});
   model.reset();
   parallel::hybrid::DistributedModel& dm = trainer.distributed_model();
+  if (!f.chart.empty()) trainer.add<ScheduleChart>(f.chart, f.trace);
   add_run_callbacks(trainer, f,
                     {.title = "weft pipeline x data parallel (pp " + std::to_string(f.pp) + " x dp " +
                               std::to_string(dp) + ", " + f.schedule + "): Fashion-MNIST " + f.model,
