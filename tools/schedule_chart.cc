@@ -11,7 +11,8 @@
 // refuses exit 1 with the message.
 // Costs are per rank's share of the model for one micro-batch (default F = B = W
 // = 1, so a full backward costs 2) and are split evenly over the rank's --virtual
-// stages, so schedules with different --virtual compare on the same model.
+// stages, so schedules with different --virtual compare on the same model
+// (zbv: over its two stages per rank).
 //
 // Flags go through the examples' FlagParser (examples/flags.h): --help lists
 // them and exits 0; a flag error (an unknown flag, "2.7" for an integer, a value
@@ -51,10 +52,10 @@ struct Flags {
 std::optional<Flags> parse(int argc, char** argv) {
   Flags f;
   FlagParser p("usage: schedule_chart [flags]");
-  p.add_choice("--schedule", &f.schedule, {"gpipe", "1f1b", "interleaved", "zb"}, "schedule")
+  p.add_choice("--schedule", &f.schedule, {"gpipe", "1f1b", "interleaved", "zb", "zbv", "interleaved-zb"}, "schedule")
       .add("--ranks N", &f.ranks, "pipeline ranks p")
       .add("--microbatches N", &f.microbatches, "micro-batches m")
-      .add("--virtual N", &f.virtual_stages, "stages per rank v (interleaved and gpipe)")
+      .add("--virtual N", &f.virtual_stages, "stages per rank v (interleaved, interleaved-zb and gpipe; zbv has 2)")
       .add("--forward X", &f.forward, "forward time of a rank's share of the model")
       .add("--backward X", &f.backward, "input-gradient time")
       .add("--weight X", &f.weight, "weight-gradient time (a full backward costs backward + weight)")
@@ -95,9 +96,11 @@ weft::parallel::pipe::Schedule read_schedule(const std::string& path) {
 
 int run(const Flags& f) {
   using namespace weft::parallel::pipe;
-  const Schedule s = !f.from.empty()
-                         ? read_schedule(f.from)
-                         : make_schedule(parse_schedule_kind(f.schedule), f.ranks, f.microbatches, f.virtual_stages);
+  const ScheduleKind kind = parse_schedule_kind(f.schedule);
+  // zbv always places two stages per rank: the default --virtual 1 means its 2.
+  const int virtual_stages = kind == ScheduleKind::kZeroBubbleV && f.virtual_stages == 1 ? 2 : f.virtual_stages;
+  const Schedule s =
+      !f.from.empty() ? read_schedule(f.from) : make_schedule(kind, f.ranks, f.microbatches, virtual_stages);
   const double v = s.virtual_stages;
   const CostModel costs = CostModel::uniform(s.num_stages(), f.forward / v, f.backward / v, f.weight / v, f.transfer);
   const Simulation sim = simulate(s, costs);

@@ -7,8 +7,9 @@
 //
 // Contract:
 // - LocalPipe(module, balance, devices, options): devices.size() plays the
-//   number of ranks (stage s on devices[s % devices.size()]); balance as for
-//   Pipe (plan_pipeline's checks); each partition moves to its device.
+//   number of ranks (stage s on devices[schedule().rank_of(s)]: s %
+//   devices.size() for looped schedules, the V for zbv); balance as for Pipe
+//   (plan_pipeline's checks); each partition moves to its device.
 //   Boundary tensors travel through host memory (options.transfer_device is
 //   ignored: the in-process group takes CPU tensors); a stage's input moves
 //   to its device first. On a CPU-only machine every device may be the CPU.

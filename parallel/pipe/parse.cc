@@ -182,7 +182,24 @@ struct Header {
   Keyed<int> ranks, microbatches, virtual_stages, stages;
   Keyed<bool> split, reduce;
   Keyed<std::vector<std::vector<int>>> tied;
+  // placement=looped (empty list, as when left out), placement=v (v_placement), or each stage's rank.
+  Keyed<std::vector<int>> placement;
+  bool v_placement = false;
 };
+
+constexpr char kPlacementForms[] = "expected placement=looped, placement=v or each stage's rank (placement=0,1,1,0)";
+
+std::vector<int> parse_placement(int line, const Token& t, std::string_view value) {
+  std::vector<int> ranks;
+  Cursor c{value};
+  do {
+    int r = 0;
+    if (!c.number(r)) token_error(line, t, c.overflow ? "number out of range" : kPlacementForms);
+    ranks.push_back(r);
+  } while (c.literal(","));
+  if (!c.done()) token_error(line, t, kPlacementForms);
+  return ranks;
+}
 
 std::vector<std::vector<int>> parse_tied(int line, const Token& t, std::string_view value) {
   std::vector<std::vector<int>> groups;
@@ -230,9 +247,12 @@ void parse_header_key(Header& h, int line, const Token& t) {
     set(h.reduce, true);
   } else if (key == "tied") {
     set(h.tied, parse_tied(line, t, value));
+  } else if (key == "placement") {
+    h.v_placement = value == "v";
+    set(h.placement, value == "v" || value == "looped" ? std::vector<int>{} : parse_placement(line, t, value));
   } else {
     token_error(line, t, "unknown header key '", key,
-                "' (known: ranks, microbatches, virtual, stages, backward, reduce, tied)");
+                "' (known: ranks, microbatches, virtual, stages, backward, reduce, tied, placement)");
   }
 }
 
@@ -262,7 +282,19 @@ void derive(Schedule& s, const Header& h) {
                 " rank line(s)");
   s.num_ranks = R;
   int64_t stages = 0;
-  if (h.stages.value) {
+  // A placement names the stage count: 2 ranks for v, the list's length for a list.
+  if (h.placement.value && (h.v_placement || !h.placement.value->empty())) {
+    const int64_t placed = h.v_placement ? 2 * int64_t{R} : static_cast<int64_t>(h.placement.value->size());
+    if (h.stages.value && *h.stages.value != placed)
+      token_error(h.line, h.stages.token, "the placement places ", placed, " stages but stages=", *h.stages.value);
+    if (h.virtual_stages.value && int64_t{R} * *h.virtual_stages.value != placed)
+      token_error(h.line, h.virtual_stages.token, "the placement places ", placed, " stages, not ranks * virtual = ", R,
+                  " * ", *h.virtual_stages.value);
+    if (placed % R)
+      token_error(h.line, h.placement.token, "the placement places ", placed, " stages, which do not divide over ", R,
+                  " ranks");
+    stages = placed;
+  } else if (h.stages.value) {
     stages = *h.stages.value;
     if (h.virtual_stages.value && stages != int64_t{R} * *h.virtual_stages.value)
       token_error(h.line, h.stages.token, "stages must be ranks * virtual = ", R, " * ", *h.virtual_stages.value);
@@ -278,6 +310,15 @@ void derive(Schedule& s, const Header& h) {
   WEFT_CHECK(stages <= kMaxStages, "parse_schedule: ", stages, " stages, more than ", kMaxStages);
   s.virtual_stages = static_cast<int>(stages / R);
   s.stage_to_rank = looped_placement(R, s.virtual_stages);
+  if (h.v_placement) {
+    s.stage_to_rank = v_placement(R);
+  } else if (h.placement.value && !h.placement.value->empty()) {
+    s.stage_to_rank = *h.placement.value;
+    for (int st = 0; st < static_cast<int>(stages); ++st)
+      if (s.stage_to_rank[st] >= R)
+        token_error(h.line, h.placement.token, "stage ", st, " placed on rank ", s.stage_to_rank[st], ", outside [0, ",
+                    R, ")");
+  }
 
   if (h.microbatches.value) {
     s.num_microbatches = *h.microbatches.value;

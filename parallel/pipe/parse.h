@@ -5,9 +5,9 @@
 // - parse_schedule(to_string(s)) == s, field by field, for every schedule the
 //   generators make (generators.h), with tied groups (add_tied_grads) and
 //   data-parallel reductions (add_reduce_grads) or without; and for any
-//   schedule on looped placement whose name has no ':', '#' or line break and
-//   no spaces at its ends (the text does not carry the placement: stage s is
-//   on rank s % ranks).
+//   schedule whose name has no ':', '#' or line break and no spaces at its
+//   ends (a placement other than the looped one, stage s on rank s % ranks,
+//   is written in the header).
 // - The grammar, line by line ('#' starts a comment that runs to the end of
 //   the line; blank lines are skipped; tokens are separated by any spaces or
 //   tabs):
@@ -17,7 +17,10 @@
 //   Header keys, each at most once, in any order: ranks=N, microbatches=N,
 //   virtual=N (stages per rank), stages=N (ranks * virtual), backward=full|split,
 //   reduce=dp (Note [gradient reduction]), tied=G,G,... with a group G written
-//   as its stages joined by '+' ("tied=0+3,1+2"). Numbers are decimal.
+//   as its stages joined by '+' ("tied=0+3,1+2"), placement=looped|v|R,R,...
+//   (looped: stage s on rank s % ranks, as when left out; v: v_placement,
+//   2 * ranks stages in a V; else each stage's rank, "placement=0,1,1,0", its
+//   length the stage count). Numbers are decimal.
 //   Actions (to_string(Action)), the kind spelled as to_string(ActionKind):
 //     F0.1 B0.1 W0.1                     compute: <kind><stage>.<micro-batch>
 //     SendAct0.1->s1@r1 SendGrad1.1->s0@r0  <kind><stage>.<mb>->s<peer stage>@r<peer rank>
@@ -27,7 +30,8 @@
 //   Fields an action does not spell keep Action's defaults (micro-batch 0,
 //   peers -1, tie -1), as the Action factories make them.
 // - A key the header leaves out (or all of them, when there is no header) is
-//   derived from the rank lines: ranks = their count; stages = the highest
+//   derived from the rank lines: ranks = their count; stages = the
+//   placement's (when it gives a list or v), else the highest
 //   stage any action names + 1 (it must divide by ranks), or ranks * virtual;
 //   virtual = stages / ranks; microbatches = the highest micro-batch + 1
 //   (text without compute or communication actions must give it); backward =
@@ -43,7 +47,8 @@
 //   token 5 'Fx.1': expected F<stage>.<micro-batch>". Errors: an unknown kind
 //   or key, a malformed action or number, a rank line out of order or twice,
 //   a second header or one after a rank line, header counts that disagree
-//   with each other or with the rank lines, no rank line.
+//   with each other, with the placement or with the rank lines, a stage
+//   placed on a rank past the rank lines, no rank line.
 #pragma once
 
 #include <string>

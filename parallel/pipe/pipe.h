@@ -4,10 +4,12 @@
 //
 // Contract:
 // - Pipe(module, balance, group, options): `balance` gives the number of
-//   consecutive layers (children of `module`) of each stage; there are
-//   group->size() * options.virtual_stages stages, stage s on rank
+//   consecutive layers (children of `module`) of each stage, in stage order;
+//   there are group->size() * options.virtual_stages stages, placed as the
+//   schedule says (schedule().stages_of_rank): stage s on rank
 //   s % group->size() (looped placement, so with one stage per rank stage r is
-//   rank r). Every rank holds the module (built from the same seed or loaded
+//   rank r), except zbv's V (virtual_stages 2: rank r holds stages r and
+//   2 size - 1 - r). Every rank holds the module (built from the same seed or loaded
 //   from one checkpoint) and keeps only its stages' layers
 //   (Sequential::slice: parameter names stay the whole model's).
 // - Pipe(layers, balance, group, options): lazy construction, as AsyncPipe's
@@ -17,7 +19,8 @@
 // - Argument checks (fairscale's, as weft::Error naming the values): sum of
 //   balance equals the number of layers; every entry positive; chunks
 //   positive; virtual_stages positive; balance has group->size() *
-//   virtual_stages entries; the schedule runs (gpipe, 1f1b, interleaved, zb).
+//   virtual_stages entries; the schedule runs (gpipe, 1f1b, interleaved, zb,
+//   zbv with virtual_stages 2, interleaved-zb).
 // - options.user_schedule (e.g. parse_schedule(text), parse.h) replaces the
 //   generated one: it must pass validate() (validate.h; else the validator's
 //   error) and be for group->size() ranks with `chunks` micro-batches and
@@ -60,7 +63,7 @@ struct PipeOptions {
   int chunks = 1;  // micro-batches per step
   CheckpointMode checkpoint = CheckpointMode::kExceptLast;
   ScheduleKind schedule = ScheduleKind::kGPipe;
-  int virtual_stages = 1;  // stages per rank (interleaved)
+  int virtual_stages = 1;  // stages per rank (interleaved, interleaved-zb; 2 for zbv)
   // Every BatchNorm of this rank's layers defers its running-statistics update
   // to once per step over all micro-batches (Note [deferred batch norm] in
   // nn/layers.h), equal to BatchNorm's on the whole batch.

@@ -8,7 +8,7 @@
 //   and action); group->size() == schedule.num_ranks; `stages` holds this
 //   rank's stage modules in increasing stage order
 //   (schedule.stages_of_rank(group->rank())).
-// - Split schedules (zb-h1): B runs autograd::backward_input (the stage
+// - Split schedules (zb-h1, zbv, interleaved-zb): B runs autograd::backward_input (the stage
 //   input's gradient, sent on at once) and W later backward_weight (the
 //   parameter gradients: linear and conv2d keep theirs apart, Note [split
 //   backward] in autograd/engine.cc), so weight gradients fill the bubbles.

@@ -140,6 +140,13 @@ std::vector<int> looped_placement(int ranks, int virtual_stages) {
   return out;
 }
 
+std::vector<int> v_placement(int ranks) {
+  WEFT_CHECK(ranks > 0, "v_placement needs positive ranks (ranks=", ranks, ")");
+  std::vector<int> out(2 * static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) out[r] = out[2 * ranks - 1 - r] = r;
+  return out;
+}
+
 Schedule make_empty_schedule(std::string name, int ranks, int microbatches, int virtual_stages, bool split_backward) {
   WEFT_CHECK(ranks > 0, "schedule ", name, ": ranks must be positive (ranks=", ranks, ")");
   WEFT_CHECK(microbatches > 0, "schedule ", name, ": micro-batches must be positive (microbatches=", microbatches, ")");
@@ -186,6 +193,13 @@ std::string to_string(const Schedule& s) {
   std::ostringstream os;
   os << s.name << ": ranks=" << s.num_ranks << " microbatches=" << s.num_microbatches << " virtual=" << s.virtual_stages
      << " stages=" << s.num_stages() << " backward=" << (s.split_backward ? "split" : "full");
+  if (s.num_ranks > 0 && s.stage_to_rank != looped_placement(s.num_ranks, std::max(s.virtual_stages, 1))) {
+    if (s.stage_to_rank == v_placement(s.num_ranks)) {
+      os << " placement=v";
+    } else {
+      for (int st = 0; st < s.num_stages(); ++st) os << (st ? "," : " placement=") << s.stage_to_rank[st];
+    }
+  }
   if (s.reduce_grads) os << " reduce=dp";
   for (size_t g = 0; g < s.tied_stages.size(); ++g) {
     os << (g ? "," : " tied=");

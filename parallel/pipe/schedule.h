@@ -2,9 +2,13 @@
 //
 // Contract:
 // - A pipeline has S = ranks * virtual_stages stages. Stage s lives on rank
-//   stage_to_rank[s]; the generators place stage s on rank s % ranks ("looped"
-//   placement: rank r holds stages r, r + p, r + 2p, ...), so with one stage per
-//   rank stage s is rank s.
+//   stage_to_rank[s] (the placement, plain data that every consumer reads:
+//   stages_of_rank, local_index, insert_communication, the validator, the
+//   simulator, the charts, the text form and the runners). Most generators
+//   place stage s on rank s % ranks ("looped" placement: rank r holds stages
+//   r, r + p, r + 2p, ..., so with one stage per rank stage s is rank s); zbv
+//   uses the V placement (rank r holds stages r and 2p - 1 - r, so stages
+//   p - 1 and p share rank p - 1 and the first and last stage share rank 0).
 // - A Schedule holds, per rank, the ordered list of Actions that rank executes for
 //   one training step over `num_microbatches` micro-batches. No tensors, no
 //   process groups: runners (multi-process over ProcessGroup::batch_isend_irecv,
@@ -113,7 +117,7 @@ std::ostream& operator<<(std::ostream& os, const Action& a);
 std::string to_string(const std::vector<Action>& actions);
 
 struct Schedule {
-  std::string name;  // "gpipe", "1f1b", "interleaved", "zb-h1", or a user's
+  std::string name;  // "gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "interleaved-zb", or a user's
   int num_ranks = 0;
   int num_microbatches = 0;
   int virtual_stages = 1;                         // stages per rank
@@ -137,6 +141,9 @@ struct Schedule {
 
 // Stage s on rank s % ranks, for ranks * virtual_stages stages.
 std::vector<int> looped_placement(int ranks, int virtual_stages);
+// Two stages per rank in a V: rank r holds stages r and 2 ranks - 1 - r
+// (ranks = 4: 0 1 2 3 3 2 1 0), for 2 * ranks stages.
+std::vector<int> v_placement(int ranks);
 
 // An empty schedule (no actions) with looped placement; checks the counts are positive.
 Schedule make_empty_schedule(std::string name, int ranks, int microbatches, int virtual_stages, bool split_backward);
@@ -158,7 +165,9 @@ void add_tied_grads(Schedule& schedule, std::vector<std::vector<int>> tied_stage
 // add_tied_grads. An error when the schedule already reduces.
 void add_reduce_grads(Schedule& schedule);
 
-// A header line with the parameters, then "rank r: <actions>" per rank.
+// A header line with the parameters, then "rank r: <actions>" per rank. The
+// header names a placement other than the looped one: "placement=v" for
+// v_placement, else the rank of each stage ("placement=0,1,1,0").
 std::string to_string(const Schedule& s);
 std::ostream& operator<<(std::ostream& os, const Schedule& s);
 

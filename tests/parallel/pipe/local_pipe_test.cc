@@ -42,7 +42,10 @@ TEST(LocalPipe, TrainingEqualsOneProcess) {
   };
   for (const Case& c :
        {Case{ScheduleKind::kGPipe, 2, 1, {3, 5}}, Case{ScheduleKind::k1F1B, 3, 1, {2, 2, 4}},
-        Case{ScheduleKind::kInterleaved1F1B, 2, 2, {2, 2, 2, 2}}, Case{ScheduleKind::kZeroBubbleH1, 2, 1, {4, 4}}}) {
+        Case{ScheduleKind::kInterleaved1F1B, 2, 2, {2, 2, 2, 2}}, Case{ScheduleKind::kZeroBubbleH1, 2, 1, {4, 4}},
+        Case{ScheduleKind::kZeroBubbleV, 2, 2, {2, 2, 2, 2}},
+        Case{ScheduleKind::kZeroBubbleV, 4, 2, std::vector<int>(8, 1)},
+        Case{ScheduleKind::kInterleavedZeroBubble, 2, 2, {2, 2, 2, 2}}}) {
     SCOPED_TRACE(schedule_name(c.kind));
     manual_seed(6);
     std::vector<Tensor> xs, ys;

@@ -1,8 +1,9 @@
 // Text schedules (parse.h): parse_schedule inverts to_string for every
 // generator over a grid of shapes, with tied groups and data-parallel
-// reductions; hand-written text (comments, spacing, no header); errors naming
-// the line and token; a parsed schedule run through Pipe (ranks as threads)
-// trains as the built-in one with the same actions, and a broken one is refused.
+// reductions; placements in the header (zbv's V, any list); hand-written text
+// (comments, spacing, no header); errors naming the line and token; a parsed
+// schedule run through Pipe (ranks as threads) trains as the built-in one
+// with the same actions (zbv's too), and a broken one is refused.
 #include "parallel/pipe/parse.h"
 
 #include <map>
@@ -46,7 +47,8 @@ std::string without_header(const std::string& text) { return text.substr(text.fi
 TEST(ParseSchedule, InvertsToStringForEveryGeneratorTiedAndReduced) {
   std::map<ScheduleKind, int> checked;
   for (ScheduleKind kind :
-       {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved1F1B, ScheduleKind::kZeroBubbleH1})
+       {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved1F1B, ScheduleKind::kZeroBubbleH1,
+        ScheduleKind::kZeroBubbleV, ScheduleKind::kInterleavedZeroBubble})
     for (int p : {1, 2, 3, 4})
       for (int m : {1, 2, 3, 4, 8})
         for (int v : {1, 2, 3}) {
@@ -73,7 +75,9 @@ TEST(ParseSchedule, InvertsToStringForEveryGeneratorTiedAndReduced) {
             EXPECT_EQ(to_string(back), text);
             ++checked[kind];
           }
-          // Without the header every value is derived from the rank lines.
+          // Without the header every value is derived from the rank lines
+          // (the placement is then the looped one).
+          if (base.stage_to_rank != looped_placement(p, v)) continue;
           for (const Schedule* s : {&base, &reduced}) {
             SCOPED_TRACE("no header: " + to_string(*s));
             Schedule want = *s;
@@ -81,7 +85,7 @@ TEST(ParseSchedule, InvertsToStringForEveryGeneratorTiedAndReduced) {
             expect_same(parse_schedule(without_header(to_string(*s))), want);
           }
         }
-  EXPECT_EQ(checked.size(), 4u);
+  EXPECT_EQ(checked.size(), 6u);
   for (auto [kind, n] : checked) EXPECT_GE(n, 4 * 3) << schedule_name(kind);
 }
 
@@ -124,6 +128,38 @@ TEST(ParseSchedule, HandWrittenTextWithCommentsAndSpacing) {
   // Without tied= the groups come from the Tied actions.
   EXPECT_EQ(parse_schedule("rank 0: F0.0 B0.0 Tied1@s0\nrank 1: F1.0 B1.0 Tied0@s1 Tied1@s1").tied_stages,
             (std::vector<std::vector<int>>{{1}, {0, 1}}));
+}
+
+// A placement other than the looped one travels in the header.
+TEST(ParseSchedule, PlacementInTheHeader) {
+  const std::string zbv = to_string(zero_bubble_v_schedule(2, 4));
+  EXPECT_EQ(zbv.substr(0, zbv.find('\n')), "zbv: ranks=2 microbatches=4 virtual=2 stages=4 backward=split placement=v");
+  // Any other placement is written stage by stage.
+  Schedule odd = make_empty_schedule("odd", 2, 1, 2, false);
+  odd.stage_to_rank = {1, 0, 0, 1};
+  odd.rank_actions[0] = {Action::forward(1, 0), Action::forward(2, 0), Action::backward(2, 0), Action::backward(1, 0)};
+  odd.rank_actions[1] = {Action::forward(0, 0), Action::forward(3, 0), Action::backward(3, 0), Action::backward(0, 0)};
+  insert_communication(odd);
+  validate(odd);
+  const std::string text = to_string(odd);
+  EXPECT_EQ(text.substr(0, text.find('\n')),
+            "odd: ranks=2 microbatches=1 virtual=2 stages=4 backward=full placement=1,0,0,1");
+  expect_same(parse_schedule(text), odd);
+  // By hand: a list naming the V, and the looped placement by name.
+  EXPECT_EQ(parse_schedule("placement=0,1,1,0\nrank 0: F0.0\nrank 1: F1.0").stage_to_rank, v_placement(2));
+  EXPECT_EQ(parse_schedule("placement=looped virtual=2\nrank 0: F0.0\nrank 1: F1.0").stage_to_rank,
+            looped_placement(2, 2));
+  EXPECT_EQ(parse_schedule("placement=v\nrank 0: F0.0\nrank 1: F1.0").num_stages(), 4);
+  EXPECT_WEFT_ERROR(parse_schedule("g: placement=0,2\nrank 0: F0.0\nrank 1: F1.0"),
+                    "line 1, token 2 'placement=0,2': stage 1 placed on rank 2, outside [0, 2)");
+  EXPECT_WEFT_ERROR(parse_schedule("g: placement=w\nrank 0: F0.0"),
+                    "token 2 'placement=w': expected placement=looped, placement=v or each stage's rank");
+  EXPECT_WEFT_ERROR(parse_schedule("g: placement=v virtual=3\nrank 0: F0.0\nrank 1: F1.0"),
+                    "token 3 'virtual=3': the placement places 4 stages, not ranks * virtual = 2 * 3");
+  EXPECT_WEFT_ERROR(parse_schedule("g: placement=0,1,0\nrank 0: F0.0\nrank 1: F1.0"),
+                    "the placement places 3 stages, which do not divide over 2 ranks");
+  EXPECT_WEFT_ERROR(parse_schedule("g: placement=v stages=6\nrank 0: F0.0\nrank 1: F1.0"),
+                    "token 3 'stages=6': the placement places 4 stages but stages=6");
 }
 
 // Every action kind to_string(ActionKind) names has a row in parse.cc's table.
@@ -216,14 +252,14 @@ struct StepResult {
 };
 
 // One step of a fresh model on 2 ranks with `options`.
-StepResult pipe_step(const PipeOptions& options) {
+StepResult pipe_step(const PipeOptions& options, const std::vector<int>& balance = {4, 4}) {
   manual_seed(5);
   const Tensor x = randn({8, kIn}), y = randn({8, kOut});
   auto model = make_mlp();
   StepResult out;
   std::mutex m;
   run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
-    Pipe pipe(model, {4, 4}, g, options);
+    Pipe pipe(model, balance, g, options);
     const double loss = pipe.step(x, y, mse);
     std::lock_guard<std::mutex> l(m);
     out.loss = loss;
@@ -267,6 +303,20 @@ TEST(ParseSchedulePipe, HandWritten1F1BTrainsAsTheBuiltIn) {
   const StepResult want = pipe_step(builtin), got = pipe_step(user);
   EXPECT_EQ(want.schedule_name, "1f1b");
   EXPECT_EQ(got.schedule_name, "hand");
+  expect_same_step(got, want);
+}
+
+// zbv's text, its V placement included, trains as the built-in zbv.
+TEST(ParseSchedulePipe, ZeroBubbleVTextTrainsAsTheBuiltIn) {
+  PipeOptions builtin;
+  builtin.chunks = 4;
+  builtin.virtual_stages = 2;
+  builtin.schedule = ScheduleKind::kZeroBubbleV;
+  PipeOptions user = builtin;
+  user.schedule = ScheduleKind::kGPipe;  // not used
+  user.user_schedule = parse_schedule(to_string(zero_bubble_v_schedule(2, 4)));
+  const StepResult want = pipe_step(builtin, {2, 2, 2, 2}), got = pipe_step(user, {2, 2, 2, 2});
+  EXPECT_EQ(got.schedule_name, "zbv");
   expect_same_step(got, want);
 }
 

@@ -94,6 +94,35 @@ TEST(Pipe, TrainingEqualsOneProcess) {
   expect_trains_like_one_process({3, CheckpointMode::kAlways, ScheduleKind::k1F1B, 1}, {2, 2, 4}, 3);
   expect_trains_like_one_process({4, CheckpointMode::kNever, ScheduleKind::kInterleaved1F1B, 2}, {2, 2, 2, 2}, 2);
   expect_trains_like_one_process({4, CheckpointMode::kNever, ScheduleKind::kZeroBubbleH1, 1}, {4, 4}, 2);
+  // zbv's V placement: rank 0 builds stages 0 and 3 (layers 0-1 and 6-7), rank 1 stages 1 and 2.
+  expect_trains_like_one_process({4, CheckpointMode::kExceptLast, ScheduleKind::kZeroBubbleV, 2}, {2, 2, 2, 2}, 2);
+  expect_trains_like_one_process({8, CheckpointMode::kNever, ScheduleKind::kZeroBubbleV, 2}, {1, 1, 1, 1, 1, 1, 1, 1},
+                                 4);
+  expect_trains_like_one_process({4, CheckpointMode::kExceptLast, ScheduleKind::kInterleavedZeroBubble, 2},
+                                 {2, 2, 2, 2}, 2);
+  expect_trains_like_one_process({4, CheckpointMode::kAlways, ScheduleKind::kInterleavedZeroBubble, 3},
+                                 {2, 1, 1, 2, 1, 1}, 2);
+}
+
+TEST(Pipe, ZeroBubbleVPlacesStagesInAV) {
+  auto model = make_mlp();
+  PipeOptions o;
+  o.chunks = 2;
+  o.virtual_stages = 2;
+  o.schedule = ScheduleKind::kZeroBubbleV;
+  std::vector<std::vector<int>> stages(2);
+  std::vector<size_t> layers(2);
+  run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
+    Pipe pipe(model, {1, 3, 3, 1}, g, o);
+    stages[g->rank()] = pipe.stage_ids();
+    layers[g->rank()] = pipe.size();
+  });
+  EXPECT_EQ(stages, (std::vector<std::vector<int>>{{0, 3}, {1, 2}}));
+  EXPECT_EQ(layers, (std::vector<size_t>{2, 6}));
+  o.virtual_stages = 1;
+  run_ranks(2, [&](std::shared_ptr<ProcessGroup> g) {
+    EXPECT_WEFT_ERROR(Pipe(model, {4, 4}, g, o), "zbv places two stages per rank in a V (virtual=1)");
+  });
 }
 
 TEST(Pipe, LazyFactoriesBuildOnlyLocalLayersUnderTheWholeModelsNames) {

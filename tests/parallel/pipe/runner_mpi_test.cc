@@ -2,7 +2,8 @@
 // //tests/parallel:mpi_test.sh): every rank builds the same model from one
 // seed, runs its own stages, and checks the step's loss and its stages'
 // gradients against the whole model run locally on the whole batch, for
-// gpipe, 1f1b and interleaved with 2 stages per rank, over several steps with
+// gpipe, 1f1b, interleaved, zbv (V placement) and interleaved-zb with 2 stages
+// per rank, over several steps with
 // changing batch sizes (including ones that do not divide by the micro-batch
 // count). Tied parameters: the embedding of the first stage and the head of
 // the last (tied_lm.h), each process with its own copy, under zb-h1 and 1f1b:
@@ -90,6 +91,8 @@ TEST(PipelineRunnerMPI, OneFOneB) { check(ScheduleKind::k1F1B, 8, 1); }
 TEST(PipelineRunnerMPI, InterleavedTwoStagesPerRank) {
   check(ScheduleKind::kInterleaved1F1B, 2 * init_process_group()->size(), 2);
 }
+TEST(PipelineRunnerMPI, ZeroBubbleV) { check(ScheduleKind::kZeroBubbleV, 8, 2); }
+TEST(PipelineRunnerMPI, InterleavedZeroBubble) { check(ScheduleKind::kInterleavedZeroBubble, 8, 2); }
 
 void check_tied(ScheduleKind kind) {
   auto world = init_process_group();

@@ -1,5 +1,6 @@
 // Transparency of PipelineRunner with ranks as threads (//parallel/comm/inproc): for
-// gpipe, 1f1b and interleaved schedules, balances and micro-batch counts
+// gpipe, 1f1b, interleaved, zb-h1, zbv (V placement) and interleaved-zb
+// schedules, balances and micro-batch counts
 // (uneven ones included), the step's loss and every parameter's gradient equal
 // the unpartitioned model's on the whole batch within 1e-5; a second step
 // with other shapes; argument errors; a stage that throws named on its rank.
@@ -160,6 +161,21 @@ TEST(PipelineRunner, InterleavedTwoStagesPerRankEqualsTheWholeModel) {
   check_transparent({ScheduleKind::kInterleaved1F1B, 2, 2, 3, {}, 6});
   check_transparent({ScheduleKind::kInterleaved1F1B, 3, 6, 2, {}, 12});
   check_transparent({ScheduleKind::kGPipe, 2, 4, 2, {}, 8});  // looped BFS
+}
+
+// zbv's V placement (stage s and 2p - 1 - s on one rank: the first and last
+// stage share rank 0, the turn at rank p - 1 is handed over locally) and
+// interleaved zero bubble, both with split backward.
+TEST(PipelineRunner, ZeroBubbleVAndInterleavedZeroBubbleEqualTheWholeModel) {
+  for (int ranks : {2, 4})
+    for (int m : {1, 4, 8}) {
+      check_transparent({ScheduleKind::kZeroBubbleV, ranks, m, 2, {}, 8});
+      check_transparent({ScheduleKind::kInterleavedZeroBubble, ranks, m, 2, {}, 8});
+    }
+  check_transparent({ScheduleKind::kZeroBubbleV, 2, 4, 2, {4, 1, 2, 5}, 9}, /*steps=*/2);
+  check_transparent({ScheduleKind::kInterleavedZeroBubble, 2, 4, 3, {}, 6});
+  for (CheckpointMode mode : {CheckpointMode::kAlways, CheckpointMode::kNever})
+    check_transparent({ScheduleKind::kZeroBubbleV, 2, 4, 2, {}, 8, mode});
 }
 
 TEST(PipelineRunner, UnevenBalanceAndBatchesThatDoNotDivide) {

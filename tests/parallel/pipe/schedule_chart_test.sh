@@ -4,7 +4,8 @@
 # generator refuses with its message (exit 1), a bad flag value with an error
 # naming the flag (exit 2; "2.7" is not a rank count, not 2). --help exits 0.
 # --from FILE charts a text schedule; a missing file, a parse error and a
-# schedule the validator refuses exit 1 with the message.
+# schedule the validator refuses exit 1 with the message. zbv and
+# interleaved-zb print their action lists and bubbles.
 set -euo pipefail
 bin="$1"
 out="$("$bin" --schedule zb --ranks 4 --microbatches 8 --svg "$TEST_TMPDIR/zb.svg")"
@@ -18,12 +19,28 @@ inter="$("$bin" --schedule interleaved --ranks 4 --microbatches 8 --virtual 2)"
 grep -qxF "makespan=28.5 bubble=0.1579" <<<"$inter"
 ofob="$("$bin" --schedule 1f1b --ranks 4 --microbatches 8)"
 grep -qxF "makespan=33 bubble=0.2727" <<<"$ofob"
+# zbv (V placement, two stages per rank without --virtual) and interleaved-zb:
+# 4 ranks, 8 micro-batches idle 3 stage-times of 51 (5.9%), against zb-h1's 11.1%.
+zbv="$("$bin" --schedule zbv --ranks 4 --microbatches 8 --actions)"
+grep -qxF "zbv: ranks=4 microbatches=8 virtual=2 stages=8 backward=split placement=v" <<<"$zbv"
+grep -qF "rank 3: RecvAct3.0<-s2@r2 F3.0 F4.0 SendAct4.0->s5@r2 " <<<"$zbv"
+grep -qxF "rank 0: busy 24, idle 1.5, peak live activations 8, peak pending weight gradients 7" <<<"$zbv"
+grep -qxF "makespan=25.5 bubble=0.0588" <<<"$zbv"
+izb="$("$bin" --schedule interleaved-zb --virtual 2 --ranks 4 --microbatches 8 --actions)"
+grep -qxF "interleaved-zb: ranks=4 microbatches=8 virtual=2 stages=8 backward=split" <<<"$izb"
+grep -qF "rank 3: busy 24, idle 1.5, peak live activations 5," <<<"$izb"
+grep -qxF "makespan=25.5 bubble=0.0588" <<<"$izb"
+# zbv's text (with placement=v) charts as the generated schedule.
+sed '/^$/q' <<<"$zbv" > "$TEST_TMPDIR/zbv.txt"
+[[ "$("$bin" --from "$TEST_TMPDIR/zbv.txt")" == "$("$bin" --schedule zbv --ranks 4 --microbatches 8)" ]]
+if err="$("$bin" --schedule zbv --virtual 3 2>&1)"; then echo "expected a failure for zbv --virtual 3"; exit 1; fi
+grep -qF "zbv places two stages per rank in a V (virtual=3)" <<<"$err"
 if err="$("$bin" --schedule interleaved --ranks 4 --microbatches 6 --virtual 2 2>&1)"; then
   echo "expected a failure for m=6, p=4"; exit 1
 fi
 grep -qF "multiple of the rank count (microbatches=6, ranks=4)" <<<"$err"
 if err="$("$bin" --schedule pipedream 2>&1)"; then echo "expected a failure"; exit 1; fi
-grep -qF "schedule_chart: error: flag --schedule must be one of gpipe|1f1b|interleaved|zb, got 'pipedream'" <<<"$err"
+grep -qF "schedule_chart: error: flag --schedule must be one of gpipe|1f1b|interleaved|zb|zbv|interleaved-zb, got 'pipedream'" <<<"$err"
 # flag_error WANT ARGS...: exits 2, prints WANT on stderr and nothing on stdout.
 flag_error() {
   local want="$1" rc=0; shift
