@@ -11,8 +11,11 @@
 // updates its own layers, so training is the single-process example's with
 // the batch split into micro-batches. The Trainer reduces the loss and
 // accuracy: rank 0's progress bar shows the true ones. --schedule gpipe, 1f1b,
-// interleaved (--virtual stages per rank) or zb (ZB-H1: backward split into
-// B and W, W filling the drain bubble). Rank 0 also writes the last step's
+// interleaved (--virtual stages per rank), zb (ZB-H1: backward split into
+// B and W, W filling the drain bubble), zbv (ZB-V: two stages per rank in a
+// V, the first and last on rank 0) or interleaved-zb (interleaved, split
+// backward). --balance auto plans every schedule, two stages per rank
+// included. Rank 0 also writes the last step's
 // schedule chart, simulated from its measured F, B and W times (--chart),
 // and its Chrome trace (--trace): examples/schedule_chart_callback.h.
 // --save writes partitioned checkpoints (DIR/step-<N>) after every epoch,
@@ -43,7 +46,7 @@ struct Flags : TrainFlags {
   int chunks = 4;
   std::string balance = kBalanceAuto;  // "a,b,...": layers per stage; auto: measured and planned
   std::string schedule = "1f1b";
-  int virtual_stages = 0;  // 0: 2 for interleaved, else 1
+  int virtual_stages = 0;  // 0: 2 for interleaved, interleaved-zb and zbv, else 1
   std::string checkpoint = "except_last";
   std::string chart = "fashion_mnist_pipe_schedule.txt";
   std::string trace = "fashion_mnist_pipe_trace.json";
@@ -58,8 +61,8 @@ std::optional<Flags> parse(int argc, char** argv) {
   add_stop_after_flag(p, &f.stop_after);
   p.add("--chunks N", &f.chunks, "micro-batches per step");
   add_balance_flag(p, &f.balance, "layers per stage");
-  p.add_choice("--schedule", &f.schedule, {"gpipe", "1f1b", "interleaved", "zb"}, "pipeline schedule")
-      .add("--virtual N", &f.virtual_stages, "stages per rank", "2 for interleaved, else 1")
+  p.add_choice("--schedule", &f.schedule, kScheduleChoices, kScheduleHelp)
+      .add("--virtual N", &f.virtual_stages, "stages per rank", kVirtualDefault)
       .add_choice("--checkpoint", &f.checkpoint, {"always", "except_last", "never"}, "activation checkpointing")
       .add("--chart PATH", &f.chart, "the schedule's text chart, simulated from the last step's measured times")
       .add("--trace PATH", &f.trace, "the last step's measured timeline (Chrome-trace JSON)");
@@ -69,21 +72,23 @@ std::optional<Flags> parse(int argc, char** argv) {
   return f;
 }
 
-// --balance auto (one stage per rank): rank 0 measures every layer on one
-// micro-batch of the first training images, every rank plans the same
-// balance (parallel/partition) and rank 0 prints the partition table.
+// --balance auto: rank 0 measures every layer on one micro-batch of the
+// first training images, every rank plans the same balance
+// (parallel/partition; with several stages per rank, placed as the schedule
+// places them) and rank 0 prints the partition table.
 std::vector<int> auto_balance(nn::Sequential& model, const io::TensorDataset& train, const Flags& f,
-                              pp::ScheduleKind schedule, parallel::ProcessGroup& g) {
-  if (g.size() == 1) return {static_cast<int>(model.size())};
+                              const pp::PipeOptions& po, parallel::ProcessGroup& g) {
+  if (g.size() * po.virtual_stages == 1) return {static_cast<int>(model.size())};
   Tensor sample;  // (rows, 1, 28, 28), normalized as the loader does
   if (g.rank() == 0)
     sample = (train.data().narrow(0, 0, std::max<int64_t>(1, f.batch_size / f.chunks)) - 0.2860) / 0.3530;
   const auto layers = parallel::partition::profile_on_root(
       model, nn::Tensors{sample}, g, 0, {.optimizer_state_factor = f.momentum != 0 ? 1.0 : 0.0});  // SGD's momentum
   parallel::partition::PlanOptions options;  // (derived from BalanceOptions: no designated initializers)
-  options.stages = g.size();
+  options.stages = g.size() * po.virtual_stages;
+  options.virtual_stages = po.virtual_stages;
   options.microbatches = f.chunks;
-  options.schedule = schedule;
+  options.schedule = po.schedule;
   const parallel::partition::PartitionPlan plan = parallel::partition::plan_partition(layers, options);
   parallel::partition::print_partition_table(layers, plan, g, std::cout);
   return plan.balance;
@@ -106,7 +111,7 @@ int run(const Flags& f) {
                            .schedule = pp::parse_schedule_kind(f.schedule),
                            .virtual_stages = virtual_stages_for(f.virtual_stages, f.schedule)};
   const std::vector<int> balance =
-      f.balance == kBalanceAuto ? auto_balance(*model, *data.train, f, po.schedule, g) : parse_balance(f.balance);
+      f.balance == kBalanceAuto ? auto_balance(*model, *data.train, f, po, g) : parse_balance(f.balance);
   const int64_t layers = static_cast<int64_t>(model->size());
   train::Trainer trainer(train::Pipeline{.group = ctx.world_ptr(), .balance = balance, .pipe = po}, model,
                          cross_entropy_loss(), sgd_from(f), {.valid_name = "test", .name = "fashion_mnist_pipe"});

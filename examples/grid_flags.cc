@@ -12,29 +12,32 @@ void add_balance_flag(FlagParser& p, std::string* balance, const std::string& la
   p.add("--balance auto|A,B,...", balance,
         layers_help +
             " (A,B,...), or auto: rank 0 measures every layer on the first micro-batch and every rank plans the "
-            "same balance (printed as the partition table); auto places one stage per rank");
+            "same balance (printed as the partition table), a rank's stages together when it holds several");
 }
 
 void add_grid_flags(FlagParser& p, GridFlags& f, const GridFlagsSpec& spec) {
   p.add("--pp N", &f.pp, spec.pp_help)
       .add("--dp N", &f.dp, "data-parallel replicas; --pp x --dp must be the world size", "world size / --pp")
       .add("--chunks N", &f.chunks, "micro-batches per replica per step")
-      .add_choice("--schedule", &f.schedule, {"gpipe", "1f1b", "interleaved", "zb"}, "pipeline schedule")
-      .add("--virtual N", &f.virtual_stages, "stages per rank (more than 1 needs --balance A,B,...)",
-           "2 for interleaved, else 1");
+      .add_choice("--schedule", &f.schedule, kScheduleChoices, kScheduleHelp)
+      .add("--virtual N", &f.virtual_stages, "stages per rank (interleaved, interleaved-zb, gpipe; zbv: 2)",
+           kVirtualDefault);
   add_balance_flag(p, &f.balance, spec.balance_help);
 }
 
 int virtual_stages_for(int virtual_flag, const std::string& schedule) {
-  return virtual_flag > 0 ? virtual_flag : (schedule == "interleaved" ? 2 : 1);
+  if (virtual_flag > 0) return virtual_flag;
+  return schedule == "interleaved" || schedule == "interleaved-zb" || schedule == "zbv" ? 2 : 1;
 }
 
 void check_balance_flag(const std::string& balance, int stages_per_rank, const std::string& schedule) {
   parse_balance(balance);
-  WEFT_FLAG_CHECK(balance != kBalanceAuto || stages_per_rank == 1,
-                  "--balance auto places one stage per rank, but --schedule ", schedule, " with --virtual gives ",
-                  stages_per_rank, " stages per rank: give --balance A,B,... (layers per stage, ", stages_per_rank,
-                  " entries per rank)");
+  WEFT_FLAG_CHECK(stages_per_rank == 1 || (schedule != "1f1b" && schedule != "zb"), "--schedule ", schedule,
+                  " runs one stage per rank, but --virtual gives ", stages_per_rank,
+                  ": for several stages per rank use interleaved, interleaved-zb, zbv or gpipe");
+  WEFT_FLAG_CHECK(stages_per_rank == 2 || schedule != "zbv",
+                  "--schedule zbv places two stages per rank in a V, but --virtual gives ", stages_per_rank,
+                  ": give --virtual 2 or leave it out");
 }
 
 void check_grid_flags(const GridFlags& f) {

@@ -176,7 +176,9 @@ class DistributedRunner : public Runner {
   StepResult scored(double loss, const Tensor& out, const Tensor& target) const {
     StepResult r;
     r.loss = loss;
-    if (dm_->pp_rank() != dm_->grid().pp() - 1 || !out.defined()) return r;
+    // The last stage's rank scores (under zbv's V that is pipeline rank 0).
+    const auto& schedule = dm_->pipe().schedule();
+    if (schedule.rank_of(schedule.num_stages() - 1) != dm_->pp_rank() || !out.defined()) return r;
     r.output = out;
     r.target = target.to(out.device());
     r.rows = static_cast<double>(target.size(0));

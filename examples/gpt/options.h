@@ -22,7 +22,8 @@
 namespace weft::examples::gpt {
 
 // GridFlags: pp, dp (0: world size / pp), chunks, schedule, virtual_stages
-// (0: 2 for interleaved, else 1), balance (auto or layers per stage).
+// (0: 2 for interleaved, interleaved-zb and zbv, else 1), balance (auto or
+// layers per stage).
 struct Options : GridFlags {
   // Data.
   std::string data = kFortunesDir;

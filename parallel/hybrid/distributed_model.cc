@@ -27,15 +27,27 @@ std::vector<int> even_balance(int layers, int stages) {
 
 }  // namespace
 
+int auto_virtual_stages(pipe::ScheduleKind kind, int virtual_stages) {
+  switch (kind) {
+    case pipe::ScheduleKind::k1F1B:
+    case pipe::ScheduleKind::kZeroBubbleH1:
+    case pipe::ScheduleKind::kGPipe: return 1;
+    case pipe::ScheduleKind::kZeroBubbleV: return 2;
+    case pipe::ScheduleKind::kInterleaved1F1B:
+    case pipe::ScheduleKind::kInterleavedZeroBubble: return virtual_stages > 1 ? virtual_stages : 2;
+  }
+  return 1;
+}
+
 std::vector<int> DistributedModel::auto_balance(const Tensor& sample) {
-  const int stages = grid_.pp() * options_.pipe.virtual_stages;
+  const int v = options_.pipe.virtual_stages;
   WEFT_CHECK(model_ != nullptr,
              "DistributedModel: automatic partitioning measures the whole model's layers; with "
              "layer factories give options.balance");
-  WEFT_CHECK(options_.pipe.virtual_stages == 1,
-             "DistributedModel: automatic partitioning places one stage per rank; "
-             "with virtual_stages ",
-             options_.pipe.virtual_stages, " give options.balance");
+  WEFT_CHECK(!options_.pipe.user_schedule,
+             "DistributedModel: automatic partitioning plans the built-in schedules (gpipe, 1f1b, interleaved, zb-h1, "
+             "interleaved-zb, zbv); with a user schedule (options.pipe.user_schedule, ",
+             options_.pipe.user_schedule ? options_.pipe.user_schedule->name : std::string(), ") give options.balance");
   const bool root = grid_.rank() == 0;
   const int chunks0 = options_.pipe.chunks;
   Tensor first;
@@ -49,7 +61,8 @@ std::vector<int> DistributedModel::auto_balance(const Tensor& sample) {
   po.optimizer_state_factor = options_.optimizer_state_factor;
   profile_ = partition::profile_on_root(*model_, nn::Tensors{first}, *grid_.world(), 0, po);
   partition::SearchOptions search;
-  search.plan.stages = stages;
+  search.plan.stages = grid_.pp() * v;  // Note [stages per rank] in parallel/partition/balance.h
+  search.plan.virtual_stages = v;
   search.plan.method = options_.method;
   search.plan.memory_budget_bytes = options_.memory_budget_bytes;
   search.plan.bandwidth_bytes_per_s = options_.bandwidth_bytes_per_s;
@@ -60,14 +73,25 @@ std::vector<int> DistributedModel::auto_balance(const Tensor& sample) {
   }
   search.profiled_chunks = chunks0;
   search.schedules = {options_.pipe.schedule};
+  search.virtual_stages = {v};
   search.chunks = {chunks0};
   if (options_.auto_schedule) {
-    search.schedules = {pipe::ScheduleKind::kGPipe, pipe::ScheduleKind::k1F1B, pipe::ScheduleKind::kZeroBubbleH1};
+    search.schedules = options_.auto_schedules;
+    if (search.schedules.empty())
+      search.schedules = {pipe::ScheduleKind::kGPipe,
+                          pipe::ScheduleKind::k1F1B,
+                          pipe::ScheduleKind::kZeroBubbleH1,
+                          pipe::ScheduleKind::kInterleaved1F1B,
+                          pipe::ScheduleKind::kInterleavedZeroBubble,
+                          pipe::ScheduleKind::kZeroBubbleV};
+    search.virtual_stages.clear();
+    for (pipe::ScheduleKind kind : search.schedules) search.virtual_stages.push_back(auto_virtual_stages(kind, v));
     if (!options_.auto_chunks.empty()) search.chunks = options_.auto_chunks;
   }
   partition::SearchResult chosen = partition::choose_plan(profile_, search);
   plan_ = chosen.plan;
   options_.pipe.schedule = chosen.schedule;
+  options_.pipe.virtual_stages = chosen.virtual_stages;
   options_.pipe.chunks = chosen.chunks;
   if (options_.print_table && root) {
     std::ostream& os = options_.table ? *options_.table : std::cout;
@@ -104,19 +128,23 @@ void DistributedModel::register_post_partition_hook(std::function<void(Distribut
 void DistributedModel::partition(const Tensor& sample) {
   if (partitioned()) return;
   const int layers = model_ ? static_cast<int>(model_->size()) : static_cast<int>(factories_.size());
-  const int stages = grid_.pp() * options_.pipe.virtual_stages;
   std::vector<int> balance = options_.balance;
-  if (options_.plan) {  // a plan made beforehand: run it as it is
+  if (options_.plan) {  // a plan made beforehand: run it as it is (its stages per rank too)
     WEFT_CHECK(balance.empty(), "DistributedModel: options.balance and options.plan both given; give one");
-    WEFT_CHECK(static_cast<int>(options_.plan->balance.size()) == stages, "DistributedModel: the plan has ",
-               options_.plan->balance.size(), " stages but the pipeline has ", stages);
+    const int planned = grid_.pp() * options_.plan->virtual_stages;
+    WEFT_CHECK(static_cast<int>(options_.plan->balance.size()) == planned, "DistributedModel: the plan has ",
+               options_.plan->balance.size(), " stages but the pipeline has ", planned, " (pp ", grid_.pp(), " x ",
+               options_.plan->virtual_stages, " per rank)");
     plan_ = *options_.plan;
     balance = plan_.balance;
     options_.pipe.schedule = pipe::parse_schedule_kind(plan_.schedule);
+    options_.pipe.virtual_stages = plan_.virtual_stages;
     options_.pipe.chunks = plan_.microbatches;
   }
+  const int stages = grid_.pp() * options_.pipe.virtual_stages;
   if (balance.empty()) balance = placement_balance();
   if (balance.empty() && options_.auto_partition && stages > 1) balance = auto_balance(sample);
+  // Note [stages per rank]: stage s's layers are the s-th slice, wherever the stage lives.
   if (balance.empty()) balance = even_balance(layers, stages);
   pipe::PipeOptions po = options_.pipe;
   // Note [gradient reduction] in parallel/pipe/schedule.h: the schedule averages

@@ -13,16 +13,22 @@
 //   scopes] in nn/module.h: smp.partition; a child outside every scope joins
 //   the stage of the child before it, the first stage 0; stages must follow
 //   the layer order and none may be empty), else, with auto_partition
-//   (the default; a Sequential, one stage per rank), from measurements: world
-//   rank 0 profiles every child on the first micro-batch of its batch
+//   (the default; a Sequential and a built-in schedule), from measurements:
+//   world rank 0 profiles every child on the first micro-batch of its batch
 //   (parallel/partition/profile.h) and broadcasts the profile, and every rank
 //   computes the same plan (parallel/partition/plan.h: method, memory budget,
-//   bandwidth); world rank 0 prints the partition table to options.table.
-//   With auto_schedule, the schedule (gpipe, 1f1b, zb-h1) and micro-batch
-//   count (auto_chunks) are chosen with it: the fastest simulated step whose
-//   stages fit the budget (the profile scaled by micro-batch rows). Without
+//   bandwidth; with several stages per rank each rank's stages together
+//   against the budget, Note [stages per rank] in parallel/partition/
+//   balance.h); world rank 0 prints the partition table to options.table.
+//   With auto_schedule, the schedule (auto_schedules; by default gpipe, 1f1b,
+//   zb-h1, interleaved, interleaved-zb and zbv, with auto_virtual_stages
+//   stages per rank), its stages per rank and the micro-batch count
+//   (auto_chunks) are chosen with it: the fastest simulated step whose ranks
+//   fit the budget (the profile scaled by micro-batch rows); the choice sets
+//   pipe.schedule, pipe.virtual_stages and pipe.chunks. Without
 //   auto_partition: as even as possible by layer count, earlier stages
-//   larger. Each rank builds or slices only its own
+//   larger. Whatever the placement (zbv's V too), stage s gets the s-th slice
+//   of the balance. Each rank builds or slices only its own
 //   stages (full parameter names kept, Note [name prefix]); then every
 //   parameter and buffer is broadcast from data-parallel rank 0 within each
 //   data-parallel group, and the post-partition hooks run (create the
@@ -66,7 +72,8 @@
 // - forward(input): the forward-only schedule on this replica's batch; the
 //   output on the last stage's ranks, undefined elsewhere.
 // - Errors name what is wrong: a grid that does not tile the world,
-//   local_*() before partitioning, balance problems (Pipe's checks).
+//   local_*() before partitioning, balance problems (Pipe's checks),
+//   automatic partitioning of layer factories or of a user schedule.
 #pragma once
 
 #include <functional>
@@ -98,17 +105,24 @@ struct DistributedModelOptions {
   int64_t memory_budget_bytes = 0;                                       // per device; 0: unlimited
   double bandwidth_bytes_per_s = 0;                                      // 0: transfers cost nothing
   double optimizer_state_factor = 0;  // optimizer-state bytes per parameter byte (SGD momentum 1, Adam 2)
-  bool auto_schedule = false;         // choose the schedule and chunks too
+  bool auto_schedule = false;         // choose the schedule, its stages per rank and chunks too
   std::vector<int> auto_chunks;       // candidate micro-batch counts; empty: {pipe.chunks}
   std::ostream* table = nullptr;      // where world rank 0 prints the partition table (nullptr: std::cout)
   bool print_table = true;
   bool shard_optimizer_state = false;  // ZeRO-1 through DistributedOptimizer
   bool keep_output = false;            // last_output(): the replica's outputs of the last step
+  // auto_schedule's candidate schedules; empty: all six built-in ones.
+  std::vector<pipe::ScheduleKind> auto_schedules;
   // A plan made beforehand (partition::choose_plan, or plan_partition): its
-  // balance, schedule and micro-batch count are used as they are, with no
-  // profiling; plan() returns it.
+  // balance, schedule, stages per rank and micro-batch count are used as
+  // they are, with no profiling; plan() returns it.
   std::optional<partition::PartitionPlan> plan;
 };
+
+// The stages per rank auto_schedule plans `kind` with: 1 for gpipe, 1f1b and
+// zb-h1, 2 for zbv, and for interleaved and interleaved-zb `virtual_stages`
+// (pipe.virtual_stages) when above 1, else 2.
+int auto_virtual_stages(pipe::ScheduleKind kind, int virtual_stages);
 
 class DistributedModel {
  public:

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "parallel/partition/placed_balance.h"
 #include "parallel/pipe/schedule.h"
 #include "parallel/pipe/simulate.h"
 
@@ -66,9 +67,23 @@ std::string mib_str(int64_t bytes) {
   return buf;
 }
 
-std::vector<int> live_microbatches(pipe::ScheduleKind kind, int stages, int microbatches) {
+std::vector<int> stage_live_microbatches(const pipe::Schedule& schedule) {
+  std::vector<int> live(schedule.num_stages(), 0), now(schedule.num_stages(), 0);
+  for (const auto& list : schedule.rank_actions)
+    for (const pipe::Action& a : list) {
+      if (a.kind == pipe::ActionKind::kForward) live[a.stage] = std::max(live[a.stage], ++now[a.stage]);
+      if (a.kind == pipe::ActionKind::kBackward) --now[a.stage];
+    }
+  return live;
+}
+
+std::vector<int> live_microbatches(pipe::ScheduleKind kind, int stages, int microbatches, int virtual_stages) {
   WEFT_CHECK(stages >= 1 && microbatches >= 1, "live_microbatches: stages (", stages, ") and micro-batches (",
              microbatches, ") must be positive");
+  WEFT_CHECK(virtual_stages >= 1 && stages % virtual_stages == 0, "live_microbatches: ", stages, " stages do not make ",
+             virtual_stages, " stage(s) per rank");
+  if (virtual_stages > 1)
+    return stage_live_microbatches(pipe::make_schedule(kind, stages / virtual_stages, microbatches, virtual_stages));
   const pipe::Schedule schedule = pipe::make_schedule(kind, stages, microbatches, 1);
   const pipe::Simulation sim = pipe::simulate(schedule, pipe::CostModel::uniform(stages, 1, 1, 1));
   std::vector<int> live(stages);
@@ -87,9 +102,19 @@ StageCosts::StageCosts(const std::vector<LayerProfile>& layers, const BalanceOpt
   WEFT_CHECK(std::isfinite(options_.bandwidth_bytes_per_s) && options_.bandwidth_bytes_per_s >= 0,
              "partition: bandwidth ", options_.bandwidth_bytes_per_s,
              " bytes/s must be finite and non-negative (0: transfers take no time)");
-  if (options_.live.empty()) {
-    live_ = live_microbatches(options_.schedule, options_.stages, options_.microbatches);
-  } else {
+  WEFT_CHECK(options_.virtual_stages >= 1 && options_.stages % options_.virtual_stages == 0,
+             "partition: ", options_.stages, " stages do not make ", options_.virtual_stages, " stage(s) per rank");
+  if (options_.virtual_stages == 1) {
+    placement_.resize(options_.stages);
+    for (int s = 0; s < options_.stages; ++s) placement_[s] = s;
+    if (options_.live.empty()) live_ = live_microbatches(options_.schedule, options_.stages, options_.microbatches);
+  } else {  // Note [stages per rank]: the schedule's placement and each stage's own peak
+    const pipe::Schedule schedule =
+        pipe::make_schedule(options_.schedule, num_ranks(), options_.microbatches, options_.virtual_stages);
+    placement_ = schedule.stage_to_rank;
+    if (options_.live.empty()) live_ = stage_live_microbatches(schedule);
+  }
+  if (!options_.live.empty()) {
     WEFT_CHECK(static_cast<int>(options_.live.size()) == options_.stages, "partition: live micro-batches has ",
                options_.live.size(), " entries for ", options_.stages, " stages");
     for (size_t s = 0; s < options_.live.size(); ++s)
@@ -111,6 +136,7 @@ double StageCosts::compute_s(int begin, int end) const { return time_prefix_[end
 
 double StageCosts::transfer_s(int end, int stage) const {
   if (stage >= options_.stages - 1 || options_.bandwidth_bytes_per_s == 0) return 0;
+  if (placement_[stage] == placement_[stage + 1]) return 0;  // neighbours on one rank exchange nothing
   return static_cast<double>(layers_[end - 1].output_bytes) / options_.bandwidth_bytes_per_s;
 }
 
@@ -144,9 +170,28 @@ std::vector<double> stage_times(const StageCosts& costs, const std::vector<int>&
   return times;
 }
 
+std::vector<double> rank_times(const StageCosts& costs, const std::vector<int>& balance) {
+  const std::vector<double> times = stage_times(costs, balance);
+  std::vector<double> out(costs.num_ranks(), 0.0);
+  for (int s = 0; s < costs.num_stages(); ++s) out[costs.rank_of(s)] += times[s];
+  return out;
+}
+
+std::vector<int64_t> rank_memory_bytes(const StageCosts& costs, const std::vector<int>& balance) {
+  stage_times(costs, balance);  // checks the balance
+  std::vector<int64_t> out(costs.num_ranks(), 0);
+  int begin = 0;
+  for (int s = 0; s < costs.num_stages(); ++s) {
+    out[costs.rank_of(s)] += costs.memory_bytes(begin, begin + balance[s], s);
+    begin += balance[s];
+  }
+  return out;
+}
+
 // ---- the exact solver ----
 
 std::optional<std::vector<int>> optimal_balance(const StageCosts& c) {
+  if (c.several_per_rank()) return placed_optimal_balance(c);
   const int n = c.num_layers(), p = c.num_stages();
   // bott[s][i]: the smallest bottleneck of layers [i, n) on stages s..p-1 within
   // the budget (inf: impossible). Memory grows with the layers a stage takes, so
@@ -206,6 +251,7 @@ std::optional<std::vector<int>> optimal_balance(const std::vector<LayerProfile>&
 }
 
 std::optional<std::vector<int>> brute_force_balance(const StageCosts& c) {
+  if (c.several_per_rank()) return placed_brute_force_balance(c);
   const int n = c.num_layers(), p = c.num_stages();
   std::optional<std::vector<int>> best;
   double best_bott = kInf, best_sq = kInf;
@@ -231,6 +277,7 @@ std::optional<std::vector<int>> brute_force_balance(const StageCosts& c) {
 }
 
 std::vector<int> min_memory_balance(const StageCosts& c) {
+  if (c.several_per_rank()) return placed_min_memory_balance(c);
   const int n = c.num_layers(), p = c.num_stages();
   constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
   // peak[s][i]: the smallest peak memory of layers [i, n) on stages s..p-1.
@@ -264,7 +311,9 @@ std::vector<int> solve_balance(const std::vector<LayerProfile>& layers, const Ba
   if (auto balance = optimal_balance(c)) return *balance;
   const int n = c.num_layers(), p = c.num_stages();
   const int64_t budget = options.memory_budget_bytes;
-  // A layer can sit on stages max(0, k - (n - p)) .. min(p - 1, k).
+  // A layer can sit on stages max(0, k - (n - p)) .. min(p - 1, k) (with
+  // several stages per rank its rank's other stages add more: still a
+  // layer that fits no stage alone fits nowhere).
   for (int k = 0; k < n; ++k) {
     int best_stage = -1;
     for (int s = std::max(0, k - (n - p)); s <= std::min(p - 1, k); ++s)
@@ -279,6 +328,7 @@ std::vector<int> solve_balance(const std::vector<LayerProfile>& layers, const Ba
     }
   }
   const std::vector<int> lowest = min_memory_balance(c);
+  if (c.several_per_rank()) placed_explain_budget(c, lowest);
   int64_t peak = 0;
   int peak_stage = 0, begin = 0;
   for (int s = 0; s < p; ++s) {

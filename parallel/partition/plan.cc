@@ -42,8 +42,9 @@ std::string layers_cell(const std::vector<LayerProfile>& layers, int begin, int 
 }
 
 pipe::Simulation simulate_plan(const PartitionPlan& plan, pipe::ScheduleKind kind, bool reduce) {
-  const int p = static_cast<int>(plan.stages.size());
-  pipe::Schedule schedule = pipe::make_schedule(kind, p, plan.microbatches, 1);
+  const int p = static_cast<int>(plan.stages.size());  // stages
+  const int v = plan.virtual_stages;
+  pipe::Schedule schedule = pipe::make_schedule(kind, p / v, plan.microbatches, v);
   if (reduce) pipe::add_reduce_grads(schedule);
   pipe::CostModel costs;
   for (const StageEstimate& s : plan.stages) {
@@ -57,8 +58,27 @@ pipe::Simulation simulate_plan(const PartitionPlan& plan, pipe::ScheduleKind kin
   return pipe::simulate(schedule, costs);
 }
 
+// Note [stages per rank]: a rank's stages together against the budget.
+void check_rank_budget(const std::vector<LayerProfile>& layers, const PartitionPlan& plan) {
+  for (size_t r = 0; r < plan.rank_memory_bytes.size(); ++r) {
+    if (plan.rank_memory_bytes[r] <= plan.memory_budget_bytes) continue;
+    std::string parts;
+    for (size_t s = 0; s < plan.stages.size(); ++s) {
+      const StageEstimate& e = plan.stages[s];
+      if (e.rank != static_cast<int>(r)) continue;
+      parts += (parts.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) + " (layers " +
+               layers_cell(layers, e.begin, e.end) + "): " + mib_str(e.resident_bytes) + " resident + " +
+               std::to_string(e.live_microbatches) + " live micro-batches x " + mib_str(e.activation_bytes);
+    }
+    WEFT_ERROR("partition: rank ", r, " of balance ", balance_str(plan.balance), " needs ",
+               mib_str(plan.rank_memory_bytes[r]), " at its peak with its stages together (", parts,
+               "), more than the memory budget of ", mib_str(plan.memory_budget_bytes), " per device");
+  }
+}
+
 void check_budget(const std::vector<LayerProfile>& layers, const PartitionPlan& plan) {
   if (plan.memory_budget_bytes == 0) return;
+  if (plan.virtual_stages > 1) return check_rank_budget(layers, plan);
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     const StageEstimate& e = plan.stages[s];
     WEFT_CHECK(e.peak_memory_bytes <= plan.memory_budget_bytes, "partition: stage ", s, " (layers ",
@@ -79,10 +99,12 @@ PartitionPlan evaluate_balance(const std::vector<LayerProfile>& layers, const st
   plan.balance = balance;
   plan.schedule = pipe::schedule_name(options.schedule);
   plan.microbatches = options.microbatches;
+  plan.virtual_stages = options.virtual_stages;
   plan.memory_budget_bytes = options.memory_budget_bytes;
   int begin = 0;
   for (int s = 0; s < c.num_stages(); ++s) {
     StageEstimate e;
+    e.rank = c.rank_of(s);
     e.begin = begin;
     e.end = begin + balance[s];
     int64_t grad_bytes = 0;
@@ -103,6 +125,7 @@ PartitionPlan evaluate_balance(const std::vector<LayerProfile>& layers, const st
     plan.stages.push_back(e);
     begin = e.end;
   }
+  plan.rank_memory_bytes = rank_memory_bytes(c, balance);
   const pipe::Simulation sim = simulate_plan(plan, options.schedule, options.replicas > 1);
   plan.step_time_s = sim.makespan;
   plan.bubble_fraction = sim.bubble_fraction;
@@ -128,12 +151,16 @@ PartitionPlan plan_partition(const std::vector<LayerProfile>& layers, const Plan
 }
 
 std::string partition_table(const std::vector<LayerProfile>& layers, const PartitionPlan& plan) {
-  const std::vector<std::string> header = {"stage", "layers", "parameters", "peak memory", "time/micro-batch"};
+  const bool ranks = plan.virtual_stages > 1;  // Note [stages per rank]: a rank column
+  std::vector<std::string> header = {"stage", "layers", "parameters", "peak memory", "time/micro-batch"};
+  if (ranks) header.insert(header.begin() + 1, "rank");
+  const size_t layers_col = ranks ? 2 : 1;
   std::vector<std::vector<std::string>> rows;
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     const StageEstimate& e = plan.stages[s];
     rows.push_back({std::to_string(s), layers_cell(layers, e.begin, e.end), std::to_string(e.num_parameters),
                     mib_str(e.peak_memory_bytes), ms_str(e.time_s)});
+    if (ranks) rows.back().insert(rows.back().begin() + 1, std::to_string(e.rank));
   }
   std::vector<size_t> width(header.size());
   for (size_t c = 0; c < header.size(); ++c) {
@@ -142,8 +169,10 @@ std::string partition_table(const std::vector<LayerProfile>& layers, const Parti
   }
   std::ostringstream os;
   int num_layers = plan.stages.empty() ? 0 : plan.stages.back().end;
-  os << "partition: " << num_layers << " layers over " << plan.stages.size() << " stages, " << plan.schedule << " with "
-     << plan.microbatches << " micro-batches, "
+  os << "partition: " << num_layers << " layers over " << plan.stages.size() << " stages";
+  if (ranks)
+    os << " on " << plan.stages.size() / plan.virtual_stages << " ranks (" << plan.virtual_stages << " per rank)";
+  os << ", " << plan.schedule << " with " << plan.microbatches << " micro-batches, "
      << (plan.memory_budget_bytes > 0 ? "memory budget " + mib_str(plan.memory_budget_bytes) + " per device"
                                       : std::string("no memory budget"))
      << "\n";
@@ -152,7 +181,7 @@ std::string partition_table(const std::vector<LayerProfile>& layers, const Parti
     for (size_t c = 0; c < cells.size(); ++c) {
       const size_t pad = width[c] - cells[c].size();
       if (c > 0) out += "  ";
-      if (c == 1) out += cells[c] + std::string(pad, ' ');  // layers: left-aligned
+      if (c == layers_col) out += cells[c] + std::string(pad, ' ');  // layers: left-aligned
       else out += std::string(pad, ' ') + cells[c];
     }
     os << out << "\n";
@@ -161,8 +190,23 @@ std::string partition_table(const std::vector<LayerProfile>& layers, const Parti
   for (const auto& r : rows) line(r);
   char bubble[32];
   std::snprintf(bubble, sizeof bubble, "%.1f%%", plan.bubble_fraction * 100);
+  if (ranks) {
+    os << "peak memory per rank (its stages together):";
+    for (size_t r = 0; r < plan.rank_memory_bytes.size(); ++r)
+      os << (r ? "," : "") << " rank " << r << " " << mib_str(plan.rank_memory_bytes[r]);
+    os << "\n";
+  }
   os << "predicted step time " << ms_str(plan.step_time_s) << ", bubble " << bubble << " (bottleneck "
-     << ms_str(plan.bottleneck_s) << " per micro-batch)\n";
+     << ms_str(plan.bottleneck_s) << " per micro-batch";
+  if (ranks) {  // Note [stages per rank]: the busiest rank's stages together
+    std::vector<double> busy(plan.rank_memory_bytes.size(), 0.0);
+    for (const StageEstimate& e : plan.stages) busy[e.rank] += e.time_s;
+    const double most = *std::max_element(busy.begin(), busy.end());
+    size_t r = 0;
+    while (busy[r] < most * (1 - 1e-9)) ++r;  // the first of equal ranks (to rounding)
+    os << "; busiest rank " << r << " " << ms_str(busy[r]);
+  }
+  os << ")\n";
   bool reduces = false;
   for (const StageEstimate& e : plan.stages) reduces = reduces || e.reduce_s > 0;
   if (reduces) {  // Note [gradient reduction]: included in the step time above

@@ -142,8 +142,13 @@ std::vector<Tensor> Pipe::parameters() const {
 
 std::vector<std::pair<std::string, Tensor>> Pipe::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
+  std::vector<const TensorImpl*> seen;  // a tensor two of this rank's stages share (a tie), once
   for (auto& part : partitions_)
-    for (auto& np : part->named_parameters()) out.push_back(np);
+    for (auto& np : part->named_parameters()) {
+      if (std::find(seen.begin(), seen.end(), np.second.impl()) != seen.end()) continue;
+      seen.push_back(np.second.impl());
+      out.push_back(np);
+    }
   return out;
 }
 

@@ -39,7 +39,10 @@
 //   BatchNorm in this rank's layers are updated once per step, from all its
 //   micro-batches together, as BatchNorm on the whole batch would; each
 //   micro-batch is still normalised with its own statistics.
-// - parameters() / named_parameters(): this rank's, for its optimizer. size(),
+// - parameters() / named_parameters(): this rank's, for its optimizer; a
+//   tensor that two of this rank's stages share (a true tie whose members
+//   both live here, as zbv's first and last stage on rank 0) once, under its
+//   first name, as nn::Module::named_parameters lists it. size(),
 //   operator[] and iteration go over this rank's layers in order.
 #pragma once
 

@@ -3,8 +3,9 @@
 # must be printed once (by launcher rank 0), not once per rank, and every rank
 # must end as one process would: 0 after --help, non-zero after a flag error.
 # Checked at -np 2 for each multi-process example, with errors found by the
-# parser (a bad number), by the checks after it (--epochs 0, --balance auto
-# with interleaved) and after MPI is up (a grid that does not tile the world).
+# parser (a bad number), by the checks after it (--epochs 0, --virtual 2
+# with 1f1b, --virtual 3 with zbv) and after MPI is up (a grid that does not
+# tile the world).
 # Usage: example_flags_mpirun_test.sh FASHION_MNIST_DDP FASHION_MNIST_PIPE FASHION_MNIST_HYBRID GPT MPIRUN_SH
 set -uo pipefail
 ddp="$1" pipe="$2" hybrid="$3" gpt="$4" mpirun_sh="$5"
@@ -34,10 +35,10 @@ for bin in "$ddp" "$pipe" "$hybrid"; do
   check once nonzero "$name: error: --epochs must be positive (got 0)" "$bin" --epochs 0
   check once nonzero "$name: error: unknown flag '--bogus'" "$bin" --bogus
 done
-check once nonzero "fashion_mnist_pipe: error: --balance auto places one stage per rank" \
-  "$pipe" --schedule interleaved
-check once nonzero "fashion_mnist_hybrid: error: --balance auto places one stage per rank" \
-  "$hybrid" --schedule interleaved
+check once nonzero "fashion_mnist_pipe: error: --schedule 1f1b runs one stage per rank, but --virtual gives 2" \
+  "$pipe" --schedule 1f1b --virtual 2
+check once nonzero "fashion_mnist_hybrid: error: --schedule zbv places two stages per rank in a V" \
+  "$hybrid" --schedule zbv --virtual 3
 # Found after MPI is initialised, by every rank alike: still printed once.
 check once nonzero "fashion_mnist_hybrid: error: --pp 3 does not divide the world size 2" "$hybrid" --pp 3
 check once 0 "usage: gpt [flags]" "$gpt" --help

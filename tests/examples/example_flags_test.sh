@@ -66,17 +66,18 @@ check grep -qF -- "--bucket-cap-mb X" <("$ddp" --help)
 check grep -qF -- "--device D" <("$ddp" --help)
 check grep -qF -- "--amp none|bf16" <("$ddp" --help)
 check grep -qF -- "--stop-after-epoch K" <("$ddp" --help)
-for flag in "--chunks N" "--balance auto|A,B,..." "--schedule gpipe|1f1b|interleaved|zb" "--virtual N" \
+for flag in "--chunks N" "--balance auto|A,B,..." "--schedule gpipe|1f1b|interleaved|zb|zbv|interleaved-zb" "--virtual N" \
             "--checkpoint always|except_last|never" "--chart PATH" "--trace PATH"; do
   check grep -qF -- "$flag" <("$pipe" --help)
 done
-fails_with "flag --schedule must be one of gpipe|1f1b|interleaved|zb, got 'zb2'" "$pipe" --schedule zb2 \
+fails_with "flag --schedule must be one of gpipe|1f1b|interleaved|zb|zbv|interleaved-zb, got 'zb2'" "$pipe" --schedule zb2 \
   && pass=$((pass+1)) || fail=$((fail+1))
-# --balance: auto (measured and planned, one stage per rank) is the default, as in
-# fashion_mnist_hybrid and gpt; with 2 stages per rank it asks for A,B,...
-check grep -qF -- "auto places one stage per rank (default auto)" <("$pipe" --help)
-fails_with "--balance auto places one stage per rank, but --schedule interleaved with --virtual gives 2 stages per rank" \
-  "$pipe" --schedule interleaved && pass=$((pass+1)) || fail=$((fail+1))
+# --balance: auto (measured and planned, a rank's stages together) is the default, as in
+# fashion_mnist_hybrid and gpt; --virtual 2 with a one-stage schedule is named.
+check grep -qF -- "a rank's stages together when it holds several (default auto)" <("$pipe" --help)
+check grep -qF -- "(default 2 for interleaved, interleaved-zb and zbv, else 1)" <("$pipe" --help)
+fails_with "--schedule 1f1b runs one stage per rank, but --virtual gives 2" \
+  "$pipe" --schedule 1f1b --virtual 2 && pass=$((pass+1)) || fail=$((fail+1))
 fails_with "--balance: 'x' in '5,x' is not a whole number" "$pipe" --balance 5,x && pass=$((pass+1)) || fail=$((fail+1))
 
 echo "$pass passed, $fail failed"

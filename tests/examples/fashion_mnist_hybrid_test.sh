@@ -49,7 +49,7 @@ fails_with() {
 check "$hybrid" --help > "$tmp/help"
 for flag in "--data DIR" --model --epochs --batch-size --lr --momentum --weight-decay --seed --threads --workers \
             --metrics --plot --limit-train --limit-test --no-progress "--pp N" "--dp N" "--chunks N" \
-            "--schedule gpipe|1f1b|interleaved|zb" "--virtual N" "--balance auto|A,B,..." \
+            "--schedule gpipe|1f1b|interleaved|zb|zbv|interleaved-zb" "--virtual N" "--balance auto|A,B,..." \
             "(default fashion_mnist_hybrid_metrics.jsonl)" "global batch size, split across the --dp replicas (default 128)" \
             "(default world size / --pp)" "(default auto)" --zero "--save DIR" "--resume DIR" "--keep-last N" \
             --async-save --full-checkpoint "--stop-after-epoch K"; do

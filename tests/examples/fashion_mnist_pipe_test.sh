@@ -4,7 +4,9 @@
 # settings, every epoch's train loss and test accuracy must match
 # fashion_mnist's (to float summation order), for 1f1b on 2 ranks, interleaved
 # (2 stages per rank) with checkpointing always on 2 ranks, zb (ZB-H1: split
-# backward, B and W actions) on 2 ranks, and gpipe on 4 ranks. It must print
+# backward, B and W actions) on 2 ranks, zbv (ZB-V: 2 stages per rank in a
+# V, measured and planned by --balance auto) on 2 ranks, and gpipe on 4
+# ranks. It must print
 # test_accuracy=, write metrics, the schedule chart with the simulator's
 # prediction and a Chrome trace (zb's with its W actions); bad pipeline flags
 # are named. Without --balance (auto, the default) rank 0 measures the layers
@@ -73,6 +75,12 @@ check grep -q '"name": "W0\.' "$tmp/zb.json"
 check grep -q '"name": "W1\.' "$tmp/zb.json"
 check grep -q '^zb-h1: 2 ranks, 4 micro-batches' "$tmp/zb.txt"
 check grep -q 'W weight gradient' "$tmp/zb.txt"
+# zbv: --balance auto plans 4 stages on 2 ranks (rank 0 holds the first and
+# the last, and scores); the chart and the trace are zbv's, with W actions.
+run_pipe zbv 2 --schedule zbv --chunks 4
+check grep -q '^partition: 10 layers over 4 stages on 2 ranks (2 per rank), zbv with 4 micro-batches' "$tmp/zbv.out"
+check grep -q '^zbv: 2 ranks, 4 micro-batches' "$tmp/zbv.txt"
+check grep -q '"name": "W3\.' "$tmp/zbv.json"
 run_pipe gpipe4 4 --schedule gpipe --chunks 2 --balance 3,3,2,2
 
 # Checkpoints: the 1f1b run saved after epoch 1 (--save, --stop-after-epoch 1)

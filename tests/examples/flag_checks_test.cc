@@ -272,7 +272,7 @@ TEST(GridFlags, BalanceAutoIsTheOneDefault) {
   add_grid_flags(q, g);
   EXPECT_EQ(g.balance, "auto");
   const std::vector<std::string> order = {"--pp N",      "--dp N",
-                                          "--chunks N",  "--schedule gpipe|1f1b|interleaved|zb",
+                                          "--chunks N",  "--schedule gpipe|1f1b|interleaved|zb|zbv|interleaved-zb",
                                           "--virtual N", "--balance auto|A,B,..."};
   size_t at = 0;
   for (const auto& flag : order) {
@@ -296,10 +296,9 @@ TEST(GridFlags, ChecksNameTheFlag) {
   EXPECT_WEFT_ERROR(check_grid_flags(with([](GridFlags& g) { g.virtual_stages = -1; })), "--virtual must be");
   EXPECT_WEFT_ERROR(check_grid_flags(with([](GridFlags& g) { g.balance = "4,x"; })),
                     "--balance: 'x' in '4,x' is not a whole number");
-  // auto places one stage per rank: interleaved (2 per rank) needs A,B,...
-  EXPECT_WEFT_ERROR(check_grid_flags(with([](GridFlags& g) { g.schedule = "interleaved"; })),
-                    "--balance auto places one stage per rank, but --schedule interleaved with --virtual gives 2 "
-                    "stages per rank: give --balance A,B,...");
+  // auto plans several stages per rank too; a schedule that cannot run --virtual's count is named.
+  for (const char* schedule : {"interleaved", "interleaved-zb", "zbv"})
+    check_grid_flags(with([&](GridFlags& g) { g.schedule = schedule; }));
   check_grid_flags(with([](GridFlags& g) {
     g.schedule = "interleaved";
     g.balance = "3,2,3,2";
@@ -308,7 +307,20 @@ TEST(GridFlags, ChecksNameTheFlag) {
     g.schedule = "interleaved";
     g.virtual_stages = 1;  // auto with one stage per rank
   }));
+  EXPECT_WEFT_ERROR(check_grid_flags(with([](GridFlags& g) {
+                      g.schedule = "1f1b";
+                      g.virtual_stages = 2;
+                    })),
+                    "--schedule 1f1b runs one stage per rank, but --virtual gives 2: for several stages per rank use "
+                    "interleaved, interleaved-zb, zbv or gpipe");
+  EXPECT_WEFT_ERROR(check_grid_flags(with([](GridFlags& g) {
+                      g.schedule = "zbv";
+                      g.virtual_stages = 3;
+                    })),
+                    "--schedule zbv places two stages per rank in a V, but --virtual gives 3");
   EXPECT_EQ(virtual_stages_for(0, "interleaved"), 2);
+  EXPECT_EQ(virtual_stages_for(0, "interleaved-zb"), 2);
+  EXPECT_EQ(virtual_stages_for(0, "zbv"), 2);
   EXPECT_EQ(virtual_stages_for(0, "zb"), 1);
   EXPECT_EQ(virtual_stages_for(3, "gpipe"), 3);
   // Every grid error is a FlagError (reported once under mpirun).

@@ -2,7 +2,9 @@
 // against the single-process Trainer on the same global batches (itself
 // bitwise the hand-written loop, trainer_test.cc): DataParallel over 2 ranks,
 // Pipeline over 2 stages (1F1B, 2 micro-batches) and Hybrid pp 2 x dp 2
-// (also with ZeRO-1 and gradient clipping) give the per-epoch losses and the
+// (also with ZeRO-1 and gradient clipping), and zbv (two stages per rank in
+// a V, the last stage on the lead) as a pipeline on 2 ranks and pp 2 x dp 2
+// with ZeRO-1 give the per-epoch losses and the
 // final weights within 1e-5, and the accuracy — running, after every step, as
 // the progress bar shows it on the lead, and per epoch — is the true one on
 // every rank, although the pipeline's lead holds the first stage and never
@@ -143,6 +145,46 @@ TEST(TrainerLayouts, PipelineEqualsOneProcessAndItsLeadSeesTheTrueAccuracy) {
   });
   for (int r = 0; r < 2; ++r) expect_close(ref, got[r], r);
   EXPECT_GT(got[0].step_accuracy[0].back(), 0.2);  // rank 0 holds stage 0: no outputs of its own
+}
+
+// The model with a Flatten after the head (a no-op on (N, 3)): four layers,
+// one per stage of zbv on 2 ranks (rank 0 holds stages 0 and 3: the first
+// layer and the last, so the lead scores).
+std::shared_ptr<nn::Sequential> model4(uint64_t seed = kSeed) {
+  auto m = model(seed);
+  m->push_back(std::make_shared<nn::Flatten>());
+  return m;
+}
+
+TEST(TrainerLayouts, ZeroBubbleVPipelineAndHybridEqualOneProcess) {
+  io::DataLoader ref_train = loader(dataset());
+  const TrainRun ref = run(Local{}, model4(), ref_train);
+  parallel::pipe::PipeOptions po;
+  po.chunks = 2;
+  po.schedule = parallel::pipe::ScheduleKind::kZeroBubbleV;
+  po.virtual_stages = 2;
+  std::vector<std::shared_ptr<nn::Sequential>> models;
+  for (int r = 0; r < 2; ++r) models.push_back(model4());
+  std::vector<TrainRun> got(2);
+  parallel::run_ranks(2, [&](std::shared_ptr<parallel::ProcessGroup> g) {
+    io::DataLoader train = loader(dataset());
+    got[g->rank()] = run(Pipeline{.group = g, .balance = {1, 1, 1, 1}, .pipe = po}, models[g->rank()], train);
+  });
+  for (int r = 0; r < 2; ++r) expect_close(ref, got[r], r);
+  // pp 2 x dp 2 with ZeRO-1, the balance measured and planned for the V.
+  models.clear();
+  for (int r = 0; r < 4; ++r) models.push_back(model4(kSeed + r / 2));
+  std::vector<TrainRun> grid(4);
+  parallel::run_ranks(4, [&](std::shared_ptr<parallel::ProcessGroup> g) {
+    auto train = replica_loader(2, g->rank() / 2);
+    parallel::hybrid::DistributedModelOptions o;
+    o.pp = 2;
+    o.pipe = po;
+    o.shard_optimizer_state = true;
+    o.print_table = false;
+    grid[g->rank()] = run(Hybrid{.world = g, .options = o}, models[g->rank()], *train);
+  });
+  for (int r = 0; r < 4; ++r) expect_close(ref, grid[r], r);
 }
 
 void hybrid(bool zero, double clip) {

@@ -5,7 +5,9 @@
 # - one process prints a line per evaluation, the throughput, a sample and
 #   `val_loss=X.XXXX` last; writes 3 metrics lines and the SVG chart;
 # - under mpirun every grid trains alike: pp 2 x dp 1 (-np 2), pp 2 x dp 2
-#   (-np 4, with and without --zero), pp 1 x dp 2, pp 2 zb and pp 4 print the
+#   (-np 4, with and without --zero), pp 1 x dp 2, pp 2 zb, pp 2 zbv (the
+#   tied embedding and head both on rank 0, --balance auto planning 4
+#   stages) and pp 4 print the
 #   one-process evaluation lines (train and validation loss within 1e-5: the
 #   grids sum micro-batches and replicas in another order, which moves the
 #   float32 weights by rounding only; a wrong batch, average, tie or clip
@@ -114,6 +116,9 @@ check grep -aq 'ZeRO-1' "$tmp/2x2_zero.err"
 run_grid 1x2 single 2 --pp 1 --dp 2
 check test "$(grep -ac '^partition: ' "$tmp/1x2.out")" -eq 0
 run_grid 2x1_zb single 2 --pp 2 --schedule zb --chunks 2
+# zbv: the embedding and the tied head both on rank 0, 4 stages planned on 2 ranks.
+run_grid 2x1_zbv single 2 --pp 2 --schedule zbv
+check grep -aq '^partition: 5 layers over 4 stages on 2 ranks (2 per rank), zbv' <(head -n 1 "$tmp/2x1_zbv.out")
 run_grid 4x1 single 4 --pp 4
 with_table 4x1 4
 run_grid 2x2_untied untied 4 --pp 2 --dp 2 --untied

@@ -1,8 +1,9 @@
 // DistributedModel over MPI, one process per rank (mpirun -np 2 and 4): the
 // grids that tile the world (np 2: 1x2 and 2x1; np 4: 2x2, 4x1 and 1x4) train
 // SGD and AdamW steps equal to one process on the global batches
-// (dm_cases.h), with zb-h1 on 2 x dp and backward_passes_per_step 2, and
-// with ZeRO-1 (AdamW) on every grid; the gathered model and optimizer states
+// (dm_cases.h), with zb-h1 and zbv (even, and measured with ZeRO-1) on 2 x
+// dp and backward_passes_per_step 2, and with ZeRO-1 (AdamW) on every grid;
+// the gathered model and optimizer states
 // equal the reference's on every rank.
 #include <gtest/gtest.h>
 
@@ -38,6 +39,14 @@ TEST(DistributedModelMPI, ZeroBubbleAndAccumulation) {
   Case acc{2, n / 2};
   acc.passes = 2;
   check(acc);
+  // zbv: two stages per rank in a V (rank 0 holds the first and the last), with and without ZeRO-1.
+  Case v{2, n / 2};
+  v.schedule = pipe::ScheduleKind::kZeroBubbleV;
+  v.virtual_stages = 2;
+  check(v);
+  v.zero = true;
+  v.measured = true;
+  check(v);
 }
 
 TEST(DistributedModelMPI, ZeroOneOnEveryGrid) {

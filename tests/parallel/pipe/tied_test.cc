@@ -5,7 +5,8 @@
 // pipeline gives each rank its own copy. Checked: the schedule's TiedGrad
 // actions and the validator/simulator on them; for gpipe, 1f1b, interleaved
 // and zb-h1 (split backward) the loss and every gradient, the tied ones on
-// both holders, equal the reference; gradient accumulation over two steps
+// both holders, equal the reference, and for zbv (both members on rank 0) and
+// interleaved-zb too; gradient accumulation over two steps
 // without zeroing; SGD training keeps the copies bitwise equal and equal to
 // the reference; errors (unknown name, shapes that differ, one tensor shared
 // by two ranks, a deadlocking placement).
@@ -165,6 +166,30 @@ TEST(PipeTied, EverySchedulesGradientsEqualOneProcessWithATrueTie) {
         Case{ScheduleKind::kInterleaved1F1B, 2, 2, {1, 2, 2, 3}}, Case{ScheduleKind::kZeroBubbleH1, 2, 1, {5, 3}},
         Case{ScheduleKind::kZeroBubbleH1, 4, 1, {2, 2, 2, 2}}})
     check_tied(c, /*steps=*/1, /*sgd=*/false);
+}
+
+// zbv's V puts the embedding (stage 0) and the head (stage 2p - 1) on rank 0:
+// one Tied action there sums its two members (and no message), the other
+// ranks have none; interleaved-zb keeps them on ranks 0 and 1.
+TEST(PipeTied, TwoStagesOfAGroupOnOneRank) {
+  Schedule v = make_schedule(ScheduleKind::kZeroBubbleV, 2, 4, 2);
+  add_tied_grads(v, {{0, 3}});
+  EXPECT_EQ(v.tied_ranks(0), (std::vector<int>{0}));
+  EXPECT_EQ(to_string(v.rank_actions[0].back()), "Tied0@s0");
+  int tied_actions = 0;
+  for (const auto& list : v.rank_actions)
+    for (const Action& a : list) tied_actions += is_tied(a.kind);
+  EXPECT_EQ(tied_actions, 1);
+  EXPECT_NO_THROW(validate(v));
+  EXPECT_NO_THROW(simulate(v, CostModel::uniform(4, 1, 1, 1)));
+  for (const Case& c :
+       {Case{ScheduleKind::kZeroBubbleV, 2, 2, {2, 2, 2, 2}}, Case{ScheduleKind::kZeroBubbleV, 2, 2, {1, 3, 3, 1}},
+        Case{ScheduleKind::kZeroBubbleV, 4, 2, {1, 1, 1, 1, 1, 1, 1, 1}},
+        Case{ScheduleKind::kInterleavedZeroBubble, 2, 2, {1, 2, 2, 3}}}) {
+    check_tied(c, /*steps=*/1, /*sgd=*/false);
+    check_tied(c, /*steps=*/3, /*sgd=*/true);
+  }
+  check_tied(Case{ScheduleKind::kZeroBubbleV, 2, 2, {2, 2, 2, 2}}, /*steps=*/2, /*sgd=*/false);  // accumulation
 }
 
 TEST(PipeTied, AccumulationOverStepsCountsEachStepOnce) {
