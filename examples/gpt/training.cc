@@ -19,10 +19,6 @@ namespace {
 namespace hy = parallel::hybrid;
 namespace pp = parallel::pipe;
 
-int virtual_stages_of(const Options& o) {
-  return o.virtual_stages > 0 ? o.virtual_stages : (o.schedule == "interleaved" ? 2 : 1);
-}
-
 std::unique_ptr<optim::LRScheduler> schedule(optim::Optimizer& opt, const Options& o) {
   return std::make_unique<optim::LinearWarmupCosine>(opt, o.warmup, o.steps, o.warmup > 0 ? 1.0 / o.warmup : 1.0,
                                                      o.lr * o.min_lr_ratio);
@@ -57,10 +53,7 @@ Job make_job(const Options& o, const Corpus& corpus, std::shared_ptr<parallel::P
   job.local_rows = o.batch_size / job.dp;
   WEFT_CHECK(job.local_rows >= o.chunks, "--batch-size ", o.batch_size, " over --dp ", job.dp, " replicas leaves ",
              job.local_rows, " rows per replica, fewer than the ", o.chunks, " micro-batches of --chunks");
-  const int virtual_stages = virtual_stages_of(o);
-  WEFT_CHECK(o.balance != "auto" || virtual_stages == 1, "--balance auto places one stage per rank; with ",
-             virtual_stages, " stages per rank (--schedule ", o.schedule, ", --virtual) give --balance A,B,... (",
-             o.pp * virtual_stages, " entries)");
+  const int virtual_stages = virtual_stages_for(o.virtual_stages, o.schedule);  // zbv: its V's two
   hy::DistributedModelOptions dmo;
   dmo.pp = o.pp;
   dmo.dp = job.dp;

@@ -13,8 +13,8 @@
 // Contract:
 // - make_job(o, world): the layout and this rank's replica (world null: one
 //   process). Errors name the flags: a --batch-size that does not divide
-//   among the replicas, too few rows for --chunks, --balance auto with
-//   several stages per rank. Every rank builds the model from --seed; with
+//   among the replicas, too few rows for --chunks. Every rank builds the
+//   model from --seed; with
 //   --pp > 1 the tied head is declared in PipeOptions::tied (Note [tied
 //   parameters]).
 // - make_trainer(o, job): the Trainer with the LR schedule, global-norm
