@@ -117,10 +117,11 @@ int train(const Options& o, const Corpus& corpus, std::shared_ptr<parallel::Proc
   if (!o.save.empty())
     t.add<train::Checkpoint>(train::CheckpointOptions{
         .root = o.save, .keep_last = o.keep_last, .quiet = true, .metadata = gpt_metadata(o.model, o.steps)});
+  auto bubbles = std::make_shared<std::vector<double>>();  // the last steps' measured bubbles
   if (job.hybrid)
-    t.add<train::Lambda>(train::Lambda::Events{.step_begin = [end](train::Trainer& tr) {
-      if (tr.state().step == end - 1) record_last_step(tr);
-    }});
+    t.add<train::Lambda>(
+        train::Lambda::Events{.step_begin = [end](train::Trainer& tr) { record_from(tr, end); },
+                              .step_end = [bubbles, &o](train::Trainer& tr) { sample_bubble(tr, o, *bubbles); }});
   prepare_trainer(t, job);  // collective; loads --resume's checkpoint
   if (saved) {
     follow_steps(t, o);
@@ -137,8 +138,8 @@ int train(const Options& o, const Corpus& corpus, std::shared_ptr<parallel::Proc
   const int64_t steps = report.steps_trained(), tokens_per_step = o.batch_size * o.model.context;
   // A finished checkpoint resumed at its --steps trains nothing: evaluate it as its run ended.
   const double val_loss = steps > 0 ? t.state().history.back().valid_loss : t.evaluate(*valid).loss;
-  const std::string pipeline = job.hybrid && steps > 0 ? pipeline_summary(t, o) : "";  // collective
-  std::shared_ptr<nn::Sequential> model = t.whole_model();                             // collective
+  const std::string pipeline = job.hybrid && steps > 0 ? pipeline_summary(t, o, *bubbles) : "";  // collective
+  std::shared_ptr<nn::Sequential> model = t.whole_model();                                       // collective
   if (lead) {
     if (steps > 0)
       std::printf("throughput: %.0f tokens/s (%lld steps of %lld tokens in %.1fs of training)%s%s\n",

@@ -109,21 +109,33 @@ void follow_steps(train::Trainer& t, const Options& o) {
   t.scheduler()->load_state_dict(fresh->state_dict());  // its values and the groups' lrs
 }
 
-void record_last_step(train::Trainer& t) { t.distributed_model().pipe().runner().set_record_trace(true); }
+void record_from(train::Trainer& t, int64_t end) {
+  if (t.state().step >= end - kBubbleSteps) t.distributed_model().pipe().runner().set_record_trace(true);
+}
 
-std::string pipeline_summary(train::Trainer& t, const Options& o) {
+void sample_bubble(train::Trainer& t, const Options& o, std::vector<double>& bubbles) {
+  auto& runner = t.distributed_model().pipe().runner();
+  if (!runner.options().record_trace) return;
   auto& dm = t.distributed_model();
-  // The last step's measured timeline: per pipeline rank, the share of the step not spent in F, B or W.
-  std::vector<pp::TraceEvent> events = pp::gather_trace(*dm.grid().pipeline(), dm.pipe().runner().last_trace());
-  const double measured = pp::measured_bubble(events, o.pp);
+  bubbles.push_back(pp::measured_bubble(pp::gather_trace(*dm.grid().pipeline(), runner.last_trace()), o.pp));
+}
+
+std::string pipeline_summary(train::Trainer& t, const Options& o, const std::vector<double>& bubbles) {
+  auto& dm = t.distributed_model();
+  double mean = 0, lo = 1, hi = 0;
+  for (double b : bubbles) {
+    mean += b / static_cast<double>(bubbles.size());
+    lo = std::min(lo, b);
+    hi = std::max(hi, b);
+  }
   const int chunks = dm.pipe().options().chunks;
   char buf[512];
   std::snprintf(buf, sizeof(buf),
-                "pp %d x dp %d (%s, %d micro-batches of %lld sequences per replica%s): bubble %.1f%% measured on the "
-                "last step (idle share of its F/B/W timeline, gradient averages included)",
+                "pp %d x dp %d (%s, %d micro-batches of %lld sequences per replica%s): bubble %.1f%% measured (mean "
+                "of the last %zu steps' timelines, %.1f%% to %.1f%%; idle share of F/B/W, gradient averages included)",
                 o.pp, dm.grid().dp(), dm.pipe().schedule().name.c_str(), chunks,
-                static_cast<long long>(o.batch_size / dm.grid().dp() / chunks), o.zero ? ", ZeRO-1" : "",
-                100.0 * measured);
+                static_cast<long long>(o.batch_size / dm.grid().dp() / chunks), o.zero ? ", ZeRO-1" : "", 100.0 * mean,
+                bubbles.size(), 100.0 * (bubbles.empty() ? 0 : lo), 100.0 * hi);
   std::string out = buf;
   if (!dm.profile().empty()) {  // measured partitioning: the plan's simulated bubble
     std::snprintf(buf, sizeof(buf), ", %.1f%% predicted by the partition plan", 100.0 * dm.plan().bubble_fraction);

@@ -28,10 +28,10 @@
 // - follow_steps(t, o) after a resume: the LR schedule's position is the
 //   one a run of the current --steps (and --lr, --warmup, --min-lr-ratio)
 //   has at the resumed step, so a larger --steps moves its horizon there.
-// - pipeline_summary(t, o) (collective; hybrid only): the grid, schedule and
-//   the bubble measured on the last step's timeline (recorded when
-//   record_last_step was called before it), and the partition plan's
-//   predicted bubble when the partition was measured.
+// - pipeline_summary(t, o, bubbles) (hybrid only): the grid, schedule and
+//   the mean (and range) of the bubbles measured on the last steps'
+//   timelines (pipe::measured_bubble, gradient averages included), and the
+//   partition plan's predicted bubble when the partition was measured.
 #pragma once
 
 #include <memory>
@@ -62,7 +62,12 @@ Job make_job(const Options& o, const Corpus& corpus, std::shared_ptr<parallel::P
 std::unique_ptr<train::Trainer> make_trainer(Job& job);  // sets job.replica
 void prepare_trainer(train::Trainer& t, const Job& job);
 void follow_steps(train::Trainer& t, const Options& o);
-void record_last_step(train::Trainer& t);
-std::string pipeline_summary(train::Trainer& t, const Options& o);
+// The last kBubbleSteps steps' timelines are recorded (record_from, at each
+// step's begin), and sample_bubble (collective, at each step's end) keeps
+// each recorded step's measured bubble on the pipeline's ranks.
+constexpr int64_t kBubbleSteps = 10;
+void record_from(train::Trainer& t, int64_t end);
+void sample_bubble(train::Trainer& t, const Options& o, std::vector<double>& bubbles);
+std::string pipeline_summary(train::Trainer& t, const Options& o, const std::vector<double>& bubbles);
 
 }  // namespace weft::examples::gpt
