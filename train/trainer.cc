@@ -117,6 +117,13 @@ double Trainer::lr() const {
 }
 
 parallel::hybrid::DistributedModel& Trainer::distributed_model() { return runner_->dm(); }
+
+parallel::hybrid::DistributedOptimizer& Trainer::distributed_optimizer() {
+  WEFT_CHECK(runner_->prepared(),
+             "Trainer::distributed_optimizer: the trainer is not prepared yet (it is after "
+             "prepare() or the first fit)");
+  return runner_->dopt();
+}
 std::shared_ptr<nn::Sequential> Trainer::whole_model() { return runner_->whole_model(); }
 bool Trainer::writes_checkpoints() const { return runner_->writes_checkpoints(); }
 std::shared_ptr<parallel::ProcessGroup> Trainer::checkpoint_world() const { return runner_->dm_world(); }

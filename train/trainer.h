@@ -74,6 +74,7 @@
 #include "nn/container.h"
 #include "optim/lr_scheduler.h"
 #include "parallel/checkpoint/checkpointer.h"
+#include "parallel/hybrid/distributed_optimizer.h"
 #include "parallel/pipe/runner.h"
 #include "train/callback.h"
 #include "train/history.h"
@@ -185,6 +186,9 @@ class Trainer {
   // The DistributedModel every layout's state goes through (for Local and
   // DataParallel: one stage over a one-rank group, sharing the model's tensors).
   parallel::hybrid::DistributedModel& distributed_model();
+  // Its DistributedOptimizer, once prepared (memory_summary() with ZeRO-1);
+  // an error before.
+  parallel::hybrid::DistributedOptimizer& distributed_optimizer();
   // The whole model (Local, DataParallel); for Pipeline and Hybrid the
   // gathered copy (collective).
   std::shared_ptr<nn::Sequential> whole_model();

@@ -98,6 +98,7 @@ void prepare_trainer(train::Trainer& t, const Job& job) {
                o.balance == "auto" ? (o.pp > 1 ? " (measured)" : " (one stage)") : " (given)",
                dm.pipe().schedule().name.c_str(), dm.pipe().options().chunks, static_cast<long long>(job.local_rows),
                static_cast<long long>(o.batch_size), o.zero ? ", ZeRO-1" : "");
+  if (o.zero) std::fprintf(stderr, "gpt: %s\n", t.distributed_optimizer().memory_summary().c_str());
 }
 
 void follow_steps(train::Trainer& t, const Options& o) {

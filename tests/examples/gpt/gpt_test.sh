@@ -113,6 +113,7 @@ run_grid 2x2 single 4 --pp 2 --dp 2
 with_table 2x2 2
 run_grid 2x2_zero single 4 --pp 2 --dp 2 --zero
 check grep -aq 'ZeRO-1' "$tmp/2x2_zero.err"
+check grep -aq '^gpt: optimizer state: .* MiB per rank (.* MiB unsharded, dp 2)' "$tmp/2x2_zero.err"
 run_grid 1x2 single 2 --pp 1 --dp 2
 check test "$(grep -ac '^partition: ' "$tmp/1x2.out")" -eq 0
 run_grid 2x1_zb single 2 --pp 2 --schedule zb --chunks 2
