@@ -58,7 +58,22 @@ train::DataParallel DataParallelComm::layout(Device device, std::optional<DType>
 }
 
 void DataParallelComm::attach(train::Trainer& t, int64_t steps_per_epoch, int64_t epochs) {
-  if (!node_dp_) return;
+  if (!node_dp_) {  // plain DDP: how much of its reductions backward hid, per epoch (rank 0's)
+    t.add<train::Lambda>(train::Lambda::Events{
+        .epoch_end =
+            [](train::Trainer& tr) {
+              parallel::DistributedDataParallel* ddp = tr.ddp();
+              if (ddp == nullptr) return;
+              if (tr.lead())
+                std::printf(
+                    "ddp: epoch %lld: overlap %.2f (the share of the gradient reductions' window hidden "
+                    "behind backward, rank 0)\n",
+                    static_cast<long long>(tr.state().epoch), ddp->comm_stats().overlap());
+              ddp->reset_comm_stats();
+            },
+        .order = 6});  // after the epoch line (Progress: 5)
+    return;
+  }
   const DType wire = f_.downcast == "bf16" ? DType::BFloat16 : f_.downcast == "fp16" ? DType::Float16 : DType::Float32;
   daso_ = std::make_unique<parallel::Daso>(
       *node_dp_, t.optimizer(),

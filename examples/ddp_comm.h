@@ -1,7 +1,7 @@
 // fashion_mnist_ddp's data parallelism beside the Trainer: plain DDP over the
 // world with its allreduce volume counted, or --daso (heat's
-// DataParallelMultiGPU + DASO: DDP inside each node, parallel/node_ddp.h, and
-// DASO averaging the parameters between nodes, parallel/daso.h), with DASO's
+// DataParallelMultiGPU + DASO: DDP inside each node, parallel/data/node_ddp.h, and
+// DASO averaging the parameters between nodes, parallel/data/daso.h), with DASO's
 // flags.
 //
 // Contract:
@@ -18,7 +18,7 @@
 //   over the Trainer's optimizer and, after each epoch line, feeds it the
 //   epoch's loss and prints the next epoch's schedule (lead).
 // - report(trainer) (collective) prints on the lead the bytes sent between
-//   nodes, summed over the ranks (ring model, parallel/comm_volume.h): DASO's
+//   nodes, summed over the ranks (ring model, parallel/data/comm_volume.h): DASO's
 //   counters, or plain DDP's whole volume.
 #pragma once
 

@@ -15,14 +15,14 @@
 // --resume (every rank) takes such a directory, its root or an older
 // single-file checkpoint; --stop-after-epoch K stops as if interrupted.
 // --amp bf16: bfloat16 autocast. --device cuda: each rank on GPU local_rank %
-// GPUs, DDP over NCCL (parallel/device_group.h; metrics still over MPI);
+// GPUs, DDP over NCCL (parallel/comm/device_group.h; metrics still over MPI);
 // cuda:N puts every rank on GPU N. Threads per rank: cores / ranks on the node.
 //
-// --daso: DDP inside each node (parallel/node_ddp.h) and DASO between nodes
-// (parallel/daso.h) on heat's schedule; --ranks-per-node N makes blocks of N
+// --daso: DDP inside each node (parallel/data/node_ddp.h) and DASO between nodes
+// (parallel/data/daso.h) on heat's schedule; --ranks-per-node N makes blocks of N
 // ranks pretend to be nodes. The run ends with the bytes sent between nodes
 // (DASO's allgathers, or plain DDP's whole world allreduce volume; ring
-// model, parallel/comm_volume.h, summed over the ranks) before test_accuracy.
+// model, parallel/data/comm_volume.h, summed over the ranks) before test_accuracy.
 #include <iostream>
 #include <memory>
 #include <optional>

@@ -9,7 +9,7 @@
 //   set, forward passes and the loss run under AutocastGuard(device.type,
 //   *autocast) (core/autocast.h), backward outside it.
 // - DataParallel{group, ddp, device, autocast, metrics_group}: a replica per
-//   rank of `group` wrapped in DistributedDataParallel (parallel/ddp.h:
+//   rank of `group` wrapped in DistributedDataParallel (parallel/data/ddp.h:
 //   parameters broadcast from rank 0, bucketed gradient all-reduce
 //   overlapping backward; any ProcessGroup: MPI, NCCL, in-process). Each rank
 //   feeds its own shard of every global batch (e.g. a DistributedSampler or
@@ -17,7 +17,7 @@
 //   reduced over `metrics_group` (a group that takes CPU float64 tensors;
 //   null: `group`), so every rank reports the global batch's numbers.
 //   Two optional hooks for data parallelism the Trainer does not build
-//   itself (e.g. DASO, parallel/daso.h): `wrapped`, a DDP over the model
+//   itself (e.g. DASO, parallel/data/daso.h): `wrapped`, a DDP over the model
 //   made elsewhere (parallel::NodeDataParallel's node DDP): forward goes
 //   through it and no DDP is built over `group`, which then only reduces
 //   the metrics (unless metrics_group is set); `step(optimizer)`, called in
@@ -48,10 +48,10 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "optim/optimizer.h"
+#include "parallel/comm/process_group.h"
 #include "parallel/data/ddp.h"
 #include "parallel/hybrid/distributed_model.h"
 #include "parallel/pipe/pipe.h"
-#include "parallel/comm/process_group.h"
 
 namespace weft::train {
 

@@ -9,9 +9,9 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "optim/clip_grad.h"
+#include "parallel/comm/inproc/process_group_inproc.h"
 #include "parallel/data/ddp.h"
 #include "parallel/hybrid/clip_grad.h"
-#include "parallel/comm/inproc/process_group_inproc.h"
 
 namespace weft::train::detail {
 namespace {
@@ -92,6 +92,7 @@ class ReplicaRunner : public Runner {
   int world_size() const override { return metrics_group_ ? metrics_group_->size() : 1; }
   bool writes_checkpoints() const override { return rank() == 0; }
   std::shared_ptr<nn::Sequential> whole_model() override { return model_; }
+  parallel::DistributedDataParallel* ddp() override { return wrapped_ ? wrapped_ : ddp_.get(); }
 
  private:
   std::shared_ptr<nn::Sequential> model_;

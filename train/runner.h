@@ -56,6 +56,9 @@ class Runner {
   virtual int world_size() const = 0;
   virtual bool writes_checkpoints() const = 0;
   virtual std::shared_ptr<nn::Sequential> whole_model() = 0;
+  // DataParallel: the DDP wrapping the model (the layout's own or the wrapped
+  // one); null for the other layouts.
+  virtual parallel::DistributedDataParallel* ddp() { return nullptr; }
 
   parallel::hybrid::DistributedModel& dm() { return *dm_; }
   parallel::hybrid::DistributedOptimizer& dopt() { return *dopt_; }

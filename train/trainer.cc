@@ -118,6 +118,8 @@ double Trainer::lr() const {
 
 parallel::hybrid::DistributedModel& Trainer::distributed_model() { return runner_->dm(); }
 
+parallel::DistributedDataParallel* Trainer::ddp() { return runner_->ddp(); }
+
 parallel::hybrid::DistributedOptimizer& Trainer::distributed_optimizer() {
   WEFT_CHECK(runner_->prepared(),
              "Trainer::distributed_optimizer: the trainer is not prepared yet (it is after "

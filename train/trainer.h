@@ -189,6 +189,9 @@ class Trainer {
   // Its DistributedOptimizer, once prepared (memory_summary() with ZeRO-1);
   // an error before.
   parallel::hybrid::DistributedOptimizer& distributed_optimizer();
+  // DataParallel: its DistributedDataParallel (comm_stats()); null for the
+  // other layouts.
+  parallel::DistributedDataParallel* ddp();
   // The whole model (Local, DataParallel); for Pipeline and Hybrid the
   // gathered copy (collective).
   std::shared_ptr<nn::Sequential> whole_model();

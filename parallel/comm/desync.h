@@ -1,5 +1,5 @@
 // Collective fingerprints for the debug mode (WEFT_DEBUG_COLLECTIVES,
-// parallel/process_group.h): what a rank is about to issue, and the comparison
+// parallel/comm/process_group.h): what a rank is about to issue, and the comparison
 // that names the first divergence among the ranks of a group. Backend
 // independent: the backends do the exchange (ProcessGroupMPI allgathers the
 // fingerprints on its side communicator; ProcessGroupNCCL through its MPI

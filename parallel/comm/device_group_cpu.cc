@@ -1,4 +1,4 @@
-// device_group (parallel/device_group.h) for builds without the CUDA toolkit:
+// device_group (parallel/comm/device_group.h) for builds without the CUDA toolkit:
 // CPU only; CUDA requests are errors that say so.
 #include "parallel/comm/device_group.h"
 

@@ -1,4 +1,4 @@
-// device_group (parallel/device_group.h) for builds with the CUDA toolkit:
+// device_group (parallel/comm/device_group.h) for builds with the CUDA toolkit:
 // CPU tensors use the bootstrap (MPI) group, CUDA tensors a ProcessGroupNCCL.
 #include "parallel/comm/device_group.h"
 #include "parallel/comm/mpi/process_group_mpi.h"

@@ -1,4 +1,4 @@
-// DDP communication hooks (parallel/comm_hooks.h).
+// DDP communication hooks (parallel/data/comm_hooks.h).
 #include "parallel/data/comm_hooks.h"
 
 #include "core/autograd_meta.h"

@@ -1,11 +1,11 @@
 // Daso: heat's DASO optimizer ("distributed asynchronous and selective
 // optimisation") over any weft optimizer, for a NodeDataParallel model
-// (parallel/node_ddp.h): the node DDP averages gradients inside each node at
+// (parallel/data/node_ddp.h): the node DDP averages gradients inside each node at
 // every step; Daso averages the parameters between nodes, blocking in the
 // warm-up and cool-down epochs, and otherwise only every global_skip steps,
 // started without blocking and folded in batches_to_wait steps later, more
 // often when the loss stops improving (the schedule: DasoSchedule,
-// parallel/daso_schedule.h, Note [daso schedule]).
+// parallel/data/daso_schedule.h, Note [daso schedule]).
 //
 // Contract:
 // - Construction is collective over the model's world: every rank passes the
@@ -55,7 +55,7 @@
 //   parallelism and step() only steps the optimizer.
 // - Counters (stats()): global averages done (blocking and folded), bytes
 //   this rank sent between nodes (ring_allgather_bytes of its wire slice per
-//   average, parallel/comm_volume.h) and inside the node for DASO's own
+//   average, parallel/data/comm_volume.h) and inside the node for DASO's own
 //   allgathers, steps at which this rank waited for an average (every
 //   blocking one, and a fold whose data had not arrived yet) and the seconds
 //   spent waiting there.

@@ -1,4 +1,4 @@
-// DasoSchedule: when DASO (parallel/daso.h) averages the parameters between
+// DasoSchedule: when DASO (parallel/data/daso.h) averages the parameters between
 // nodes, as a pure state machine over epochs and steps (no tensors, no
 // communication), so the schedule can be pinned against hand-worked sequences.
 //

@@ -1,6 +1,6 @@
-// DistributedDataParallel (parallel/ddp.h): parameter checks across ranks,
+// DistributedDataParallel (parallel/data/ddp.h): parameter checks across ranks,
 // broadcasts, the non-blocking mode's per-module updates; the reductions are
-// the Reducer's (parallel/reducer.cc: Note [bucket order], Note [ready twice],
+// the Reducer's (parallel/data/reducer.cc: Note [bucket order], Note [ready twice],
 // Note [progress]).
 #include "parallel/data/ddp.h"
 

@@ -1,6 +1,6 @@
 // DistributedDataParallel: data-parallel training of an nn::Module over a
 // ProcessGroup, with gradient reductions overlapping backward. A thin wrapper:
-// the bucketing, readiness and overlap are the Reducer's (parallel/reducer.h).
+// the bucketing, readiness and overlap are the Reducer's (parallel/data/reducer.h).
 //
 // Contract:
 // - Construction checks that every rank holds the same parameter names, shapes
@@ -23,7 +23,7 @@
 //   update of one parameter depends only on that parameter (SGD, Adam, AdamW).
 //   Requires that children run through Module::operator() (so pre-hooks fire)
 //   and that a module's parameters are used only inside its own forward.
-//   optimizer_update (parallel/ddp_optim.h, //parallel/data:ddp_optim) makes
+//   optimizer_update (parallel/data/ddp_optim.h, //parallel/data:ddp_optim) makes
 //   `update` from an optimizer; //parallel/data:ddp itself does not depend on optim.
 // - All ranks must issue the same sequence of synced backwards; the DDP object
 //   removes its hooks when destroyed. Not thread-safe; one backward at a time.

@@ -1,12 +1,12 @@
 // NodeDataParallel: heat's DataParallelMultiGPU in weft's terms: synchronous
 // data parallelism among the ranks of one node (DistributedDataParallel on
 // the node group: NCCL for CUDA parameters, the MPI or in-process group for
-// CPU ones) and nothing between nodes; DASO (parallel/daso.h) synchronises
+// CPU ones) and nothing between nodes; DASO (parallel/data/daso.h) synchronises
 // the nodes.
 //
 // Contract:
 // - Construction is collective over groups.world (make_node_groups,
-//   parallel/node_groups.h): every rank must hold the same parameter and
+//   parallel/data/node_groups.h): every rank must hold the same parameter and
 //   buffer list (names, shapes, dtypes; an error on every rank naming the
 //   first difference and what each rank holds); then rank 0 of the world
 //   broadcasts its parameters and buffers to every rank (through CPU copies
@@ -14,7 +14,7 @@
 //   "unify parameters across nodes"; then a DistributedDataParallel is built
 //   on the node group (for CUDA parameters over new_device_group(node group),
 //   collective over the node) with `options.ddp`, whose comm hook is wrapped
-//   by counting_hook (parallel/comm_volume.h) for node_bytes().
+//   by counting_hook (parallel/data/comm_volume.h) for node_bytes().
 //   options.ddp.non_blocking is refused: DASO steps the optimizer itself.
 // - forward() is the node DDP's: backward averages the gradients over the
 //   node, so the ranks of a node keep equal parameters.

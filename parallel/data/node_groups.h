@@ -1,7 +1,7 @@
 // Node groups: the two-level layout of hierarchical data parallelism (heat's
 // DataParallelMultiGPU + DASO). The ranks on one node form a node group (fast
 // link: synchronous DDP every step); the i-th rank of every node forms global
-// group i (the slow link between nodes: DASO, parallel/daso.h).
+// group i (the slow link between nodes: DASO, parallel/data/daso.h).
 //
 // Contract:
 // - NodeLayout is pure: from each world rank's node id (ranks with equal ids

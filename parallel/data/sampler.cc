@@ -1,4 +1,4 @@
-// DistributedSampler, GlobalBatchSampler and ShardDataset (parallel/sampler.h).
+// DistributedSampler, GlobalBatchSampler and ShardDataset (parallel/data/sampler.h).
 #include "parallel/data/sampler.h"
 
 #include <algorithm>

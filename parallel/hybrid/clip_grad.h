@@ -24,7 +24,7 @@
 //   (DistributedModelOptions::shard_optimizer_state), called by the shard
 //   optimizer before it updates (ClipBeforeStep below): at that point each
 //   rank holds, in its shard tensors' gradients, its slice of its stage's
-//   averaged flat gradient (parallel/zero.h, Note [zero flat shards]), so the
+//   averaged flat gradient (parallel/data/zero.h, Note [zero flat shards]), so the
 //   squared norm is the world's sum of the shards' sums of squares, less the
 //   elements of tied members other than a group's first-named one (found
 //   from the flat layout: the local parameters grouped by (dtype, device) in

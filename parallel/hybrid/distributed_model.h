@@ -52,7 +52,7 @@
 //   rank.
 // - shard_optimizer_state (ZeRO-1): no ReduceGrad actions and no data-parallel
 //   averaging here: a DistributedOptimizer over this model reduce-scatters
-//   the gradients in its step (parallel/zero.h), so step() leaves each
+//   the gradients in its step (parallel/data/zero.h), so step() leaves each
 //   replica's local gradients (tied ones summed over stages).
 // - State: local_state_dict() is this rank's stages' parameters and buffers
 //   under their full names, a part of the whole; state_dict() (collective

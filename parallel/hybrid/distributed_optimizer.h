@@ -1,6 +1,6 @@
 // DistributedOptimizer: any weft optimizer over a DistributedModel's local
 // parameters (SageMaker's smp.DistributedOptimizer), optionally with its state
-// sharded over the data-parallel group (ZeRO-1, parallel/zero.h).
+// sharded over the data-parallel group (ZeRO-1, parallel/data/zero.h).
 //
 // Contract:
 // - DistributedOptimizer(model, factory): factory(named parameters) makes the

@@ -37,6 +37,8 @@ run full
 check python3 "$bar_accuracy" "$tmp/full.out" "$tmp/full.err"
 check test "$(wc -l < "$tmp/full.jsonl")" -eq 2
 check grep -q '^test_accuracy=0\.[0-9]\{4\}$' <(tail -n 1 "$tmp/full.out")
+# Each epoch says how much of DDP's reductions backward hid (one line per epoch, from rank 0).
+check test "$(grep -c '^ddp: epoch [12]: overlap [01]\.[0-9][0-9] ' "$tmp/full.out")" -eq 2
 
 run stopped --no-progress --stop-after-epoch 1 --save "$tmp/ck"
 check test "$(grep -c '^epoch' "$tmp/stopped.out")" -eq 1

@@ -1,5 +1,5 @@
-// The DASO test cases (parallel/daso.h, parallel/node_ddp.h,
-// parallel/node_groups.h), written once against a world ProcessGroup and a
+// The DASO test cases (parallel/data/daso.h, parallel/data/node_ddp.h,
+// parallel/data/node_groups.h), written once against a world ProcessGroup and a
 // ranks_per_node that splits it into pretend nodes; run by daso_test.cc
 // (ranks as threads: 2x1, 2x2, 3x2, 4x1 nodes x ranks) and daso_mpi_test.cc
 // (mpirun -np 2 as 2x1, -np 4 as 2x2). Every rank calls each case.

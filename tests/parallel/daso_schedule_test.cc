@@ -1,9 +1,9 @@
-// DasoSchedule (parallel/daso_schedule.h, Note [daso schedule]) against
+// DasoSchedule (parallel/data/daso_schedule.h, Note [daso schedule]) against
 // hand-worked sequences: phases, skips and waits epoch by epoch from given
 // losses (warm-up, the plateau halvings and heat's reset, cool-down), the
 // per-step plans of an epoch, the plateau detector, and option errors.
-// Also the node layout (parallel/node_groups.h) and the ring byte counts
-// (parallel/comm_volume.h), which are pure too.
+// Also the node layout (parallel/data/node_groups.h) and the ring byte counts
+// (parallel/data/comm_volume.h), which are pure too.
 #include "parallel/data/daso_schedule.h"
 
 #include <string>

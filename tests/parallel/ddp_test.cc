@@ -1,5 +1,5 @@
 // DistributedDataParallel with ranks as threads of one process over the
-// in-process group (parallel/inproc/process_group_inproc.h), 2 and 4 ranks: every case
+// in-process group (parallel/comm/inproc/process_group_inproc.h), 2 and 4 ranks: every case
 // of tests/parallel/ddp_cases.h (the same cases ddp_mpi_test.cc runs over MPI).
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// parallel/desync.h without any transport: describe() for every operation and
+// parallel/comm/desync.h without any transport: describe() for every operation and
 // first_divergence() against hand-written messages (agreement, a divergence in
 // each field, a 3-to-1 split over 4 ranks, non-trivial global ranks, a
 // send/recv pair). The MPI exchange is covered by the desync_*_test scenarios.

@@ -1,4 +1,4 @@
-// parallel/device_group.h in every build: CPU keeps the bootstrap group; CUDA
+// parallel/comm/device_group.h in every build: CPU keeps the bootstrap group; CUDA
 // without a GPU (or without the NCCL backend) is an error that says which.
 #include "parallel/comm/device_group.h"
 

@@ -1,6 +1,6 @@
 // A program that calls MPI_Finalize itself, without destroy_process_group or a
 // DistributedContext: the heartbeat thread (Note [liveness] in
-// parallel/mpi/liveness.cc) must stop inside MPI_Finalize (an
+// parallel/comm/mpi/liveness.cc) must stop inside MPI_Finalize (an
 // MPI_COMM_SELF attribute callback), or it would call MPI after finalisation
 // and Open MPI would abort the run. Run by mpi_test.sh with 2 and 4 ranks;
 // exits 0 when everything worked.

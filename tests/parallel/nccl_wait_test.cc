@@ -1,4 +1,4 @@
-// The NCCL backend's waits (parallel/nccl/nccl_wait.h) with a fake NCCL: a call
+// The NCCL backend's waits (parallel/comm/nccl/nccl_wait.h) with a fake NCCL: a call
 // stuck in ncclInProgress ends as soon as the liveness check names a dead peer,
 // long before the collective timeout (Note [nccl non-blocking]); a split waits
 // for its child's handle and initialisation (Note [nccl split handle]).

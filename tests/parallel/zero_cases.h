@@ -1,4 +1,4 @@
-// The ZeroOptimizer (parallel/zero.h) test cases, written once against a
+// The ZeroOptimizer (parallel/data/zero.h) test cases, written once against a
 // ProcessGroup and run by two drivers: tests/parallel/zero_test.cc (ranks as
 // threads over the in-process group, 1, 2, 3 and 4 ranks) and
 // tests/parallel/zero_mpi_test.cc (processes under mpirun -np 2 and 4). Every

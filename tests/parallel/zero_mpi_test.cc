@@ -1,4 +1,4 @@
-// ZeroOptimizer (parallel/zero.h) over the real MPI process group, run under
+// ZeroOptimizer (parallel/data/zero.h) over the real MPI process group, run under
 // mpirun (tests/parallel/mpi_test.sh) with 2 and 4 ranks: every case of
 // tests/parallel/zero_cases.h (the same cases zero_test.cc runs over the
 // in-process group). Every rank runs every test in the same order.

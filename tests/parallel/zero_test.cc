@@ -1,4 +1,4 @@
-// ZeroOptimizer (parallel/zero.h) with ranks as threads over the in-process
+// ZeroOptimizer (parallel/data/zero.h) with ranks as threads over the in-process
 // group: every case of tests/parallel/zero_cases.h at dp 1, 2, 3 and 4 (3 and
 // 4 pad the 275-parameter MLP's flat buffer; dp 1 is the degenerate group).
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// ProcessGroupInProc: the whole ProcessGroup contract (parallel/process_group.h)
+// ProcessGroupInProc: the whole ProcessGroup contract (parallel/comm/process_group.h)
 // with ranks as threads of one process and messages passed through memory, so
 // multi-rank logic (DDP, pipeline schedules, pipeline x data parallel grids) is
 // testable without mpirun, and a single process can drive several ranks.

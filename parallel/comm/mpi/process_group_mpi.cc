@@ -69,7 +69,7 @@ int local_size() {
 
 namespace {
 
-// Debug mode (parallel/desync.h): exchanges `mine` on the side communicator
+// Debug mode (parallel/comm/desync.h): exchanges `mine` on the side communicator
 // with every rank of `gs` (peer < 0: MPI_Iallgather) or with group rank `peer`
 // only (MPI_Isend + MPI_Irecv). Returns the fingerprints in group-rank order
 // (for a pair: the lower group rank's first), or nothing after `timeout` from

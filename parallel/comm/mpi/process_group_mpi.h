@@ -4,7 +4,7 @@
 // - init_process_group() initialises MPI from mpirun's environment if nobody
 //   did (MPI_Init_thread asking for MPI_THREAD_MULTIPLE) and returns the world
 //   group (one shared instance per process). DistributedContext
-//   (parallel/context.h) is the RAII owner that also finalises.
+//   (parallel/comm/mpi/context.h) is the RAII owner that also finalises.
 // - Every collective is non-blocking (MPI_Iallreduce, MPI_Ibcast, ...) and
 //   returns a Work; wait() polls MPI_Test until done or the deadline, then
 //   throws weft::Error naming the collective, its sequence number, the group
@@ -29,7 +29,7 @@
 //   before each collective the ranks allgather a fingerprint (op, reduce op or
 //   root, dtype, element count, group id, sequence number) on the side
 //   communicator and every rank throws an error naming the first divergence
-//   and the ranks on each side of it (parallel/desync.h). check_fingerprint
+//   and the ranks on each side of it (parallel/comm/desync.h). check_fingerprint
 //   offers the same exchange to other backends on these ranks (NCCL).
 //
 // Threading (Note [mpi threading]): all MPI calls of this backend go through
@@ -74,7 +74,7 @@ Duration default_timeout_from_env();
 bool debug_collectives_from_env();
 
 // Liveness: the heartbeat thread, liveness_threshold, unresponsive_ranks and
-// mpi_mutex() are declared in parallel/mpi/liveness.h.
+// mpi_mutex() are declared in parallel/comm/mpi/liveness.h.
 
 // The thread level MPI provided (MPI_THREAD_*), or -1 before initialisation.
 int mpi_thread_level();
@@ -122,7 +122,7 @@ class ProcessGroupMPI final : public ProcessGroup, public std::enable_shared_fro
   // `fp` on the side communicator with every rank (peer < 0; every rank calls
   // it, like a collective) or with group rank `peer` only (a send/recv pair:
   // both sides call it with the same fp.sub), then throws first_divergence's
-  // error (parallel/desync.h) naming `group_name`. Throws after `timeout`
+  // error (parallel/comm/desync.h) naming `group_name`. Throws after `timeout`
   // naming `what_seq` and `group_name`, earlier if a peer stops sending
   // heartbeats. Not a collective of this group: its sequence number stays.
   void check_fingerprint(const Fingerprint& fp, int peer, const std::string& group_name, const std::string& what_seq,

@@ -1,4 +1,4 @@
-// cuda_adapter (parallel/nccl/cuda_adapter.h) over core/cuda.
+// cuda_adapter (parallel/comm/nccl/cuda_adapter.h) over core/cuda.
 #include "parallel/comm/nccl/cuda_adapter.h"
 
 #include <utility>

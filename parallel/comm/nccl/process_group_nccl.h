@@ -30,7 +30,7 @@
 //   communicator (ncclCommAbort) and throws weft::Error naming the collective,
 //   its sequence number, the group and, where knowable, the missing ranks:
 //   peers that stopped sending MPI heartbeats (Note [liveness] in
-//   parallel/mpi/liveness.cc) are named, earlier than the timeout.
+//   parallel/comm/mpi/liveness.cc) are named, earlier than the timeout.
 //   NCCL itself does not report which ranks did not arrive. After an abort
 //   every operation on the group throws.
 // - Tensors handed to a collective are kept alive until the GPU finished with
@@ -58,7 +58,7 @@
 //   sub-group that new_group makes alongside; an allgather on its side
 //   communicator, or an exchange between the two ranks of a send/recv), within
 //   the operation's timeout, and every rank throws the first divergence and
-//   the ranks on each side of it (parallel/desync.h) before anything reaches
+//   the ranks on each side of it (parallel/comm/desync.h) before anything reaches
 //   NCCL. It needs an MPI bootstrap group: create() throws otherwise (with
 //   more than one rank).
 // - Thread safety: calls on one group are serialised by a mutex; Works may be

@@ -21,7 +21,7 @@
 # and 2); a rank further away (rank 3) waits for a neighbour that failed and
 # exited before it. An exited rank (throw) looks to the MPI backend like a
 # killed one: its heartbeats stop (Note [liveness] in
-# parallel/mpi/liveness.cc). Every survivor must have reached step 3, not step
+# parallel/comm/mpi/liveness.cc). Every survivor must have reached step 3, not step
 # 4, and failed less than the collective timeout (5 s) plus 3 s after the
 # victim died (a rank two hops away learns of it through its neighbour's exit,
 # or its own receive's timeout, about 5 s after), and the whole run is under
