@@ -2,6 +2,7 @@
 #include "train/checkpoint.h"
 
 #include <chrono>
+#include <cstdio>
 #include <iostream>
 
 #include "core/error.h"
@@ -38,8 +39,15 @@ void Checkpoint::save(Trainer& t) {
     last_dir_ = saver_->save(t.stateful(), training);
   }
   last_save_ = now_seconds();
-  if (t.lead() && !options_.quiet)
-    std::cerr << t.options().name << ": checkpoint " << last_dir_ << " (step " << t.state().step << ")\n";
+  if (t.lead() && !options_.quiet) {
+    std::cerr << t.options().name << ": checkpoint " << last_dir_ << " (step " << t.state().step;
+    if (saver_) {  // with async: the copy to host memory only; the writing goes on in the background
+      char held[64];
+      std::snprintf(held, sizeof held, "%.3f", saver_->last_blocking_s());
+      std::cerr << ", held up training " << held << " s";
+    }
+    std::cerr << ")\n";
+  }
 }
 
 void Checkpoint::on_step_end(Trainer& t) {

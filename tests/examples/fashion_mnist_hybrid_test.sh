@@ -121,6 +121,8 @@ run_ck() {  # name np outfile flags...
 run_ck save22z 4 "$tmp/save22z.out" --pp 2 --dp 2 --zero --save "$tmp/ck" --keep-last 1 --stop-after-epoch 1
 check test "$(grep -c '^epoch' "$tmp/save22z.out")" -eq 1
 check test -f "$tmp/ck/step-00000008/manifest.json"
+# The lead names the checkpoint and how long saving it held up training.
+check grep -qE "checkpoint $tmp/ck/step-00000008 \(step 8, held up training [0-9]+\.[0-9]{3} s\)" "$tmp/save22z.err"
 check test "$(ls "$tmp/ck" | wc -l)" -eq 1
 run_ck resume11 1 "$tmp/resume11.out" --pp 1 --resume "$tmp/ck"
 check same_training "$tmp/save22z.out" "$tmp/resume11.out"
