@@ -34,8 +34,8 @@
 #include "examples/fashion_run.h"
 #include "examples/models.h"
 #include "examples/rank_data.h"
-#include "parallel/comm/mpi/context.h"
 #include "parallel/comm/device_group.h"
+#include "parallel/comm/mpi/context.h"
 #include "parallel/comm/mpi/process_group_mpi.h"
 #include "parallel/data/sampler.h"
 

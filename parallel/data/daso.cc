@@ -8,8 +8,8 @@
 
 #include "core/autograd_meta.h"
 #include "core/ops.h"
-#include "parallel/data/comm_volume.h"
 #include "parallel/comm/rank_agreement.h"
+#include "parallel/data/comm_volume.h"
 
 namespace weft::parallel {
 namespace {

@@ -36,8 +36,8 @@
 #include <vector>
 
 #include "nn/module.h"
-#include "parallel/data/comm_hooks.h"
 #include "parallel/comm/process_group.h"
+#include "parallel/data/comm_hooks.h"
 #include "parallel/data/reducer.h"
 
 namespace weft::parallel {

@@ -5,9 +5,9 @@
 #include <utility>
 
 #include "core/autograd_meta.h"
-#include "parallel/data/comm_volume.h"
 #include "parallel/comm/device_group.h"
 #include "parallel/comm/rank_agreement.h"
+#include "parallel/data/comm_volume.h"
 
 namespace weft::parallel {
 

@@ -45,8 +45,8 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "parallel/data/comm_hooks.h"
 #include "parallel/comm/process_group.h"
+#include "parallel/data/comm_hooks.h"
 
 namespace weft::parallel {
 

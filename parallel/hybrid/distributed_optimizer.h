@@ -42,8 +42,8 @@
 #include <vector>
 
 #include "optim/optimizer.h"
-#include "parallel/hybrid/distributed_model.h"
 #include "parallel/data/zero.h"
+#include "parallel/hybrid/distributed_model.h"
 
 namespace weft::parallel::hybrid {
 

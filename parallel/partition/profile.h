@@ -44,8 +44,8 @@
 
 #include "core/tensor.h"
 #include "nn/container.h"
-#include "parallel/partition/layer_profile.h"
 #include "parallel/comm/process_group.h"
+#include "parallel/partition/layer_profile.h"
 
 namespace weft::parallel::partition {
 

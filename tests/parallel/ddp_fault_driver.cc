@@ -28,8 +28,8 @@
 #include "nn/nn.h"
 #include "optim/sgd.h"
 #include "parallel/comm/mpi/context.h"
-#include "parallel/data/ddp.h"
 #include "parallel/comm/mpi/process_group_mpi.h"
+#include "parallel/data/ddp.h"
 #include "tests/parallel/det_values.h"
 
 namespace {

@@ -16,6 +16,7 @@
 #include "core/ops.h"
 #include "parallel/comm/inproc/process_group_inproc.h"
 #include "parallel/comm/inproc/testing.h"
+#include "tests/parallel/error_text.h"
 #include "tests/testing.h"
 
 namespace weft::parallel {
@@ -28,19 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr milliseconds kShort{200};
 
-// The message of the weft::Error `f` throws, or "" if it throws none.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define EXPECT_HAS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "message: " << (text) << "\nexpected: " << (part)
+using weft::testing::error_of;
 
 double since_s(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 

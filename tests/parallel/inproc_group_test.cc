@@ -19,6 +19,7 @@
 #include "core/ops.h"
 #include "parallel/comm/inproc/process_group_inproc.h"
 #include "parallel/comm/inproc/testing.h"
+#include "tests/parallel/error_text.h"
 #include "tests/testing.h"
 
 namespace weft::parallel {
@@ -30,19 +31,7 @@ using weft::testing::tensor_near;
 using weft::testing::values;
 using Clock = std::chrono::steady_clock;
 
-// The message of the weft::Error `f` throws, or "" if it throws none.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define EXPECT_HAS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "message: " << (text) << "\nexpected: " << (part)
+using weft::testing::error_of;
 
 Tensor f32(const std::vector<double>& v) { return tensor<double>(v, {int64_t(v.size())}).to(DType::Float32); }
 

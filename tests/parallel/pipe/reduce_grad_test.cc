@@ -8,17 +8,11 @@
 #include "parallel/pipe/generators.h"
 #include "parallel/pipe/simulate.h"
 #include "parallel/pipe/validate.h"
+#include "tests/parallel/pipe/schedule_edit.h"
 #include "tests/testing.h"
 
 namespace weft::parallel::pipe {
 namespace {
-
-void erase(Schedule& s, int r, const Action& a) {
-  auto& list = s.rank_actions[r];
-  auto it = std::find(list.begin(), list.end(), a);
-  ASSERT_NE(it, list.end()) << to_string(a);
-  list.erase(it);
-}
 
 TEST(ReduceGrad, AddedRightAfterEachStagesLastGradientAction) {
   Schedule s = one_f_one_b_schedule(2, 3);

@@ -6,18 +6,11 @@
 #include <gtest/gtest.h>
 
 #include "parallel/pipe/generators.h"
+#include "tests/parallel/pipe/schedule_edit.h"
 #include "tests/testing.h"
 
 namespace weft::parallel::pipe {
 namespace {
-
-// Removes the first action equal to `a` from rank r (which must hold it).
-void erase(Schedule& s, int r, const Action& a) {
-  auto& list = s.rank_actions[r];
-  auto it = std::find(list.begin(), list.end(), a);
-  ASSERT_NE(it, list.end()) << to_string(a);
-  list.erase(it);
-}
 
 TEST(PipeValidate, EveryGeneratorPassesOverAGrid) {
   int checked = 0;
