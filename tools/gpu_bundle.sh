@@ -27,24 +27,31 @@ DIR=$(cd "$1" && pwd)
 cd "$ROOT"
 # GPU_BUNDLE_FLAGS overrides the extra build flags (e.g. empty to reuse a local build).
 read -r -a FLAGS <<<"${GPU_BUNDLE_FLAGS---copt=-march=x86-64-v3}"
+# GPU_BUNDLE_OUTPUT_BASE: a Bazel output base of the bundle's own, so that its flags
+# do not replace the outputs of the everyday build (which then need no rebuild).
+STARTUP=()
+[ -n "${GPU_BUNDLE_OUTPUT_BASE:-}" ] && STARTUP=(--output_base="$GPU_BUNDLE_OUTPUT_BASE")
+bazel_() { ./bazelw ${STARTUP[@]+"${STARTUP[@]}"} "$@"; }
 DATA=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 
 # gtest binaries only: run.sh calls each directly; gpu-tagged sh_tests (the
 # multi-GPU mpirun ones in tests/parallel) need Bazel's runfiles and mpirun.
-mapfile -t TESTS < <(./bazelw query 'kind(cc_test, attr(tags, gpu, tests(//...)))' 2>/dev/null)
+mapfile -t TESTS < <(bazel_ query 'kind(cc_test, attr(tags, gpu, tests(//tests/...)))' 2>/dev/null)
+[ ${#TESTS[@]} -gt 0 ] || { echo "gpu_bundle: the query for gpu-tagged tests found none (no CUDA toolkit?)" >&2; exit 1; }
 TESTS+=(//tests/cuda:caching_allocator_test)
 BINS=(//examples:fashion_mnist //bench:cnn_gpu_weft //bench:gpt2_weft)
 echo "gpu_bundle: building ${#TESTS[@]} tests and ${#BINS[@]} binaries" >&2
-./bazelw build ${FLAGS[@]+"${FLAGS[@]}"} "${TESTS[@]}" "${BINS[@]}"
-BIN=$(./bazelw info ${FLAGS[@]+"${FLAGS[@]}"} bazel-bin 2>/dev/null)
+# (No bazel-* links: those of the everyday build stay as they are.)
+bazel_ build --symlink_prefix=/ ${FLAGS[@]+"${FLAGS[@]}"} "${TESTS[@]}" "${BINS[@]}"
+BIN=$(bazel_ info ${FLAGS[@]+"${FLAGS[@]}"} bazel-bin 2>/dev/null)
 
-rm -rf "$DIR"/{tests,bin,bench,data,lib,run.sh,bench.sh,env.sh,results,payload.tar.xz}
+rm -rf "$DIR"/{tests,bin,bench,data,lib,run.sh,bench.sh,all.sh,env.sh,results,payload.tar.xz}
 mkdir -p "$DIR"/{tests,bin,bench,data,lib}
 path_of() { local l=${1#//}; echo "$BIN/${l%%:*}/${l##*:}"; }
 for t in "${TESTS[@]}"; do install -m 755 "$(path_of "$t")" "$DIR/tests/"; done
 for b in "${BINS[@]}"; do install -m 755 "$(path_of "$b")" "$DIR/bin/"; done
 install -m 644 bench/cnn_gpu_torch.py bench/gpt2_torch.py "$DIR/bench/"
-install -m 755 tools/gpu/run.sh tools/gpu/bench.sh "$DIR/"
+install -m 755 tools/gpu/run.sh tools/gpu/bench.sh tools/gpu/all.sh "$DIR/"
 install -m 644 tools/gpu/env.sh "$DIR/"
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
   if [ -f "$DATA/$f.gz" ]; then install -m 644 "$DATA/$f.gz" "$DIR/data/"

@@ -6,7 +6,8 @@
 # the example as one case. Logs go to $RESULTS (default: $OUT if set, else
 # ./results next to this script).
 #   ./run.sh [gtest_filter]
-# Steps: RUN_STEPS=tests|example|all (default all), so each can be its own command.
+# Steps: RUN_STEPS=tests|example|all (default all), so each can be its own command;
+# RUN_SKIP names test binaries to leave out (space-separated; all.sh runs one alone).
 # Time: everything fits in RUN_BUDGET_S (default 570 s, under the device tool's 10
 # minutes a command): each test binary gets at most TEST_TIMEOUT (default 240 s)
 # and the example at most EXAMPLE_TIMEOUT (default 300 s), both cut to what is left
@@ -68,6 +69,7 @@ if [ "$STEPS" = all ] || [ "$STEPS" = tests ]; then
   for t in "$PAYLOAD"/tests/*; do
     [ -x "$t" ] || continue
     name=$(basename "$t")
+    case " ${RUN_SKIP:-} " in *" $name "*) continue ;; esac
     xml="$RESULTS/xml/$name.xml"
     log="$RESULTS/logs/$name.log"
     rm -f "$xml"
@@ -127,5 +129,6 @@ if [ "$STEPS" = all ] || [ "$STEPS" = example ]; then
 fi
 
 for f in "${failures[@]}"; do echo "FAILED: $f"; done
+echo "skipped: $skipped"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
