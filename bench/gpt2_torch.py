@@ -6,6 +6,7 @@ default implementation), eager mode. Prints the same line as gpt2_weft:
   params=<N> tokens_per_s=<v> peak_bf16_tflops=<p> mfu=<m>
 MFU = (6 N + 12 L d T) * tokens/s / peak, peak = measured 8192^3 bf16 matmul."""
 import argparse
+import sys
 import math
 import time
 
@@ -19,6 +20,7 @@ p.add_argument("--batch", type=int, default=8)
 p.add_argument("--steps", type=int, default=10)
 p.add_argument("--warmup", type=int, default=3)
 p.add_argument("--layers", type=int, default=12)
+p.add_argument("--peak-iters", type=int, default=20, help="8192^3 bf16 matmuls timed for the peak (0: none)")
 a = p.parse_args()
 V, T, L, C, H = 50257, 1024, a.layers, 768, 12
 
@@ -102,6 +104,9 @@ torch.cuda.synchronize(dev)
 tok_s = a.batch * T * a.steps / (time.perf_counter() - t0)
 n_params = sum(p.numel() for p in model.parameters())
 flops_per_token = 6 * n_params + 12 * L * C * T
-peak = bf16_peak(dev)
+if a.peak_iters <= 0:
+    print(f"params={n_params} tokens_per_s={tok_s:.1f}")
+    sys.exit(0)
+peak = bf16_peak(dev, iters=a.peak_iters)
 print(f"params={n_params} tokens_per_s={tok_s:.1f} peak_bf16_tflops={peak:.1f} "
       f"mfu={flops_per_token * tok_s / (peak * 1e12):.4f}")

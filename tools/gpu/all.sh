@@ -169,6 +169,55 @@ else
   fi
 fi
 
+# profile_kernels NAME CMD...: CMD under ncu (kernel durations), the top kernels
+# into $LOGS/top_kernels_NAME.txt and their first lines into the summary.
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
+profile_kernels() {
+  local name=$1 csvf=$LOGS/ncu_$1.csv out=$LOGS/ncu_$1.out libpath pl
+  shift
+  [ -n "$NCU" ] || { echo "  top kernels ($name): no ncu here" >>"$SUMMARY"; return; }
+  # ncu must reach the real driver, not a stub libcuda.so: first with the driver's
+  # folder put first on the library path, then (if that wrote no kernel) with the
+  # folders that hold any other libcuda.so left off.
+  local real first dropped
+  real=$(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 /{print $NF; exit}')
+  [ -z "$real" ] && [ -e /usr/local/nvidia/lib64/libcuda.so.1 ] && real=/usr/local/nvidia/lib64/libcuda.so.1
+  first=${real:+$(dirname "$real"):}$LD_LIBRARY_PATH
+  dropped=$(tr ':' '\n' <<<"$LD_LIBRARY_PATH" | while read -r d; do
+    [ -n "$d" ] && ! ls "$d"/libcuda.so* >/dev/null 2>&1 && echo "$d"; done | paste -sd: -)
+  { echo "driver: ${real:-not found}"; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH";
+    for d in $(tr ':' ' ' <<<"$LD_LIBRARY_PATH"); do ls -l "$d"/libcuda.so* 2>/dev/null; done; } >"$LOGS/ncu_env.txt" 2>&1
+  for libpath in "$first" "$dropped"; do
+    pl=$(left)
+    ((pl > 15)) || break
+    rm -f "$csvf"
+    LD_LIBRARY_PATH=$libpath timeout -k 5 $((pl - 5)) "$NCU" --metrics gpu__time_duration.sum --csv --print-units base \
+      --clock-control none --log-file "$csvf" "$@" >>"$out" 2>&1
+    grep -q gpu__time_duration "$csvf" 2>/dev/null && break
+  done
+  "$PY" - "$csvf" >"$LOGS/top_kernels_$name.txt" 2>&1 <<'PYEOF'
+import collections, csv, sys
+try:
+    rows = list(csv.reader(l for l in open(sys.argv[1], errors="replace") if l.startswith('"')))
+except OSError:
+    rows = []
+if not rows:
+    sys.exit("ncu wrote no kernel rows (see its .out log)")
+head, body = rows[0], rows[1:]
+k, m, v = head.index("Kernel Name"), head.index("Metric Name"), head.index("Metric Value")
+tot, cnt = collections.Counter(), collections.Counter()
+for r in body:
+    if len(r) > v and r[m] == "gpu__time_duration.sum":
+        tot[r[k][:100]] += float(r[v].replace(",", ""))
+        cnt[r[k][:100]] += 1
+s = sum(tot.values())
+print(f"{sum(cnt.values())} kernels, {s / 1e6:.1f} ms of kernel time in one step (serialised by the profiler)")
+for name, t in tot.most_common(25):
+    print(f"{100 * t / s:5.1f}% {t / 1e6:8.2f} ms {cnt[name]:5d}x {name}")
+PYEOF
+  { echo "  top kernels ($name):"; sed 's/^/    /' "$LOGS/top_kernels_$name.txt" | head -n 9; } >>"$SUMMARY"
+}
+
 # --- step 5: against PyTorch, and where weft's GPT-2 step spends its time -----
 STEP_START=$SECONDS
 if ((HAVE_GPU)); then
@@ -178,30 +227,10 @@ if ((HAVE_GPU)); then
   cat "$LOGS/bench.txt"
   lines=$(grep -E 'speedup=|mfu:' "$LOGS/bench.txt" | tr '\n' ';')
   grep -E 'speedup=|mfu:' "$LOGS/bench.txt" | sed 's/^/  /' >>"$SUMMARY"
-  # The top kernels of one GPT-2 step (after one warm-up step): Nsight Compute,
-  # one metric (kernel duration), so one replay pass per kernel.
-  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
-  pl=$(left)
-  if [ -n "$NCU" ] && ((pl > 15)); then
-    timeout -k 5 $((pl - 5)) "$NCU" --metrics gpu__time_duration.sum --csv --print-units base --clock-control none \
-      --log-file "$LOGS/ncu_gpt2.csv" "$PAYLOAD/bin/gpt2_weft" --steps 1 --warmup 0 --peak-iters 0 >"$LOGS/ncu_gpt2.out" 2>&1
-    "$PY" - "$LOGS/ncu_gpt2.csv" >"$LOGS/top_kernels.txt" 2>&1 <<'PYEOF'
-import collections, csv, sys
-rows = list(csv.reader(l for l in open(sys.argv[1], errors="replace") if l.startswith('"')))
-head, body = rows[0], rows[1:]
-k, m, v = head.index("Kernel Name"), head.index("Metric Name"), head.index("Metric Value")
-tot, cnt = collections.Counter(), collections.Counter()
-for r in body:
-    if len(r) > v and r[m] == "gpu__time_duration.sum":
-        tot[r[k][:90]] += float(r[v].replace(",", ""))
-        cnt[r[k][:90]] += 1
-s = sum(tot.values())
-print(f"{sum(cnt.values())} kernels, {s / 1e6:.1f} ms in all (one step, serialised by the profiler)")
-for name, t in tot.most_common(15):
-    print(f"{100 * t / s:5.1f}% {t / 1e6:8.2f} ms {cnt[name]:5d}x {name}")
-PYEOF
-    sed 's/^/  /' "$LOGS/top_kernels.txt" | head -n 8 >>"$SUMMARY"
-  fi
+  # The top kernels of one GPT-2 step (the first, no warm-up) under Nsight Compute,
+  # one metric (kernel duration), so one pass per kernel: weft's, then PyTorch's.
+  profile_kernels weft "$PAYLOAD/bin/gpt2_weft" --steps 1 --warmup 0 --peak-iters 0
+  profile_kernels torch "$PY" "$HERE/bench/gpt2_torch.py" --steps 1 --warmup 0 --peak-iters 0
   if grep -q 'speedup=[0-9]' "$LOGS/bench.txt"; then
     report 5 bench ok "$lines"
   else

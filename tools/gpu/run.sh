@@ -51,6 +51,20 @@ print(p, f, s)
 PYEOF
 }
 
+# no_gpu_cases FILE -> the cases of a gtest XML file that skipped because a GPU is
+# visible, as a gtest filter (Suite.Case:Suite.Case), or nothing
+no_gpu_cases() {
+  python3 - "$1" <<'PYEOF' 2>/dev/null
+import sys, xml.etree.ElementTree as ET
+names = []
+for tc in ET.parse(sys.argv[1]).getroot().iter("testcase"):
+    sk = tc.find("skipped")
+    if sk is not None and "a GPU is visible" in (sk.get("message", "") + (sk.text or "")):
+        names.append(tc.get("classname") + "." + tc.get("name"))
+print(":".join(names))
+PYEOF
+}
+
 # The machine's GPUs as the driver lists them, whether or not CUDA can use them.
 gpus_present() {
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then return 0; fi
@@ -89,6 +103,20 @@ if [ "$STEPS" = all ] || [ "$STEPS" = tests ]; then
     fi
     # A crash, a timeout or a non-zero exit without a recorded failure is one failure.
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    # The no-GPU cases (they skip with "a GPU is visible") run again with the GPU
+    # hidden (CUDA_VISIBLE_DEVICES=""), where they check the error a user without one gets.
+    nogpu=$(no_gpu_cases "$xml")
+    if [ -n "$nogpu" ] && [ "$rc" -eq 0 ]; then
+      n=$(tr ':' '\n' <<<"$nogpu" | grep -c .)
+      CUDA_VISIBLE_DEVICES="" timeout -k 10 "$(time_for 60)" "$t" --gtest_filter="$nogpu" \
+        --gtest_output="xml:$RESULTS/xml/$name.nogpu.xml" >"$RESULTS/logs/$name.nogpu.log" 2>&1
+      rc2=$?
+      read -r p2 f2 s2 < <(count_xml "$RESULTS/xml/$name.nogpu.xml")
+      if [ "$rc2" -ne 0 ] && [ "$f2" -eq 0 ]; then f2=1; fi
+      p=$((p + p2)) f=$((f + f2)) s=$((s - n + s2))
+      [ "$f2" -gt 0 ] && failures+=("$name with the GPU hidden (exit $rc2, log $RESULTS/logs/$name.nogpu.log)")
+      echo "$name: $p2 passed, $f2 failed, $s2 skipped with the GPU hidden ($nogpu)"
+    fi
     passed=$((passed + p))
     failed=$((failed + f))
     skipped=$((skipped + s))
