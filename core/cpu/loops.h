@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -101,6 +102,18 @@ inline opmath_t<T> load(const char* p) {
   return static_cast<opmath_t<T>>(*reinterpret_cast<const T*>(p));
 }
 
+// A computed value as the output type. Floating values go to integer types
+// through int64 (truncated toward zero, then wrapped to the width: -2.0 becomes
+// 254 as uint8, as in PyTorch), which a plain cast leaves undefined; the CUDA
+// kernels' store<>() (core/cuda/loops.cuh) does the same.
+template <typename Out, typename V>
+inline Out to_out(V v) {
+  if constexpr (std::is_integral_v<Out> && !std::is_same_v<Out, bool> && std::is_floating_point_v<V>)
+    return static_cast<Out>(static_cast<int64_t>(v));
+  else
+    return static_cast<Out>(v);
+}
+
 // Contiguous output; input k contiguous unless bit k of ScalarMask (then stride 0).
 template <unsigned ScalarMask, typename Out, typename... In, typename F, size_t... I>
 inline void contiguous_loop(char** ptrs, int64_t n, const F& f, std::index_sequence<I...>) {
@@ -109,7 +122,7 @@ inline void contiguous_loop(char** ptrs, int64_t n, const F& f, std::index_seque
   std::tuple<opmath_t<In>...> scalars{
       (((ScalarMask >> I) & 1u) ? static_cast<opmath_t<In>>(*std::get<I>(in)) : opmath_t<In>{})...};
   for (int64_t i = 0; i < n; ++i) {
-    out[i] = static_cast<Out>(
+    out[i] = to_out<Out>(
         f((((ScalarMask >> I) & 1u) ? std::get<I>(scalars) : static_cast<opmath_t<In>>(std::get<I>(in)[i]))...));
   }
 }
@@ -117,7 +130,7 @@ inline void contiguous_loop(char** ptrs, int64_t n, const F& f, std::index_seque
 template <typename Out, typename... In, typename F, size_t... I>
 inline void strided_loop(char** ptrs, const int64_t* st, int64_t n, const F& f, std::index_sequence<I...>) {
   for (int64_t i = 0; i < n; ++i) {
-    *reinterpret_cast<Out*>(ptrs[0] + i * st[0]) = static_cast<Out>(f(load<In>(ptrs[I + 1] + i * st[I + 1])...));
+    *reinterpret_cast<Out*>(ptrs[0] + i * st[0]) = to_out<Out>(f(load<In>(ptrs[I + 1] + i * st[I + 1])...));
   }
 }
 

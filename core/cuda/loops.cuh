@@ -7,9 +7,11 @@
 // are expand()ed views with stride 0) and live on out's device. f is a
 // __device__ callable taking and returning opmath_t values (float for the 16-bit
 // types). Operands may be arbitrarily strided: dims are coalesced (at most
-// kMaxDims remain), all-contiguous operands take a vectorised path (4 elements
-// per thread, 16-byte loads for float32 when aligned), everything else an
-// offset-calculator path.
+// kMaxDims remain); all-float32 contiguous operands take float4 loads; operands
+// whose innermost dim is contiguous in all of them (outer dims anything, stride 0
+// too) take V elements per thread with vector loads of up to 16 bytes when the
+// sizes and addresses allow (inner_vec_kernel); other contiguous operands 4
+// scalar elements per thread; everything else an offset-calculator path.
 //
 // nvcc rule: an extended `__device__` lambda cannot be written inside a generic
 // lambda (e.g. the body of dispatch(dtype, ..., [&](auto tag) {...})); use a functor
@@ -48,6 +50,9 @@ __device__ __forceinline__ void store(void* p, V v) {
   else if constexpr (std::is_same_v<T, BFloat16>)
     *static_cast<__nv_bfloat16*>(p) = __float2bfloat16_rn(static_cast<float>(v));
   else if constexpr (std::is_same_v<T, bool>) *static_cast<bool*>(p) = static_cast<bool>(v);
+  // floating to integer through int64, wrapping like the CPU kernels (core/cpu/loops.h to_out)
+  else if constexpr (std::is_integral_v<T> && std::is_floating_point_v<V>)
+    *static_cast<T*>(p) = static_cast<T>(static_cast<int64_t>(v));
   else *static_cast<T*>(p) = static_cast<T>(v);
 }
 
@@ -178,6 +183,92 @@ __global__ void vec4_f32_kernel(int64_t n4, float4* out, const float4* a, const 
   }
 }
 
+// ---- inner-contiguous operands, V elements per thread with vector loads ----
+// The path for operands whose innermost (coalesced) dim is contiguous in every
+// operand while the outer dims may be anything, stride 0 included: contiguous
+// 16-bit tensors, casts, a bias broadcast over rows, a permuted copy whose last
+// dim stays innermost. Each thread moves V consecutive elements of every operand
+// with one load or store of up to 16 bytes, and computes the outer offsets once
+// per V elements.
+
+// V: the most elements per thread for which every operand's V elements fit 16 bytes (at most 8).
+template <typename Out, typename... In>
+constexpr int vec_width() {
+  size_t m = sizeof(Out);
+  ((m = sizeof(In) > m ? sizeof(In) : m), ...);
+  const size_t v = 16 / m;
+  return static_cast<int>(v > 8 ? 8 : (v < 1 ? 1 : v));
+}
+
+template <typename T, int V>
+struct alignas(sizeof(T) * V) VecOf {
+  T v[V];
+};
+
+struct alignas(16) RawVec {
+  char b[16];
+};
+
+template <int V, typename Out, typename... In, typename F, size_t... I>
+__device__ __forceinline__ void inner_vec_at(const Ptrs<sizeof...(In) + 1>& ptrs,
+                                             const int64_t (&off)[sizeof...(In) + 1], int64_t col, const F& f,
+                                             std::index_sequence<I...>) {
+  RawVec raw[sizeof...(In) > 0 ? sizeof...(In) : 1];
+  ((*reinterpret_cast<VecOf<In, V>*>(&raw[I]) =
+        *reinterpret_cast<const VecOf<In, V>*>(ptrs.p[I + 1] + off[I + 1] + col * static_cast<int64_t>(sizeof(In)))),
+   ...);
+  RawVec r;
+#pragma unroll
+  for (int j = 0; j < V; ++j) store<Out>(r.b + j * sizeof(Out), f(load<In>(raw[I].b + j * sizeof(In))...));
+  *reinterpret_cast<VecOf<Out, V>*>(ptrs.p[0] + off[0] + col * static_cast<int64_t>(sizeof(Out))) =
+      *reinterpret_cast<const VecOf<Out, V>*>(&r);
+}
+
+// n_vec = numel / V work items; row_vecs = (innermost size) / V per outer row;
+// `outer` holds the outer dims only (ndim 0: one contiguous row).
+template <typename F, int V, typename Out, typename... In>
+__global__ void inner_vec_kernel(int64_t n_vec, int64_t row_vecs, Ptrs<sizeof...(In) + 1> ptrs,
+                                 OffsetCalc<sizeof...(In) + 1> outer, F f) {
+  constexpr int N = sizeof...(In) + 1;
+  using Seq = std::make_index_sequence<sizeof...(In)>;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n_vec;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t off[N];
+    int64_t col;
+    if (outer.ndim == 0) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] = 0;
+      col = i * V;
+    } else {
+      const int64_t row = i / row_vecs;
+      col = (i - row * row_vecs) * V;
+      outer.get(row, off);
+    }
+    inner_vec_at<V, Out, In...>(ptrs, off, col, f, Seq{});
+  }
+}
+
+// Host: whether the operands (coalesced into `oc`) suit inner_vec_kernel with V
+// elements per thread; if so, `outer` is `oc` without its innermost dim.
+template <int V, int N>
+bool inner_vec_plan(const OffsetCalc<N>& oc, const Ptrs<N>& ptrs, const std::array<const Tensor*, N>& ops,
+                    OffsetCalc<N>& outer) {
+  if (oc.ndim < 1 || oc.sizes[0] % V != 0) return false;
+  for (int k = 0; k < N; ++k) {
+    const int64_t es = static_cast<int64_t>(ops[k]->element_size());
+    if (oc.strides[0][k] != es) return false;                              // innermost dim contiguous
+    if (reinterpret_cast<uintptr_t>(ptrs.p[k]) % (V * es) != 0) return false;  // aligned vectors
+    for (int d = 1; d < oc.ndim; ++d)
+      if (oc.strides[d][k] % (V * es) != 0) return false;  // every row starts aligned (stride 0 too)
+  }
+  outer.ndim = oc.ndim - 1;
+  for (int d = 1; d < oc.ndim; ++d) {
+    outer.sizes[d - 1] = oc.sizes[d];
+    for (int k = 0; k < N; ++k) outer.strides[d - 1][k] = oc.strides[d][k];
+  }
+  return true;
+}
+
 inline int grid_for(int64_t work_items) {
   int64_t blocks = (work_items + kThreads - 1) / kThreads;
   if (blocks < 1) blocks = 1;
@@ -220,6 +311,19 @@ void elementwise(const Tensor& out, const std::array<Tensor, sizeof...(In)>& inp
         return;
       }
     }
+  }
+  constexpr int V = vec_width<Out, In...>();
+  if constexpr (V > 1) {
+    OffsetCalc<N> outer;
+    if (inner_vec_plan<V, N>(oc, ptrs, ops, outer)) {
+      const int64_t n_vec = n / V;
+      inner_vec_kernel<F, V, Out, In...><<<grid_for(n_vec), kThreads, 0, stream>>>(n_vec, oc.sizes[0] / V, ptrs,
+                                                                                     outer, f);
+      WEFT_CUDA_KERNEL_CHECK("elementwise(inner_vec)");
+      return;
+    }
+  }
+  if (contiguous) {
     contiguous_kernel<F, Out, In...><<<grid_for((n + kVec - 1) / kVec), kThreads, 0, stream>>>(n, ptrs, f);
     WEFT_CUDA_KERNEL_CHECK("elementwise(contiguous)");
     return;

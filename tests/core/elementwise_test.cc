@@ -569,5 +569,28 @@ TEST(InPlace, Errors) {
   EXPECT_WEFT_ERROR(addcmul_(leaf, leaf, leaf), "addcmul_: a leaf tensor");
 }
 
+// Floating values to integer dtypes: truncated toward zero through int64, then
+// wrapped to the width (a plain C++ cast leaves negative-to-unsigned undefined;
+// PyTorch gives the same 254 for -2.0 as uint8). Contiguous and strided sources;
+// the CUDA kernels are held to the same values by elementwise_gpu_test.
+TEST(Cast, FloatToIntegerTruncatesThroughInt64AndWraps) {
+  const std::vector<double> src = {-2.0, -1.5, 300.0, 255.9, 3.7, -0.5};
+  const std::vector<double> as_u8 = {254, 255, 44, 255, 3, 0};
+  const std::vector<double> as_i32 = {-2, -1, 300, 255, 3, 0};
+  for (DType from : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(dtype_name(from));
+    // bfloat16 holds 255.9 as 256 and 3.7 as 3.703125; half 255.9 as 255.875
+    std::vector<double> u8 = as_u8, i32 = as_i32;
+    if (from == DType::BFloat16) u8[3] = 0, i32[3] = 256;
+    Tensor x = tensor<double>(src, {6}).to(from);
+    EXPECT_EQ(values(x.to(DType::UInt8).to(DType::Float64)), u8);
+    EXPECT_EQ(values(x.to(DType::Int32).to(DType::Float64)), i32);
+    EXPECT_EQ(values(x.to(DType::Int64).to(DType::Float64)), i32);
+    // strided: every other element of a (6, 2) tensor's column
+    Tensor wide = stack({x, x}, 1);  // (6, 2)
+    EXPECT_EQ(values(wide.select(1, 1).to(DType::UInt8).to(DType::Float64)), u8);
+  }
+}
+
 }  // namespace
 }  // namespace weft
