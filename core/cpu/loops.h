@@ -110,8 +110,7 @@ template <typename Out, typename V>
 inline Out to_out(V v) {
   if constexpr (std::is_integral_v<Out> && !std::is_same_v<Out, bool> && std::is_floating_point_v<V>)
     return static_cast<Out>(static_cast<int64_t>(v));
-  else
-    return static_cast<Out>(v);
+  else return static_cast<Out>(v);
 }
 
 // Contiguous output; input k contiguous unless bit k of ScalarMask (then stride 0).

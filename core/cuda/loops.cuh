@@ -256,7 +256,7 @@ bool inner_vec_plan(const OffsetCalc<N>& oc, const Ptrs<N>& ptrs, const std::arr
   if (oc.ndim < 1 || oc.sizes[0] % V != 0) return false;
   for (int k = 0; k < N; ++k) {
     const int64_t es = static_cast<int64_t>(ops[k]->element_size());
-    if (oc.strides[0][k] != es) return false;                              // innermost dim contiguous
+    if (oc.strides[0][k] != es) return false;                                  // innermost dim contiguous
     if (reinterpret_cast<uintptr_t>(ptrs.p[k]) % (V * es) != 0) return false;  // aligned vectors
     for (int d = 1; d < oc.ndim; ++d)
       if (oc.strides[d][k] % (V * es) != 0) return false;  // every row starts aligned (stride 0 too)
@@ -317,8 +317,8 @@ void elementwise(const Tensor& out, const std::array<Tensor, sizeof...(In)>& inp
     OffsetCalc<N> outer;
     if (inner_vec_plan<V, N>(oc, ptrs, ops, outer)) {
       const int64_t n_vec = n / V;
-      inner_vec_kernel<F, V, Out, In...><<<grid_for(n_vec), kThreads, 0, stream>>>(n_vec, oc.sizes[0] / V, ptrs,
-                                                                                     outer, f);
+      inner_vec_kernel<F, V, Out, In...>
+          <<<grid_for(n_vec), kThreads, 0, stream>>>(n_vec, oc.sizes[0] / V, ptrs, outer, f);
       WEFT_CUDA_KERNEL_CHECK("elementwise(inner_vec)");
       return;
     }

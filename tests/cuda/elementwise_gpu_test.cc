@@ -492,7 +492,6 @@ TEST(CudaElementwise, GradcheckFloat64) {
   EXPECT_TRUE(r) << r.message;
 }
 
-
 // The inner-contiguous vector path (core/cuda/loops.cuh inner_vec_kernel) and
 // its fallbacks, for each element size it serves: a bias broadcast over rows,
 // casts both ways, a permuted copy whose last dim stays innermost, in-place
@@ -505,22 +504,25 @@ TEST(CudaElementwise, InnerContiguousVectorPathMatchesCpu) {
     for (int64_t inner : {64, 72, 63}) {  // multiples of 8 and 4, then a size no vector width divides
       Tensor x = input({6, 5, inner}, dt, 1), bias = input({inner}, dt, 2);
       Tensor xf = input({6, 5, inner}, DType::Float32, 3);
-      EXPECT_TRUE(matches_cpu([](const std::vector<Tensor>& in) { return std::vector<Tensor>{add(in[0], in[1])}; },
-                              {x, bias}))
+      EXPECT_TRUE(
+          matches_cpu([](const std::vector<Tensor>& in) { return std::vector<Tensor>{add(in[0], in[1])}; }, {x, bias}))
           << "bias add, inner " << inner;
       EXPECT_TRUE(matches_cpu([dt](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].to(dt)}; }, {xf}))
           << "cast from float32, inner " << inner;
-      EXPECT_TRUE(matches_cpu(
-          [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].to(DType::Float32)}; }, {x}))
+      EXPECT_TRUE(
+          matches_cpu([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].to(DType::Float32)}; }, {x}))
           << "cast to float32, inner " << inner;
       EXPECT_TRUE(matches_cpu(
-          [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].permute({1, 0, 2}).contiguous()}; },
+          [](const std::vector<Tensor>& in) {
+            return std::vector<Tensor>{in[0].permute({1, 0, 2}).contiguous()};
+          },
           {x}))
           << "permuted copy, inner " << inner;
       // An offset view: its rows start one element in, so no aligned vector fits.
       EXPECT_TRUE(matches_cpu(
           [](const std::vector<Tensor>& in) {
-            return std::vector<Tensor>{add(in[0].narrow(2, 1, in[0].size(2) - 1), in[1].narrow(0, 1, in[1].size(0) - 1))};
+            return std::vector<Tensor>{
+                add(in[0].narrow(2, 1, in[0].size(2) - 1), in[1].narrow(0, 1, in[1].size(0) - 1))};
           },
           {x, bias}))
           << "offset views, inner " << inner;

@@ -86,8 +86,7 @@ Reference cpu_reference(const Batches& b) {
   return ref;
 }
 
-void expect_params_equal(const std::vector<std::pair<std::string, Tensor>>& got, const Reference& ref,
-                         bool on_gpu) {
+void expect_params_equal(const std::vector<std::pair<std::string, Tensor>>& got, const Reference& ref, bool on_gpu) {
   ASSERT_EQ(got.size(), ref.params.size());
   for (const auto& [n, p] : got) {
     auto it = ref.params.find(n);
@@ -124,8 +123,7 @@ TEST(PipeOnOneGpu, LocalPipeTwoStagesOnCuda0EqualsTheCpu) {
       NoGradGuard ng;
       p.copy_(ref.params.at(n));
     }
-    EXPECT_TRUE(
-        testing::tensors_near(lp.forward(b.xs[0]).to(kCPU), cpu->forward(b.xs[0]).detach(), kTol));
+    EXPECT_TRUE(testing::tensors_near(lp.forward(b.xs[0]).to(kCPU), cpu->forward(b.xs[0]).detach(), kTol));
   }
 }
 
@@ -148,9 +146,8 @@ TEST(PipeOnOneGpu, DistributedModelOverNcclWorldOfOneEqualsTheCpu) {
     o.pipe.transfer_device = kGPU;
     o.shard_optimizer_state = zero;
     hybrid::DistributedModel dm(make_mlp(), nccl, o);
-    hybrid::DistributedOptimizer opt(dm, [](const optim::NamedParameters& p) {
-      return std::make_unique<optim::SGD>(p, sgd());
-    });
+    hybrid::DistributedOptimizer opt(
+        dm, [](const optim::NamedParameters& p) { return std::make_unique<optim::SGD>(p, sgd()); });
     for (int k = 0; k < kSteps; ++k) {
       opt.zero_grad();
       EXPECT_NEAR(dm.step(b.xs[k], b.ys[k], mse), ref.loss[k], kTol) << "step " << k;
