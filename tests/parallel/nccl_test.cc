@@ -21,6 +21,7 @@
 #include "parallel/comm/device_group.h"
 #include "parallel/comm/inproc/process_group_inproc.h"
 #include "parallel/comm/nccl/process_group_nccl.h"
+#include "tests/cuda/gpu_testing.h"
 #include "tests/testing.h"
 
 namespace weft::parallel {
@@ -28,8 +29,6 @@ namespace {
 
 const Device kGPU{DeviceType::CUDA, 0};
 
-#define SKIP_WITHOUT_GPU() \
-  if (!weft::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible (" << weft::cuda::unavailable_reason() << ")"
 
 const std::vector<DType> kAllDTypes = {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16,
                                        DType::Int64,   DType::Int32,   DType::UInt8,    DType::Bool};
@@ -103,7 +102,7 @@ TEST(NCCL, CreateWithoutGpuIsAClearError) {
 }
 
 TEST(NCCL, GroupBasics) {
-  SKIP_WITHOUT_GPU();
+  WEFT_REQUIRE_GPU();
   auto pg = group();
   EXPECT_EQ(pg->rank(), 0);
   EXPECT_EQ(pg->size(), 1);
@@ -116,7 +115,7 @@ TEST(NCCL, GroupBasics) {
 }
 
 TEST(NCCL, AllreduceEveryDTypeAndOp) {
-  SKIP_WITHOUT_GPU();
+  WEFT_REQUIRE_GPU();
   auto pg = group();
   int64_t seq = 0;
   for (DType d : kAllDTypes)
@@ -134,7 +133,7 @@ TEST(NCCL, AllreduceEveryDTypeAndOp) {
 }
 
 TEST(NCCL, BroadcastAllgatherReduceScatterEveryDType) {
-  SKIP_WITHOUT_GPU();
+  WEFT_REQUIRE_GPU();
   auto pg = group();
   const int n = pg->size(), me = pg->rank();
   for (DType d : kAllDTypes) {
@@ -189,7 +188,7 @@ struct StreamGate {
 // gate, so it must copy the new value, and it cannot have completed while the
 // gate still holds that write back.
 TEST(NCCL, CollectiveRunsAfterTheComputeStreamsWork) {
-  SKIP_WITHOUT_GPU();
+  WEFT_REQUIRE_GPU();
   auto pg = group();
   Tensor t = to_gpu(full({4}, 1.0), 0);
   std::vector<Tensor> outs{to_gpu(zeros({4}), 0)};
@@ -214,7 +213,7 @@ TEST(NCCL, CollectiveRunsAfterTheComputeStreamsWork) {
 }
 
 TEST(NCCL, ShortWaitTimesOutWithoutAborting) {
-  SKIP_WITHOUT_GPU();
+  WEFT_REQUIRE_GPU();
   auto pg = group();
   Tensor t = to_gpu(full({4}, 2.0), 0);
   StreamGate gate;
@@ -231,7 +230,7 @@ TEST(NCCL, ShortWaitTimesOutWithoutAborting) {
 }
 
 TEST(NCCL, TimeoutAbortsTheCommunicator) {
-  SKIP_WITHOUT_GPU();
+  WEFT_REQUIRE_GPU();
   auto pg = group();
   Tensor t = to_gpu(full({4}, 1.0), 0);
   StreamGate gate;
@@ -254,7 +253,7 @@ TEST(NCCL, TimeoutAbortsTheCommunicator) {
 }
 
 TEST(NCCL, SubGroup) {
-  SKIP_WITHOUT_GPU();
+  WEFT_REQUIRE_GPU();
   auto pg = group();
   auto sub = pg->new_group({0});
   ASSERT_NE(sub, nullptr);
@@ -266,7 +265,7 @@ TEST(NCCL, SubGroup) {
 }
 
 TEST(NCCL, ArgumentErrors) {
-  SKIP_WITHOUT_GPU();
+  WEFT_REQUIRE_GPU();
   auto pg = group();
   Tensor cpu = zeros({3});
   EXPECT_WEFT_ERROR(pg->allreduce(cpu), "the NCCL backend takes CUDA tensors, got a tensor on cpu");

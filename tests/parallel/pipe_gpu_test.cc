@@ -23,6 +23,7 @@
 #include "parallel/hybrid/distributed_model.h"
 #include "parallel/hybrid/distributed_optimizer.h"
 #include "parallel/pipe/local_pipe.h"
+#include "tests/cuda/gpu_testing.h"
 #include "tests/testing.h"
 
 namespace weft::parallel {
@@ -33,8 +34,6 @@ constexpr int64_t kIn = 6, kHidden = 16, kOut = 3, kRows = 12;
 constexpr int kSteps = 3;
 constexpr double kTol = 1e-4;
 
-#define SKIP_WITHOUT_GPU() \
-  if (!weft::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible (" << weft::cuda::unavailable_reason() << ")"
 
 // 8 children: (Linear, Tanh) x 4, the same weights for the same seed.
 std::shared_ptr<nn::Sequential> make_mlp() {
@@ -99,7 +98,7 @@ void expect_params_equal(const std::vector<std::pair<std::string, Tensor>>& got,
 }
 
 TEST(PipeOnOneGpu, LocalPipeTwoStagesOnCuda0EqualsTheCpu) {
-  SKIP_WITHOUT_GPU();
+  WEFT_REQUIRE_GPU();
   const Batches b = batches();
   const Reference ref = cpu_reference(b);
   for (pipe::ScheduleKind kind :
@@ -130,7 +129,7 @@ TEST(PipeOnOneGpu, LocalPipeTwoStagesOnCuda0EqualsTheCpu) {
 // DistributedModel over NCCL with a world of one on cuda:0: plain, and with
 // the optimizer state sharded (ZeRO-1 through DistributedOptimizer).
 TEST(PipeOnOneGpu, DistributedModelOverNcclWorldOfOneEqualsTheCpu) {
-  SKIP_WITHOUT_GPU();
+  WEFT_REQUIRE_GPU();
   const Batches b = batches();
   const Reference ref = cpu_reference(b);
   auto nccl = ProcessGroupNCCL::create(ProcessGroupInProc::create_world(1)[0]);

@@ -55,12 +55,8 @@ report() {
   pack
 }
 
-gpu_present() {
-  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then return 0; fi
-  ls /dev/nvidia[0-9]* >/dev/null 2>&1
-}
-NO_GPU_REASON="no NVIDIA GPU on this machine (nvidia-smi lists none, no /dev/nvidia*)"
-if gpu_present; then HAVE_GPU=1; else HAVE_GPU=0; fi
+NO_GPU_REASON="no NVIDIA GPU on this machine (nvidia-smi lists none, no /proc/driver/nvidia, no /dev/nvidia*)"
+if gpus_present; then HAVE_GPU=1; else HAVE_GPU=0; fi
 # A dry run never uses the GPU, even where there is one.
 ((DRY)) && HAVE_GPU=0 && NO_GPU_REASON="dry run"
 echo "all.sh: $( ((DRY)) && echo dry run || echo GPU run), budget ${BUDGET} s, bundle $HERE, binaries $PAYLOAD"
@@ -174,28 +170,19 @@ fi
 # into $LOGS/top_kernels_NAME.txt and their first lines into the summary.
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
 profile_kernels() {
-  local name=$1 csvf=$LOGS/ncu_$1.csv out=$LOGS/ncu_$1.out libpath pl
+  local name=$1 csvf=$LOGS/ncu_$1.csv out=$LOGS/ncu_$1.out
   shift
   [ -n "$NCU" ] || { echo "  top kernels ($name): no ncu here" >>"$SUMMARY"; return; }
-  # ncu must reach the real driver, not a stub libcuda.so: first with the driver's
-  # folder put first on the library path, then (if that wrote no kernel) with the
-  # folders that hold any other libcuda.so left off.
-  local real first dropped
+  # ncu must reach the real driver: its folder goes first on the library path.
+  local real pl
   real=$(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 /{print $NF; exit}')
   [ -z "$real" ] && [ -e /usr/local/nvidia/lib64/libcuda.so.1 ] && real=/usr/local/nvidia/lib64/libcuda.so.1
-  first=${real:+$(dirname "$real"):}$LD_LIBRARY_PATH
-  dropped=$(tr ':' '\n' <<<"$LD_LIBRARY_PATH" | while read -r d; do
-    [ -n "$d" ] && ! ls "$d"/libcuda.so* >/dev/null 2>&1 && echo "$d"; done | paste -sd: -)
-  { echo "driver: ${real:-not found}"; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH";
-    for d in $(tr ':' ' ' <<<"$LD_LIBRARY_PATH"); do ls -l "$d"/libcuda.so* 2>/dev/null; done; } >"$LOGS/ncu_env.txt" 2>&1
-  for libpath in "$first" "$dropped"; do
-    pl=$(left)
-    ((pl > 15)) || break
-    rm -f "$csvf"
-    LD_LIBRARY_PATH=$libpath timeout -k 5 $((pl - 5)) "$NCU" --metrics gpu__time_duration.sum --csv --print-units base \
-      --clock-control none --log-file "$csvf" "$@" >>"$out" 2>&1
-    grep -q gpu__time_duration "$csvf" 2>/dev/null && break
-  done
+  pl=$(left)
+  if ((pl > 15)); then
+    LD_LIBRARY_PATH=${real:+$(dirname "$real"):}$LD_LIBRARY_PATH timeout -k 5 $((pl - 5)) "$NCU" \
+      --metrics gpu__time_duration.sum --csv --print-units base --clock-control none --log-file "$csvf" "$@" \
+      >"$out" 2>&1
+  fi
   "$PY" - "$csvf" >"$LOGS/top_kernels_$name.txt" 2>&1 <<'PYEOF'
 import collections, csv, sys
 try:

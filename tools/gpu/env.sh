@@ -15,6 +15,13 @@ if [ -f "$HERE/payload.tar.xz" ] && [ ! -d "$HERE/lib" ]; then
 else
   PAYLOAD=$HERE
 fi
+# gpus_present: whether the driver lists a GPU here (nvidia-smi, /proc/driver/nvidia,
+# /dev/nvidia*), whether or not CUDA can use it.
+gpus_present() {
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then return 0; fi
+  ls /proc/driver/nvidia/gpus/* >/dev/null 2>&1 && return 0
+  ls /dev/nvidia[0-9]* >/dev/null 2>&1
+}
 PY=${PYTHON:-python3}
 PYLIBS=""
 if command -v "$PY" >/dev/null 2>&1; then

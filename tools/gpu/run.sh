@@ -65,13 +65,6 @@ print(":".join(names))
 PYEOF
 }
 
-# The machine's GPUs as the driver lists them, whether or not CUDA can use them.
-gpus_present() {
-  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then return 0; fi
-  ls /proc/driver/nvidia/gpus/* >/dev/null 2>&1 && return 0
-  ls /dev/nvidia[0-9]* >/dev/null 2>&1
-}
-
 if gpus_present; then
   echo "machine: $( (nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null ||
     echo 'NVIDIA GPU (nvidia-smi unavailable)') | head -n 1 | tr -s ' ')"
