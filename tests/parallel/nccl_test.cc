@@ -29,7 +29,6 @@ namespace {
 
 const Device kGPU{DeviceType::CUDA, 0};
 
-
 const std::vector<DType> kAllDTypes = {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16,
                                        DType::Int64,   DType::Int32,   DType::UInt8,    DType::Bool};
 const std::vector<ReduceOp> kOps = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min};

@@ -34,7 +34,6 @@ constexpr int64_t kIn = 6, kHidden = 16, kOut = 3, kRows = 12;
 constexpr int kSteps = 3;
 constexpr double kTol = 1e-4;
 
-
 // 8 children: (Linear, Tanh) x 4, the same weights for the same seed.
 std::shared_ptr<nn::Sequential> make_mlp() {
   manual_seed(17);
