@@ -10,6 +10,7 @@
 #include "core/ops.h"
 #include "parallel/hybrid/gather_state.h"
 #include "parallel/partition/comm_cost.h"
+#include "parallel/partition/contention.h"
 #include "parallel/partition/profile.h"
 #include "parallel/partition/search.h"
 
@@ -66,10 +67,20 @@ std::vector<int> DistributedModel::auto_balance(const Tensor& sample) {
   search.plan.method = options_.method;
   search.plan.memory_budget_bytes = options_.memory_budget_bytes;
   search.plan.bandwidth_bytes_per_s = options_.bandwidth_bytes_per_s;
+  search.plan.checkpoint = options_.pipe.checkpoint;
   if (grid_.dp() > 1 && !options_.shard_optimizer_state) {  // Note [gradient reduction]: the planner sees it
     search.plan.replicas = grid_.dp();
     const partition::AllreduceCost measured = partition::measure_allreduce(*grid_.data_parallel());
     search.plan.allreduce = partition::broadcast_cost(measured, *grid_.world(), 0);
+  }
+  // Note [processor sharing] in parallel/pipe/simulate.h: ranks oversubscribing
+  // their host's cores compute slower while others compute.
+  if (options_.compute_speeds) {
+    search.plan.compute_speeds = *options_.compute_speeds;
+  } else {
+    search.plan.compute_speeds =
+        partition::plan_compute_speeds(*grid_.world(), grid_.pipeline()->rank(), grid_.pp(),
+                                       [&] { return partition::model_workload(*model_, first, *grid_.world(), 0); });
   }
   search.profiled_chunks = chunks0;
   search.schedules = {options_.pipe.schedule};

@@ -19,7 +19,11 @@
 //   computes the same plan (parallel/partition/plan.h: method, memory budget,
 //   bandwidth; with several stages per rank each rank's stages together
 //   against the budget, Note [stages per rank] in parallel/partition/
-//   balance.h); world rank 0 prints the partition table to options.table.
+//   balance.h; the simulated step includes the data-parallel gradient
+//   average, measured, and, when the ranks oversubscribe their hosts'
+//   cores, their speeds computing together, measured unless given:
+//   compute_speeds); world rank 0 prints the partition table to
+//   options.table.
 //   With auto_schedule, the schedule (auto_schedules; by default gpipe, 1f1b,
 //   zb-h1, interleaved, interleaved-zb and zbv, with auto_virtual_stages
 //   stages per rank), its stages per rank and the micro-batch count
@@ -105,9 +109,13 @@ struct DistributedModelOptions {
   int64_t memory_budget_bytes = 0;                                       // per device; 0: unlimited
   double bandwidth_bytes_per_s = 0;                                      // 0: transfers cost nothing
   double optimizer_state_factor = 0;  // optimizer-state bytes per parameter byte (SGD momentum 1, Adam 2)
-  bool auto_schedule = false;         // choose the schedule, its stages per rank and chunks too
-  std::vector<int> auto_chunks;       // candidate micro-batch counts; empty: {pipe.chunks}
-  std::ostream* table = nullptr;      // where world rank 0 prints the partition table (nullptr: std::cout)
+  // The plan's compute speeds while k of a pipeline's ranks compute at once
+  // (partition/contention.h); unset: measured when the ranks oversubscribe
+  // their hosts' cores, else none; empty: every rank at full speed.
+  std::optional<std::vector<double>> compute_speeds;
+  bool auto_schedule = false;     // choose the schedule, its stages per rank and chunks too
+  std::vector<int> auto_chunks;   // candidate micro-batch counts; empty: {pipe.chunks}
+  std::ostream* table = nullptr;  // where world rank 0 prints the partition table (nullptr: std::cout)
   bool print_table = true;
   bool shard_optimizer_state = false;  // ZeRO-1 through DistributedOptimizer
   bool keep_output = false;            // last_output(): the replica's outputs of the last step

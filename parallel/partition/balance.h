@@ -100,6 +100,13 @@ struct BalanceOptions {
   // costing allreduce.seconds(the stage's gradient bytes).
   int replicas = 1;
   AllreduceCost allreduce;
+  // Each computing rank's speed while k of the pipeline's ranks compute at
+  // once, k = 1, 2, ... (contention.h; Note [processor sharing] in
+  // parallel/pipe/simulate.h); empty: every rank at full speed.
+  std::vector<double> compute_speeds;
+  // The runner's activation checkpointing: checkpointed micro-batches
+  // recompute their forward in the backward (the simulator's `checkpointed`).
+  pipe::CheckpointMode checkpoint = pipe::CheckpointMode::kNever;
 };
 
 // The peak number of micro-batches whose activations `kind` keeps alive on each

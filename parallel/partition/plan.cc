@@ -55,6 +55,8 @@ pipe::Simulation simulate_plan(const PartitionPlan& plan, pipe::ScheduleKind kin
   for (int s = 0; s + 1 < p; ++s) costs.transfer.push_back(plan.stages[s].transfer_s);
   if (reduce)
     for (const StageEstimate& s : plan.stages) costs.reduce_grad.push_back(s.reduce_s);
+  costs.speed = plan.compute_speeds;
+  costs.checkpointed = pipe::checkpointed_microbatches(plan.checkpoint, plan.microbatches);
   return pipe::simulate(schedule, costs);
 }
 
@@ -126,6 +128,8 @@ PartitionPlan evaluate_balance(const std::vector<LayerProfile>& layers, const st
     begin = e.end;
   }
   plan.rank_memory_bytes = rank_memory_bytes(c, balance);
+  plan.compute_speeds = options.compute_speeds;
+  plan.checkpoint = options.checkpoint;
   const pipe::Simulation sim = simulate_plan(plan, options.schedule, options.replicas > 1);
   plan.step_time_s = sim.makespan;
   plan.bubble_fraction = sim.bubble_fraction;
@@ -213,6 +217,17 @@ std::string partition_table(const std::vector<LayerProfile>& layers, const Parti
     os << "data-parallel gradient average per step:";
     for (size_t s = 0; s < plan.stages.size(); ++s)
       os << (s ? "," : "") << " stage " << s << " " << ms_str(plan.stages[s].reduce_s);
+    os << "\n";
+  }
+  if (!plan.compute_speeds.empty()) {  // Note [processor sharing]: included in the step time above
+    os << "ranks share cores: speed while 1";
+    for (size_t k = 2; k <= plan.compute_speeds.size(); ++k) os << ", " << k;
+    os << " of the pipeline's ranks compute:";
+    for (size_t k = 0; k < plan.compute_speeds.size(); ++k) {
+      char v[32];
+      std::snprintf(v, sizeof v, "%.2f", plan.compute_speeds[k]);
+      os << (k ? ", " : " ") << v;
+    }
     os << "\n";
   }
   return os.str();

@@ -15,7 +15,9 @@
 //   per stage forward = the layers' forward_s, backward = their backward_s
 //   (ZB-H1, whose backward is split, gets half as B and half as W), transfer per
 //   boundary as in the cost model; with options.replicas > 1, a ReduceGrad per
-//   stage costing options.allreduce.seconds(its gradient bytes).
+//   stage costing options.allreduce.seconds(its gradient bytes); ranks
+//   computing together at options.compute_speeds; checkpointed micro-batches
+//   (options.checkpoint) recomputing their forward in the backward.
 // - plan_partition chooses the balance by `method` (kOptimal: solve_balance,
 //   exact; kByTime / kBySize: fairscale's; kManual: options.balance) and checks
 //   every stage against the budget: a stage over it is an error naming the
@@ -65,9 +67,11 @@ struct PartitionPlan {
   int microbatches = 0;
   int virtual_stages = 1;  // stages per rank
   int64_t memory_budget_bytes = 0;
-  double bottleneck_s = 0;     // the largest stage time
-  double step_time_s = 0;      // simulated makespan of one step
-  double bubble_fraction = 0;  // simulated idle share
+  double bottleneck_s = 0;             // the largest stage time
+  double step_time_s = 0;              // simulated makespan of one step
+  double bubble_fraction = 0;          // simulated idle share
+  std::vector<double> compute_speeds;  // BalanceOptions::compute_speeds the step was simulated with
+  pipe::CheckpointMode checkpoint = pipe::CheckpointMode::kNever;  // and its checkpointing
   // Per rank: the sum of its stages' peak memory.
   std::vector<int64_t> rank_memory_bytes;
 };
@@ -91,7 +95,9 @@ PartitionPlan plan_partition(const std::vector<LayerProfile>& layers, const Plan
 // together): rank 0 12.3 MiB, rank 1 4.1 MiB") and the busiest rank follows
 // the bottleneck ("bottleneck 1.000 ms per micro-batch; busiest rank 0
 // 2.000 ms", its stages' times summed).
-// With one stage per rank the text is as above.
+// With one stage per rank the text is as above. With compute speeds (ranks
+// sharing cores) a last line gives them: "ranks share cores: speed while 1,
+// 2 of the pipeline's ranks compute: 0.98, 0.45".
 std::string partition_table(const std::vector<LayerProfile>& layers, const PartitionPlan& plan);
 // Writes partition_table to `os` on group rank 0; other ranks write nothing.
 void print_partition_table(const std::vector<LayerProfile>& layers, const PartitionPlan& plan, ProcessGroup& group,

@@ -80,22 +80,6 @@ struct PipelineRunner::StepState {
   std::vector<std::pair<int, size_t>> reductions;              // ReduceGrad issued: (local stage, trace index)
 };
 
-CheckpointMode parse_checkpoint_mode(const std::string& name) {
-  if (name == "always") return CheckpointMode::kAlways;
-  if (name == "except_last") return CheckpointMode::kExceptLast;
-  if (name == "never") return CheckpointMode::kNever;
-  WEFT_ERROR("checkpoint mode '", name, "' is not one of 'always', 'except_last', 'never'");
-}
-
-std::string checkpoint_mode_name(CheckpointMode mode) {
-  switch (mode) {
-    case CheckpointMode::kAlways: return "always";
-    case CheckpointMode::kExceptLast: return "except_last";
-    case CheckpointMode::kNever: return "never";
-  }
-  return "?";
-}
-
 PipelineRunner::PipelineRunner(Schedule schedule, std::vector<std::shared_ptr<nn::Module>> stages,
                                std::shared_ptr<ProcessGroup> group, RunnerOptions options)
     : schedule_(std::move(schedule)), stages_(std::move(stages)), group_(std::move(group)), options_(options) {
@@ -297,9 +281,7 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
       } else {
         x = st.in[li][mb];
       }
-      const int checkpoint_stop = options_.checkpoint == CheckpointMode::kAlways       ? schedule_.num_microbatches
-                                  : options_.checkpoint == CheckpointMode::kExceptLast ? schedule_.num_microbatches - 1
-                                                                                       : 0;
+      const int checkpoint_stop = checkpointed_microbatches(options_.checkpoint, schedule_.num_microbatches);
       Tensor y, xd = x.to(options_.device);  // a tracked copy when the devices differ
       if (mb < checkpoint_stop && GradMode::is_enabled()) {
         std::shared_ptr<nn::Module> stage = stages_[li];

@@ -69,10 +69,7 @@
 
 namespace weft::parallel::pipe {
 
-enum class CheckpointMode { kAlways, kExceptLast, kNever };
-// "always", "except_last", "never"; anything else is an error naming it.
-CheckpointMode parse_checkpoint_mode(const std::string& name);
-std::string checkpoint_mode_name(CheckpointMode mode);
+// CheckpointMode, parse_checkpoint_mode and checkpoint_mode_name: schedule.h.
 
 struct RunnerOptions {
   CheckpointMode checkpoint = CheckpointMode::kExceptLast;

@@ -212,4 +212,29 @@ std::string to_string(const Schedule& s) {
 
 std::ostream& operator<<(std::ostream& os, const Schedule& s) { return os << to_string(s); }
 
+CheckpointMode parse_checkpoint_mode(const std::string& name) {
+  if (name == "always") return CheckpointMode::kAlways;
+  if (name == "except_last") return CheckpointMode::kExceptLast;
+  if (name == "never") return CheckpointMode::kNever;
+  WEFT_ERROR("checkpoint mode '", name, "' is not one of 'always', 'except_last', 'never'");
+}
+
+std::string checkpoint_mode_name(CheckpointMode mode) {
+  switch (mode) {
+    case CheckpointMode::kAlways: return "always";
+    case CheckpointMode::kExceptLast: return "except_last";
+    case CheckpointMode::kNever: return "never";
+  }
+  return "?";
+}
+
+int checkpointed_microbatches(CheckpointMode mode, int microbatches) {
+  switch (mode) {
+    case CheckpointMode::kAlways: return microbatches;
+    case CheckpointMode::kExceptLast: return std::max(microbatches - 1, 0);
+    case CheckpointMode::kNever: return 0;
+  }
+  return 0;
+}
+
 }  // namespace weft::parallel::pipe

@@ -171,4 +171,14 @@ void add_reduce_grads(Schedule& schedule);
 std::string to_string(const Schedule& s);
 std::ostream& operator<<(std::ostream& os, const Schedule& s);
 
+// Activation checkpointing of micro-batches (the runner's, fairscale's
+// checkpoint= modes): a checkpointed micro-batch keeps only its stage inputs
+// and recomputes its forward in its backward.
+enum class CheckpointMode { kAlways, kExceptLast, kNever };
+// "always", "except_last", "never"; anything else is an error naming it.
+CheckpointMode parse_checkpoint_mode(const std::string& name);
+std::string checkpoint_mode_name(CheckpointMode mode);
+// Micro-batches [0, n) are checkpointed: m, m - 1 or 0.
+int checkpointed_microbatches(CheckpointMode mode, int microbatches);
+
 }  // namespace weft::parallel::pipe

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -32,6 +33,10 @@ void check_costs(const Schedule& s, const CostModel& c) {
   for (size_t i = 0; i < c.reduce_tied.size(); ++i)
     WEFT_CHECK(c.reduce_tied[i] >= 0 && std::isfinite(c.reduce_tied[i]), "simulate ", s.name, ": reduce_tied[", i,
                "] = ", c.reduce_tied[i], " is not a finite non-negative number");
+  WEFT_CHECK(c.checkpointed >= 0, "simulate ", s.name, ": checkpointed = ", c.checkpointed, " is negative");
+  for (size_t i = 0; i < c.speed.size(); ++i)
+    WEFT_CHECK(c.speed[i] > 0 && std::isfinite(c.speed[i]), "simulate ", s.name, ": speed[", i, "] = ", c.speed[i],
+               " is not a finite positive number");
   WEFT_CHECK(c.transfer.empty() || c.transfer.size() + 1 == S, "simulate ", s.name, ": transfer has ",
              c.transfer.size(), " entries for ", S - 1, " stage boundaries");
   for (size_t i = 0; i < c.transfer.size(); ++i)
@@ -58,10 +63,13 @@ CostModel CostModel::uniform(int stages, double forward, double backward, double
 }
 
 double action_cost(const Schedule& s, const CostModel& c, const Action& a) {
+  const bool recompute = a.microbatch < c.checkpointed;
   switch (a.kind) {
     case ActionKind::kForward: return c.forward.at(a.stage);
-    case ActionKind::kBackward: return c.backward.at(a.stage) + (s.split_backward ? 0.0 : c.weight.at(a.stage));
-    case ActionKind::kWeight: return c.weight.at(a.stage);
+    case ActionKind::kBackward:
+      return c.backward.at(a.stage) + (s.split_backward && !recompute ? 0.0 : c.weight.at(a.stage)) +
+             (recompute ? c.forward.at(a.stage) : 0.0);
+    case ActionKind::kWeight: return recompute ? 0.0 : c.weight.at(a.stage);
     default: return 0.0;
   }
 }
@@ -72,65 +80,129 @@ Simulation simulate(const Schedule& s, const CostModel& c) {
   const int p = s.num_ranks;
   Simulation sim;
   sim.ranks.resize(p);
+  // Note [processor sharing]: an event-driven loop. `now` only moves forward,
+  // to the earliest of: a computing rank's projected end, a message's
+  // arrival, a waiting ReduceTiedGrad's end. Between events the number of
+  // computing ranks is constant, so each progresses at one rate.
+  enum class State { kReady, kComputing, kWaiting, kDone };
+  std::vector<State> state(p, State::kReady);
   std::vector<size_t> pc(p, 0);
-  std::vector<double> clock(p, 0.0);
+  std::vector<TimedAction> current(p);  // the action a rank computes or waits in
+  std::vector<double> work(p, 0.0);     // computing: the action's cost (its time at full speed)
+  std::vector<bool> fresh(p, false);    // computing, and its projected end not yet set
+  std::vector<double> projected(p, 0.0);
+  std::vector<double> clock(p, 0.0);    // when the rank's last action ended
   std::vector<double> channel(p, 0.0);  // when the rank's reductions are done (Note [gradient reduction])
   std::map<std::tuple<bool, int, int>, double> arrival;  // message -> time it arrives
   std::map<std::pair<int, int>, double> tied_arrival;    // (group, rank) -> when the rank reached TiedGrad
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (int r = 0; r < p; ++r) {
-      const auto& list = s.rank_actions[r];
-      while (pc[r] < list.size()) {
-        const Action& a = list[pc[r]];
-        TimedAction t{a, clock[r], clock[r]};
-        if (is_recv(a.kind)) {
-          auto it = arrival.find(message_key(a));
-          if (it == arrival.end()) break;  // its send is not issued yet
-          t.end = std::max(clock[r], it->second);
-        } else if (is_tied(a.kind)) {  // a rendezvous: ends when the group's last rank arrives
-          tied_arrival.emplace(std::make_pair(a.tie, r), clock[r]);
-          bool all = true;
-          double last = clock[r];
-          for (int q : s.tied_ranks(a.tie)) {
-            auto it = tied_arrival.find({a.tie, q});
-            if (it == tied_arrival.end()) {
-              all = false;
-              break;
-            }
-            last = std::max(last, it->second);
-          }
-          if (!all) break;
-          t.end = last;
-        } else if (a.kind == ActionKind::kReduceGrad) {  // asynchronous: the rank goes on
-          t.start = std::max(clock[r], channel[r]);
-          t.end = t.start + (c.reduce_grad.empty() ? 0.0 : c.reduce_grad[a.stage]);
-          channel[r] = t.end;
-          sim.ranks[r].actions.push_back(t);
-          ++pc[r];
-          progress = true;
-          continue;
-        } else if (a.kind == ActionKind::kReduceTiedGrad) {  // the rank waits for it
-          t.end = std::max(clock[r], channel[r]) + (c.reduce_tied.empty() ? 0.0 : c.reduce_tied[a.tie]);
-          channel[r] = t.end;
-        } else if (is_send(a.kind)) {
-          const int boundary = std::min(a.stage, a.peer_stage);
-          arrival[message_key(a)] = clock[r] + (c.transfer.empty() ? 0.0 : c.transfer[boundary]);
-        } else {
-          t.end = clock[r] + action_cost(s, c, a);
-          sim.ranks[r].busy += t.end - t.start;
+  double now = 0, rate = 1;                              // rate: the computing ranks' speed since the last event
+  auto finish_action = [&](int r, double end) {
+    TimedAction& t = current[r];
+    t.end = end;
+    if (is_compute(t.action.kind)) sim.ranks[r].busy += t.end - t.start;
+    clock[r] = end;
+    sim.ranks[r].actions.push_back(t);
+    ++pc[r];
+    state[r] = pc[r] < s.rank_actions[r].size() ? State::kReady : State::kDone;
+  };
+  // Runs rank r's actions at `now` until it computes, waits or is done; true if it moved.
+  auto advance = [&](int r) {
+    bool moved = false;
+    while (state[r] == State::kReady || state[r] == State::kWaiting) {
+      const Action& a = s.rank_actions[r][pc[r]];
+      if (state[r] == State::kReady) current[r] = TimedAction{a, now, now};
+      TimedAction& t = current[r];
+      if (is_recv(a.kind)) {
+        auto it = arrival.find(message_key(a));
+        if (it == arrival.end() || it->second > now) {  // not sent yet, or in flight
+          state[r] = State::kWaiting;
+          return moved;
         }
-        clock[r] = t.end;
+        finish_action(r, std::max(t.start, it->second));
+      } else if (is_tied(a.kind)) {  // a rendezvous: ends when the group's last rank arrives
+        tied_arrival.emplace(std::make_pair(a.tie, r), t.start);
+        double last = t.start;
+        for (int q : s.tied_ranks(a.tie)) {
+          auto it = tied_arrival.find({a.tie, q});
+          if (it == tied_arrival.end()) {
+            state[r] = State::kWaiting;
+            return moved;
+          }
+          last = std::max(last, it->second);
+        }
+        finish_action(r, last);
+      } else if (a.kind == ActionKind::kReduceGrad) {  // asynchronous: the rank goes on
+        t.start = std::max(now, channel[r]);
+        t.end = t.start + (c.reduce_grad.empty() ? 0.0 : c.reduce_grad[a.stage]);
+        channel[r] = t.end;
         sim.ranks[r].actions.push_back(t);
         ++pc[r];
-        progress = true;
+        state[r] = pc[r] < s.rank_actions[r].size() ? State::kReady : State::kDone;
+      } else if (a.kind == ActionKind::kReduceTiedGrad) {  // the rank waits for it
+        if (state[r] == State::kReady) {
+          projected[r] = std::max(now, channel[r]) + (c.reduce_tied.empty() ? 0.0 : c.reduce_tied[a.tie]);
+          channel[r] = projected[r];
+        }
+        if (projected[r] > now) {
+          state[r] = State::kWaiting;
+          return moved;
+        }
+        finish_action(r, projected[r]);
+      } else if (is_send(a.kind)) {
+        const int boundary = std::min(a.stage, a.peer_stage);
+        arrival[message_key(a)] = now + (c.transfer.empty() ? 0.0 : c.transfer[boundary]);
+        finish_action(r, now);
+      } else {  // compute
+        const double cost = action_cost(s, c, a);
+        if (cost > 0) {
+          state[r] = State::kComputing;
+          work[r] = cost;
+          fresh[r] = true;
+          return true;
+        }
+        finish_action(r, now);
+      }
+      moved = true;
+    }
+    return moved;
+  };
+  for (;;) {
+    // Everything that can happen at `now` happens (a send may release a receive, a
+    // rank's arrival a tied rendezvous, so sweep until nothing moves).
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int r = 0; r < p; ++r) moved = advance(r) || moved;
+    }
+    // The computing ranks' shared rate, and their projected ends under it.
+    int active = 0;
+    for (int r = 0; r < p; ++r) active += state[r] == State::kComputing;
+    const double new_rate =
+        c.speed.empty() || active == 0 ? 1.0 : c.speed[std::min<size_t>(active, c.speed.size()) - 1];
+    for (int r = 0; r < p; ++r) {
+      if (state[r] != State::kComputing) continue;
+      if (fresh[r]) {  // started at `now`
+        projected[r] = now + work[r] / new_rate;
+        fresh[r] = false;
+      } else if (new_rate != rate) {  // (projected - now) * rate is the work left
+        projected[r] = now + (projected[r] - now) * rate / new_rate;
       }
     }
+    rate = new_rate;
+    double next = std::numeric_limits<double>::infinity();
+    for (int r = 0; r < p; ++r) {
+      if (state[r] == State::kComputing) next = std::min(next, projected[r]);
+      if (state[r] == State::kWaiting && s.rank_actions[r][pc[r]].kind == ActionKind::kReduceTiedGrad)
+        next = std::min(next, projected[r]);
+    }
+    for (const auto& [key, t] : arrival)
+      if (t > now) next = std::min(next, t);
+    if (next == std::numeric_limits<double>::infinity()) break;
+    now = next;
+    for (int r = 0; r < p; ++r)
+      if (state[r] == State::kComputing && projected[r] <= now) finish_action(r, projected[r]);
   }
   for (int r = 0; r < p; ++r)
-    WEFT_INTERNAL_ASSERT(pc[r] == s.rank_actions[r].size(), "simulate ", s.name, ": rank ", r,
-                         " stuck after validation");
+    WEFT_INTERNAL_ASSERT(state[r] == State::kDone, "simulate ", s.name, ": rank ", r, " stuck after validation");
   for (int r = 0; r < p; ++r) clock[r] = std::max(clock[r], channel[r]);
   for (int r = 0; r < p; ++r) sim.makespan = std::max(sim.makespan, clock[r]);
   double idle = 0;
@@ -171,6 +243,16 @@ Simulation simulate(const Schedule& s, const CostModel& c) {
   }
   sim.bubble_fraction = sim.makespan > 0 ? idle / (p * sim.makespan) : 0.0;
   return sim;
+}
+
+std::vector<double> sharing_speeds(double cores, int ranks) {
+  WEFT_CHECK(cores > 0 && std::isfinite(cores) && ranks >= 1,
+             "sharing_speeds: cores must be positive and ranks at "
+             "least 1 (cores=",
+             cores, ", ranks=", ranks, ")");
+  std::vector<double> out;
+  for (int k = 1; k <= ranks; ++k) out.push_back(std::min(1.0, cores / k));
+  return out;
 }
 
 std::vector<std::vector<Action>> clock_cycles(const Simulation& sim, double unit) {

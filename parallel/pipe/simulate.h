@@ -6,6 +6,11 @@
 //   the backward. A split schedule charges B = backward[s] and W = weight[s]; a
 //   full one charges B = backward[s] + weight[s]. So F = B = W = 1 means F = 1 and
 //   a full B = 2 (the textbook "backward costs twice the forward").
+// - Activation checkpointing: micro-batches below `checkpointed` recompute
+//   their forward in their backward, so their B also costs forward[s]; split,
+//   such a B computes the weight gradients too (the recomputed segment's
+//   backward yields them all), so it costs forward + backward + weight and
+//   its W costs 0.
 // - transfer[b] is the time a message between stages b and b+1 takes (either
 //   direction); empty means 0. Neighbour stages on one rank exchange nothing.
 // - Timing model (what a runner with posted receives does): each rank runs its
@@ -24,7 +29,17 @@
 //   rank waits for it (it is idle meanwhile). A rank finishes when its last
 //   action has ended and its channel is idle, so a reduction that outlasts
 //   the compute lengthens the step.
-// - busy = total compute time of the rank; idle = makespan - busy (waiting before
+// - Processor sharing (Note [processor sharing]): ranks that share cores
+//   compute slower together. speed[k-1] is the speed of each computing rank
+//   (work done per second, the costs being the work) while k ranks compute
+//   at once; k past the vector's end uses its last entry; empty: 1 always.
+//   A compute action of cost x thus lasts x / speed[0] alone and longer
+//   while others compute; its rate changes whenever a rank starts or ends a
+//   compute action. Ranks that share C cores' worth of compute perfectly
+//   have speed[k-1] = min(1, C / k) (sharing_speeds(C, ranks)); measured
+//   speeds also carry what waiting ranks and shared caches take. Waiting
+//   ranks compute nothing; communication is not slowed.
+// - busy = total compute time of the rank (wall time, sharing included); idle = makespan - busy (waiting before
 //   the first action, inside receives and after the rank's last action);
 //   makespan = the latest end of any action; bubble_fraction = sum of idle over
 //   ranks / (ranks * makespan) = 1 - total compute / (ranks * makespan). For
@@ -57,6 +72,8 @@ struct CostModel {
   std::vector<double> weight_grad_memory;  // per stage, per micro-batch; empty: 0
   std::vector<double> reduce_grad;         // per stage: its data-parallel gradient average; empty: 0
   std::vector<double> reduce_tied;         // per tied group: its data-parallel average; empty: 0
+  std::vector<double> speed;               // per number of computing ranks - 1; empty: 1
+  int checkpointed = 0;                    // micro-batches [0, checkpointed) recompute F in B
 
   // The same costs on every stage of a `stages`-stage pipeline.
   static CostModel uniform(int stages, double forward, double backward, double weight, double transfer = 0);
@@ -88,6 +105,10 @@ struct Simulation {
 double action_cost(const Schedule& schedule, const CostModel& costs, const Action& a);
 
 Simulation simulate(const Schedule& schedule, const CostModel& costs);
+
+// min(1, cores / k) for k = 1 .. ranks: ranks sharing `cores` ranks' worth of
+// compute perfectly (CostModel::speed).
+std::vector<double> sharing_speeds(double cores, int ranks);
 
 // fairscale's clock cycles: tick t lists the compute actions (rank by rank) that
 // start in [t * unit, (t + 1) * unit).

@@ -226,6 +226,104 @@ TEST(PipeSimulate, UnevenStageCosts) {
   EXPECT_DOUBLE_EQ(sim.bubble_fraction, 0.4);
 }
 
+// Processor sharing (Note [processor sharing]): two ranks on one core's worth of
+// compute. Worked by hand: GPipe, 2 stages, 2 micro-batches, F = 1, full B = 2.
+// t=0 F0.0 alone ends at 1; F0.1 and F1.0 share from 1 (speed 1/2) and end at 3;
+// F1.1 alone 3-4; B1.0 alone 4-6; B1.1 and B0.0 share from 6 and end at 10;
+// B0.1 alone 10-12.
+TEST(PipeSimulate, SharedCoresSlowRanksThatComputeTogether) {
+  CostModel c = CostModel::uniform(2, 1, 1, 1);
+  c.speed = sharing_speeds(1, 2);
+  EXPECT_EQ(c.speed, (std::vector<double>{1, 0.5}));
+  Simulation sim = simulate(gpipe_schedule(2, 2), c);
+  EXPECT_EQ(timeline(sim, 0), "F0.0[0,1] F0.1[1,3] B0.0[6,10] B0.1[10,12]");
+  EXPECT_EQ(timeline(sim, 1), "F1.0[1,3] F1.1[3,4] B1.0[4,6] B1.1[6,10]");
+  EXPECT_EQ(sim.makespan, 12);
+  EXPECT_EQ(sim.ranks[0].busy, 9);
+  EXPECT_EQ(sim.ranks[1].busy, 9);
+  EXPECT_DOUBLE_EQ(sim.bubble_fraction, 0.25);  // (24 - 18) / 24; without sharing 9 and 1 - 12/18
+}
+
+// A rate that changes inside an action: stage 0's forward costs 2. F0.1 runs
+// from 2 at half speed beside F1.0 (cost 1, ends at 4, half of F0.1 done),
+// then alone: it ends at 5. F1.1 5-6, B1.0 6-8, B1.1 and B0.0 share 8-12,
+// B0.1 12-14.
+TEST(PipeSimulate, SharedCoresRateChangesInsideAnAction) {
+  CostModel c = CostModel::uniform(2, 1, 1, 1);
+  c.forward = {2, 1};
+  c.speed = {1, 0.5};
+  Simulation sim = simulate(gpipe_schedule(2, 2), c);
+  EXPECT_EQ(timeline(sim, 0), "F0.0[0,2] F0.1[2,5] B0.0[8,12] B0.1[12,14]");
+  EXPECT_EQ(timeline(sim, 1), "F1.0[2,4] F1.1[5,6] B1.0[6,8] B1.1[8,12]");
+  EXPECT_EQ(sim.makespan, 14);
+  EXPECT_DOUBLE_EQ(sim.bubble_fraction, 8.0 / 28);  // busy 11 + 9 of 2 x 14
+}
+
+// Every built-in schedule: cores enough for every rank change nothing, and
+// with one core's worth the step is at least the total work (the core never
+// does more than one rank's worth per second) and no action runs faster than
+// its cost.
+TEST(PipeSimulate, SharedCoresBoundsOnEveryBuiltInSchedule) {
+  int cases = 0;
+  for (ScheduleKind kind :
+       {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved1F1B, ScheduleKind::kZeroBubbleH1,
+        ScheduleKind::kZeroBubbleV, ScheduleKind::kInterleavedZeroBubble})
+    for (int p : {2, 4})
+      for (int m : {4, 8}) {
+        const bool v2 = kind == ScheduleKind::kInterleaved1F1B || kind == ScheduleKind::kZeroBubbleV ||
+                        kind == ScheduleKind::kInterleavedZeroBubble;
+        const Schedule s = make_schedule(kind, p, m, v2 ? 2 : 1);
+        const std::string at = s.name + " p=" + std::to_string(p) + " m=" + std::to_string(m);
+        CostModel c = CostModel::uniform(s.num_stages(), 1, 1.5, 0.75, 0.25);
+        const Simulation own = simulate(s, c);
+        c.speed = sharing_speeds(p, p);
+        const Simulation enough = simulate(s, c);
+        EXPECT_EQ(own.makespan, enough.makespan) << at;
+        for (int r = 0; r < p; ++r) EXPECT_EQ(timeline(own, r, true), timeline(enough, r, true)) << at;
+        c.speed = sharing_speeds(1, p);
+        const Simulation one = simulate(s, c);
+        double work = 0;
+        for (int r = 0; r < p; ++r) work += own.ranks[r].busy;
+        EXPECT_GE(one.makespan, work - 1e-9) << at;
+        EXPECT_GE(one.makespan, own.makespan - 1e-9) << at;
+        for (int r = 0; r < p; ++r) {
+          EXPECT_NEAR(one.ranks[r].busy + one.ranks[r].idle, one.makespan, 1e-9) << at;
+          for (const TimedAction& t : one.ranks[r].actions) {
+            if (!is_compute(t.action.kind)) continue;
+            EXPECT_GE(t.end - t.start, action_cost(s, c, t.action) - 1e-9) << at << " " << to_string(t.action);
+          }
+        }
+        ++cases;
+      }
+  EXPECT_EQ(cases, 6 * 2 * 2);
+}
+
+// Activation checkpointing: a checkpointed micro-batch's B recomputes its F.
+// 1F1B, 2 stages, 2 micro-batches, F = 1, full B = 2, micro-batch 0
+// checkpointed (B = 3): F0.0 0-1, F1.0 1-2, B1.0 2-5, F0.1 1-2, B0.0 5-8,
+// F1.1 5-6, B1.1 6-8, B0.1 8-10. Split (zb-h1), a checkpointed B computes
+// the weight gradients too (F + B + W = 3) and its W costs nothing.
+TEST(PipeSimulate, CheckpointedMicrobatchesRecomputeTheirForward) {
+  CostModel c = CostModel::uniform(2, 1, 1, 1);
+  c.checkpointed = 1;
+  Simulation sim = simulate(one_f_one_b_schedule(2, 2), c);
+  EXPECT_EQ(timeline(sim, 0), "F0.0[0,1] F0.1[1,2] B0.0[5,8] B0.1[8,10]");
+  EXPECT_EQ(timeline(sim, 1), "F1.0[1,2] B1.0[2,5] F1.1[5,6] B1.1[6,8]");
+  EXPECT_EQ(sim.makespan, 10);
+  const Schedule zb = zero_bubble_h1_schedule(2, 2);
+  for (const auto& list : zb.rank_actions)
+    for (const Action& a : list) {
+      if (a.kind == ActionKind::kBackward) {
+        EXPECT_EQ(action_cost(zb, c, a), a.microbatch == 0 ? 3 : 1);
+      } else if (a.kind == ActionKind::kWeight) {
+        EXPECT_EQ(action_cost(zb, c, a), a.microbatch == 0 ? 0 : 1);
+      }
+    }
+  EXPECT_EQ(checkpointed_microbatches(CheckpointMode::kAlways, 4), 4);
+  EXPECT_EQ(checkpointed_microbatches(CheckpointMode::kExceptLast, 4), 3);
+  EXPECT_EQ(checkpointed_microbatches(CheckpointMode::kNever, 4), 0);
+}
+
 TEST(PipeSimulate, CostErrorsAndInvalidSchedulesAreRefused) {
   Schedule s = gpipe_schedule(2, 2);
   CostModel c = CostModel::uniform(2, 1, 1, 1);
@@ -237,6 +335,12 @@ TEST(PipeSimulate, CostErrorsAndInvalidSchedulesAreRefused) {
   c = CostModel::uniform(2, 1, 1, 1);
   c.transfer = {1, 1};
   EXPECT_WEFT_ERROR(simulate(s, c), "simulate gpipe: transfer has 2 entries for 1 stage boundaries");
+  c = CostModel::uniform(2, 1, 1, 1);
+  c.checkpointed = -1;
+  EXPECT_WEFT_ERROR(simulate(s, c), "simulate gpipe: checkpointed = -1 is negative");
+  c = CostModel::uniform(2, 1, 1, 1);
+  c.speed = {1, 0};
+  EXPECT_WEFT_ERROR(simulate(s, c), "simulate gpipe: speed[1] = 0 is not a finite positive number");
   std::swap(s.rank_actions[1][1], s.rank_actions[1][4]);  // F1.0 <-> B1.0
   EXPECT_WEFT_ERROR(simulate(s, CostModel::uniform(2, 1, 1, 1)), "rank 1 action 1 (B1.0): runs before F1.0");
   EXPECT_WEFT_ERROR(clock_cycles(Simulation{}, 0), "clock_cycles: unit must be positive (unit=0)");
