@@ -6,10 +6,13 @@ H=1024) split evenly over N ranks (default 2) with one thread each, a batch of
 B rows (default 64) as M micro-batches (default 8), MSE loss on a fixed
 synthetic batch, plain SGD, no activation checkpointing; each side times the
 same number of steps after a warm-up. weft runs //bench:pipe_weft under
-mpirun; torch runs PipelineStage + ScheduleGPipe / Schedule1F1B under
-torch.multiprocessing.spawn. Prints, per schedule both have:
+mpirun; torch runs PipelineStage + the same schedule under
+torch.multiprocessing.spawn: ScheduleGPipe, Schedule1F1B,
+ScheduleInterleaved1F1B and ScheduleInterleavedZeroBubble (2 looped stages
+per rank) and ScheduleZBVZeroBubble (2 stages per rank in a V). Prints, per
+schedule both have:
   pipe_mlp_<schedule>: weft=<steps/s> torch=<steps/s> steps/s speedup=<weft/torch>
-and for weft's interleaved (2 stages per rank) and zero-bubble schedules
+and for weft's ZB-H1 (zb, one stage per rank: torch has no such schedule)
   pipe_mlp_<schedule>: weft=<steps/s> steps/s
 then per schedule the peak resident memory of the largest rank on each side
 and weft's measured step time against the simulator's prediction from the
@@ -30,7 +33,13 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B,
+                                          ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble)
+
+# weft's schedule -> (torch's schedule class, stages per rank, placement)
+KINDS = {"gpipe": (ScheduleGPipe, 1, "loop"), "1f1b": (Schedule1F1B, 1, "loop"),
+         "interleaved": (ScheduleInterleaved1F1B, 2, "loop"),
+         "interleaved-zb": (ScheduleInterleavedZeroBubble, 2, "loop"), "zbv": (ScheduleZBVZeroBubble, 2, "v")}
 
 def worker(rank, world, port, schedule, steps, warmup, batch, hidden, layers, micro, q):
     torch.set_num_threads(1)
@@ -41,25 +50,24 @@ def worker(rank, world, port, schedule, steps, warmup, batch, hidden, layers, mi
     blocks = []
     for _ in range(layers):
         blocks += [nn.Linear(hidden, hidden), nn.ReLU()]
-    per = len(blocks) // world
-    mod = nn.Sequential(*blocks[rank * per:(rank + 1) * per])
-    stage = PipelineStage(mod, rank, world, torch.device("cpu"))
-    kind = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule]
-    sched = kind(stage, n_microbatches=micro, loss_fn=lambda out, t: nn.functional.mse_loss(out, t))
-    opt = torch.optim.SGD(mod.parameters(), lr=0.01)
+    kind, v, placement = KINDS[schedule]
+    n_stages = world * v
+    per = len(blocks) // n_stages
+    # Stage ids of this rank: looped (r, r + p, ...) or V (r and 2p - 1 - r).
+    ids = [rank, 2 * world - 1 - rank] if placement == "v" else [rank + k * world for k in range(v)]
+    mods = [nn.Sequential(*blocks[i * per:(i + 1) * per]) for i in ids]
+    stages = [PipelineStage(m, i, n_stages, torch.device("cpu")) for m, i in zip(mods, ids)]
+    loss_fn = lambda out, t: nn.functional.mse_loss(out, t)
+    sched = kind(stages[0] if v == 1 else stages, n_microbatches=micro, loss_fn=loss_fn)
+    opt = torch.optim.SGD([p for m in mods for p in m.parameters()], lr=0.01)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(batch, hidden, generator=g)
     y = torch.randn(batch, hidden, generator=g)
-    last = world - 1
+    first, last = 0 in ids, n_stages - 1 in ids
     def step():
         opt.zero_grad()
         losses = []
-        if rank == 0:
-            sched.step(x)
-        elif rank == last:
-            sched.step(target=y, losses=losses)
-        else:
-            sched.step()
+        sched.step(*([x] if first else []), **({"target": y, "losses": losses} if last else {}))
         opt.step()
         return sum(l.item() for l in losses) / max(len(losses), 1)
     for _ in range(warmup):
@@ -72,7 +80,7 @@ def worker(rank, world, port, schedule, steps, warmup, batch, hidden, layers, mi
     secs = time.perf_counter() - t0
     rss = torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], dtype=torch.float64)
     dist.all_reduce(rss, op=dist.ReduceOp.MAX)
-    if rank == last:
+    if last:
         q.put({"steps_per_second": steps / secs, "final_loss": loss, "peak_rss_mib": rss.item(),
                "torch": torch.__version__})
     dist.destroy_process_group()
@@ -101,7 +109,7 @@ def main():
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--layers", type=int, default=16)
     ap.add_argument("--microbatches", type=int, default=8)
-    ap.add_argument("--schedules", default="gpipe,1f1b,interleaved,zb")
+    ap.add_argument("--schedules", default="gpipe,1f1b,interleaved,zb,interleaved-zb,zbv")
     args = ap.parse_args()
     import torch
     print(f"peer: torch {torch.__version__} (gloo, torch.distributed.pipelining), ranks={args.np} x 1 thread, "
@@ -124,7 +132,7 @@ def main():
                 print(f"pipe_mlp_{schedule}: weft did not run: {err}", flush=True)
                 continue
             w = last_json(r.stdout)
-            if schedule in ("gpipe", "1f1b"):
+            if schedule in ("gpipe", "1f1b", "interleaved", "interleaved-zb", "zbv"):
                 t = last_json(subprocess.run(
                     [sys.executable, child, str(args.np), str(free_port()), schedule, str(args.steps),
                      str(args.warmup), str(args.batch), str(args.hidden), str(args.layers), str(args.microbatches)],

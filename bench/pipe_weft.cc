@@ -44,8 +44,8 @@ int main(int argc, char** argv) {
       .add("--hidden N", &hidden, "width")
       .add("--layers N", &layers, "Linear+ReLU blocks")
       .add("--microbatches N", &microbatches, "micro-batches per step")
-      .add_choice("--schedule", &schedule, {"gpipe", "1f1b", "interleaved", "zb"}, "schedule")
-      .add("--virtual N", &virtual_stages, "stages per rank", "2 for interleaved, else 1")
+      .add_choice("--schedule", &schedule, {"gpipe", "1f1b", "interleaved", "zb", "zbv", "interleaved-zb"}, "schedule")
+      .add("--virtual N", &virtual_stages, "stages per rank", "2 for interleaved, interleaved-zb and zbv, else 1")
       .add("--trace PATH", &trace, "write the last step's Chrome trace here", "none");
   if (auto status = flags.parse_in_main(argc, argv, "pipe_weft")) return *status;
   try {
@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
     pp::PipeOptions o;
     o.chunks = microbatches;
     o.schedule = pp::parse_schedule_kind(schedule);
-    o.virtual_stages = virtual_stages > 0 ? virtual_stages : (schedule == "interleaved" ? 2 : 1);
+    o.virtual_stages = virtual_stages > 0 ? virtual_stages : (schedule == "interleaved" || schedule == "interleaved-zb" || schedule == "zbv" ? 2 : 1);
     o.checkpoint = pp::CheckpointMode::kNever;
     const int stages = ctx.size() * o.virtual_stages;
     WEFT_CHECK((2 * layers) % stages == 0, "pipe_weft: ", 2 * layers, " modules do not split evenly over ", stages,

@@ -198,6 +198,7 @@ TEST(StagesPerRank, AutoScheduleChoosesAmongSixSchedules) {
     dm.partition(r == 0 ? x : Tensor());
     partition::SearchOptions s;
     s.plan.stages = 2;
+    s.plan.checkpoint = o.pipe.checkpoint;  // the runner's default, except_last, which the plan simulates
     s.schedules = {ScheduleKind::kGPipe,
                    ScheduleKind::k1F1B,
                    ScheduleKind::kZeroBubbleH1,
