@@ -3,6 +3,7 @@
 //
 //   ./bazelw run //tools:schedule_chart -- --schedule interleaved --ranks 4 --microbatches 8 --virtual 2
 //   ./bazelw run //tools:schedule_chart -- --from my_schedule.txt
+//   ./bazelw run //tools:schedule_chart -- --schedule zbv --ranks 4 --microbatches 8 --overlap --overlap-speed 1
 //
 // --from FILE charts a text schedule (parallel/pipe/parse.h; what --actions
 // prints is one) instead of a generated one, after the validator accepts it;
@@ -31,6 +32,7 @@
 #include "examples/train_report.h"
 #include "parallel/pipe/chart.h"
 #include "parallel/pipe/generators.h"
+#include "parallel/pipe/overlap.h"
 #include "parallel/pipe/parse.h"
 #include "parallel/pipe/simulate.h"
 #include "parallel/pipe/validate.h"
@@ -43,6 +45,8 @@ struct Flags {
   std::string schedule = "1f1b";
   int ranks = 4, microbatches = 8, virtual_stages = 1;
   double forward = 1, backward = 1, weight = 1, transfer = 0, unit = 0;
+  bool overlap = false;
+  double overlap_speed = 0.5;
   std::string svg;
   std::string from;
   bool actions = false;
@@ -63,7 +67,13 @@ std::optional<Flags> parse(int argc, char** argv) {
       .add("--unit X", &f.unit, "time per text column", "the shortest action")
       .add("--from FILE", &f.from, "chart the text schedule in FILE (instead of --schedule and its shape)")
       .add("--svg PATH", &f.svg, "also write the SVG chart to PATH")
-      .add_switch("--actions", &f.actions, true, "also print each rank's action list");
+      .add_switch("--actions", &f.actions, true, "also print each rank's action list")
+      .add_switch(
+          "--overlap", &f.overlap, true,
+          "pair forwards with the backwards after them where that does not lengthen the simulated step (overlapped F "
+          "and B, parallel/pipe/overlap.h)")
+      .add("--overlap-speed X", &f.overlap_speed,
+           "speed of each action of an overlapped pair relative to alone (0.5: no gain; 1: the pair lasts max(F, B))");
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
   WEFT_FLAG_CHECK(f.ranks >= 1, "--ranks must be a positive integer (got ", f.ranks, ")");
   WEFT_FLAG_CHECK(f.microbatches >= 1, "--microbatches must be a positive integer (got ", f.microbatches, ")");
@@ -72,6 +82,8 @@ std::optional<Flags> parse(int argc, char** argv) {
   WEFT_FLAG_CHECK(f.backward > 0, "--backward must be positive (got ", f.backward, ")");
   WEFT_FLAG_CHECK(f.weight >= 0, "--weight must be >= 0 (got ", f.weight, ")");
   WEFT_FLAG_CHECK(f.transfer >= 0, "--transfer must be >= 0 (got ", f.transfer, ")");
+  WEFT_FLAG_CHECK(f.overlap_speed > 0 && f.overlap_speed <= 1, "--overlap-speed must be in (0, 1] (got ",
+                  f.overlap_speed, ")");
   WEFT_FLAG_CHECK(f.unit >= 0, "--unit must be >= 0 (0: the shortest action; got ", f.unit, ")");
   f.svg = weft::examples::user_path(f.svg);
   f.from = weft::examples::user_path(f.from);
@@ -99,10 +111,11 @@ int run(const Flags& f) {
   const ScheduleKind kind = parse_schedule_kind(f.schedule);
   // zbv always places two stages per rank: the default --virtual 1 means its 2.
   const int virtual_stages = kind == ScheduleKind::kZeroBubbleV && f.virtual_stages == 1 ? 2 : f.virtual_stages;
-  const Schedule s =
-      !f.from.empty() ? read_schedule(f.from) : make_schedule(kind, f.ranks, f.microbatches, virtual_stages);
+  Schedule s = !f.from.empty() ? read_schedule(f.from) : make_schedule(kind, f.ranks, f.microbatches, virtual_stages);
   const double v = s.virtual_stages;
-  const CostModel costs = CostModel::uniform(s.num_stages(), f.forward / v, f.backward / v, f.weight / v, f.transfer);
+  CostModel costs = CostModel::uniform(s.num_stages(), f.forward / v, f.backward / v, f.weight / v, f.transfer);
+  costs.overlap_speed = f.overlap_speed;
+  if (f.overlap) s = overlap_forward_backward(std::move(s), costs);  // the pairs that do not lengthen the step
   const Simulation sim = simulate(s, costs);
   if (f.actions) std::cout << to_string(s) << '\n';
   ChartOptions options;

@@ -44,6 +44,8 @@ constexpr KindSyntax kKindSyntax[] = {
     // Data-parallel reductions (Note [gradient reduction] in schedule.h): "Reduce3", "ReduceTied0@s3".
     {ActionKind::kReduceGrad, Form::kStage},
     {ActionKind::kReduceTiedGrad, Form::kTieAtStage},
+    // Note [overlapped F and B] in schedule.h: "Overlap3".
+    {ActionKind::kOverlap, Form::kStage},
 };
 
 std::string pattern(const std::string& name, Form form) {

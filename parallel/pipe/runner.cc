@@ -328,6 +328,7 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
       return;
     case ActionKind::kReduceGrad: reduction_.reduce(li); return;
     case ActionKind::kReduceTiedGrad: reduction_.reduce_tied(tied_.local(a.tie)); return;
+    case ActionKind::kOverlap: return;  // Note [overlapped F and B]: the pair runs in order here
   }
 }
 

@@ -20,6 +20,7 @@ std::string to_string(ActionKind kind) {
     case ActionKind::kTiedGrad: return "Tied";
     case ActionKind::kReduceGrad: return "Reduce";
     case ActionKind::kReduceTiedGrad: return "ReduceTied";
+    case ActionKind::kOverlap: return "Overlap";
   }
   return "?";
 }
@@ -30,7 +31,7 @@ std::string to_string(const Action& a) {
     os << to_string(a.kind) << a.tie << "@s" << a.stage;
     return os.str();
   }
-  if (a.kind == ActionKind::kReduceGrad) {
+  if (a.kind == ActionKind::kReduceGrad || a.kind == ActionKind::kOverlap) {
     os << to_string(a.kind) << a.stage;
     return os.str();
   }

@@ -46,6 +46,15 @@
 //   holding rank. The reduction is an action so that the validator checks
 //   it, the simulator times it and the charts and traces show it; the
 //   planner sees its cost.
+// - Note [overlapped F and B] (DualPipeV's idea): an Overlap(s) action says
+//   that the rank's next two actions, F(s, mb) then a B of another
+//   micro-batch or stage, run at the same time; both inputs are received
+//   before the Overlap and both outputs sent after the pair, so running the
+//   list in order is also correct (the validator checks it so). The
+//   simulator times the pair concurrently (CostModel::overlap_speed) and
+//   the charts draw it; the runners run the two one after the other.
+//   overlap_forward_backward (generators.h) makes such pairs from a schedule.
+//   to_string: "Overlap3".
 #pragma once
 
 #include <cstdint>
@@ -66,6 +75,7 @@ enum class ActionKind : std::uint8_t {
   kTiedGrad,        // sum a tied parameter's gradient over its stages' ranks (Note [tied parameters])
   kReduceGrad,      // average the stage's gradients over data parallelism (Note [gradient reduction])
   kReduceTiedGrad,  // average a tied group's summed gradient over data parallelism
+  kOverlap,         // the next two actions, an F and a B, run at once (Note [overlapped F and B])
 };
 
 inline bool is_compute(ActionKind k) {
@@ -105,11 +115,13 @@ struct Action {
   static Action reduce_grad(int stage) { return {ActionKind::kReduceGrad, stage, 0}; }
   // `stage`: as for tied_grad.
   static Action reduce_tied_grad(int stage, int tie) { return {ActionKind::kReduceTiedGrad, stage, 0, -1, -1, tie}; }
+  // `stage`: the overlapped F's.
+  static Action overlap(int stage) { return {ActionKind::kOverlap, stage, 0}; }
 
   friend bool operator==(const Action&, const Action&) = default;
 };
 
-// "F", "B", "W", "SendAct", "RecvAct", "SendGrad", "RecvGrad", "Tied", "Reduce", "ReduceTied".
+// "F", "B", "W", "SendAct", "RecvAct", "SendGrad", "RecvGrad", "Tied", "Reduce", "ReduceTied", "Overlap".
 std::string to_string(ActionKind kind);
 std::string to_string(const Action& a);
 std::ostream& operator<<(std::ostream& os, const Action& a);

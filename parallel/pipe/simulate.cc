@@ -34,6 +34,8 @@ void check_costs(const Schedule& s, const CostModel& c) {
     WEFT_CHECK(c.reduce_tied[i] >= 0 && std::isfinite(c.reduce_tied[i]), "simulate ", s.name, ": reduce_tied[", i,
                "] = ", c.reduce_tied[i], " is not a finite non-negative number");
   WEFT_CHECK(c.checkpointed >= 0, "simulate ", s.name, ": checkpointed = ", c.checkpointed, " is negative");
+  WEFT_CHECK(c.overlap_speed > 0 && c.overlap_speed <= 1, "simulate ", s.name, ": overlap_speed = ", c.overlap_speed,
+             " is not in (0, 1]");
   for (size_t i = 0; i < c.speed.size(); ++i)
     WEFT_CHECK(c.speed[i] > 0 && std::isfinite(c.speed[i]), "simulate ", s.name, ": speed[", i, "] = ", c.speed[i],
                " is not a finite positive number");
@@ -85,25 +87,60 @@ Simulation simulate(const Schedule& s, const CostModel& c) {
   // arrival, a waiting ReduceTiedGrad's end. Between events the number of
   // computing ranks is constant, so each progresses at one rate.
   enum class State { kReady, kComputing, kWaiting, kDone };
+  // A compute action in progress: one per rank, or two for an overlapped F and
+  // B (Note [overlapped F and B] in schedule.h).
+  struct Job {
+    TimedAction t;
+    double work = 0;       // its cost (its time alone at full speed)
+    double projected = 0;  // its end at `rate`
+    double rate = 0;       // its speed since the last event; 0: not yet started
+    bool running = false;
+  };
   std::vector<State> state(p, State::kReady);
   std::vector<size_t> pc(p, 0);
-  std::vector<TimedAction> current(p);  // the action a rank computes or waits in
-  std::vector<double> work(p, 0.0);     // computing: the action's cost (its time at full speed)
-  std::vector<bool> fresh(p, false);    // computing, and its projected end not yet set
-  std::vector<double> projected(p, 0.0);
-  std::vector<double> clock(p, 0.0);    // when the rank's last action ended
-  std::vector<double> channel(p, 0.0);  // when the rank's reductions are done (Note [gradient reduction])
+  std::vector<TimedAction> current(p);  // the action a rank waits in
+  std::vector<std::vector<Job>> jobs(p);
+  std::vector<double> projected(p, 0.0);  // a waiting ReduceTiedGrad's end
+  std::vector<double> clock(p, 0.0);      // when the rank's last action ended
+  std::vector<double> channel(p, 0.0);    // when the rank's reductions are done (Note [gradient reduction])
   std::map<std::tuple<bool, int, int>, double> arrival;  // message -> time it arrives
   std::map<std::pair<int, int>, double> tied_arrival;    // (group, rank) -> when the rank reached TiedGrad
-  double now = 0, rate = 1;                              // rate: the computing ranks' speed since the last event
+  double now = 0;
+  auto next_state = [&](int r) { return pc[r] < s.rank_actions[r].size() ? State::kReady : State::kDone; };
   auto finish_action = [&](int r, double end) {
     TimedAction& t = current[r];
     t.end = end;
-    if (is_compute(t.action.kind)) sim.ranks[r].busy += t.end - t.start;
     clock[r] = end;
     sim.ranks[r].actions.push_back(t);
     ++pc[r];
-    state[r] = pc[r] < s.rank_actions[r].size() ? State::kReady : State::kDone;
+    state[r] = next_state(r);
+  };
+  // Rank r's job(s) are all done: record them in list order; busy counts the
+  // time the rank computed (a pair's union).
+  auto finish_compute = [&](int r) {
+    double end = now;
+    for (const Job& j : jobs[r]) {
+      sim.ranks[r].actions.push_back(j.t);
+      end = std::max(end, j.t.end);
+    }
+    sim.ranks[r].busy += end - jobs[r].front().t.start;
+    clock[r] = end;
+    pc[r] += jobs[r].size();
+    jobs[r].clear();
+    state[r] = next_state(r);
+  };
+  // Starts the compute actions at pc[r] (one, or two after an Overlap); true if it computes.
+  auto start_compute = [&](int r, size_t n) {
+    for (size_t k = 0; k < n; ++k) {
+      const Action& a = s.rank_actions[r][pc[r] + k];
+      Job j{TimedAction{a, now, now}, action_cost(s, c, a)};
+      j.running = j.work > 0;
+      jobs[r].push_back(j);
+    }
+    const bool any = std::any_of(jobs[r].begin(), jobs[r].end(), [](const Job& j) { return j.running; });
+    if (!any) finish_compute(r);
+    else state[r] = State::kComputing;
+    return any;
   };
   // Runs rank r's actions at `now` until it computes, waits or is done; true if it moved.
   auto advance = [&](int r) {
@@ -137,7 +174,7 @@ Simulation simulate(const Schedule& s, const CostModel& c) {
         channel[r] = t.end;
         sim.ranks[r].actions.push_back(t);
         ++pc[r];
-        state[r] = pc[r] < s.rank_actions[r].size() ? State::kReady : State::kDone;
+        state[r] = next_state(r);
       } else if (a.kind == ActionKind::kReduceTiedGrad) {  // the rank waits for it
         if (state[r] == State::kReady) {
           projected[r] = std::max(now, channel[r]) + (c.reduce_tied.empty() ? 0.0 : c.reduce_tied[a.tie]);
@@ -152,15 +189,11 @@ Simulation simulate(const Schedule& s, const CostModel& c) {
         const int boundary = std::min(a.stage, a.peer_stage);
         arrival[message_key(a)] = now + (c.transfer.empty() ? 0.0 : c.transfer[boundary]);
         finish_action(r, now);
-      } else {  // compute
-        const double cost = action_cost(s, c, a);
-        if (cost > 0) {
-          state[r] = State::kComputing;
-          work[r] = cost;
-          fresh[r] = true;
-          return true;
-        }
+      } else if (a.kind == ActionKind::kOverlap) {  // the next two (F, B) start together
         finish_action(r, now);
+        if (start_compute(r, 2)) return true;
+      } else if (start_compute(r, 1)) {
+        return true;
       }
       moved = true;
     }
@@ -173,24 +206,25 @@ Simulation simulate(const Schedule& s, const CostModel& c) {
       moved = false;
       for (int r = 0; r < p; ++r) moved = advance(r) || moved;
     }
-    // The computing ranks' shared rate, and their projected ends under it.
+    // The computing ranks' rate (Note [processor sharing]), an overlapped pair
+    // sharing its rank's, and the jobs' projected ends under it.
     int active = 0;
     for (int r = 0; r < p; ++r) active += state[r] == State::kComputing;
-    const double new_rate =
+    const double rank_rate =
         c.speed.empty() || active == 0 ? 1.0 : c.speed[std::min<size_t>(active, c.speed.size()) - 1];
-    for (int r = 0; r < p; ++r) {
-      if (state[r] != State::kComputing) continue;
-      if (fresh[r]) {  // started at `now`
-        projected[r] = now + work[r] / new_rate;
-        fresh[r] = false;
-      } else if (new_rate != rate) {  // (projected - now) * rate is the work left
-        projected[r] = now + (projected[r] - now) * rate / new_rate;
-      }
-    }
-    rate = new_rate;
     double next = std::numeric_limits<double>::infinity();
     for (int r = 0; r < p; ++r) {
-      if (state[r] == State::kComputing) next = std::min(next, projected[r]);
+      const int running =
+          static_cast<int>(std::count_if(jobs[r].begin(), jobs[r].end(), [](const Job& j) { return j.running; }));
+      for (Job& j : jobs[r]) {
+        if (!j.running) continue;
+        const double rate = running == 2 ? rank_rate * c.overlap_speed : rank_rate;
+        if (j.rate == 0) j.projected = now + j.work / rate;  // started at `now`
+        else if (rate != j.rate)
+          j.projected = now + (j.projected - now) * j.rate / rate;  // work left: (proj - now) * old
+        j.rate = rate;
+        next = std::min(next, j.projected);
+      }
       if (state[r] == State::kWaiting && s.rank_actions[r][pc[r]].kind == ActionKind::kReduceTiedGrad)
         next = std::min(next, projected[r]);
     }
@@ -198,8 +232,18 @@ Simulation simulate(const Schedule& s, const CostModel& c) {
       if (t > now) next = std::min(next, t);
     if (next == std::numeric_limits<double>::infinity()) break;
     now = next;
-    for (int r = 0; r < p; ++r)
-      if (state[r] == State::kComputing && projected[r] <= now) finish_action(r, projected[r]);
+    for (int r = 0; r < p; ++r) {
+      if (state[r] != State::kComputing) continue;
+      bool left = false;
+      for (Job& j : jobs[r]) {
+        if (j.running && j.projected <= now) {
+          j.running = false;
+          j.t.end = j.projected;
+        }
+        left = left || j.running;
+      }
+      if (!left) finish_compute(r);
+    }
   }
   for (int r = 0; r < p; ++r)
     WEFT_INTERNAL_ASSERT(state[r] == State::kDone, "simulate ", s.name, ": rank ", r, " stuck after validation");

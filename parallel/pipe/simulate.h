@@ -39,6 +39,13 @@
 //   have speed[k-1] = min(1, C / k) (sharing_speeds(C, ranks)); measured
 //   speeds also carry what waiting ranks and shared caches take. Waiting
 //   ranks compute nothing; communication is not slowed.
+// - Overlapped F and B (Note [overlapped F and B] in schedule.h): at an
+//   Overlap the rank starts the next two actions together; while both run
+//   each progresses at overlap_speed times the rank's speed (0.5, the
+//   default: the rank's cores split between them, so the pair lasts F + B;
+//   1: each as if alone, the pair lasts max(F, B)); when one ends the other
+//   goes on at the rank's speed. The rank's next action starts when both
+//   have ended; busy counts the pair's span once.
 // - busy = total compute time of the rank (wall time, sharing included); idle = makespan - busy (waiting before
 //   the first action, inside receives and after the rank's last action);
 //   makespan = the latest end of any action; bubble_fraction = sum of idle over
@@ -74,6 +81,7 @@ struct CostModel {
   std::vector<double> reduce_tied;         // per tied group: its data-parallel average; empty: 0
   std::vector<double> speed;               // per number of computing ranks - 1; empty: 1
   int checkpointed = 0;                    // micro-batches [0, checkpointed) recompute F in B
+  double overlap_speed = 0.5;              // each of an overlapped F and B, relative to running alone
 
   // The same costs on every stage of a `stages`-stage pipeline.
   static CostModel uniform(int stages, double forward, double backward, double weight, double transfer = 0);

@@ -84,7 +84,9 @@ std::string svg_chart(const Schedule& schedule, const Simulation& sim, const Cha
     os << "<text x=\"6\" y=\"" << px(y + box / 2 + 4) << "\">rank " << r << "</text>\n";
     os << "<rect class=\"lane\" x=\"" << px(left) << "\" y=\"" << px(y) << "\" width=\"" << px(span * scale)
        << "\" height=\"" << px(box) << "\" fill=\"#eeeeee\"/>\n";
+    int paired = 0;  // Note [overlapped F and B]: the pair's F in the lane's top half, its B in the bottom one
     for (const TimedAction& t : sim.ranks[r].actions) {
+      if (t.action.kind == ActionKind::kOverlap) paired = 2;
       if (is_reduce(t.action.kind) && t.end > t.start) {  // Note [gradient reduction]: a strip under the lane
         os << "<rect class=\"action " << to_string(t.action.kind) << "\" x=\"" << px(left + t.start * scale)
            << "\" y=\"" << px(y + box) << "\" width=\"" << px((t.end - t.start) * scale) << "\" height=\"4\" fill=\""
@@ -96,13 +98,15 @@ std::string svg_chart(const Schedule& schedule, const Simulation& sim, const Cha
       if (!is_compute(t.action.kind)) continue;
       const double x = left + t.start * scale, w = (t.end - t.start) * scale;
       const int chunk = schedule.local_index(t.action.stage);
-      os << "<rect class=\"action " << to_string(t.action.kind) << "\" x=\"" << px(x) << "\" y=\"" << px(y)
-         << "\" width=\"" << px(w) << "\" height=\"" << px(box) << "\" fill=\"" << colour(t.action.kind, chunk)
+      const double h = paired > 0 ? box / 2 : box, ty = paired == 1 ? y + box / 2 : y;
+      if (paired > 0) --paired;
+      os << "<rect class=\"action " << to_string(t.action.kind) << "\" x=\"" << px(x) << "\" y=\"" << px(ty)
+         << "\" width=\"" << px(w) << "\" height=\"" << px(h) << "\" fill=\"" << colour(t.action.kind, chunk)
          << "\" stroke=\"#ffffff\" stroke-width=\"1\"><title>" << to_string(t.action) << " (stage " << t.action.stage
          << ", micro-batch " << t.action.microbatch << "): " << format_number(t.start) << " to " << format_number(t.end)
          << "</title></rect>\n";
       if (w >= 10)
-        os << "<text x=\"" << px(x + w / 2) << "\" y=\"" << px(y + box / 2 + 4) << "\" text-anchor=\"middle\" fill=\""
+        os << "<text x=\"" << px(x + w / 2) << "\" y=\"" << px(ty + h / 2 + 4) << "\" text-anchor=\"middle\" fill=\""
            << (chunk % 4 < 2 ? "#ffffff" : "#222222") << "\">" << t.action.microbatch << "</text>\n";
     }
   }

@@ -60,6 +60,28 @@ std::string text_chart(const Schedule& schedule, const Simulation& sim, const Ch
     unit = sim.makespan / options.max_columns;
     columns = options.max_columns;
   }
+  // Each rank's cells: the compute actions running at the column's midpoint
+  // (two for an overlapped pair, joined by '+': Note [overlapped F and B]).
+  std::vector<std::vector<std::string>> cells(schedule.num_ranks, std::vector<std::string>(columns));
+  bool overlaps = false;
+  for (int r = 0; r < schedule.num_ranks; ++r) {
+    const auto& actions = sim.ranks[r].actions;
+    size_t first = 0;  // compute actions are in start order: walk them with the columns
+    for (int c = 0; c < columns; ++c) {
+      const double mid = (c + 0.5) * unit;
+      while (first < actions.size() && (!is_compute(actions[first].action.kind) || actions[first].end <= mid)) ++first;
+      std::string& cell = cells[r][c];
+      for (size_t i = first; i < actions.size(); ++i) {
+        const TimedAction& t = actions[i];
+        if (!is_compute(t.action.kind)) continue;
+        if (t.start > mid) break;
+        if (t.end <= mid) continue;
+        if (!cell.empty()) overlaps = true;
+        cell += (cell.empty() ? "" : "+") + chart_label(schedule, t.action);
+      }
+      width = std::max(width, cell.size());
+    }
+  }
   std::ostringstream os;
   auto plural = [](int n) { return n == 1 ? "" : "s"; };
   os << schedule.name << ": " << schedule.num_ranks << " rank" << plural(schedule.num_ranks) << ", "
@@ -73,15 +95,9 @@ std::string text_chart(const Schedule& schedule, const Simulation& sim, const Ch
     name.resize(5 + last_rank.size(), ' ');
     os << name << " |";
     const auto& actions = sim.ranks[r].actions;
-    size_t next = 0;  // actions are in time order: walk them with the columns
     for (int c = 0; c < columns; ++c) {
-      const double mid = (c + 0.5) * unit;
-      while (next < actions.size() && (actions[next].end <= mid || !is_compute(actions[next].action.kind))) ++next;
-      std::string cell(width, '.');
-      if (next < actions.size() && actions[next].start <= mid) {
-        cell = chart_label(schedule, actions[next].action);
-        cell.resize(width, ' ');
-      }
+      std::string cell = cells[r][c].empty() ? std::string(width, '.') : cells[r][c];
+      cell.resize(width, ' ');
       os << (c ? " " : "") << cell;
     }
     os << "|\n";
@@ -105,6 +121,7 @@ std::string text_chart(const Schedule& schedule, const Simulation& sim, const Ch
   os << "F forward, B backward" << (schedule.split_backward ? " (input gradient), W weight gradient" : "")
      << ", number = micro-batch";
   if (schedule.virtual_stages > 1) os << ", letter = the rank's stage (a = first)";
+  if (overlaps) os << ", F+B = an overlapped pair";
   os << ", dots = idle";
   if (schedule.reduce_grads) os << "; dp row: R = a stage's data-parallel gradient average, T = a tied group's";
   os << "\n";

@@ -157,6 +157,17 @@ void check_rank_order(const Schedule& s, int r) {
         WEFT_CHECK(seen.count({ActionKind::kTiedGrad, a.tie, 0}) > 0, "schedule ", s.name, ": ", where(w),
                    ": averages tied group ", a.tie, " before its sum over stages (no earlier Tied", a.tie, ")");
         break;
+      case ActionKind::kOverlap: {  // Note [overlapped F and B]: F(st, .) then a B, adjacent and independent
+        const bool pair = i + 2 < static_cast<int>(list.size()) && list[i + 1].kind == ActionKind::kForward &&
+                          list[i + 1].stage == st && list[i + 2].kind == ActionKind::kBackward;
+        WEFT_CHECK(pair, "schedule ", s.name, ": ", where(w), ": is not followed by F", st,
+                   ".<micro-batch> and then a B (an overlap pairs the next two actions)");
+        const Action& f = list[i + 1];
+        const Action& b = list[i + 2];
+        WEFT_CHECK(f.stage != b.stage || f.microbatch != b.microbatch, "schedule ", s.name, ": ", where(w), ": ",
+                   to_string(b), " needs ", to_string(f), "'s result and cannot run at the same time");
+        break;
+      }
     }
   }
 }

@@ -15,7 +15,9 @@
 //    when local, else RecvGrad(s, mb) earlier); a send after the compute it sends;
 //    a TiedGrad(g) after every B (W when split) of group g's stages on its rank;
 //    a ReduceGrad(s) after every B (W when split) of stage s; a
-//    ReduceTiedGrad(g) after TiedGrad(g) (Note [gradient reduction]);
+//    ReduceTiedGrad(g) after TiedGrad(g) (Note [gradient reduction]); an
+//    Overlap(s) followed at once by F(s, mb) and a B of another stage or
+//    micro-batch (Note [overlapped F and B] in schedule.h);
 // 4. completeness: every (stage, mb) has its F and B (and W when split); every
 //    rank holding a stage of a tied group has its TiedGrad; with reduce_grads,
 //    every stage its ReduceGrad and every tied holder its ReduceTiedGrad
