@@ -33,6 +33,38 @@ T get(const json& j, const char* key, const std::string& where) {
   }
 }
 
+// Note [checkpoint cross-checks] (consistency.h): the saving layout's fields, each of its type and range,
+// and pp x dp = world; returns the world (0 when the layout does not say).
+int64_t check_layout(const json& l, const std::string& where) {
+  WEFT_CHECK(l.is_object(), where, ": \"layout\" must be an object (it is ", l.dump(), ")");
+  auto positive = [&](const char* key) -> int64_t {
+    if (!l.contains(key)) return 0;
+    const json& v = l[key];
+    WEFT_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1, where, ": \"layout.", key,
+               "\" must be a positive integer (it is ", v.dump(), ")");
+    return v.get<int64_t>();
+  };
+  const int64_t world = positive("world"), pp = positive("pp"), dp = positive("dp"), vs = positive("virtual_stages");
+  WEFT_CHECK(world == 0 || pp == 0 || dp == 0 || pp * dp == world, where, ": \"layout\" does not add up: pp ", pp,
+             " x dp ", dp, " is ", pp * dp, " ranks, but \"layout.world\" is ", world);
+  WEFT_CHECK(!l.contains("zero") || l["zero"].is_boolean(), where, ": \"layout.zero\" must be true or false (it is ",
+             l.value("zero", json()).dump(), ")");
+  if (l.contains("balance")) {
+    const json& b = l["balance"];
+    bool ok = b.is_array();
+    for (size_t i = 0; ok && i < b.size(); ++i) ok = b[i].is_number_integer() && b[i].get<int64_t>() >= 0;
+    WEFT_CHECK(ok, where, ": \"layout.balance\" must be a list of layer counts >= 0 (it is ", b.dump(), ")");
+    const int64_t stages = static_cast<int64_t>(b.size());
+    if (pp > 0 && vs > 0)
+      WEFT_CHECK(stages == 0 || stages == pp * vs, where, ": \"layout.balance\" has ", stages, " stages, but pp ", pp,
+                 " x virtual_stages ", vs, " is ", pp * vs);
+    else if (pp > 0)
+      WEFT_CHECK(stages % pp == 0, where, ": \"layout.balance\" has ", stages, " stages, which pp ", pp,
+                 " ranks cannot hold evenly");
+  }
+  return world;
+}
+
 }  // namespace
 
 std::string kind_name(Kind k) { return k == Kind::kFull ? "full" : "partial"; }
@@ -115,6 +147,26 @@ PieceMap index_from_json(const json& j, const std::string& where) {
                ")");
     out[name] = std::move(list);
   }
+  // Note [checkpoint cross-checks] (consistency.h): Hugging Face tools find a tensor's file by "weight_map"
+  // alone, so it must name, for every tensor stored whole, the file of its one piece, and nothing else.
+  WEFT_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), where,
+             ": \"weight_map\" must be an object of tensor names to file names");
+  const json& weight_map = j["weight_map"];
+  for (auto it = weight_map.begin(); it != weight_map.end(); ++it) {
+    const std::string field = "weight_map[\"" + it.key() + "\"]";
+    WEFT_CHECK(it->is_string(), where, ": ", field, " must be a file name (it is ", it->dump(), ")");
+    const std::string file = it->get<std::string>();
+    auto p = out.find(it.key());
+    WEFT_CHECK(p != out.end(), where, ": ", field, " is '", file,
+               "', but \"weft.pieces\" holds no tensor of that name");
+    WEFT_CHECK(p->second.size() == 1, where, ": ", field, " is '", file, "', but the tensor is stored in ",
+               p->second.size(), " pieces (a reader of weight_map would take one file for all of it)");
+    WEFT_CHECK(p->second[0].file == file, where, ": ", field, " is '", file, "', but the tensor's piece is in '",
+               p->second[0].file, "'");
+  }
+  for (const auto& [name, list] : out)
+    WEFT_CHECK(list.size() != 1 || weight_map.contains(name), where, ": weight_map has no entry for tensor '", name,
+               "', stored whole in '", list[0].file, "'");
   return out;
 }
 
@@ -167,7 +219,11 @@ Manifest parse_manifest(const std::string& bytes, const std::string& where) {
   m.step = get<int64_t>(j, "step", where);
   m.epoch = get<int64_t>(j, "epoch", where);
   m.batch = get<int64_t>(j, "batch", where);
+  // Note [checkpoint cross-checks] (consistency.h): values that no save writes.
+  for (const auto& [key, v] : {std::pair<const char*, int64_t>{"step", m.step}, {"epoch", m.epoch}, {"batch", m.batch}})
+    WEFT_CHECK(v >= 0, where, ": \"", key, "\" is ", v, ", but it must be >= 0");
   m.layout = j.value("layout", json::object());
+  const int64_t world = check_layout(m.layout, where);
   m.has_optimizer = get<bool>(j, "optimizer", where);
   const json files = get<json>(j, "files", where);
   WEFT_CHECK(files.is_object(), where, ": \"files\" must be an object");
@@ -177,6 +233,9 @@ Manifest parse_manifest(const std::string& bytes, const std::string& where) {
                ": must be a plain name inside the checkpoint directory");
     m.files[it.key()] = FileRecord{get<uint64_t>(*it, "bytes", here), get<std::string>(*it, "crc32", here),
                                    get<int>(*it, "rank", here)};
+    const int rank = m.files[it.key()].rank;
+    WEFT_CHECK(rank >= 0 && (world == 0 || rank < world), here, ": \"rank\" ", rank,
+               " is not a rank of the saving world (\"layout.world\" ", world, ")");
   }
   return m;
 }

@@ -73,7 +73,8 @@ struct Piece {
 using PieceMap = std::map<std::string, std::vector<Piece>>;
 
 nlohmann::json index_to_json(const PieceMap& pieces, const std::string& format);
-// `where` names the file in errors; checks dtypes, shapes and that the pieces tile each tensor.
+// `where` names the file in errors; checks dtypes, shapes, that the pieces tile each tensor and that
+// "weight_map" names the file of each whole tensor's piece (Note [checkpoint cross-checks] in consistency.h).
 PieceMap index_from_json(const nlohmann::json& j, const std::string& where);
 
 struct FileRecord {
@@ -91,7 +92,8 @@ struct Manifest {
 };
 
 // The manifest's bytes (pretty JSON with its own CRC patched in) and back;
-// parsing checks the CRC, the format name and version, naming `where`.
+// parsing checks the CRC, the format name and version, and the values' ranges
+// (Note [checkpoint cross-checks] in consistency.h), naming `where`.
 std::string manifest_bytes(const Manifest& m);
 Manifest parse_manifest(const std::string& bytes, const std::string& where);
 

@@ -125,6 +125,7 @@ TrainingState load(const std::string& path, const Stateful& state, const LoadOpt
   for (const auto& [k, t] : local) mine["keys"].push_back(k);
   try {
     reader = std::make_unique<CheckpointReader>(path);
+    reader->verify_headers(world.rank(), world.size());  // Note [checkpoint cross-checks]: the ranks share the shards
     for (const auto& [k, t] : local) {
       auto it = reader->model().find(k);
       if (it == reader->model().end()) {
@@ -210,6 +211,7 @@ TrainingState load(const std::string& path, const Stateful& state, const LoadOpt
 
 std::map<std::string, Tensor> load_model_state(const std::string& path) {
   CheckpointReader reader(path);
+  reader.verify_headers();
   std::map<std::string, Tensor> out;
   for (const auto& [k, pieces] : reader.model()) out[k] = reader.read(k, pieces);
   return out;
@@ -218,6 +220,7 @@ std::map<std::string, Tensor> load_model_state(const std::string& path) {
 optim::OptimizerStateDict load_optimizer_state(const std::string& path) {
   CheckpointReader reader(path);
   WEFT_CHECK(reader.has_optimizer(), "checkpoint '", reader.dir(), "' holds no optimizer state");
+  reader.verify_headers();
   optim::OptimizerStateDict out;
   for (const auto& [k, pieces] : reader.optimizer()) out[k] = reader.read(k, pieces);
   return out;

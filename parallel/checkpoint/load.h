@@ -25,7 +25,9 @@
 //   "checkpoint '<dir>' does not match the model: missing keys [...];
 //   unexpected keys [...]; mismatched keys [k: checkpoint [10, 6] float32
 //   vs model [10, 5] float32]". Any rank's failure (a corrupted or missing
-//   shard, named with its file) is reported by every rank ("rank R: ...");
+//   shard, named with its file, or metadata that disagrees with itself:
+//   Note [checkpoint cross-checks] in consistency.h, each shard's header
+//   checked by one rank) is reported by every rank ("rank R: ...");
 //   after a failure in the reading phase the model may be partly loaded.
 // - load_model_state(path) / load_optimizer_state(path): one process, no
 //   group: the whole model's state dict (load it into a plain nn::Module)

@@ -11,6 +11,7 @@
 #include "core/ops.h"
 #include "io/atomic_file.h"
 #include "io/crc32.h"
+#include "parallel/checkpoint/consistency.h"
 #include "parallel/checkpoint/rotation.h"
 
 namespace weft::parallel::checkpoint {
@@ -48,16 +49,47 @@ CheckpointReader::CheckpointReader(const std::string& path) {
     WEFT_CHECK(size == rec.bytes, where, ": shard '", p, "' is corrupted: it has ", size,
                " bytes, more than the manifest's ", rec.bytes);
   }
+  // Note [checkpoint cross-checks] (consistency.h): each file against itself, then against the others.
   trainer_state_ = json::parse(read_meta_file(kTrainerStateFile));
+  check_trainer_state(trainer_state_, where + ": '" + file_path(kTrainerStateFile) + "'");
+  check_agreement(manifest_, trainer_state_, dir_);
   model_ = index_from_json(json::parse(read_meta_file(kModelIndexFile)), "'" + file_path(kModelIndexFile) + "'");
   if (manifest_.has_optimizer)
     optimizer_ =
         index_from_json(json::parse(read_meta_file(kOptimizerIndexFile)), "'" + file_path(kOptimizerIndexFile) + "'");
   for (const PieceMap* pm : {&model_, &optimizer_})
     for (const auto& [name, list] : *pm)
-      for (const Piece& p : list)
+      for (const Piece& p : list) {
         WEFT_CHECK(manifest_.files.count(p.file), where, ": tensor '", name, "' is in '", p.file,
                    "', which the manifest does not list");
+        shards_.insert(p.file);
+      }
+}
+
+const io::SafetensorsHeader& CheckpointReader::header(const std::string& file) {
+  auto h = headers_.find(file);
+  if (h != headers_.end()) return h->second;
+  const std::string path = file_path(file);
+  io::SafetensorsHeader header;
+  try {
+    header = io::read_safetensors_header(path);
+  } catch (const Error& e) {
+    WEFT_ERROR("checkpoint '", dir_, "': shard '", path, "' is corrupted: ", e.message());
+  }
+  bytes_read_ += header.data_start;
+  return headers_.emplace(file, std::move(header)).first->second;
+}
+
+void CheckpointReader::verify_headers(int part, int parts) {
+  WEFT_CHECK(parts >= 1 && 0 <= part && part < parts, "verify_headers: part ", part, " of ", parts);
+  int i = 0;
+  for (const std::string& file : shards_) {
+    if (i++ % parts != part) continue;
+    const io::SafetensorsHeader& h = header(file);
+    const std::string where = "checkpoint '" + dir_ + "': shard '" + file_path(file) + "'";
+    check_shard_header(h, file, model_, kModelIndexFile, where);
+    check_shard_header(h, file, optimizer_, kOptimizerIndexFile, where);
+  }
 }
 
 std::string CheckpointReader::read_meta_file(const std::string& name) {
@@ -78,22 +110,12 @@ std::string CheckpointReader::read_meta_file(const std::string& name) {
 Tensor CheckpointReader::read_piece(const std::string& name, const Piece& p) {
   const std::string path = file_path(p.file);
   const std::string where = "checkpoint '" + dir_ + "': shard '" + path + "'";
-  auto h = headers_.find(p.file);
-  if (h == headers_.end()) {
-    io::SafetensorsHeader header;
-    try {
-      header = io::read_safetensors_header(path);
-    } catch (const Error& e) {
-      WEFT_ERROR(where, " is corrupted: ", e.message());
-    }
-    bytes_read_ += header.data_start;
-    h = headers_.emplace(p.file, std::move(header)).first;
-  }
-  auto e = h->second.entries.find(name);
-  WEFT_CHECK(e != h->second.entries.end() && e->second.dtype == p.dtype && e->second.begin == p.data_begin &&
+  const io::SafetensorsHeader& h = header(p.file);
+  auto e = h.entries.find(name);
+  WEFT_CHECK(e != h.entries.end() && e->second.dtype == p.dtype && e->second.begin == p.data_begin &&
                  e->second.end == p.data_end,
              where, " is corrupted: its header does not hold tensor '", name, "' where the index says");
-  const std::string bytes = io::read_file_range(path, h->second.data_start + p.data_begin, p.data_end - p.data_begin);
+  const std::string bytes = io::read_file_range(path, h.data_start + p.data_begin, p.data_end - p.data_begin);
   bytes_read_ += bytes.size();
   const std::string crc = io::crc32_hex(io::crc32(bytes));
   WEFT_CHECK(crc == p.crc32, where, " is corrupted: checksum mismatch in tensor '", name, "' (index crc32 ", p.crc32,

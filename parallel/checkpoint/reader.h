@@ -6,14 +6,22 @@
 //   holding step-* checkpoints (the latest committed one is taken;
 //   rotation.h). It reads manifest.json (its CRC-32 checked), checks that
 //   every file it lists exists with the listed size (stat only), then reads
-//   the indexes and trainer_state.json (small; CRC-32 checked). Refusals
-//   name the file: "has no manifest.json (the save did not commit)", "shard
-//   '<dir>/<file>' is missing", "is truncated: it has N of M bytes", "is
-//   corrupted: checksum mismatch", "is longer than the manifest says".
+//   the indexes and trainer_state.json (small; CRC-32 checked) and
+//   cross-checks them (Note [checkpoint cross-checks] in consistency.h).
+//   Refusals name the file: "has no manifest.json (the save did not
+//   commit)", "shard '<dir>/<file>' is missing", "is truncated: it has N of
+//   M bytes", "is corrupted: checksum mismatch", "is longer than the
+//   manifest says", "is not valid JSON: <the parser's message>", and the
+//   field: "manifest.json step 12 disagrees with trainer_state.json step 10".
+// - verify_headers(part, parts) reads the header of every shard file the
+//   indexes name whose position (in name order) is `part` mod `parts` (ranks
+//   share the work: load() gives rank r of W part r of W) and checks it
+//   against every piece the indexes place in that file ("is corrupted: its
+//   header does not hold tensor '<name>', which <index> places in it").
 // - read(...) and read_elements(...) read a tensor, or elements [b, e) of
 //   its flattened values, from the pieces that hold them: the file's
-//   header (two small reads, cached per file; its entry must agree with the
-//   index) and each overlapping piece's bytes, whose CRC-32 is checked
+//   header (two small reads, cached per file, verify_headers' too; its
+//   entry must agree with the index) and each overlapping piece's bytes, whose CRC-32 is checked
 //   (a piece is read whole to check it, never more). bytes_read() counts
 //   every byte read from shard files (headers included), for tests of
 //   "a rank reads only what it needs".
@@ -24,6 +32,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -50,16 +59,19 @@ class CheckpointReader {
   uint64_t bytes_read() const { return bytes_read_; }
 
   void verify_all();
+  void verify_headers(int part = 0, int parts = 1);
 
  private:
   std::string file_path(const std::string& file) const { return dir_ + "/" + file; }
   std::string read_meta_file(const std::string& name);
+  const io::SafetensorsHeader& header(const std::string& file);  // read once, counted in bytes_read_
   Tensor read_piece(const std::string& name, const Piece& p);
 
   std::string dir_;
   Manifest manifest_;
   nlohmann::json trainer_state_;
   PieceMap model_, optimizer_;
+  std::set<std::string> shards_;  // the files the indexes' pieces are in
   std::map<std::string, io::SafetensorsHeader> headers_;
   uint64_t bytes_read_ = 0;
 };

@@ -15,6 +15,7 @@
 
 #include "parallel/checkpoint/reader.h"
 #include "parallel/checkpoint/rotation.h"
+#include "tests/parallel/checkpoint/tamper.h"
 #include "tests/train/cases.h"
 #include "train/callbacks.h"
 #include "train/trainer.h"
@@ -294,6 +295,45 @@ TEST(TrainerCheckpoint, ResumeErrorsNameThePath) {
   const std::string text = ::testing::TempDir() + "/not_a_checkpoint.txt";
   std::ofstream(text) << "hello, this is not a checkpoint at all";
   EXPECT_WEFT_ERROR(t.resume(text), "resume: '" + text + "' is not a checkpoint: ");
+}
+
+// Note [checkpoint cross-checks] (parallel/checkpoint/consistency.h): a resume from a checkpoint whose
+// trainer_state.json was edited and re-signed (its checksum agrees) is refused naming the file and the field,
+// never with a bare JSON exception; the untouched checkpoint still resumes.
+TEST(TrainerCheckpoint, ResumeRefusesABrokenTrainerStateNamingTheFileAndField) {
+  namespace tamper = parallel::checkpoint::tamper;
+  const std::string root = fresh_dir("broken_state");
+  fit(1, [&](Trainer& t) { t.add<Checkpoint>(CheckpointOptions{.root = root, .quiet = true}); });
+  const std::string good = root + "/step-00000006";
+  ASSERT_TRUE(fs::exists(good + "/manifest.json"));
+  auto copy = [&](const std::string& name) {
+    const std::string d = fresh_dir(name) + "/step-00000006";
+    fs::create_directories(d);
+    fs::copy(good, d, fs::copy_options::recursive);
+    return d;
+  };
+  auto resume = [](const std::string& d) { return [d](Trainer& t) { t.resume(d); }; };
+  // Not JSON: the parser's message, with the file's path.
+  std::string d = copy("broken_state_text");
+  tamper::edit_file(d, "trainer_state.json", [](std::string& b) { b.resize(b.size() / 2); });
+  EXPECT_WEFT_ERROR(fit(2, resume(d), true),
+                    "checkpoint '" + d + "': '" + d + "/trainer_state.json' is not valid JSON: [json.exception");
+  // A field of the wrong type.
+  d = copy("broken_state_step");
+  tamper::edit_json(d, "trainer_state.json", [](nlohmann::json& j) { j["step"] = "six"; });
+  EXPECT_WEFT_ERROR(fit(2, resume(d), true),
+                    "'" + d + "/trainer_state.json': \"step\" must be an integer (it is \"six\")");
+  // A field that disagrees with the manifest's (an end-of-epoch save: epoch 1, batch 0).
+  d = copy("broken_state_batch");
+  tamper::edit_json(d, "trainer_state.json", [](nlohmann::json& j) { j["batch"] = 3; });
+  EXPECT_WEFT_ERROR(fit(2, resume(d), true),
+                    "checkpoint '" + d + "': manifest.json batch 0 disagrees with trainer_state.json batch 3");
+  d = copy("broken_state_epoch");
+  tamper::edit_manifest(d, [](nlohmann::json& m) { m["epoch"] = 2; });
+  EXPECT_WEFT_ERROR(fit(2, resume(d), true),
+                    "checkpoint '" + d + "': manifest.json epoch 2 disagrees with trainer_state.json epoch 1");
+  // The untouched checkpoint resumes, and a resumed run ends where an uninterrupted one does.
+  EXPECT_EQ(fit(2, resume(good), true).step, fit(2).step);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "parallel/checkpoint/rotation.h"
 #include "parallel/comm/inproc/testing.h"
 #include "tests/parallel/checkpoint/ck_cases.h"
+#include "tests/parallel/checkpoint/tamper.h"
 
 namespace weft::parallel::checkpoint {
 namespace {
@@ -366,6 +367,178 @@ TEST(PartitionedCheckpoint, DamagedCheckpointsAreRefusedNamingTheFile) {
     io::write_file_synced(d + "/model.safetensors.index.json", m);
   }
   expect_load_error(d, "'" + d + "/model.safetensors.index.json' is corrupted: checksum mismatch");
+}
+
+// Note [checkpoint cross-checks]: each edit is re-signed (the files' sizes and CRC-32s in the manifest, and the
+// manifest's own, agree with the new bytes), so what refuses it is the cross-check, naming the file and the field.
+TEST(PartitionedCheckpoint, MetadataThatDisagreesWithItselfIsRefusedNamingFileAndField) {
+  const std::string root = temp_dir();
+  with_model(2, [&](auto& dm, auto& opt, auto* sched, auto) { save(root, Stateful{&dm, &opt, sched}, {4, 1, 2, {}}); });
+  const std::string good = root + "/step-00000004";
+  const std::string m0 = "model-00001-of-00002.safetensors", m1 = "model-00002-of-00002.safetensors";
+  const std::string o0 = "optimizer-00001-of-00002.safetensors", o1 = "optimizer-00002-of-00002.safetensors";
+  int n = 0;
+  auto variant = [&] {
+    const std::string d = root + "/v" + std::to_string(n++) + "/step-00000004";
+    fs::create_directories(d);
+    fs::copy(good, d, fs::copy_options::recursive);
+    return d;
+  };
+  // `edit` applied to a copy of the good checkpoint; loading it fails with message(dir).
+  auto refused = [&](const std::function<void(const std::string&)>& edit,
+                     const std::function<std::string(const std::string&)>& message) {
+    const std::string d = variant();
+    edit(d);
+    SCOPED_TRACE(message(d));
+    expect_load_error(d, message(d));
+  };
+  using json = nlohmann::json;
+  auto manifest = [](std::function<void(json&)> f) {
+    return [f](const std::string& d) { tamper::edit_manifest(d, f); };
+  };
+  auto file_json = [](const std::string& name, std::function<void(json&)> f) {
+    return [name, f](const std::string& d) { tamper::edit_json(d, name, f); };
+  };
+  auto state = [&](std::function<void(json&)> f) { return file_json("trainer_state.json", f); };
+  auto ck = [](const std::string& d) { return "checkpoint '" + d + "': "; };
+  auto in_manifest = [](const std::string& d) { return "manifest '" + d + "/manifest.json': "; };
+  auto in_state = [](const std::string& d) { return "checkpoint '" + d + "': '" + d + "/trainer_state.json': "; };
+
+  // Re-signing alone (no edit) leaves a checkpoint that loads: the helpers sign as the writer does.
+  {
+    const std::string d = variant();
+    tamper::edit_json(d, "trainer_state.json", [](json&) {});
+    tamper::edit_json(d, "model.safetensors.index.json", [](json&) {});
+    tamper::edit_manifest(d, [](json&) {});
+    with_model(2, [&](auto& dm, auto& opt, auto* sched, auto) {
+      const TrainingState ts = load(d, Stateful{&dm, &opt, sched});
+      EXPECT_EQ(ts.step, 4);
+      EXPECT_EQ(ts.epoch, 1);
+      EXPECT_EQ(ts.batch, 2);
+    });
+  }
+
+  // (a) manifest.json and trainer_state.json disagree.
+  refused(manifest([](json& m) { m["step"] = 5; }),
+          [&](auto d) { return ck(d) + "manifest.json step 5 disagrees with trainer_state.json step 4"; });
+  refused(state([](json& t) { t["epoch"] = 3; }),
+          [&](auto d) { return ck(d) + "manifest.json epoch 1 disagrees with trainer_state.json epoch 3"; });
+  refused(manifest([](json& m) { m["batch"] = 0; }),
+          [&](auto d) { return ck(d) + "manifest.json batch 0 disagrees with trainer_state.json batch 2"; });
+  refused(manifest([](json& m) {
+            m["layout"]["world"] = 4;
+            m["layout"]["dp"] = 2;
+          }),
+          [&](auto d) { return ck(d) + "manifest.json layout.world 4 disagrees with trainer_state.json world 2"; });
+  refused(state([](json& t) { t["rng"].push_back(t["rng"][0]); }),
+          [&](auto d) { return ck(d) + "trainer_state.json rng has 3 entries, but the saving world has 2 ranks"; });
+  // Both files moved to another step: the directory's name (by which the latest is chosen) disagrees.
+  refused(
+      [&](const std::string& d) {
+        tamper::edit_json(d, "trainer_state.json", [](json& t) { t["step"] = 6; });
+        tamper::edit_manifest(d, [](json& m) { m["step"] = 6; });
+      },
+      [&](auto d) { return ck(d) + "manifest.json step 6 disagrees with the directory name 'step-00000004'"; });
+
+  // (b) Nonsense values.
+  for (const char* key : {"step", "epoch", "batch"}) {
+    refused(manifest([key](json& m) { m[key] = -1; }),
+            [&](auto d) { return in_manifest(d) + "\"" + key + "\" is -1, but it must be >= 0"; });
+    refused(state([key](json& t) { t[key] = -1; }),
+            [&](auto d) { return in_state(d) + "\"" + key + "\" is -1, but it must be >= 0"; });
+  }
+  refused(manifest([](json& m) { m["layout"]["pp"] = 3; }), [&](auto d) {
+    return in_manifest(d) + "\"layout\" does not add up: pp 3 x dp 1 is 3 ranks, but \"layout.world\" is 2";
+  });
+  refused(manifest([](json& m) { m["layout"]["dp"] = 0; }),
+          [&](auto d) { return in_manifest(d) + "\"layout.dp\" must be a positive integer (it is 0)"; });
+  refused(manifest([](json& m) {
+            m["layout"]["balance"] = {2, 2, 2, 2};
+          }),
+          [&](auto d) { return in_manifest(d) + "\"layout.balance\" has 4 stages, but pp 2 x virtual_stages 1 is 2"; });
+  refused(manifest([](json& m) { m["layout"]["zero"] = "no"; }),
+          [&](auto d) { return in_manifest(d) + "\"layout.zero\" must be true or false (it is \"no\")"; });
+  refused(manifest([&](json& m) { m["files"][m1]["rank"] = 2; }), [&](auto d) {
+    return in_manifest(d).substr(0, in_manifest(d).size() - 2) + ", file '" + m1 +
+           "': \"rank\" 2 is not a rank of the saving world (\"layout.world\" 2)";
+  });
+  refused(state([](json& t) { t["step"] = "four"; }),
+          [&](auto d) { return in_state(d) + "\"step\" must be an integer (it is \"four\")"; });
+  refused(state([](json& t) { t.erase("rng"); }), [&](auto d) { return in_state(d) + "\"rng\" is missing"; });
+  refused(state([](json& t) { t["rng"][1]["seed"] = -5; }),
+          [&](auto d) { return in_state(d) + "\"rng\"[1] must be {\"seed\": n, \"offset\": n} with integers >= 0"; });
+  refused(state([](json& t) { t["metadata"]["note"] = 7; }),
+          [&](auto d) { return in_state(d) + "\"metadata\"[\"note\"] must be a string (it is 7)"; });
+  refused(state([](json& t) {
+            t["scheduler"] = {{"last_epoch", 4}};
+          }),
+          [&](auto d) { return in_state(d) + "\"scheduler\" must be null or {\"last_epoch\": integer"; });
+
+  // (c) weight_map against the pieces (Hugging Face tools read weight_map alone).
+  const std::string model_index = "model.safetensors.index.json", opt_index = "optimizer.safetensors.index.json";
+  refused(file_json(model_index, [&](json& j) { j["weight_map"]["0.weight"] = m1; }), [&](auto d) {
+    return "'" + d + "/" + model_index + "': weight_map[\"0.weight\"] is '" + m1 + "', but the tensor's piece is in '" +
+           m0 + "'";
+  });
+  refused(file_json(model_index, [&](json& j) { j["weight_map"].erase("2.bias"); }), [&](auto d) {
+    return "'" + d + "/" + model_index + "': weight_map has no entry for tensor '2.bias', stored whole in '" + m0 + "'";
+  });
+  refused(file_json(model_index, [&](json& j) { j["weight_map"]["9.weight"] = m0; }), [&](auto d) {
+    return "'" + d + "/" + model_index + "': weight_map[\"9.weight\"] is '" + m0 +
+           "', but \"weft.pieces\" holds no tensor of that name";
+  });
+  refused(file_json(opt_index, [&](json& j) { j["weight_map"]["options.0.weight.lr"] = o1; }), [&](auto d) {
+    return "'" + d + "/" + opt_index + "': weight_map[\"options.0.weight.lr\"] is '" + o1 +
+           "', but the tensor's piece is in '" + o0 + "'";
+  });
+
+  // (d) A shard's own header without a tensor the index places in it (renamed in the header, same length).
+  auto rename_in_header = [](const std::string& file, const std::string& from, const std::string& to) {
+    return [=](const std::string& d) {
+      tamper::edit_file(d, file, [&](std::string& bytes) {
+        const size_t at = bytes.find("\"" + from + "\"");
+        ASSERT_NE(at, std::string::npos) << from;
+        bytes.replace(at + 1, from.size(), to);
+      });
+    };
+  };
+  refused(rename_in_header(m0, "2.bias", "2.biaz"), [&](auto d) {
+    return ck(d) + "shard '" + d + "/" + m0 +
+           "' is corrupted: its header does not hold tensor '2.bias', which model.safetensors.index.json places in it";
+  });
+  // An optimizer shard's, found even by a load that reads no optimizer state.
+  {
+    const std::string d = variant();
+    rename_in_header(o0, "options.0.weight.lr", "options.0.weight.lz")(d);
+    const std::string message = ck(d) + "shard '" + d + "/" + o0 +
+                                "' is corrupted: its header does not hold tensor 'options.0.weight.lr', which "
+                                "optimizer.safetensors.index.json places in it";
+    EXPECT_WEFT_ERROR(with_model(2,
+                                 [&](auto& dm, auto& opt, auto* sched, auto) {
+                                   LoadOptions lo;
+                                   lo.optimizer = false;
+                                   load(d, Stateful{&dm, &opt, sched}, lo);
+                                 }),
+                      message);
+    EXPECT_WEFT_ERROR(load_optimizer_state(d), message);
+  }
+
+  // (e) trainer_state.json that is not JSON: named with the parser's message.
+  refused(
+      [](const std::string& d) {
+        tamper::edit_file(d, "trainer_state.json", [](std::string& b) { b.resize(b.size() / 2); });
+      },
+      [&](auto d) { return ck(d) + "'" + d + "/trainer_state.json' is not valid JSON: [json.exception.parse_error"; });
+
+  // The untampered checkpoint still loads, in one process and on a grid.
+  EXPECT_EQ(load_model_state(good).size(), 8u);
+  EXPECT_FALSE(load_optimizer_state(good).empty());
+  with_model(2, [&](auto& dm, auto& opt, auto* sched, auto) {
+    const TrainingState ts = load(good, Stateful{&dm, &opt, sched});
+    EXPECT_EQ(ts.step, 4);
+    EXPECT_EQ(ts.epoch, 1);
+    EXPECT_EQ(ts.batch, 2);
+  });
 }
 
 std::shared_ptr<nn::Sequential> other_mlp() {
