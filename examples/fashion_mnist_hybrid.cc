@@ -62,6 +62,7 @@ std::optional<Flags> parse(int argc, char** argv) {
            "write a partitioned checkpoint into DIR/step-<step> after every epoch (every rank its part)")
       .add("--resume DIR", &f.resume, "continue from the latest checkpoint in DIR (any --pp, --dp, --zero)");
   add_keep_last_flag(p, &f.keep_last);
+  add_save_every_minutes_flag(p, &f.save_every_minutes);
   p.add_switch("--async-save", &f.async_save, true, "write checkpoints in the background while training goes on")
       .add_switch("--full-checkpoint", &f.full_checkpoint, true,
                   "rank 0 writes the whole model in one file (model.safetensors) instead of each stage its part");

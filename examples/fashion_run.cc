@@ -44,7 +44,12 @@ void add_run_callbacks(train::Trainer& t, const TrainFlags& f, RunSpec spec) {
   if (!f.save.empty()) {
     spec.checkpoint.root = f.save;
     spec.checkpoint.keep_last = f.keep_last;
-    t.add<train::Checkpoint>(spec.checkpoint);
+    if (f.save_every_minutes > 0) {  // the epochs' saves stay
+      spec.checkpoint.every_minutes = f.save_every_minutes;
+      if (spec.checkpoint.every_steps == 0 && spec.checkpoint.every_epochs == 0) spec.checkpoint.every_epochs = 1;
+    }
+    auto& ck = t.add<train::Checkpoint>(spec.checkpoint);
+    t.add<train::Preemption>(train::PreemptionOptions{.checkpoint = &ck});  // SIGTERM, SIGUSR1: save and stop
   }
   const int64_t stop_after = spec.stop_after;
   t.add<train::Lambda>(train::Lambda::Events{.epoch_end = [stop_after, epochs](train::Trainer& tr) {
@@ -58,6 +63,13 @@ void add_run_callbacks(train::Trainer& t, const TrainFlags& f, RunSpec spec) {
 int fit_and_report(train::Trainer& t, io::DataLoader& train, io::DataLoader& test, const TrainFlags& f,
                    const std::function<void()>& after_fit) {
   t.fit(train, &test, f.epochs);
+  if (const train::Preemption* pre = t.find<train::Preemption>(); pre && pre->preempted()) {
+    t.barrier();  // every rank's part of the stop's checkpoint is committed
+    if (t.lead())
+      std::cerr << t.options().name << ": preempted; resume with --resume " << f.save << " (exit status "
+                << train::kResumeExitCode << ")\n";
+    return train::kResumeExitCode;
+  }
   if (after_fit) after_fit();
   t.barrier();                                // the lead's files are complete before anyone exits
   if (t.state().stop || !t.lead()) return 0;  // interrupted by --stop-after-epoch

@@ -31,6 +31,7 @@ void add_train_flags(FlagParser& p, TrainFlags& f, const TrainFlagsSpec& spec) {
           ranks ? "rank 0 writes a checkpoint after every epoch" : "write a checkpoint after every epoch")
         .add("--resume PATH", &f.resume, "continue from a checkpoint written by --save");
     add_keep_last_flag(p, &f.keep_last);
+    add_save_every_minutes_flag(p, &f.save_every_minutes);
   }
   p.add("--metrics PATH", &f.metrics, "JSON-lines metrics")
       .add("--plot PATH", &f.plot, "SVG plot of loss and accuracy")
@@ -67,6 +68,7 @@ void resolve_train_flags(TrainFlags& f, std::initializer_list<std::string*> more
   WEFT_FLAG_CHECK(f.limit_train >= 0, "--limit-train must be >= 0 (0: all; got ", f.limit_train, ")");
   WEFT_FLAG_CHECK(f.limit_test >= 0, "--limit-test must be >= 0 (0: all; got ", f.limit_test, ")");
   check_keep_last_flag(f.keep_last);
+  check_save_every_minutes_flag(f.save_every_minutes);
   for (std::string* path : {&f.data, &f.save, &f.resume, &f.metrics, &f.plot}) *path = user_path(*path);
   for (std::string* path : more_paths) *path = user_path(*path);
   check_data_dir(f.data);
@@ -78,6 +80,17 @@ void add_keep_last_flag(FlagParser& p, int* keep_last) {
   p.add("--keep-last N", keep_last,
         "keep only the newest N checkpoints under --save (0: all); 2 keeps disk use bounded and the one before the "
         "newest to go back to");
+}
+
+void add_save_every_minutes_flag(FlagParser& p, double* minutes) {
+  p.add("--save-every-minutes X", minutes,
+        "with --save, also checkpoint once X minutes have passed since the last save (SIGTERM or SIGUSR1 on any "
+        "rank always saves and stops at the next step, exit status 75)",
+        "0: none");
+}
+
+void check_save_every_minutes_flag(double minutes) {
+  WEFT_FLAG_CHECK(minutes >= 0, "--save-every-minutes must be >= 0 (0: none; got ", minutes, ")");
 }
 
 void check_keep_last_flag(int keep_last) {

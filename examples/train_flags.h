@@ -61,6 +61,7 @@ struct TrainFlags {
   int workers = 1;
   std::string save, resume;                 // empty: none
   int keep_last = kDefaultKeepLast;         // checkpoints kept under --save (0: all)
+  double save_every_minutes = 0;            // --save-every-minutes (0: none)
   std::string metrics, plot;                // empty at registration: "<program>_metrics.jsonl", "<program>.svg"
   int64_t limit_train = 0, limit_test = 0;  // 0: all
   bool progress = true;
@@ -84,6 +85,11 @@ void resolve_train_flags(TrainFlags& flags, std::initializer_list<std::string*> 
 // "--keep-last N": checkpoints kept under --save (0: all); sets *keep_last to
 // kDefaultKeepLast first.
 void add_keep_last_flag(FlagParser& parser, int* keep_last);
+// "--save-every-minutes X": also checkpoint once X minutes have passed since
+// the last save (0: only at the usual points); check_save_every_minutes_flag
+// wants >= 0.
+void add_save_every_minutes_flag(FlagParser& parser, double* minutes);
+void check_save_every_minutes_flag(double minutes);
 void check_keep_last_flag(int keep_last);
 
 // A path that is read must exist: otherwise a FlagError

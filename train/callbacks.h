@@ -6,4 +6,5 @@
 #include "train/early_stop.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
+#include "train/preemption.h"
 #include "train/progress.h"

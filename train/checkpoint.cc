@@ -39,6 +39,7 @@ void Checkpoint::save(Trainer& t) {
     last_dir_ = saver_->save(t.stateful(), training);
   }
   last_save_ = now_seconds();
+  last_step_ = t.state().step;
   if (t.lead() && !options_.quiet) {
     std::cerr << t.options().name << ": checkpoint " << last_dir_ << " (step " << t.state().step;
     if (saver_) {  // with async: the copy to host memory only; the writing goes on in the background

@@ -55,12 +55,16 @@ class Checkpoint : public Callback {
   void on_epoch_end(Trainer& t) override;
   void on_fit_end(Trainer& t) override;
   const std::string& last_dir() const { return last_dir_; }
+  // Saves now (collective, as a scheduled save; Preemption's stop uses it)
+  // and the step of the latest save (-1: none yet).
+  void save(Trainer& t);
+  int64_t last_step() const { return last_step_; }
 
  private:
-  void save(Trainer& t);
   CheckpointOptions options_;
   std::unique_ptr<parallel::checkpoint::Checkpointer> saver_;
   double last_save_ = 0;
+  int64_t last_step_ = -1;
   std::string last_dir_;
 };
 

@@ -91,6 +91,14 @@ bool Trainer::agree(bool value) {
   return t.item<double>() != 0;
 }
 
+int64_t Trainer::max_over_ranks(int64_t value) {
+  parallel::ProcessGroup* g = runner_->metrics_group();
+  if (!g) return value;
+  Tensor t = full({1}, value, DType::Int64);
+  g->allreduce(t, {parallel::ReduceOp::Max})->wait();
+  return t.item<int64_t>();
+}
+
 void Trainer::barrier() {
   if (parallel::ProcessGroup* g = runner_->metrics_group()) g->barrier()->wait();
 }

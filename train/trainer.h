@@ -145,6 +145,13 @@ class Trainer {
     return *c;
   }
   void add(std::shared_ptr<Callback> callback);
+  // The first callback of type C added, or nullptr.
+  template <class C>
+  C* find() const {
+    for (const auto& c : callbacks_)
+      if (auto* p = dynamic_cast<C*>(c.get())) return p;
+    return nullptr;
+  }
 
   // Places the model and builds the optimizer (collective; a no-op once done).
   // `sample`: a batch's input as a step would get it, for Hybrid's automatic
@@ -173,6 +180,8 @@ class Trainer {
   int world_size() const;
   // Collective: the lead's `value` on every rank (one rank: `value`).
   bool agree(bool value);
+  // Collective: the largest of every rank's `value`.
+  int64_t max_over_ranks(int64_t value);
   void barrier();
 
   // This rank's optimizer (the inner one of a DistributedOptimizer); a

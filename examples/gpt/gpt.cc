@@ -114,9 +114,15 @@ int train(const Options& o, const Corpus& corpus, std::shared_ptr<parallel::Proc
                                                      .plot = o.plot,
                                                      .title = "weft GPT (" + describe(o.model) + "): byte-level loss"});
   t.add<train::MetricsLog>(o.metrics);
-  if (!o.save.empty())
-    t.add<train::Checkpoint>(train::CheckpointOptions{
-        .root = o.save, .keep_last = o.keep_last, .quiet = true, .metadata = gpt_metadata(o.model, o.steps)});
+  if (!o.save.empty()) {
+    auto& ck = t.add<train::Checkpoint>(train::CheckpointOptions{.root = o.save,
+                                                                 .every_minutes = o.save_every_minutes,
+                                                                 .every_epochs = 1,  // every evaluation
+                                                                 .keep_last = o.keep_last,
+                                                                 .quiet = true,
+                                                                 .metadata = gpt_metadata(o.model, o.steps)});
+    t.add<train::Preemption>(train::PreemptionOptions{.checkpoint = &ck});  // SIGTERM, SIGUSR1: save and stop
+  }
   auto bubbles = std::make_shared<std::vector<double>>();  // the last steps' measured bubbles
   if (job.hybrid)
     t.add<train::Lambda>(
@@ -130,6 +136,13 @@ int train(const Options& o, const Corpus& corpus, std::shared_ptr<parallel::Proc
   auto valid = job.validation();
   t.fit_steps([&job](int64_t k) { return job.batch(k); }, end, {.eval_every = o.eval_interval, .valid = valid.get()});
   const bool lead = t.lead();
+  if (const train::Preemption* pre = t.find<train::Preemption>(); pre && pre->preempted()) {
+    t.barrier();  // every rank's part of the stop's checkpoint is committed
+    if (lead)
+      std::fprintf(stderr, "gpt: preempted at step %lld; resume with --resume %s (exit status %d)\n",
+                   static_cast<long long>(t.state().step), o.save.c_str(), train::kResumeExitCode);
+    return train::kResumeExitCode;
+  }
   if (end < o.steps) {
     t.barrier();
     if (lead) std::fprintf(stderr, "gpt: stopped after step %lld (--stop-after)\n", static_cast<long long>(end));

@@ -48,6 +48,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
            "from it")
       .add_switch("--no-progress", &o.progress, false, "no progress bar");
   add_keep_last_flag(p, &o.keep_last);
+  add_save_every_minutes_flag(p, &o.save_every_minutes);
   p.add("--sample N", &o.sample, "generate N bytes from --resume's checkpoint and exit (no training)", "0: train")
       .add("--final-sample N", &o.final_sample, "bytes sampled at the end of training")
       .add("--prompt TEXT", &o.prompt, "text the sample continues", "a new line")
@@ -88,6 +89,7 @@ void check_options(const Options& o, int world) {
   WEFT_FLAG_CHECK(o.eval_batches >= 1, "--eval-batches must be a positive integer, got ", o.eval_batches);
   WEFT_FLAG_CHECK(o.stop_after >= 0, "--stop-after must be >= 0 (0: never), got ", o.stop_after);
   check_keep_last_flag(o.keep_last);
+  check_save_every_minutes_flag(o.save_every_minutes);
   WEFT_FLAG_CHECK(o.sample >= 0, "--sample must be >= 0 (0: train), got ", o.sample);
   WEFT_FLAG_CHECK(o.final_sample >= 0, "--final-sample must be >= 0, got ", o.final_sample);
   WEFT_FLAG_CHECK(o.temperature >= 0, "--temperature must be >= 0 (0: the most likely byte), got ", o.temperature);

@@ -49,6 +49,7 @@ struct Options : GridFlags {
   std::string metrics = "gpt_metrics.jsonl", plot = "gpt.svg";
   std::string save, resume;          // checkpoint directories
   int keep_last = kDefaultKeepLast;  // checkpoints kept under --save (0: all)
+  double save_every_minutes = 0;     // --save-every-minutes (0: none)
   bool progress = true;
   // Sampling.
   int64_t sample = 0;  // >0: generate this many tokens from --resume's checkpoint, no training
