@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# netns_hosts.sh: several "hosts" on one machine, for multi-host runs and
+# tests. Each host is a network namespace with its own address on a private
+# subnet (10.77.0.0/24, host k at 10.77.0.(k+1)), all joined by veth links to
+# a bridge in a switch namespace of their own; the machine's own interfaces
+# and addresses are untouched. With a RATE the links are shaped with tbf
+# (both directions of every host's link), the way a slow network between
+# machines would be.
+#
+#   netns_hosts.sh HOSTS SLOTS RATE -- COMMAND [ARGS...]
+#
+# runs COMMAND inside host 0 (mpirun then treats host 0 as its own node and
+# reaches the others through an rsh agent that enters their namespaces),
+# with these in its environment:
+#   WEFT_HOSTFILE      a hostfile: each host's address with SLOTS slots
+#   WEFT_MPIRUN_HOSTS  mpirun options for the hosts: --hostfile, the rsh
+#                      agent, TCP between ranks (shared memory is off: every
+#                      namespace shares the machine's hostname, so Open MPI's
+#                      shared-memory segment names would collide) and both
+#                      TCP and Open MPI's own channel kept on the subnet
+# and removes everything it made when COMMAND ends (or fails, or is
+# interrupted). RATE is tc's syntax (100mbit, 1gbit) or 0 for unshaped
+# links. Exit status: COMMAND's; 77 with "netns_hosts: cannot ..." on
+# stderr where network namespaces cannot be made (not root, no ip, a
+# sandbox without the capability): callers skip then.
+set -uo pipefail
+if [ $# -lt 5 ] || [ "$4" != "--" ]; then
+  echo "usage: netns_hosts.sh HOSTS SLOTS RATE -- COMMAND [ARGS...]" >&2
+  exit 2
+fi
+hosts="$1" slots="$2" rate="$3"
+shift 4
+[[ "$hosts" =~ ^[1-9][0-9]?$ ]] && [ "$hosts" -le 200 ] || { echo "netns_hosts: HOSTS must be 1..200 (got $hosts)" >&2; exit 2; }
+[[ "$slots" =~ ^[1-9][0-9]*$ ]] || { echo "netns_hosts: SLOTS must be a positive integer (got $slots)" >&2; exit 2; }
+command -v ip > /dev/null || { echo "netns_hosts: cannot make hosts: no 'ip' command (iproute2)" >&2; exit 77; }
+[ "$rate" = 0 ] || command -v tc > /dev/null || { echo "netns_hosts: cannot shape links: no 'tc' command" >&2; exit 77; }
+
+id="w$$"                          # names unique to this run (interface names have 15 characters at most)
+sw="${id}sw"
+state="$(mktemp -d /tmp/weft-hosts.XXXXXX)"
+made=()
+cleanup() {
+  for ns in "${made[@]}"; do ip netns del "$ns" 2> /dev/null; done
+  rm -rf "$state"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if ! ip netns add "$sw" 2> "$state/err"; then
+  echo "netns_hosts: cannot make network namespaces here: $(head -n 1 "$state/err")" >&2
+  exit 77
+fi
+made+=("$sw")
+ip netns exec "$sw" ip link add br0 type bridge && ip netns exec "$sw" ip link set br0 up || exit 1
+: > "$state/hostfile"
+for ((k = 0; k < hosts; k++)); do
+  ns="${id}h$k" addr="10.77.0.$((k + 1))"
+  ip netns add "$ns" || exit 1
+  made+=("$ns")
+  ip link add "${id}v$k" type veth peer name "${id}b$k" || exit 1
+  ip link set "${id}v$k" netns "$ns" && ip link set "${id}b$k" netns "$sw" || exit 1
+  ip netns exec "$sw" ip link set "${id}b$k" master br0 && ip netns exec "$sw" ip link set "${id}b$k" up || exit 1
+  ip netns exec "$ns" ip addr add "$addr/24" dev "${id}v$k" && ip netns exec "$ns" ip link set "${id}v$k" up || exit 1
+  ip netns exec "$ns" ip link set lo up || exit 1
+  if [ "$rate" != 0 ]; then  # both directions: the host's egress and the switch port's
+    ip netns exec "$ns" tc qdisc add dev "${id}v$k" root tbf rate "$rate" burst 256kb latency 50ms || exit 1
+    ip netns exec "$sw" tc qdisc add dev "${id}b$k" root tbf rate "$rate" burst 256kb latency 50ms || exit 1
+  fi
+  echo "$addr slots=$slots" >> "$state/hostfile"
+  echo "$addr $ns" >> "$state/map"
+done
+# The rsh agent: "agent ADDRESS COMMAND..." runs COMMAND in that host's namespace.
+cat > "$state/agent" <<AGENT
+#!/usr/bin/env bash
+host="\$1"; shift
+while [ "\${host#-}" != "\$host" ]; do host="\$1"; shift; done  # ssh-style options mpirun may pass
+ns=\$(awk -v h="\$host" '\$1 == h { print \$2 }' "$state/map")
+[ -n "\$ns" ] || { echo "netns_hosts: no host \$host" >&2; exit 1; }
+exec ip netns exec "\$ns" sh -c "\$*"
+AGENT
+chmod +x "$state/agent"
+export WEFT_HOSTFILE="$state/hostfile"
+export WEFT_MPIRUN_HOSTS="--hostfile $state/hostfile --mca plm_rsh_agent $state/agent --mca btl tcp,self \
+--mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24"
+ip netns exec "${id}h0" "$@"
