@@ -56,10 +56,13 @@ check test "$(last "$tmp/ref.out")" = "$(last "$tmp/chaos.out")"
 check test "$(tail -n 1 "$tmp/ref.out")" = "$(tail -n 1 "$tmp/chaos.out")"  # val_loss=...
 check test "$(sed -n '/^sample:$/,/^val_loss=/p' "$tmp/ref.out" | md5sum)" = \
   "$(sed -n '/^sample:$/,/^val_loss=/p' "$tmp/chaos.out" | sed -n '/^sample:$/,/^val_loss=/p' | md5sum)"
-# Only committed checkpoints are left (a save cut short leaves nothing that looks like one).
+# Only committed checkpoints are left: a save cut short leaves a hidden .tmp- directory, which the next
+# save removes (the last attempt saved), and nothing that looks like a checkpoint.
+shopt -s dotglob
 for d in "$tmp"/ck/*; do
   check test -f "$d/manifest.json"
 done
+shopt -u dotglob
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
