@@ -14,10 +14,12 @@
 # with these in its environment:
 #   WEFT_HOSTFILE      a hostfile: each host's address with SLOTS slots
 #   WEFT_MPIRUN_HOSTS  mpirun options for the hosts: --hostfile, the rsh
-#                      agent, TCP between ranks (shared memory is off: every
-#                      namespace shares the machine's hostname, so Open MPI's
-#                      shared-memory segment names would collide) and both
-#                      TCP and Open MPI's own channel kept on the subnet
+#                      agent, and both TCP between ranks and Open MPI's own
+#                      channel kept on the subnet (ranks of one host use
+#                      shared memory, ranks of two hosts TCP)
+# Every host also has a UTS namespace of its own, its hostname its namespace's
+# name (w<pid>h<k>): Open MPI names shared-memory segments and tells nodes
+# apart by hostname, so hosts sharing the machine's would collide.
 # and removes everything it made when COMMAND ends (or fails, or is
 # interrupted). RATE is tc's syntax (100mbit, 1gbit) or 0 for unshaped
 # links. Exit status: COMMAND's; 77 with "netns_hosts: cannot ..." on
@@ -76,10 +78,10 @@ host="\$1"; shift
 while [ "\${host#-}" != "\$host" ]; do host="\$1"; shift; done  # ssh-style options mpirun may pass
 ns=\$(awk -v h="\$host" '\$1 == h { print \$2 }' "$state/map")
 [ -n "\$ns" ] || { echo "netns_hosts: no host \$host" >&2; exit 1; }
-exec ip netns exec "\$ns" sh -c "\$*"
+exec ip netns exec "\$ns" unshare --uts sh -c "hostname \$ns && \$*"
 AGENT
 chmod +x "$state/agent"
 export WEFT_HOSTFILE="$state/hostfile"
-export WEFT_MPIRUN_HOSTS="--hostfile $state/hostfile --mca plm_rsh_agent $state/agent --mca btl tcp,self \
+export WEFT_MPIRUN_HOSTS="--hostfile $state/hostfile --mca plm_rsh_agent $state/agent \
 --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24"
-ip netns exec "${id}h0" "$@"
+ip netns exec "${id}h0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "${id}h0" "$@"

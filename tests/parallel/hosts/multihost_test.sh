@@ -7,9 +7,11 @@
 # equal the one-host run's (the same arithmetic, whatever the network); the
 # ranks really are on two hosts (each reports its own address). Where network
 # namespaces cannot be made, the test says so and skips.
-# Usage: multihost_test.sh GPT MPIRUN_SH NETNS_HOSTS
+# DASO (fashion_mnist_ddp --daso) finds the real host split from MPI's
+# shared-memory split: 2 nodes of 2 ranks.
+# Usage: multihost_test.sh GPT MPIRUN_SH NETNS_HOSTS FASHION_MNIST_DDP
 set -uo pipefail
-gpt="$(readlink -f "$1")" mpirun_sh="$(readlink -f "$2")" hosts_sh="$(readlink -f "$3")"
+gpt="$(readlink -f "$1")" mpirun_sh="$(readlink -f "$2")" hosts_sh="$(readlink -f "$3")" ddp="$(readlink -f "$4")"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 xml="${XML_OUTPUT_FILE:-}"
 unset GTEST_OUTPUT XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE
@@ -51,6 +53,13 @@ timeout 120 "$hosts_sh" 2 2 0 -- sh -c "$mpirun_sh \$WEFT_MPIRUN_HOSTS -np 4 sh 
 check test "$(sort "$tmp/where.out" | uniq -c | awk '{print $1 " " $2}' | tr '\n' ' ')" = "2 10.77.0.1 2 10.77.0.2 "
 cat "$tmp/where.out"
 ip netns list | grep -q "^w$$" && { echo "namespaces left behind"; fail=$((fail+1)); }
+# DASO's nodes are the hosts.
+timeout 300 "$hosts_sh" 2 2 100mbit -- sh -c "$mpirun_sh \$WEFT_MPIRUN_HOSTS -np 4 $ddp --daso --epochs 1 \
+  --limit-train 1024 --limit-test 512 --no-progress --metrics $tmp/daso.jsonl --plot $tmp/daso.svg" \
+  > "$tmp/daso.out" 2> "$tmp/daso.err"
+check test $? -eq 0 || tail -n 20 "$tmp/daso.err"
+check grep -q '^fashion_mnist_ddp: DASO over 2 nodes x 2 ranks: \[0, 1\] \[2, 3\]' "$tmp/daso.err"
+check grep -q '^test_accuracy=' "$tmp/daso.out"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
