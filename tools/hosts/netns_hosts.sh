@@ -23,8 +23,9 @@
 # and removes everything it made when COMMAND ends (or fails, or is
 # interrupted). RATE is tc's syntax (100mbit, 1gbit) or 0 for unshaped
 # links. Exit status: COMMAND's; 77 with "netns_hosts: cannot ..." on
-# stderr where network namespaces cannot be made (not root, no ip, a
-# sandbox without the capability): callers skip then.
+# stderr where the hosts cannot be made (not root, no ip or tc, a sandbox
+# without the capability, no bridge, veth or tbf in the kernel): callers
+# skip then. A bad rate is such a failure too (tc refuses it).
 set -uo pipefail
 if [ $# -lt 5 ] || [ "$4" != "--" ]; then
   echo "usage: netns_hosts.sh HOSTS SLOTS RATE -- COMMAND [ARGS...]" >&2
@@ -48,25 +49,32 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-if ! ip netns add "$sw" 2> "$state/err"; then
-  echo "netns_hosts: cannot make network namespaces here: $(head -n 1 "$state/err")" >&2
-  exit 77
-fi
+# Every step of the setup: on failure the machine cannot make hosts (exit 77, the reason on stderr).
+need() {  # WHAT COMMAND...
+  local what="$1"; shift
+  "$@" 2> "$state/err" || { echo "netns_hosts: cannot $what here: $(head -n 1 "$state/err")" >&2; exit 77; }
+}
+need "make network namespaces" ip netns add "$sw"
 made+=("$sw")
-ip netns exec "$sw" ip link add br0 type bridge && ip netns exec "$sw" ip link set br0 up || exit 1
+need "make UTS namespaces (unshare --uts)" ip netns exec "$sw" unshare --uts true
+need "make a bridge" ip netns exec "$sw" ip link add br0 type bridge
+need "bring up a bridge" ip netns exec "$sw" ip link set br0 up
 : > "$state/hostfile"
 for ((k = 0; k < hosts; k++)); do
   ns="${id}h$k" addr="10.77.0.$((k + 1))"
-  ip netns add "$ns" || exit 1
+  need "make network namespaces" ip netns add "$ns"
   made+=("$ns")
-  ip link add "${id}v$k" type veth peer name "${id}b$k" || exit 1
-  ip link set "${id}v$k" netns "$ns" && ip link set "${id}b$k" netns "$sw" || exit 1
-  ip netns exec "$sw" ip link set "${id}b$k" master br0 && ip netns exec "$sw" ip link set "${id}b$k" up || exit 1
-  ip netns exec "$ns" ip addr add "$addr/24" dev "${id}v$k" && ip netns exec "$ns" ip link set "${id}v$k" up || exit 1
-  ip netns exec "$ns" ip link set lo up || exit 1
+  need "make veth links" ip link add "${id}v$k" type veth peer name "${id}b$k"
+  need "move links into namespaces" ip link set "${id}v$k" netns "$ns"
+  need "move links into namespaces" ip link set "${id}b$k" netns "$sw"
+  need "attach links to a bridge" ip netns exec "$sw" ip link set "${id}b$k" master br0
+  need "bring up links" ip netns exec "$sw" ip link set "${id}b$k" up
+  need "assign addresses" ip netns exec "$ns" ip addr add "$addr/24" dev "${id}v$k"
+  need "bring up links" ip netns exec "$ns" ip link set "${id}v$k" up
+  need "bring up loopback" ip netns exec "$ns" ip link set lo up
   if [ "$rate" != 0 ]; then  # both directions: the host's egress and the switch port's
-    ip netns exec "$ns" tc qdisc add dev "${id}v$k" root tbf rate "$rate" burst 256kb latency 50ms || exit 1
-    ip netns exec "$sw" tc qdisc add dev "${id}b$k" root tbf rate "$rate" burst 256kb latency 50ms || exit 1
+    need "shape links with tbf" ip netns exec "$ns" tc qdisc add dev "${id}v$k" root tbf rate "$rate" burst 256kb latency 50ms
+    need "shape links with tbf" ip netns exec "$sw" tc qdisc add dev "${id}b$k" root tbf rate "$rate" burst 256kb latency 50ms
   fi
   echo "$addr slots=$slots" >> "$state/hostfile"
   echo "$addr $ns" >> "$state/map"
