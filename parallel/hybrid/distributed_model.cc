@@ -75,9 +75,8 @@ std::vector<int> DistributedModel::auto_balance(const Tensor& sample) {
   }
   // Note [processor sharing] in parallel/pipe/simulate.h: ranks oversubscribing
   // their host's cores compute slower while others compute.
-  if (options_.compute_speeds) {
-    search.plan.compute_speeds = *options_.compute_speeds;
-  } else {
+  search.plan.compute_speeds = options_.compute_speeds;
+  if (options_.compute_speeds.empty() && options_.measure_compute_speeds) {
     search.plan.compute_speeds =
         partition::plan_compute_speeds(*grid_.world(), grid_.pipeline()->rank(), grid_.pp(),
                                        [&] { return partition::model_workload(*model_, first, *grid_.world(), 0); });

@@ -20,10 +20,10 @@
 //   bandwidth; with several stages per rank each rank's stages together
 //   against the budget, Note [stages per rank] in parallel/partition/
 //   balance.h; the simulated step includes the data-parallel gradient
-//   average, measured, and, when the ranks oversubscribe their hosts'
-//   cores, their speeds computing together, measured unless given:
-//   compute_speeds); world rank 0 prints the partition table to
-//   options.table.
+//   average, measured, the runner's checkpointing, and compute_speeds, or
+//   with measure_compute_speeds the ranks' measured speeds when they
+//   oversubscribe their hosts' cores); world rank 0 prints the partition
+//   table to options.table.
 //   With auto_schedule, the schedule (auto_schedules; by default gpipe, 1f1b,
 //   zb-h1, interleaved, interleaved-zb and zbv, with auto_virtual_stages
 //   stages per rank), its stages per rank and the micro-batch count
@@ -110,9 +110,13 @@ struct DistributedModelOptions {
   double bandwidth_bytes_per_s = 0;                                      // 0: transfers cost nothing
   double optimizer_state_factor = 0;  // optimizer-state bytes per parameter byte (SGD momentum 1, Adam 2)
   // The plan's compute speeds while k of a pipeline's ranks compute at once
-  // (partition/contention.h); unset: measured when the ranks oversubscribe
-  // their hosts' cores, else none; empty: every rank at full speed.
-  std::optional<std::vector<double>> compute_speeds;
+  // (partition/contention.h); empty: every rank at full speed. With
+  // measure_compute_speeds (and none given) they are measured when the ranks
+  // oversubscribe their hosts' cores: the predicted step time then follows
+  // the contention, but the predicted bubble gets worse (Note [processor
+  // sharing] in parallel/pipe/simulate.h), so it is off by default.
+  std::vector<double> compute_speeds;
+  bool measure_compute_speeds = false;
   bool auto_schedule = false;     // choose the schedule, its stages per rank and chunks too
   std::vector<int> auto_chunks;   // candidate micro-batch counts; empty: {pipe.chunks}
   std::ostream* table = nullptr;  // where world rank 0 prints the partition table (nullptr: std::cout)

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -156,7 +157,14 @@ TEST(DistributedModel, StateDictsReshardAcrossGridsAndZero) {
     run_ranks(m.from.pp * m.from.dp, [&](std::shared_ptr<ProcessGroup> g) {
       saved[g->rank()] = train_rank(m.from, ref_cut, models[g->rank()], g);
     });
-    for (size_t r = 0; r < saved.size(); ++r) compare(ref_cut, saved[r], static_cast<int>(r));
+    // A measured balance may leave a stage of pp 4 with only a Tanh (no parameter): every parameter must
+    // still live on some rank, equal to the reference's.
+    std::set<std::string> held;
+    for (size_t r = 0; r < saved.size(); ++r) {
+      compare(ref_cut, saved[r], static_cast<int>(r), /*none_here=*/m.from.pp > 2);
+      for (const auto& [n, t] : saved[r].params) held.insert(n);
+    }
+    EXPECT_EQ(held.size(), ref_cut.params.size());
     // Resume on the new grid from rank 0's gathered state, against a reference that switches batches at `cut`.
     Reference mixed = ref_to;
     for (int k = 0; k < cut; ++k) {
@@ -184,7 +192,12 @@ TEST(DistributedModel, StateDictsReshardAcrossGridsAndZero) {
     run_ranks(m.to.pp * m.to.dp, [&](std::shared_ptr<ProcessGroup> g) {
       resumed[g->rank()] = train_rank(m.to, mixed, fresh[g->rank()], g, cut, &saved[0]);
     });
-    for (size_t r = 0; r < resumed.size(); ++r) compare(mixed, resumed[r], static_cast<int>(r));
+    std::set<std::string> resumed_held;
+    for (size_t r = 0; r < resumed.size(); ++r) {
+      compare(mixed, resumed[r], static_cast<int>(r), /*none_here=*/m.to.pp > 2);
+      for (const auto& [n, t] : resumed[r].params) resumed_held.insert(n);
+    }
+    EXPECT_EQ(resumed_held.size(), mixed.params.size());
   }
 }
 
