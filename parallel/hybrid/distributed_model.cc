@@ -105,7 +105,11 @@ std::vector<int> DistributedModel::auto_balance(const Tensor& sample) {
   options_.pipe.chunks = chosen.chunks;
   if (options_.print_table && root) {
     std::ostream& os = options_.table ? *options_.table : std::cout;
-    os << partition::partition_table(chosen.layers, plan_) << std::flush;
+    os << partition::partition_table(chosen.layers, plan_);
+    // The grid's hosts, when there are several (placement matters there: docs/hybrid.md).
+    if (std::set<std::string>(grid_.hosts().begin(), grid_.hosts().end()).size() > 1)
+      os << "hosts: " << host_layout(grid_.hosts(), grid_.pp()) << "\n";
+    os << std::flush;
   }
   return plan_.balance;
 }

@@ -7,7 +7,8 @@
 # equal the one-host run's (the same arithmetic, whatever the network); the
 # ranks really are on two hosts (each reports its own address). Where network
 # namespaces cannot be made, the test says so and skips.
-# DASO (fashion_mnist_ddp --daso) finds the real host split from MPI's
+# The partition table then names the hosts and where the pipelines and the
+# data-parallel groups sit. DASO (fashion_mnist_ddp --daso) finds the real host split from MPI's
 # shared-memory split: 2 nodes of 2 ranks.
 # Usage: multihost_test.sh GPT MPIRUN_SH NETNS_HOSTS FASHION_MNIST_DDP
 set -uo pipefail
@@ -45,8 +46,16 @@ for rate in 0 100mbit; do
     check test "$rc" -eq 0 || tail -n 20 "$tmp/$name.err"
     check test "$(evals "$tmp/one.out")" = "$(evals "$tmp/$name.out")"
     check test "$(sample "$tmp/one.out")" = "$(sample "$tmp/$name.out")"
+    # The grid says which ranks share a host, and where its groups sit.
+    if [ "$map" = slot ]; then
+      want='^hosts: 2 hosts: [^ ]* \[0, 1\], [^ ]* \[2, 3\]; each pipeline within one host, data-parallel groups across hosts$'
+    else
+      want='^hosts: 2 hosts: [^ ]* \[0, 2\], [^ ]* \[1, 3\]; each pipeline across hosts, data-parallel groups within one host$'
+    fi
+    check grep -aq "$want" "$tmp/$name.out"
   done
 done
+check test "$(grep -ac '^hosts: ' "$tmp/one.out")" -eq 0  # one host: nothing to say
 # Where the ranks ran: two addresses, two ranks each.
 timeout 120 "$hosts_sh" 2 2 0 -- sh -c "$mpirun_sh \$WEFT_MPIRUN_HOSTS -np 4 sh -c \
   'ip -4 -o addr show | grep -o \"10\\.77\\.0\\.[0-9]*\"'" > "$tmp/where.out" 2>&1
