@@ -3,10 +3,13 @@
 // that learns it, and the single-process reference loop written by hand.
 #pragma once
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "core/nn_ops.h"
 #include "core/ops.h"
@@ -15,6 +18,7 @@
 #include "nn/nn.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
+#include "parallel/checkpoint/rotation.h"
 #include "tests/testing.h"
 #include "train/lr_schedule.h"
 #include "train/trainer.h"
@@ -22,6 +26,20 @@
 namespace weft::train::testcases {
 
 constexpr int64_t kRows = 96, kFeatures = 8, kClasses = 3, kBatch = 16;
+
+// An empty directory `name` under the test's temporary directory.
+inline std::string fresh_dir(const std::string& name) {
+  const std::string d = ::testing::TempDir() + "/" + name;
+  std::filesystem::remove_all(d);
+  return d;
+}
+
+// The steps of the committed checkpoints under `root`, increasing.
+inline std::vector<int64_t> steps_under(const std::string& root) {
+  std::vector<int64_t> s;
+  for (const auto& [step, dir] : parallel::checkpoint::committed_checkpoints(root)) s.push_back(step);
+  return s;
+}
 constexpr uint64_t kSeed = 7;
 
 // x (N, 8) float32; y (N,) int64: the argmax of a fixed linear map of x.

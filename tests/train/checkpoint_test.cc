@@ -26,12 +26,6 @@ namespace {
 using namespace testcases;  // NOLINT
 namespace fs = std::filesystem;
 
-std::string fresh_dir(const std::string& name) {
-  const std::string d = ::testing::TempDir() + "/" + name;
-  fs::remove_all(d);
-  return d;
-}
-
 struct TrainRun {
   std::vector<EpochRecord> history;
   std::map<std::string, Tensor> weights;
@@ -61,12 +55,6 @@ void expect_same(const TrainRun& a, const TrainRun& b) {
   }
   EXPECT_EQ(a.step, b.step);
   for (const auto& [k, v] : a.weights) EXPECT_TRUE(testing::tensors_near(b.weights.at(k), v, 0)) << k;
-}
-
-std::vector<int64_t> steps_under(const std::string& root) {
-  std::vector<int64_t> s;
-  for (const auto& [step, dir] : parallel::checkpoint::committed_checkpoints(root)) s.push_back(step);
-  return s;
 }
 
 std::function<void(Trainer&)> stop_at_step(int64_t step) {

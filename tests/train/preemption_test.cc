@@ -22,19 +22,6 @@ namespace weft::train {
 namespace {
 
 using namespace testcases;  // NOLINT
-namespace fs = std::filesystem;
-
-std::string fresh_dir(const std::string& name) {
-  const std::string d = ::testing::TempDir() + "/" + name;
-  fs::remove_all(d);
-  return d;
-}
-
-std::vector<int64_t> steps_under(const std::string& root) {
-  std::vector<int64_t> s;
-  for (const auto& [step, dir] : parallel::checkpoint::committed_checkpoints(root)) s.push_back(step);
-  return s;
-}
 
 constexpr int64_t kEpochs = 3;
 
