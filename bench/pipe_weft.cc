@@ -60,7 +60,9 @@ int main(int argc, char** argv) {
     pp::PipeOptions o;
     o.chunks = microbatches;
     o.schedule = pp::parse_schedule_kind(schedule);
-    o.virtual_stages = virtual_stages > 0 ? virtual_stages : (schedule == "interleaved" || schedule == "interleaved-zb" || schedule == "zbv" ? 2 : 1);
+    o.virtual_stages = virtual_stages > 0
+                           ? virtual_stages
+                           : (schedule == "interleaved" || schedule == "interleaved-zb" || schedule == "zbv" ? 2 : 1);
     o.checkpoint = pp::CheckpointMode::kNever;
     const int stages = ctx.size() * o.virtual_stages;
     WEFT_CHECK((2 * layers) % stages == 0, "pipe_weft: ", 2 * layers, " modules do not split evenly over ", stages,

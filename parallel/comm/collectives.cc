@@ -11,6 +11,35 @@
 
 namespace weft::parallel {
 
+Tensor tensor_header(const Tensor& t, const std::string& what) {
+  WEFT_CHECK(t.dim() <= kMaxHeaderDims, what, ": a tensor of ", t.dim(), " dimensions ", shape_str(t.sizes()),
+             " cannot be sent (at most ", kMaxHeaderDims, ")");
+  Tensor h = zeros({kTensorHeaderLen}, DType::Int64);  // (kTensorHeaderLen,)
+  int64_t* p = h.data_ptr<int64_t>();
+  p[0] = static_cast<int64_t>(t.dtype());
+  p[1] = t.dim();
+  for (int64_t d = 0; d < t.dim(); ++d) p[2 + d] = t.sizes()[d];
+  return h;
+}
+
+Tensor empty_for_header(const Tensor& header, const std::string& what, Device device) {
+  const int64_t* p = header.data_ptr<int64_t>();
+  WEFT_CHECK(p[0] >= 0 && p[0] < kNumDTypes && p[1] >= 0 && p[1] <= kMaxHeaderDims, what,
+             ": the tensor header is not one a sender wrote (dtype ", p[0], ", ", p[1], " dimensions)");
+  Shape sizes(p + 2, p + 2 + p[1]);
+  return empty(sizes, {static_cast<DType>(p[0]), device});
+}
+
+Tensor broadcast_tensor(ProcessGroup& group, const Tensor& mine, int root, const std::string& what) {
+  const bool sender = group.rank() == root;
+  WEFT_CHECK(!sender || mine.defined(), what, ": the root rank ", root, " has no tensor to broadcast");
+  Tensor header = sender ? tensor_header(mine, what) : zeros({kTensorHeaderLen}, DType::Int64);
+  group.broadcast(header, {root})->wait();
+  Tensor out = sender ? mine.contiguous().clone() : empty_for_header(header, what);
+  group.broadcast(out, {root})->wait();
+  return out;
+}
+
 std::vector<std::string> allgather_bytes(ProcessGroup& group, const std::string& mine) {
   const int n = group.size();
   Tensor len = full({1}, static_cast<int64_t>(mine.size()), DType::Int64);

@@ -13,6 +13,15 @@
 //   same message listed together: "rank 1: disk full; ranks 0, 2: no space").
 // - missing_ranks_text names the ranks that did not arrive, shaped the same in
 //   every backend's error: "missing ranks: [3, 1] (group ranks [0, 1])".
+// - Tensor headers: tensor_header(t, what) is t's dtype, number of
+//   dimensions and sizes as kTensorHeaderLen int64s (at most
+//   kMaxHeaderDims dimensions, else an error "<what>: a tensor of N
+//   dimensions ..."); empty_for_header(h, what, device) is the uninitialised
+//   tensor such a header describes (an error "<what>: ..." for a header
+//   tensor_header did not write): what a receiver allocates before the data.
+// - broadcast_tensor(group, mine, root, what) is collective: root's tensor,
+//   any dtype and shape (a header, then the data), on every rank; the other
+//   ranks' `mine` is ignored (may be undefined).
 // - plan_new_group is new_group's common part (argument checks, the members'
 //   global ranks, the sub-group's name and id, this rank's place in it); the
 //   backends then make the communicator their own way.
@@ -28,6 +37,12 @@ namespace weft::parallel {
 
 // Every rank's byte string, in group-rank order (collective over `group`).
 std::vector<std::string> allgather_bytes(ProcessGroup& group, const std::string& mine);
+
+inline constexpr int64_t kMaxHeaderDims = 8;
+inline constexpr int64_t kTensorHeaderLen = 2 + kMaxHeaderDims;
+Tensor tensor_header(const Tensor& t, const std::string& what);  // (kTensorHeaderLen,) int64
+Tensor empty_for_header(const Tensor& header, const std::string& what, Device device = kCPU);
+Tensor broadcast_tensor(ProcessGroup& group, const Tensor& mine, int root, const std::string& what);
 
 // "rank R: <error>; ranks S, T: <error>" over the non-empty entries of
 // `errors` (index = rank), in order of each message's lowest rank; "" when

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <set>
 #include <sstream>
@@ -54,27 +53,6 @@ double phase_s(ProcessGroup& world, bool computing, int repeats, const Workload&
   }
   world.allreduce(sum, {ReduceOp::Sum})->wait();
   return sum.data_ptr<double>()[0] / std::max(1.0, sum.data_ptr<double>()[1]);
-}
-
-constexpr int kMaxDims = 8;
-
-// Root's tensor on every rank of `group` (dtype, sizes, then the data).
-Tensor broadcast_tensor(const Tensor& mine, ProcessGroup& group, int root) {
-  Tensor head = zeros({kMaxDims + 2}, DType::Int64);  // (dtype, dims, sizes...)
-  int64_t* h = head.data_ptr<int64_t>();
-  if (group.rank() == root) {
-    WEFT_CHECK(mine.defined() && mine.dim() <= kMaxDims, "model_workload: root needs a sample of at most ", kMaxDims,
-               " dimensions");
-    h[0] = static_cast<int64_t>(mine.dtype());
-    h[1] = mine.dim();
-    for (int d = 0; d < mine.dim(); ++d) h[2 + d] = mine.sizes()[d];
-  }
-  group.broadcast(head, {root})->wait();
-  Shape sizes;
-  for (int64_t d = 0; d < h[1]; ++d) sizes.push_back(h[2 + d]);
-  Tensor out = group.rank() == root ? mine.contiguous().clone() : zeros(sizes, static_cast<DType>(h[0]));
-  group.broadcast(out, {root})->wait();
-  return out;
 }
 
 }  // namespace
@@ -127,7 +105,7 @@ std::vector<double> measure_compute_speeds(ProcessGroup& world, int pipeline_ran
 }
 
 Workload model_workload(nn::Sequential& model, const Tensor& sample, ProcessGroup& group, int root) {
-  const Tensor batch = broadcast_tensor(sample, group, root);
+  const Tensor batch = broadcast_tensor(group, sample, root, "model_workload");
   return [&model, batch] {
     ProfileOptions once;
     once.warmup = 0;

@@ -1,10 +1,11 @@
 // PipelineRunner (contract in runner.h).
 //
 // Note [boundary messages]: an activation or gradient crossing ranks is two
-// messages with one tag: a header of kHeaderLen int64s (dtype, number of
-// dimensions, the sizes) and the contiguous payload. Both go out in one
-// batch_isend_irecv that is not waited for until the end of the step (sends
-// are buffered in the validator's model); the receiver takes the header, makes
+// messages with one tag: a header of kTensorHeaderLen int64s (dtype, number
+// of dimensions, the sizes: tensor_header in parallel/comm/collectives.h)
+// and the contiguous payload. Both go out in one batch_isend_irecv that is
+// not waited for until the end of the step (sends are buffered in the
+// validator's model); the receiver takes the header, makes
 // the tensor and takes the payload. The tag names the payload, ((micro-batch *
 // stages + sending stage) * 2 + is-gradient) mod 32768, so messages between
 // two ranks match by what they carry, not by the order the two ranks happen to
@@ -31,37 +32,16 @@
 #include "core/autograd_meta.h"
 #include "core/error.h"
 #include "core/ops.h"
+#include "parallel/comm/collectives.h"
 #include "parallel/pipe/validate.h"
 
 namespace weft::parallel::pipe {
 
 namespace {
 
-constexpr int64_t kMaxDims = 8;
-constexpr int64_t kHeaderLen = 2 + kMaxDims;
-
 int message_tag(bool grad, int sending_stage, int mb, int num_stages) {
   const int64_t t = ((int64_t(mb) * num_stages + sending_stage) * 2 + (grad ? 1 : 0)) % TiedParameters::kTagBase;
   return static_cast<int>(t);
-}
-
-Tensor make_header(const Tensor& t, const std::string& what) {
-  WEFT_CHECK(t.dim() <= kMaxDims, what, ": a tensor of ", t.dim(), " dimensions ", shape_str(t.sizes()),
-             " cannot cross a pipeline boundary (at most ", kMaxDims, ")");
-  Tensor h = zeros({kHeaderLen}, DType::Int64);  // (kHeaderLen,)
-  int64_t* p = h.data_ptr<int64_t>();
-  p[0] = static_cast<int64_t>(t.dtype());
-  p[1] = t.dim();
-  for (int64_t d = 0; d < t.dim(); ++d) p[2 + d] = t.sizes()[d];
-  return h;
-}
-
-Tensor tensor_for_header(const Tensor& h, const std::string& what, Device device) {
-  const int64_t* p = h.data_ptr<int64_t>();
-  WEFT_CHECK(p[0] >= 0 && p[0] < kNumDTypes && p[1] >= 0 && p[1] <= kMaxDims, what,
-             ": the boundary header is not one a PipelineRunner sent (dtype ", p[0], ", ", p[1], " dimensions)");
-  Shape sizes(p + 2, p + 2 + p[1]);
-  return empty(sizes, {static_cast<DType>(p[0]), device});
 }
 
 }  // namespace
@@ -237,7 +217,7 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
   const std::string what = to_string(a);
   auto send = [&](const Tensor& t, bool grad) {
     Tensor payload = t.detach().to(options_.transfer_device).contiguous();
-    Tensor header = make_header(payload, what);
+    Tensor header = tensor_header(payload, what);
     const int tag = message_tag(grad, s, mb, n_stages);
     WorkPtr w =
         group_->batch_isend_irecv({P2POp::send(header, a.peer_rank, tag), P2POp::send(payload, a.peer_rank, tag)});
@@ -245,9 +225,9 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
   };
   auto receive = [&](bool grad) {
     const int tag = message_tag(grad, a.peer_stage, mb, n_stages);
-    Tensor header = empty({kHeaderLen}, DType::Int64);
+    Tensor header = empty({kTensorHeaderLen}, DType::Int64);
     group_->batch_isend_irecv({P2POp::recv(header, a.peer_rank, tag)})->wait();
-    Tensor t = tensor_for_header(header, what, options_.transfer_device);
+    Tensor t = empty_for_header(header, what, options_.transfer_device);
     group_->batch_isend_irecv({P2POp::recv(t, a.peer_rank, tag)})->wait();
     return t;
   };
