@@ -1,6 +1,7 @@
 // ScheduleChart (contract in schedule_chart_callback.h).
 #include "examples/schedule_chart_callback.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -31,7 +32,14 @@ void write_file(const std::string& path, const std::string& text) {
 
 void ScheduleChart::on_prepared(train::Trainer& t) { t.distributed_model().pipe().runner().set_record_trace(true); }
 void ScheduleChart::on_step_begin(train::Trainer&) { step_start_ = now_s(); }
-void ScheduleChart::on_step_end(train::Trainer&) { last_step_s_ = now_s() - step_start_; }
+void ScheduleChart::on_step_end(train::Trainer& t) {
+  last_step_s_ = now_s() - step_start_;
+  pp::Pipe& pipe = t.distributed_model().pipe();
+  bubbles_.push_back(
+      pp::measured_bubble(pp::gather_trace(*t.distributed_model().grid().pipeline(), pipe.runner().last_trace()),
+                          pipe.schedule().num_ranks));
+  if (bubbles_.size() > kBubbleSteps) bubbles_.pop_front();
+}
 
 void ScheduleChart::on_fit_end(train::Trainer& t) {
   pp::Pipe& pipe = t.distributed_model().pipe();
@@ -48,6 +56,19 @@ void ScheduleChart::on_fit_end(train::Trainer& t) {
         << " ms (optimizer included); simulated from the measured F, B and W times " << sim.makespan * 1e3
         << " ms, bubble " << pp::format_percent(sim.bubble_fraction) << "; measured bubble "
         << pp::format_percent(pp::measured_bubble(events, pipe.schedule().num_ranks)) << "\n";
+  if (!bubbles_.empty()) {
+    double mean = 0, lo = 1, hi = 0;
+    for (double b : bubbles_) {
+      mean += b / static_cast<double>(bubbles_.size());
+      lo = std::min(lo, b);
+      hi = std::max(hi, b);
+    }
+    chart << "measured bubble over the last " << bubbles_.size() << " steps: mean " << pp::format_percent(mean) << " ("
+          << pp::format_percent(lo) << " to " << pp::format_percent(hi) << ")";
+    if (!t.distributed_model().profile().empty())
+      chart << "; the partition plan predicted " << pp::format_percent(t.distributed_model().plan().bubble_fraction);
+    chart << "\n";
+  }
   write_file(chart_, chart.str());
   write_file(trace_, pp::chrome_trace_json(events));
   std::cerr << t.options().name << ": schedule chart in " << chart_ << ", last step's trace in " << trace_ << "\n";

@@ -10,10 +10,16 @@
 //   rank's step time, and the lead writes `chart`: the schedule's text chart
 //   simulated from the measured F, B and W times (parallel/pipe/simulate.h)
 //   with the measured step time and the simulated one and its bubble, the
-//   bubble measured on the lead's replica (gradient averages included), and
+//   bubble measured on the lead's replica (gradient averages included): the
+//   last step's, and the mean and range over the last kBubbleSteps steps
+//   (one step of a small model is too short to judge the plan by), beside
+//   the partition plan's predicted bubble when the balance was measured; and
 //   `trace`: the timeline as Chrome-trace JSON; it names both on stderr.
+//   Each step's end gathers that step's trace over the pipeline group
+//   (collective there).
 #pragma once
 
+#include <deque>
 #include <string>
 
 #include "train/callback.h"
@@ -22,6 +28,8 @@ namespace weft::examples {
 
 class ScheduleChart : public train::Callback {
  public:
+  static constexpr size_t kBubbleSteps = 20;
+
   ScheduleChart(std::string chart, std::string trace) : chart_(std::move(chart)), trace_(std::move(trace)) {}
   void on_prepared(train::Trainer& t) override;
   void on_step_begin(train::Trainer& t) override;
@@ -31,6 +39,7 @@ class ScheduleChart : public train::Callback {
  private:
   std::string chart_, trace_;
   double step_start_ = 0, last_step_s_ = 0;
+  std::deque<double> bubbles_;  // the last kBubbleSteps steps' measured bubbles
 };
 
 }  // namespace weft::examples

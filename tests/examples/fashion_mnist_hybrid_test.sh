@@ -105,7 +105,12 @@ run_grid() {  # name np pp flags... (the run named 2x2 shows the progress bar)
 run_grid 1x1 1 1
 run_grid 2x2 4 2 --dp 2
 check python3 "$bar_accuracy" "$tmp/2x2.out" "$tmp/2x2.err"
-run_grid 2x1_zb 2 2 --schedule zb
+run_grid 2x1_zb 2 2 --schedule zb --chart "$tmp/2x1_zb.txt"
+# The chart's mean measured bubble sits beside the partition plan's
+# prediction, the very figure the table printed.
+check grep -q '^measured bubble over the last [0-9]* steps: mean [0-9.]*% ([0-9.]*% to [0-9.]*%); the partition plan predicted [0-9.]*%$' "$tmp/2x1_zb.txt"
+planned=$(sed -n 's/^predicted step time .* ms, bubble \([0-9.]*%\).*/\1/p' "$tmp/2x1_zb.out")
+check grep -qF "the partition plan predicted $planned" "$tmp/2x1_zb.txt"
 run_grid 1x2 2 1 --dp 2
 run_grid 1x4 4 1
 

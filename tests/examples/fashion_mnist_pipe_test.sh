@@ -67,8 +67,12 @@ run_pipe() {  # name np flags... (the run named one_f_one_b shows the progress b
 run_pipe one_f_one_b 2 --schedule 1f1b --chunks 4
 check test "$(grep -c '^partition: 10 layers over 2 stages, 1f1b with 4 micro-batches' "$tmp/one_f_one_b.out")" -eq 1
 check grep -q '^predicted step time' "$tmp/one_f_one_b.out"
+# The chart averages the measured bubble over the last steps (at most 20, the
+# run's steps here; fashion_mnist_hybrid_test checks the plan's beside it).
+check grep -q '^measured bubble over the last [0-9]* steps: mean [0-9.]*% ([0-9.]*% to [0-9.]*%)$' "$tmp/one_f_one_b.txt"
 check python3 "$bar_accuracy" "$tmp/one_f_one_b.out" "$tmp/one_f_one_b.err"
 run_pipe interleaved 2 --schedule interleaved --chunks 4 --checkpoint always --balance 3,3,2,2
+check grep -q '^measured bubble over the last [0-9]* steps: mean [0-9.]*% ([0-9.]*% to [0-9.]*%)$' "$tmp/interleaved.txt"
 run_pipe zb 2 --schedule zb --chunks 4
 # The W actions ran, were traced, and the chart simulates them.
 check grep -q '"name": "W0\.' "$tmp/zb.json"
