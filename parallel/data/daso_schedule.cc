@@ -67,9 +67,11 @@ void DasoSchedule::set_for_epoch() {
   if (phase() == DasoPhase::kCycling) {
     skip_ = o_.max_global_skips;
     wait_ = initial_wait();
+    local_ = o_.local_skips ? initial_wait() : 1;
   } else {
     skip_ = 1;
     wait_ = 0;
+    local_ = 1;
   }
 }
 
@@ -86,6 +88,7 @@ DasoStepPlan DasoSchedule::step_plan(int step, int steps_per_epoch) const {
   p.fold = step < last && step >= w && (step - w) % k == 0;
   p.blocking = step == last;
   p.start = step < last && step % k == 0 && step + w < last;
+  p.node_sync = step % local_ == 0 || p.fold || p.start || p.blocking;
   return p;
 }
 
@@ -93,8 +96,7 @@ bool DasoSchedule::end_epoch(double loss) {
   const bool was_cycling = phase() == DasoPhase::kCycling;
   ++epoch_;
   if (phase() != DasoPhase::kCycling) {
-    skip_ = 1;
-    wait_ = 0;
+    set_for_epoch();
     return false;
   }
   const bool fired = plateau_.observe(loss);
@@ -106,17 +108,43 @@ bool DasoSchedule::end_epoch(double loss) {
   if (skip_ > 1) {
     skip_ = std::max(1, skip_ / o_.skip_reduction_factor);
     wait_ = std::clamp(wait_ - 1, 1, skip_);
+    local_ = std::max(1, local_ / o_.skip_reduction_factor);
   } else {
-    skip_ = o_.max_global_skips;
-    wait_ = initial_wait();
+    set_for_epoch();  // heat's reset
   }
   return true;
+}
+
+DasoSchedule::State DasoSchedule::state() const {
+  return {epoch_, skip_, wait_, local_, plateau_.best(), plateau_.bad_epochs()};
+}
+
+void DasoSchedule::load_state(const State& s) {
+  auto bad = [&](const char* field, auto value) {
+    WEFT_ERROR("DasoSchedule.load_state: ", field, " ", value, " is impossible for these options (", "total_epochs ",
+               o_.total_epochs, ", max_global_skips ", o_.max_global_skips, ")");
+  };
+  if (s.epoch < 0) bad("epoch", s.epoch);
+  if (s.global_skip < 1 || s.global_skip > o_.max_global_skips) bad("global_skip", s.global_skip);
+  if (s.batches_to_wait < 0 || s.batches_to_wait > s.global_skip) bad("batches_to_wait", s.batches_to_wait);
+  if (s.local_skip < 1 || s.local_skip > o_.max_global_skips) bad("local_skip", s.local_skip);
+  if (s.bad_epochs < 0) bad("bad_epochs", s.bad_epochs);
+  const bool cycling = phase_of(s.epoch) == DasoPhase::kCycling;
+  WEFT_CHECK(cycling ? s.batches_to_wait >= 1 : (s.global_skip == 1 && s.batches_to_wait == 0 && s.local_skip == 1),
+             "DasoSchedule.load_state: epoch ", s.epoch, " is a ", daso_phase_name(phase_of(s.epoch)),
+             " epoch, but the state has global_skip ", s.global_skip, ", batches_to_wait ", s.batches_to_wait,
+             ", local_skip ", s.local_skip);
+  epoch_ = s.epoch;
+  skip_ = s.global_skip;
+  wait_ = s.batches_to_wait;
+  local_ = s.local_skip;
+  plateau_.restore(s.best, s.bad_epochs);
 }
 
 std::string DasoSchedule::describe() const {
   std::ostringstream os;
   os << "epoch " << epoch_ << " (" << daso_phase_name(phase()) << "): global_skip " << skip_ << ", batches_to_wait "
-     << wait_;
+     << wait_ << ", local_skip " << local_;
   return os.str();
 }
 

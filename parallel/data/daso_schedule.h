@@ -18,10 +18,17 @@
 //     blocking(s) = s == last
 //   for k = global_skip, w = batches_to_wait; within a step the fold comes
 //   first, so at most one average is in flight (w <= k always holds).
+// - Local skips (heat's local_skip, when options.local_skips): in the
+//   cycling phase the node DDP averages the gradients of step s only when
+//     node_sync(s) = s % L == 0 || fold(s) || start(s) || blocking(s)
+//   for L = local_skip; at the other steps each rank of a node steps on its
+//   own gradients, so the node's ranks drift apart until the next fold or
+//   blocking average unifies them (daso.h). local_skip is 1 (every step
+//   averages) in warm-up and cool-down and without options.local_skips.
 // - Entering the cycling phase (at epoch 0 when warmup_epochs is 0): skips
-//   start at max_global_skips and batches_to_wait at
+//   start at max_global_skips, batches_to_wait and local_skip at
 //   initial_wait() = clamp(max_global_skips / local_skip_factor, 1, max_global_skips)
-//   (heat's first reset values; its initial 4 is replaced by the maximum).
+//   (heat's first reset values; its initial 4 and 1 are replaced by them).
 // - The plateau detector (heat's DetectMetricPlateau, "min" mode, relative
 //   threshold stability_level): a loss improves when it is below
 //   best * (1 - stability_level); more than `patience` epochs in a row
@@ -29,9 +36,10 @@
 //   end_epoch(loss) feeds it whenever the next epoch is a cycling one,
 //   including the last warm-up epoch's loss (its first, setting the best).
 // - On a plateau inside the cycling phase: global_skip = max(1, global_skip /
-//   skip_reduction_factor) and batches_to_wait = clamp(batches_to_wait - 1, 1,
-//   global_skip); a plateau at global_skip 1 starts the cycle again from
-//   max_global_skips and initial_wait() (heat's reset).
+//   skip_reduction_factor), batches_to_wait = clamp(batches_to_wait - 1, 1,
+//   global_skip) and local_skip = max(1, local_skip / skip_reduction_factor);
+//   a plateau at global_skip 1 starts the cycle again from max_global_skips
+//   and initial_wait() for both the others (heat's reset).
 // - Options are checked at construction (errors name the option and value).
 #pragma once
 
@@ -54,6 +62,7 @@ struct DasoScheduleOptions {
   int max_global_skips = 8;
   int skip_reduction_factor = 2;
   int local_skip_factor = 4;
+  bool local_skips = true;  // heat's local skips; false: the node DDP averages every step
 };
 
 // Has a loss stopped improving (relative threshold, "min" mode)?
@@ -65,6 +74,10 @@ class PlateauDetector {
   bool observe(double loss);
   double best() const { return best_; }
   int bad_epochs() const { return bad_; }
+  void restore(double best, int bad_epochs) {
+    best_ = best;
+    bad_ = bad_epochs;
+  }
 
  private:
   double threshold_;
@@ -78,6 +91,9 @@ struct DasoStepPlan {
   bool fold = false;      // fold in the average started batches_to_wait steps ago
   bool blocking = false;  // average now and wait for it
   bool start = false;     // start an average without waiting
+  // Whether the node DDP averages this step's gradients (its backward runs
+  // before the step, so Daso arms the node DDP a step ahead).
+  bool node_sync = true;
 };
 
 class DasoSchedule {
@@ -92,6 +108,8 @@ class DasoSchedule {
   int global_skip() const { return skip_; }
   // 0 in warm-up and cool-down (blocking).
   int batches_to_wait() const { return wait_; }
+  // 1 in warm-up and cool-down, and without options.local_skips.
+  int local_skip() const { return local_; }
   int initial_wait() const;
 
   // Step `step` of an epoch of `steps_per_epoch` steps in the current epoch.
@@ -102,8 +120,19 @@ class DasoSchedule {
   bool end_epoch(double loss);
   const PlateauDetector& plateau() const { return plateau_; }
 
-  // "epoch 5 (cycling): global_skip 8, batches_to_wait 2"
+  // "epoch 5 (cycling): global_skip 8, batches_to_wait 2, local_skip 2"
   std::string describe() const;
+
+  // What an exact resume needs beyond the options (Daso::state_dict): the
+  // epoch, the skips, and the plateau detector's best and bad count.
+  struct State {
+    int epoch = 0, global_skip = 1, batches_to_wait = 0, local_skip = 1;
+    double best = 0;
+    int bad_epochs = 0;
+  };
+  State state() const;
+  // Restores `s` (checked against the options: an error naming the field).
+  void load_state(const State& s);
 
  private:
   void set_for_epoch();
@@ -113,6 +142,7 @@ class DasoSchedule {
   int epoch_ = 0;
   int skip_ = 1;
   int wait_ = 0;
+  int local_ = 1;
 };
 
 }  // namespace weft::parallel

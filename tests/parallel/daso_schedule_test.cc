@@ -1,7 +1,9 @@
 // DasoSchedule (parallel/data/daso_schedule.h, Note [daso schedule]) against
 // hand-worked sequences: phases, skips and waits epoch by epoch from given
 // losses (warm-up, the plateau halvings and heat's reset, cool-down), the
-// per-step plans of an epoch, the plateau detector, and option errors.
+// per-step plans of an epoch, heat's local skips (the node DDP's averages
+// thinned out), the state an exact resume restores, the plateau detector, and
+// option errors.
 // Also the node layout (parallel/data/node_groups.h) and the ring byte counts
 // (parallel/data/comm_volume.h), which are pure too.
 #include "parallel/data/daso_schedule.h"
@@ -77,7 +79,7 @@ TEST(DasoSchedule, SkipsHalveToOneThenReset) {
   o.patience = 0;
   DasoSchedule s(o);
   EXPECT_EQ(state(s), State(C, 8, 2));
-  EXPECT_EQ(s.describe(), "epoch 0 (cycling): global_skip 8, batches_to_wait 2");
+  EXPECT_EQ(s.describe(), "epoch 0 (cycling): global_skip 8, batches_to_wait 2, local_skip 2");
   EXPECT_FALSE(s.end_epoch(1.0));  // the first loss sets the best
   EXPECT_EQ(state(s), State(C, 8, 2));
   const std::vector<State> want = {{C, 4, 1}, {C, 2, 1}, {C, 1, 1}, {C, 8, 2}, {C, 4, 1}};
@@ -153,6 +155,114 @@ TEST(DasoSchedule, StepPlansByHand) {
   EXPECT_EQ(plan(s, 5), "S FS FS F B");
   EXPECT_WEFT_ERROR(s.step_plan(5, 5), "step 5 is outside the epoch's 5 steps");
   EXPECT_WEFT_ERROR(s.step_plan(0, 0), "steps_per_epoch must be positive, got 0");
+}
+
+// Which steps' gradients the node DDP averages: "A" averaged, "-" skipped.
+std::string node_syncs(const DasoSchedule& s, int steps) {
+  std::string out;
+  for (int i = 0; i < steps; ++i) out += s.step_plan(i, steps).node_sync ? "A" : "-";
+  return out;
+}
+
+using Skips = std::tuple<int, int, int>;  // global_skip, batches_to_wait, local_skip
+Skips skips(const DasoSchedule& s) { return {s.global_skip(), s.batches_to_wait(), s.local_skip()}; }
+
+// local_skip worked out by hand: max_global_skips 16, local_skip_factor 2
+// (initial_wait 8), reduction 2, patience 0 and a flat loss (a plateau every
+// epoch after the first): 16/8/8 -> 8/7/4 -> 4/4/2 -> 2/2/1 -> 1/1/1 -> reset.
+TEST(DasoSchedule, LocalSkipsByHand) {
+  DasoScheduleOptions o;
+  o.total_epochs = 9;
+  o.warmup_epochs = 1;
+  o.cooldown_epochs = 1;
+  o.patience = 0;
+  o.max_global_skips = 16;
+  o.local_skip_factor = 2;
+  DasoSchedule s(o);
+  EXPECT_EQ(skips(s), Skips(1, 0, 1));  // warm-up: every step averages
+  EXPECT_EQ(node_syncs(s, 4), "AAAA");
+  s.end_epoch(1.0);
+  EXPECT_EQ(skips(s), Skips(16, 8, 8));
+  // Starts at 0 (16 + 8 is past the last step), fold at 8, blocking at 19;
+  // the node averages at multiples of 8 and the last step.
+  EXPECT_EQ(plan(s, 20), "S . . . . . . . F . . . . . . . . . . B");
+  EXPECT_EQ(node_syncs(s, 20), "A-------A-------A--A");
+  const std::vector<Skips> want = {{8, 7, 4}, {4, 4, 2}, {2, 2, 1}, {1, 1, 1}, {16, 8, 8}};
+  for (const Skips& w : want) {
+    EXPECT_TRUE(s.end_epoch(1.0));
+    EXPECT_EQ(skips(s), w) << s.describe();
+    if (w == Skips(8, 7, 4)) {
+      // Starts at 0 and 8, folds at 7 and 15: averaged at multiples of 4 and there.
+      EXPECT_EQ(plan(s, 20), "S . . . . . . F S . . . . . . F . . . B");
+      EXPECT_EQ(node_syncs(s, 20), "A---A--AA---A--AA--A");
+    }
+    if (w == Skips(1, 1, 1)) EXPECT_EQ(node_syncs(s, 5), "AAAAA");
+  }
+  EXPECT_EQ(s.describe(), "epoch 6 (cycling): global_skip 16, batches_to_wait 8, local_skip 8");
+  s.end_epoch(1.0);  // a plateau: 8/7/4
+  s.end_epoch(1.0);  // epoch 8: cool-down
+  EXPECT_EQ(skips(s), Skips(1, 0, 1));
+  EXPECT_EQ(node_syncs(s, 4), "AAAA");
+
+  // heat's defaults (8 skips, factor 4): local_skip 2, then 1 after a plateau.
+  DasoScheduleOptions d;
+  d.total_epochs = 4;
+  d.warmup_epochs = 0;
+  d.cooldown_epochs = 0;
+  d.patience = 0;
+  DasoSchedule h(d);
+  EXPECT_EQ(skips(h), Skips(8, 2, 2));
+  EXPECT_EQ(node_syncs(h, 12), "A-A-A-A-A-AA");  // starts 0, 8; folds 2, 10; blocking 11
+  h.end_epoch(1.0);
+  EXPECT_TRUE(h.end_epoch(1.0));
+  EXPECT_EQ(skips(h), Skips(4, 1, 1));
+
+  // Switched off: always 1, every step averages.
+  d.local_skips = false;
+  DasoSchedule off(d);
+  EXPECT_EQ(skips(off), Skips(8, 2, 1));
+  EXPECT_EQ(node_syncs(off, 12), "AAAAAAAAAAAA");
+}
+
+// state() / load_state(): a schedule restored mid-run continues exactly as the
+// uninterrupted one (skips, plans, the plateau detector's best and count).
+TEST(DasoSchedule, StateRestoresTheRun) {
+  DasoScheduleOptions o;
+  o.total_epochs = 12;
+  o.warmup_epochs = 1;
+  o.cooldown_epochs = 2;
+  o.max_global_skips = 16;
+  o.local_skip_factor = 2;
+  const std::vector<double> losses = {3.0, 2.0, 1.5, 1.49, 1.48, 1.47, 1.46, 1.2, 1.19, 1.18, 1.17, 1.16};
+  DasoSchedule whole(o);
+  std::vector<std::string> want;
+  for (double l : losses) {
+    whole.end_epoch(l);
+    want.push_back(whole.describe() + " best " + std::to_string(whole.plateau().best()) + " bad " +
+                   std::to_string(whole.plateau().bad_epochs()));
+  }
+  for (size_t cut = 0; cut <= losses.size(); ++cut) {
+    DasoSchedule a(o);
+    for (size_t e = 0; e < cut; ++e) a.end_epoch(losses[e]);
+    DasoSchedule b(o);
+    b.load_state(a.state());
+    EXPECT_EQ(b.describe(), a.describe());
+    for (size_t e = cut; e < losses.size(); ++e) {
+      b.end_epoch(losses[e]);
+      EXPECT_EQ(b.describe() + " best " + std::to_string(b.plateau().best()) + " bad " +
+                    std::to_string(b.plateau().bad_epochs()),
+                want[e])
+          << "restored after epoch " << cut;
+    }
+  }
+  DasoSchedule s(o);
+  DasoSchedule::State st = s.state();
+  st.global_skip = 17;
+  EXPECT_WEFT_ERROR(s.load_state(st), "global_skip 17 is impossible for these options");
+  st = s.state();
+  st.epoch = 3;  // a cycling epoch with warm-up skips
+  EXPECT_WEFT_ERROR(s.load_state(st),
+                    "epoch 3 is a cycling epoch, but the state has global_skip 1, batches_to_wait 0, local_skip 1");
 }
 
 TEST(DasoSchedule, PlateauDetector) {
