@@ -41,6 +41,7 @@ void add_run_callbacks(train::Trainer& t, const TrainFlags& f, RunSpec spec) {
   t.add<train::Progress>(train::ProgressOptions{.bar = f.progress, .unit = "img"});
   t.add<train::MetricsLog>(f.metrics);
   t.add<train::Plot>(f.plot, spec.title);
+  if (!f.step_log.empty()) t.add<train::StepLog>(f.step_log);
   if (!f.save.empty()) {
     spec.checkpoint.root = f.save;
     spec.checkpoint.keep_last = f.keep_last;

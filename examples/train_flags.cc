@@ -35,6 +35,8 @@ void add_train_flags(FlagParser& p, TrainFlags& f, const TrainFlagsSpec& spec) {
   }
   p.add("--metrics PATH", &f.metrics, "JSON-lines metrics")
       .add("--plot PATH", &f.plot, "SVG plot of loss and accuracy")
+      .add("--step-log PATH", &f.step_log, "JSON lines of every training step's loss (a resumed run keeps its steps)",
+           "none")
       .add("--limit-train N", &f.limit_train, "use the first N training images (quick runs)", "all")
       .add("--limit-test N", &f.limit_test, "use the first N test images", "all")
       .add_switch("--no-progress", &f.progress, false, "no progress bar");
@@ -69,7 +71,7 @@ void resolve_train_flags(TrainFlags& f, std::initializer_list<std::string*> more
   WEFT_FLAG_CHECK(f.limit_test >= 0, "--limit-test must be >= 0 (0: all; got ", f.limit_test, ")");
   check_keep_last_flag(f.keep_last);
   check_save_every_minutes_flag(f.save_every_minutes);
-  for (std::string* path : {&f.data, &f.save, &f.resume, &f.metrics, &f.plot}) *path = user_path(*path);
+  for (std::string* path : {&f.data, &f.save, &f.resume, &f.metrics, &f.plot, &f.step_log}) *path = user_path(*path);
   for (std::string* path : more_paths) *path = user_path(*path);
   check_data_dir(f.data);
   check_path_exists("--resume", f.resume);

@@ -1,7 +1,7 @@
 // The training flags the example programs share (--data, --model, --epochs,
 // --batch-size, --lr, --momentum, --weight-decay, --seed, --threads, --workers,
-// --save, --resume, --metrics, --plot, --limit-train, --limit-test,
-// --no-progress): one struct with their defaults, one registration on a
+// --save, --resume, --metrics, --plot, --step-log, --limit-train,
+// --limit-test, --no-progress): one struct with their defaults, one registration on a
 // FlagParser (examples/flags.h) and one check that runs after parsing. Each
 // example keeps its own flags (--device, --chunks, ...) in a struct that holds
 // a TrainFlags and registers them on the same parser.
@@ -20,8 +20,8 @@
 //   FlagError (examples/flags.h) naming the one flag at fault and its value:
 //   --epochs and --batch-size positive; --lr positive; --momentum,
 //   --weight-decay, --threads, --workers, --limit-train and --limit-test
-//   >= 0. Every path (data, save, resume, metrics, plot and `more_paths`) then
-//   goes through user_path() (examples/train_report.h): relative to where
+//   >= 0. Every path (data, save, resume, metrics, plot, step log and
+//   `more_paths`) then goes through user_path() (examples/train_report.h): relative to where
 //   `bazel run` was started; empty paths stay empty. Then the paths that are
 //   read: --data must be a directory (a file, or nothing there, is an error
 //   saying so and what was expected: the four *-ubyte.gz IDX files), and
@@ -63,6 +63,7 @@ struct TrainFlags {
   int keep_last = kDefaultKeepLast;         // checkpoints kept under --save (0: all)
   double save_every_minutes = 0;            // --save-every-minutes (0: none)
   std::string metrics, plot;                // empty at registration: "<program>_metrics.jsonl", "<program>.svg"
+  std::string step_log;                     // --step-log: each step's loss (train/step_log.h); empty: none
   int64_t limit_train = 0, limit_test = 0;  // 0: all
   bool progress = true;
 };

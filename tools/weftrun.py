@@ -4,7 +4,7 @@ committed checkpoint when it fails or is preempted (torchrun's
 --max-restarts, for mpirun jobs).
 
   weftrun --np 4 [--max-restarts 3] [--mpirun "mpirun --oversubscribe"] [--log FILE] \
-      -- PROGRAM ARGS... --save DIR ...
+      [--hostfile FILE [--min-ranks K] [--probe-timeout S]] -- PROGRAM ARGS... --save DIR ...
 
 Contract:
 - Each attempt runs `MPIRUN -np N PROGRAM ARGS`. The checkpoint directory is
@@ -30,6 +30,24 @@ Contract:
   shows only some steps), reasons (the reported lines), seconds.
 - Interrupted itself (SIGINT, SIGTERM), weftrun passes the signal on to the
   running attempt and stops restarting.
+- --hostfile FILE (Open MPI's syntax: "HOST [slots=N]" per line, N 1 when
+  left out, # comments): weftrun keeps the list of hosts itself and hands
+  each attempt a hostfile of the hosts still in it (`--hostfile`, so the
+  --mpirun options must not name one).
+- --min-ranks K (with --hostfile): after a failure weftrun probes every host
+  of the list (`MPIRUN --host HOST:1 -np 1 true`, at most --probe-timeout
+  seconds, default 20) and drops those that do not answer, reporting each
+  with the probe's last line. When the hosts left have fewer slots than the
+  run has ranks, it restarts smaller, on every slot left (never more ranks
+  than --np) and with a layout that fits (choose_layout: the program's
+  --pp kept and --dp reduced, or one pipeline over every rank left when
+  not even one fits), rewriting the program's --pp and --dp; fewer than K
+  ranks left, it gives up. Checkpoints are layout-free: the restart loads
+  the newest one whatever its layout. Without --min-ranks a failure
+  restarts on the same hosts and ranks.
+- Each attempt's log line also has np, pp and dp (null when the program
+  has no such flag), hosts (the list it ran on) and lost_hosts (those the
+  probes after it dropped).
 """
 import argparse
 import json
@@ -39,6 +57,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -92,6 +111,88 @@ def with_resume(args, root):
     return out + ["--resume", root]
 
 
+def read_hostfile(path):
+    """[(host, slots)] from an Open MPI hostfile."""
+    hosts = []
+    with open(path) as f:
+        for n, raw in enumerate(f, 1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            parts = line.split()
+            slots = 1
+            for p in parts[1:]:
+                m = re.fullmatch(r"slots=(\d+)", p)
+                if not m or int(m.group(1)) < 1:
+                    raise ValueError(f"{path} line {n}: expected 'HOST [slots=N]' with N >= 1, got {line!r}")
+                slots = int(m.group(1))
+            hosts.append((parts[0], slots))
+    if not hosts:
+        raise ValueError(f"{path}: no hosts")
+    return hosts
+
+
+def flag_value(args, name):
+    """The int value of --name in args (--name V or --name=V), or None."""
+    for i, a in enumerate(args):
+        if a == name and i + 1 < len(args):
+            return int(args[i + 1])
+        if a.startswith(name + "="):
+            return int(a[len(name) + 1:])
+    return None
+
+
+def with_flag(args, name, value):
+    """args with --name set to value (replaced where given, else appended)."""
+    out, skip, done = [], False, False
+    for i, a in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if a == name and i + 1 < len(args):
+            out += [name, str(value)]
+            skip, done = True, True
+        elif a.startswith(name + "="):
+            out += [name, str(value)]
+            done = True
+        else:
+            out.append(a)
+    return out if done else out + [name, str(value)]
+
+
+def choose_layout(np_max, pp, slots):
+    """(ranks, pp, dp) for a restart on `slots` free slots of a run of at most np_max ranks with
+    pipeline depth pp (None: no pipeline). The pipeline is kept and data parallelism reduced: dp =
+    min(np_max, slots) // pp; when not even one pipeline fits, one pipeline over every rank left
+    (pp = that many, dp = 1: checkpoints are layout-free). Without --pp, every rank left."""
+    n = min(np_max, slots)
+    if pp is None:
+        return n, None, None
+    if n >= pp:
+        dp = n // pp
+        return pp * dp, pp, dp
+    return n, n, 1
+
+
+def probe_hosts(mpirun, hosts, timeout):
+    """The hosts that do not run `true` within `timeout` seconds, as [(host, slots)]; each is
+    reported with the probe's last line."""
+    lost = []
+    for h, n in hosts:
+        try:
+            r = subprocess.run(mpirun + ["--host", f"{h}:1", "-np", "1", "true"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=timeout)
+            if r.returncode == 0:
+                continue
+            lines = [l.strip() for l in r.stdout.decode("utf-8", "replace").splitlines() if l.strip("- \t")]
+            why = f"exit status {r.returncode}" + (f": {lines[-1][:200]}" if lines else "")
+        except subprocess.TimeoutExpired:
+            why = f"no answer within {timeout:g} s"
+        say(f"host {h} ({n} slot{'s' if n != 1 else ''}) is lost: the probe gave {why}")
+        lost.append((h, n))
+    return lost
+
+
 class Attempt:
     """One mpirun; passes its output through and keeps what the report needs."""
 
@@ -130,6 +231,11 @@ def main():
     ap.add_argument("--max-restarts", type=int, default=3, help="failures to restart after (default 3)")
     ap.add_argument("--mpirun", default="mpirun", help="the mpirun command, with its own options (default mpirun)")
     ap.add_argument("--log", help="append one JSON line per attempt to this file")
+    ap.add_argument("--hostfile", help="the hosts (Open MPI hostfile); weftrun hands mpirun those still up")
+    ap.add_argument("--min-ranks", type=int, default=0,
+                    help="with --hostfile: after a failure drop the hosts that do not answer and restart on "
+                         "those left, with a layout that fits, while they hold at least this many ranks")
+    ap.add_argument("--probe-timeout", type=float, default=20, help="seconds a host has to answer (default 20)")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS...")
     a = ap.parse_args()
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -139,10 +245,28 @@ def main():
         ap.error(f"--np must be positive (got {a.np})")
     if a.max_restarts < 0:
         ap.error(f"--max-restarts must be >= 0 (got {a.max_restarts})")
+    if a.min_ranks < 0 or a.min_ranks > a.np:
+        ap.error(f"--min-ranks must be between 0 and --np {a.np} (got {a.min_ranks})")
+    if a.min_ranks and not a.hostfile:
+        ap.error("--min-ranks needs --hostfile (the hosts to restart on)")
+    hosts = None
+    if a.hostfile:
+        try:
+            hosts = read_hostfile(a.hostfile)
+        except (OSError, ValueError) as e:
+            ap.error(f"--hostfile: {e}")
+    try:
+        pp, dp = flag_value(cmd[1:], "--pp"), flag_value(cmd[1:], "--dp")
+    except ValueError:
+        ap.error("the program's --pp and --dp must be integers")
+    np_now = a.np
     root = save_dir_of(cmd)
     if root is None:
         say("the program has no --save DIR: a restart starts over")
     mpirun = shlex.split(a.mpirun)
+    hostfile = None
+    if hosts is not None:
+        hostfile = os.path.join(tempfile.mkdtemp(prefix="weftrun-"), "hostfile")
 
     current = {"attempt": None}
     stopping = {"signal": None}
@@ -161,10 +285,19 @@ def main():
         attempt_no += 1
         resume = latest_committed(root)
         args = with_resume(cmd[1:], root) if resume else cmd[1:]
-        say(f"attempt {attempt_no}: {' '.join(mpirun)} -np {a.np} {cmd[0]}"
+        if pp is not None:  # as given, or as a restart on fewer hosts chose
+            args = with_flag(args, "--pp", pp)
+        if dp is not None:
+            args = with_flag(args, "--dp", dp)
+        launch = list(mpirun)
+        if hostfile:
+            with open(hostfile, "w") as f:
+                f.writelines(f"{h} slots={n}\n" for h, n in hosts)
+            launch += ["--hostfile", hostfile]
+        say(f"attempt {attempt_no}: {' '.join(launch)} -np {np_now} {cmd[0]}"
             + (f" (resuming from {resume[1]}, step {resume[0]})" if resume else ""))
         start = time.monotonic()
-        at = Attempt(mpirun + ["-np", str(a.np), cmd[0]] + args)
+        at = Attempt(launch + ["-np", str(np_now), cmd[0]] + args)
         current["attempt"] = at
         status = at.wait()
         seconds = time.monotonic() - start
@@ -173,10 +306,14 @@ def main():
         lost = None
         if at.last_step is not None:
             lost = max(0, at.last_step - (after[0] if after else 0))
+        lost_hosts = []
+        if outcome == "failed" and a.min_ranks and stopping["signal"] is None:
+            lost_hosts = probe_hosts(mpirun, hosts, a.probe_timeout)
         record = {"attempt": attempt_no, "status": status, "outcome": outcome,
                   "resumed_from": resume[0] if resume else None, "last_step": at.last_step,
                   "checkpoint_after": after[0] if after else None, "lost": lost, "reasons": at.reasons,
-                  "seconds": round(seconds, 3)}
+                  "seconds": round(seconds, 3), "np": np_now, "pp": pp, "dp": dp,
+                  "hosts": [h for h, _ in hosts] if hosts else None, "lost_hosts": [h for h, _ in lost_hosts]}
         if a.log:
             with open(a.log, "a") as f:
                 f.write(json.dumps(record) + "\n")
@@ -203,6 +340,23 @@ def main():
         if failures > a.max_restarts:
             say(f"giving up after {failures} failures (--max-restarts {a.max_restarts}); exit status {status}")
             return status if status > 0 else 1
+        if lost_hosts:
+            gone = {h for h, _ in lost_hosts}
+            before = (np_now, pp, dp if dp is not None else (np_now // pp if pp else None), len(hosts))
+            hosts = [(h, n) for h, n in hosts if h not in gone]
+            slots = sum(n for _, n in hosts)
+            if slots < np_now:
+                np_new, pp_new, dp_new = choose_layout(a.np, pp, slots) if hosts else (0, pp, dp)
+                if np_new < max(a.min_ranks, 1):
+                    say(f"giving up: {slots} slots left on {len(hosts)} hosts, fewer than --min-ranks "
+                        f"{a.min_ranks}; exit status {status}")
+                    return status if status > 0 else 1
+                np_now, pp, dp = np_new, pp_new, dp_new
+            say(f"restarting on {len(hosts)} host{'s' if len(hosts) != 1 else ''} "
+                f"({', '.join(f'{h}: {n} slots' for h, n in hosts)}) with {np_now} ranks"
+                + (f", --pp {pp} --dp {dp}" if pp is not None else "")
+                + f" (was {before[0]} ranks" + (f", --pp {before[1]} --dp {before[2]}" if before[1] is not None else "")
+                + f" on {before[3]} hosts)")
         say(f"restarting ({failures} of {a.max_restarts} restarts)")
 
 

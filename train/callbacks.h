@@ -8,3 +8,4 @@
 #include "train/metrics_log.h"
 #include "train/preemption.h"
 #include "train/progress.h"
+#include "train/step_log.h"

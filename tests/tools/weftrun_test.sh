@@ -5,7 +5,10 @@
 # line naming the rank) and restarted with --resume DIR once DIR holds a
 # committed checkpoint (a --resume of the command line is replaced); the log
 # has one JSON line per attempt; --max-restarts 0 gives up with the status;
-# a program without --save restarts from scratch, saying so; bad flags exit 2.
+# a program without --save restarts from scratch, saying so; with --hostfile
+# and --min-ranks a host that fails its probe is dropped and the run restarts
+# on the hosts left with a layout that fits (or gives up below --min-ranks);
+# bad flags exit 2.
 # Usage: weftrun_test.sh WEFTRUN
 set -uo pipefail
 weftrun="$1"
@@ -69,6 +72,55 @@ check test $? -eq 0
 check grep -q "^weftrun: the program has no --save DIR: a restart starts over" "$tmp/err3"
 check test "$(sed -n 2p "$tmp/calls")" = "-np 1 prog --steps 3"
 
+# 5. Hosts: a host lost in attempt 1 does not answer its probe; weftrun drops it and restarts on the
+# host left with the pipeline kept and data parallelism halved; the log names the layouts. The
+# stand-in answers a probe ("--host H:1 -np 1 true") with failure for the hosts listed in $tmp/dead
+# and records each attempt's hostfile.
+cat > "$tmp/hosts_mpirun" <<'FAKE'
+#!/usr/bin/env bash
+tmp="$(dirname "$0")"
+if [ "$1" = --host ]; then
+  echo "${2%:1}" >> "$tmp/probes"
+  if grep -qx "${2%:1}" "$tmp/dead"; then echo "ORTE was unable to reliably start one or more daemons." >&2; exit 1; fi
+  exit 0
+fi
+[ "$1" = --hostfile ] && { tr '\n' ';' < "$2" >> "$tmp/hostfiles"; echo >> "$tmp/hostfiles"; shift 2; }
+exec "$tmp/fake_mpirun" "$@"
+FAKE
+chmod +x "$tmp/hosts_mpirun"
+printf 'hostA slots=2\n# a comment\nhostB slots=2\n' > "$tmp/hosts"
+echo hostB > "$tmp/dead"
+printf '1 10\n0\n' > "$tmp/plan"; : > "$tmp/calls"; : > "$tmp/probes"; : > "$tmp/hostfiles"
+"$weftrun" --np 4 --hostfile "$tmp/hosts" --min-ranks 2 --probe-timeout 5 --mpirun "$tmp/hosts_mpirun" \
+  --log "$tmp/log6" -- prog --pp 2 --dp 2 --save "$tmp/ck6" > /dev/null 2> "$tmp/err6"
+rc=$?
+cat "$tmp/err6"
+check test "$rc" -eq 0
+check test "$(sed -n 1p "$tmp/calls")" = "-np 4 prog --pp 2 --dp 2 --save $tmp/ck6"
+check test "$(sed -n 2p "$tmp/calls")" = "-np 2 prog --pp 2 --dp 1 --save $tmp/ck6 --resume $tmp/ck6"
+check test "$(sed -n 1p "$tmp/hostfiles")" = "hostA slots=2;hostB slots=2;"
+check test "$(sed -n 2p "$tmp/hostfiles")" = "hostA slots=2;"
+check test "$(tr '\n' ' ' < "$tmp/probes")" = "hostA hostB "
+check grep -q "^weftrun: host hostB (2 slots) is lost: the probe gave exit status 1: ORTE was unable" "$tmp/err6"
+check grep -q "^weftrun: restarting on 1 host (hostA: 2 slots) with 2 ranks, --pp 2 --dp 1 (was 4 ranks, --pp 2 --dp 2 on 2 hosts)" "$tmp/err6"
+check python3 -c "import json, sys; r = [json.loads(l) for l in open(sys.argv[1])]; \
+sys.exit(0 if [(x['np'], x['pp'], x['dp'], x['hosts'], x['lost_hosts']) for x in r] == \
+[(4, 2, 2, ['hostA', 'hostB'], ['hostB']), (2, 2, 1, ['hostA'], [])] else 1)" "$tmp/log6"
+# Too few slots left for --min-ranks: it gives up with the failure's status.
+printf '1 10\n0\n' > "$tmp/plan"; : > "$tmp/calls"
+"$weftrun" --np 4 --hostfile "$tmp/hosts" --min-ranks 3 --probe-timeout 5 --mpirun "$tmp/hosts_mpirun" \
+  -- prog --pp 2 --save "$tmp/ck7" > /dev/null 2> "$tmp/err7"
+check test $? -eq 1
+check grep -q "^weftrun: giving up: 2 slots left on 1 hosts, fewer than --min-ranks 3; exit status 1" "$tmp/err7"
+check test "$(wc -l < "$tmp/calls")" -eq 1
+# Not even one pipeline fits: one pipeline over the ranks left, --pp and --dp rewritten.
+printf 'hostA slots=1\nhostB slots=3\n' > "$tmp/hosts8"
+printf '1 10\n0\n' > "$tmp/plan"; : > "$tmp/calls"
+"$weftrun" --np 4 --hostfile "$tmp/hosts8" --min-ranks 1 --probe-timeout 5 --mpirun "$tmp/hosts_mpirun" \
+  -- prog --pp 4 --save "$tmp/ck8" > /dev/null 2> "$tmp/err8"
+check test $? -eq 0
+check test "$(sed -n 2p "$tmp/calls")" = "-np 1 prog --pp 1 --save $tmp/ck8 --resume $tmp/ck8 --dp 1"
+
 # 4. Bad flags.
 "$weftrun" --np 0 -- prog > /dev/null 2> "$tmp/err4"
 check test $? -eq 2
@@ -76,6 +128,13 @@ check grep -q -- "--np must be positive (got 0)" "$tmp/err4"
 "$weftrun" --np 2 > /dev/null 2> "$tmp/err5"
 check test $? -eq 2
 check grep -q "no program given" "$tmp/err5"
+"$weftrun" --np 2 --min-ranks 1 -- prog > /dev/null 2> "$tmp/err9"
+check test $? -eq 2
+check grep -q -- "--min-ranks needs --hostfile" "$tmp/err9"
+printf 'hostA slots=0\n' > "$tmp/badhosts"
+"$weftrun" --np 2 --hostfile "$tmp/badhosts" -- prog > /dev/null 2> "$tmp/err10"
+check test $? -eq 2
+check grep -q -- "--hostfile: .*badhosts line 1: expected 'HOST \[slots=N\]' with N >= 1, got 'hostA slots=0'" "$tmp/err10"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -122,6 +123,66 @@ TEST(TrainerCheckpoint, ResumeFromTheLatestEqualsTheUninterruptedRun) {
     const TrainRun resumed = fit(
         3, [&](Trainer& t) { t.resume(root); }, true);
     expect_same(full, resumed);
+  }
+}
+
+// StepLog: each step's (step, epoch, loss) as read back from the file.
+std::vector<std::tuple<int64_t, int64_t, double>> step_log(const std::string& path) {
+  std::vector<std::tuple<int64_t, int64_t, double>> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    out.emplace_back(j.at("step").get<int64_t>(), j.at("epoch").get<int64_t>(), j.at("loss").get<double>());
+  }
+  return out;
+}
+
+TEST(TrainerCheckpoint, StepLogHoldsEveryStepOnceAcrossAResume) {
+  // The uninterrupted run's losses, step by step (6 steps per epoch, 18 in all), from a Lambda.
+  std::vector<double> losses;
+  const std::string full_log = fresh_dir("step_log_full") + ".jsonl";
+  fit(3, [&](Trainer& t) {
+    t.add<Lambda>(Lambda::Events{.step_end = [&](Trainer& tr) { losses.push_back(tr.state().loss); }});
+    t.add<StepLog>(full_log);
+  });
+  ASSERT_EQ(losses.size(), 18u);
+  const auto full = step_log(full_log);
+  ASSERT_EQ(full.size(), 18u);
+  for (size_t k = 0; k < full.size(); ++k) {
+    EXPECT_EQ(std::get<0>(full[k]), static_cast<int64_t>(k) + 1);
+    EXPECT_EQ(std::get<1>(full[k]), static_cast<int64_t>(k) / 6) << "step " << k + 1;
+    EXPECT_EQ(std::get<2>(full[k]), losses[k]) << "step " << k + 1;  // 17 digits read back bitwise
+  }
+  // Stopped at step 10 with the latest checkpoint at step 7: the log has steps 1..10; resumed, steps 8..10
+  // of the stopped run are dropped and trained again, and the log equals the uninterrupted one.
+  const std::string root = fresh_dir("step_log_resume"), log = root + ".jsonl";
+  fit(3, [&](Trainer& t) {
+    t.add<Checkpoint>(CheckpointOptions{.root = root, .every_steps = 7, .keep_last = 1, .quiet = true});
+    t.add<StepLog>(log);
+    stop_at_step(10)(t);
+  });
+  ASSERT_EQ(step_log(log).size(), 10u);
+  fit(
+      3,
+      [&](Trainer& t) {
+        t.add<StepLog>(log);
+        t.resume(root);
+      },
+      true);
+  EXPECT_EQ(step_log(log), full);
+  // A line that is not a step record is named.
+  { std::ofstream(log, std::ios::app) << "{\"epoch\": 1}\n"; }
+  try {
+    fit(
+        3,
+        [&](Trainer& t) {
+          t.add<StepLog>(log);
+          t.resume(root);
+        },
+        true);
+    FAIL() << "a damaged step log was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(log + " line 19 is not a step record"), std::string::npos) << e.what();
   }
 }
 

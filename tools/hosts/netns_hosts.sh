@@ -17,6 +17,12 @@
 #                      agent, and both TCP between ranks and Open MPI's own
 #                      channel kept on the subnet (ranks of one host use
 #                      shared memory, ranks of two hosts TCP)
+#   WEFT_MPIRUN_AGENT  the same without --hostfile (for a launcher that
+#                      writes its own, tools/weftrun.py --hostfile)
+#   WEFT_LOSE_HOST     a command, "$WEFT_LOSE_HOST ADDRESS", that makes that
+#                      host fail as a machine does: its link goes down
+#                      (nothing reaches it or leaves it any more) and every
+#                      process in it is killed (SIGKILL)
 # Every host also has a UTS namespace of its own, its hostname its namespace's
 # name (w<pid>h<k>): Open MPI names shared-memory segments and tells nodes
 # apart by hostname, so hosts sharing the machine's would collide.
@@ -89,7 +95,19 @@ ns=\$(awk -v h="\$host" '\$1 == h { print \$2 }' "$state/map")
 exec ip netns exec "\$ns" unshare --uts sh -c "hostname \$ns && \$*"
 AGENT
 chmod +x "$state/agent"
+cat > "$state/lose" <<LOSE
+#!/usr/bin/env bash
+ns=\$(awk -v h="\$1" '\$1 == h { print \$2 }' "$state/map")
+[ -n "\$ns" ] || { echo "netns_hosts: no host \$1" >&2; exit 1; }
+k=\${ns##*h}
+ip netns exec "$sw" ip link set "${id}b\$k" down
+for p in \$(ip netns pids "\$ns"); do kill -KILL "\$p" 2> /dev/null; done
+exit 0
+LOSE
+chmod +x "$state/lose"
 export WEFT_HOSTFILE="$state/hostfile"
-export WEFT_MPIRUN_HOSTS="--hostfile $state/hostfile --mca plm_rsh_agent $state/agent \
+export WEFT_MPIRUN_AGENT="--mca plm_rsh_agent $state/agent \
 --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24"
+export WEFT_MPIRUN_HOSTS="--hostfile $state/hostfile $WEFT_MPIRUN_AGENT"
+export WEFT_LOSE_HOST="$state/lose"
 ip netns exec "${id}h0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "${id}h0" "$@"
