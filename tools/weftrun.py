@@ -37,7 +37,7 @@ Contract:
 - --min-ranks K (with --hostfile): after a failure weftrun probes every host
   of the list (`MPIRUN --host HOST:1 -np 1 true`, at most --probe-timeout
   seconds, default 20) and drops those that do not answer, reporting each
-  with the probe's last line. When the hosts left have fewer slots than the
+  with the first line its probe printed. When the hosts left have fewer slots than the
   run has ranks, it restarts smaller, on every slot left (never more ranks
   than --np) and with a layout that fits (choose_layout: the program's
   --pp kept and --dp reduced, or one pipeline over every rank left when
@@ -64,7 +64,8 @@ import time
 RESUME_EXIT = 75
 STEP_RE = re.compile(r"\bstep (\d+)\b")
 STEP_DIR_RE = re.compile(r"^step-(\d+)$")
-REASON_RE = re.compile(r"error|rank \d|ranks \[|node |signal|stopped responding|killed|exited on", re.IGNORECASE)
+REASON_RE = re.compile(r"error|rank \d|ranks \[|node |signal|stopped responding|killed|exited on|daemon",
+                       re.IGNORECASE)
 
 
 def say(msg):
@@ -176,7 +177,7 @@ def choose_layout(np_max, pp, slots):
 
 def probe_hosts(mpirun, hosts, timeout):
     """The hosts that do not run `true` within `timeout` seconds, as [(host, slots)]; each is
-    reported with the probe's last line."""
+    reported with the first line its probe printed."""
     lost = []
     for h, n in hosts:
         try:
@@ -185,7 +186,7 @@ def probe_hosts(mpirun, hosts, timeout):
             if r.returncode == 0:
                 continue
             lines = [l.strip() for l in r.stdout.decode("utf-8", "replace").splitlines() if l.strip("- \t")]
-            why = f"exit status {r.returncode}" + (f": {lines[-1][:200]}" if lines else "")
+            why = f"exit status {r.returncode}" + (f": {lines[0][:200]}" if lines else "")  # mpirun's headline
         except subprocess.TimeoutExpired:
             why = f"no answer within {timeout:g} s"
         say(f"host {h} ({n} slot{'s' if n != 1 else ''}) is lost: the probe gave {why}")
