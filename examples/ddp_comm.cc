@@ -20,7 +20,10 @@ void add_daso_flags(FlagParser& p, DasoFlags& f) {
       .add("--max-global-skips N", &f.sched.max_global_skips, "DASO: steps between averages at the start of a cycle")
       .add("--skip-reduction-factor N", &f.sched.skip_reduction_factor, "DASO: divides the skips on a plateau")
       .add("--local-skip-factor N", &f.sched.local_skip_factor,
-           "DASO: batches to wait = max global skips / this at the start of a cycle")
+           "DASO: batches to wait = local skip = max global skips / this at the start of a cycle")
+      .add_switch("--no-local-skips", &f.sched.local_skips, false,
+                  "DASO: the node DDP averages the gradients at every step (default, heat's: in cycling epochs only "
+                  "every local-skip steps and where an average between nodes starts, folds or blocks)")
       .add_choice("--downcast", &f.downcast, {"bf16", "fp16", "fp32"}, "DASO: dtype on the wire between nodes");
 }
 
@@ -79,17 +82,17 @@ void DataParallelComm::attach(train::Trainer& t, int64_t steps_per_epoch, int64_
       *node_dp_, t.optimizer(),
       parallel::DasoOptions{
           .schedule = f_.sched, .steps_per_epoch = static_cast<int>(steps_per_epoch), .downcast = wire});
-  t.add<train::Lambda>(
-      train::Lambda::Events{.epoch_end =
-                                [this, epochs](train::Trainer& tr) {
-                                  const bool plateau = daso_->end_epoch(tr.state().history.back().train_loss);
-                                  const parallel::DasoSchedule& s = daso_->schedule();
-                                  if (tr.lead() && tr.state().epoch < epochs)
-                                    std::printf("daso: next epoch %d (%s): global_skip %d, batches_to_wait %d%s\n",
-                                                s.epoch() + 1, parallel::daso_phase_name(s.phase()), s.global_skip(),
-                                                s.batches_to_wait(), plateau ? " (loss plateau: skips reduced)" : "");
-                                },
-                            .order = 6});  // after the epoch line (Progress: 5)
+  t.add<train::Lambda>(train::Lambda::Events{
+      .epoch_end =
+          [this, epochs](train::Trainer& tr) {
+            const bool plateau = daso_->end_epoch(tr.state().history.back().train_loss);
+            const parallel::DasoSchedule& s = daso_->schedule();
+            if (tr.lead() && tr.state().epoch < epochs)
+              std::printf("daso: next epoch %d (%s): global_skip %d, batches_to_wait %d, local_skip %d%s\n",
+                          s.epoch() + 1, parallel::daso_phase_name(s.phase()), s.global_skip(), s.batches_to_wait(),
+                          s.local_skip(), plateau ? " (loss plateau: skips reduced)" : "");
+          },
+      .order = 6});  // after the epoch line (Progress: 5)
 }
 
 std::string DataParallelComm::describe() const {
@@ -104,10 +107,10 @@ void DataParallelComm::report(train::Trainer& t) {
     if (t.lead())
       std::printf(
           "daso: %s; global_syncs=%lld (blocking %lld) steps_waiting=%lld (%.2f s on rank 0) "
-          "bytes_between_nodes=%.0f node_ddp_bytes=%.0f daso_node_bytes=%.0f\n",
+          "bytes_between_nodes=%.0f node_ddp_bytes=%.0f daso_node_bytes=%.0f node_syncs_skipped=%lld (rank 0)\n",
           node_dp_->groups().layout.str().c_str(), static_cast<long long>(st.global_syncs),
           static_cast<long long>(st.blocking_syncs), static_cast<long long>(st.steps_waiting), st.seconds_waiting, b[0],
-          b[1], b[2]);
+          b[1], b[2], static_cast<long long>(st.node_syncs_skipped));
   } else {
     auto b = allreduce_sum(*world_, static_cast<double>(*ddp_bytes_), 0, 0);
     if (t.lead())

@@ -6,7 +6,8 @@
 //
 // Contract:
 // - add_daso_flags registers --daso, --ranks-per-node and DASO's knobs
-//   (defaults heat's); check_daso_flags refuses --ranks-per-node without
+//   (defaults heat's, local skips on; --no-local-skips turns them off);
+//   check_daso_flags refuses --ranks-per-node without
 //   --daso or below 0, and --resume with --daso (DASO's schedule state is not
 //   in the checkpoint), and sets the schedule's total epochs.
 // - DataParallelComm(flags, world, ddp_group, device, bucket_cap_mb, model)

@@ -38,6 +38,7 @@ Daso::Daso(NodeDataParallel& model, optim::Optimizer& local_optimizer, DasoOptio
   const int r = model_.groups().ranks_per_node();
   slice_ = (numel_ + r - 1) / r;
   anchor_ = flatten_params();
+  arm_node_ddp();
 }
 
 Daso::~Daso() {
@@ -64,6 +65,7 @@ void Daso::verify_same_options() {
   add("max_global_skips", s.max_global_skips);
   add("skip_reduction_factor", s.skip_reduction_factor);
   add("local_skip_factor", s.local_skip_factor);
+  add("local_skips", s.local_skips);
   add("steps_per_epoch", o_.steps_per_epoch);
   add("downcast", o_.downcast);
   add("trainable elements", numel_);
@@ -117,35 +119,60 @@ std::unique_ptr<Daso::Pending> Daso::launch() {
   return p;
 }
 
-// Waits for `p`, sums the nodes' differences in float32 (node order) into the
-// new average of this rank's slice, and all-gathers the slices in the node.
-Tensor Daso::complete(Pending& p, bool blocking) {
+// Waits for `p` and sums the nodes' differences in float32 (node order) into
+// the new average of this rank's slice, (S,).
+Tensor Daso::receive(Pending& p, bool blocking) {
   NoGradGuard ng;
   const NodeGroups& g = model_.groups();
-  const int nodes = g.num_nodes(), r = g.ranks_per_node();
   const int64_t lo = g.local_rank * slice_;
-  const bool arrived = p.seen_complete || p.work->is_completed();
+  const bool arrived = p.seen_complete || !p.work || p.work->is_completed();
   const auto t0 = Clock::now();
-  p.work->wait();
+  if (p.work) p.work->wait();
   Tensor avg = zeros({slice_});  // (S,) float32
   for (const Tensor& part : p.parts) avg.add_(part.to(DType::Float32));
-  avg.div_(static_cast<double>(nodes)).add_(anchor_.narrow(0, lo, slice_));
-  Tensor next = avg;
-  if (r > 1) {
-    std::vector<Tensor> slices;
-    slices.reserve(r);
-    for (int i = 0; i < r; ++i) slices.push_back(empty({slice_}));
-    g.node_group->allgather(slices, avg)->wait();
-    next = empty({r * slice_});
-    for (int i = 0; i < r; ++i) next.narrow(0, i * slice_, slice_).copy_(slices[i]);
-    stats_.bytes_within_node += ring_allgather_bytes(static_cast<int64_t>(avg.nbytes()), r);
-  }
+  avg.div_(static_cast<double>(g.num_nodes())).add_(anchor_.narrow(0, lo, slice_));
   if (blocking || !arrived) {
     ++stats_.steps_waiting;
     stats_.seconds_waiting += seconds_since(t0);
   }
   ++stats_.global_syncs;
-  return next;
+  return avg;
+}
+
+// Note [daso wire]: every rank's slice of each of `mine` ((S,) each), all-
+// gathered inside the node in one message; returns each whole, (R * S,).
+std::vector<Tensor> Daso::node_allgather(const std::vector<Tensor>& mine) {
+  NoGradGuard ng;
+  const NodeGroups& g = model_.groups();
+  const int r = g.ranks_per_node();
+  if (r == 1) return mine;
+  const int64_t k = static_cast<int64_t>(mine.size());
+  Tensor packed = mine.size() == 1 ? mine[0] : cat(mine, 0);  // (k * S,)
+  std::vector<Tensor> slices;
+  slices.reserve(r);
+  for (int i = 0; i < r; ++i) slices.push_back(empty({k * slice_}));
+  g.node_group->allgather(slices, packed)->wait();
+  stats_.bytes_within_node += ring_allgather_bytes(static_cast<int64_t>(packed.nbytes()), r);
+  std::vector<Tensor> out;
+  out.reserve(k);
+  for (int64_t j = 0; j < k; ++j) {
+    Tensor whole = empty({r * slice_});
+    for (int i = 0; i < r; ++i) whole.narrow(0, i * slice_, slice_).copy_(slices[i].narrow(0, j * slice_, slice_));
+    out.push_back(whole);
+  }
+  return out;
+}
+
+bool Daso::local_skipping() const {
+  const NodeGroups& g = model_.groups();
+  return g.num_nodes() > 1 && g.ranks_per_node() > 1;
+}
+
+// Note [daso schedule]: the node DDP averages the next step's gradients or not.
+void Daso::arm_node_ddp() {
+  bool sync = true;
+  if (local_skipping() && step_ < o_.steps_per_epoch) sync = schedule_.step_plan(step_, o_.steps_per_epoch).node_sync;
+  model_.ddp().reducer().set_sync(sync);
 }
 
 void Daso::poll() {
@@ -161,24 +188,40 @@ void Daso::step() {
   if (nodes > 1) {
     poll();
     const DasoStepPlan plan = schedule_.step_plan(step_, n);
+    if (local_skipping() && !plan.node_sync) {
+      node_apart_ = true;  // this step's gradients were not averaged in the node
+      ++stats_.node_syncs_skipped;
+    }
     if (plan.fold) {
       WEFT_INTERNAL_ASSERT(pending_ != nullptr, "Daso: a fold at step ", step_, " without an average in flight");
-      Tensor next = complete(*pending_, /*blocking=*/false);
+      Tensor avg = receive(*pending_, /*blocking=*/false);  // (S,)
       // p = (2w p + G A') / (2w + G): the local parameters weigh 2w, each node's stale ones 1.
       const double local = 2.0 * pending_->wait, denom = local + nodes;
       NoGradGuard ng;
       Tensor flat = flatten_params();
-      flat.mul_(local / denom).add_(next, static_cast<double>(nodes) / denom);
-      write_params(flat);
-      anchor_ = next;
+      if (!node_apart_) {  // the node's ranks hold the same parameters: each blends the whole
+        Tensor next = node_allgather({avg})[0];
+        flat.mul_(local / denom).add_(next, static_cast<double>(nodes) / denom);
+        write_params(flat);
+        anchor_ = next;
+      } else {  // each rank blends the slice it owns, and the node takes the owners' slices
+        const int64_t lo = model_.groups().local_rank * slice_;
+        Tensor mine = flat.narrow(0, lo, slice_).clone();  // (S,)
+        mine.mul_(local / denom).add_(avg, static_cast<double>(nodes) / denom);
+        std::vector<Tensor> both = node_allgather({avg, mine});
+        write_params(both[1]);
+        anchor_ = both[0];
+        node_apart_ = false;
+      }
       pending_.reset();
     }
     if (plan.blocking) {
       WEFT_INTERNAL_ASSERT(pending_ == nullptr, "Daso: a blocking average at step ", step_, " with another in flight");
       auto p = launch();
-      Tensor next = complete(*p, /*blocking=*/true);
+      Tensor next = node_allgather({receive(*p, /*blocking=*/true)})[0];
       write_params(next);
       anchor_ = next;
+      node_apart_ = false;
       ++stats_.blocking_syncs;
     }
     if (plan.start) {
@@ -188,6 +231,7 @@ void Daso::step() {
     }
   }
   ++step_;
+  arm_node_ddp();
 }
 
 bool Daso::end_epoch(double local_loss) {
@@ -204,7 +248,9 @@ bool Daso::end_epoch(double local_loss) {
   double sum = 0;
   for (const Tensor& t : all) sum += t.item<double>();
   step_ = 0;
-  return schedule_.end_epoch(sum / world.size());
+  const bool fired = schedule_.end_epoch(sum / world.size());
+  arm_node_ddp();
+  return fired;
 }
 
 }  // namespace weft::parallel

@@ -1,7 +1,8 @@
 // Daso: heat's DASO optimizer ("distributed asynchronous and selective
 // optimisation") over any weft optimizer, for a NodeDataParallel model
-// (parallel/data/node_ddp.h): the node DDP averages gradients inside each node at
-// every step; Daso averages the parameters between nodes, blocking in the
+// (parallel/data/node_ddp.h): the node DDP averages gradients inside each node
+// (at every step, or in the cycling phase every local_skip steps: heat's local
+// skips); Daso averages the parameters between nodes, blocking in the
 // warm-up and cool-down epochs, and otherwise only every global_skip steps,
 // started without blocking and folded in batches_to_wait steps later, more
 // often when the loss stops improving (the schedule: DasoSchedule,
@@ -33,15 +34,13 @@
 //   global group; the G nodes' differences are widened to float32 and summed
 //   in node order, giving the new average A' = A + (sum d) / G of the slice,
 //   and an allgather of float32 slices inside the node completes A' on every
-//   rank. Why differences and not parameters: a blocking average every step
-//   would otherwise round the weights themselves to bfloat16 (8 significant
-//   bits, a relative step of 2^-8, larger than most SGD updates), while the
-//   rounding error of a difference is 2^-8 of the distance travelled since
-//   the last average: |A' - exact| <= 2^-8 max_n |d_n| per element (plus
-//   float32 rounding). Why an allgather and a float32 sum rather than a
-//   bfloat16 allreduce: the sum is a true float32 accumulation of the
-//   bfloat16 values, identical on every rank by construction; the price is
-//   volume beyond two nodes: a ring allgather sends (G - 1) x the slice per
+//   rank (at a fold while the node's ranks are apart, see local skips below,
+//   the same allgather also carries each rank's folded slice). Why differences and not parameters: a blocking average
+//   every step would otherwise round the weights themselves to bfloat16 (8 significant bits, a relative step of 2^-8,
+//   larger than most SGD updates), while the rounding error of a difference is 2^-8 of the distance travelled since the
+//   last average: |A' - exact| <= 2^-8 max_n |d_n| per element (plus float32 rounding). Why an allgather and a float32
+//   sum rather than a bfloat16 allreduce: the sum is a true float32 accumulation of the bfloat16 values, identical on
+//   every rank by construction; the price is volume beyond two nodes: a ring allgather sends (G - 1) x the slice per
 //   rank, a ring allreduce 2 (G - 1) / G x the slice (equal at G = 2, G / 2
 //   times more beyond).
 // - A blocking average sets every parameter to A' (every rank holds the same
@@ -49,6 +48,20 @@
 //   fold of an average started w steps earlier blends, as heat does, the
 //   stale average with the local progress: p = (2w p + G A') / (2w + G)
 //   (the local parameters weigh 2w, each node's stale ones 1); then A = A'.
+// - Local skips (Note [daso schedule]; with more than one node and more than
+//   one rank per node, unless options.schedule.local_skips is false): Daso
+//   arms the node DDP one step ahead (Reducer::set_sync, heat's
+//   require_backward_grad_sync) with the step plan's node_sync, so on the
+//   other cycling steps each rank steps on its own gradients and the ranks
+//   of a node drift apart. The steps that start, fold or block an average
+//   and the last step of an epoch always average in the node. A fold while
+//   the node's ranks are apart blends per owner: local rank i blends slice
+//   i of its own parameters, p_i = (2w p_i + G A'_i) / (2w + G), and the
+//   node allgather carries (A'_i, p_i), so every rank of the node ends with
+//   the owners' slices, bitwise identical (heat broadcasts the sending
+//   rank's parameters in the node instead); while they are not apart the
+//   allgather carries A'_i alone and each rank blends the whole, as above.
+//   A blocking average unifies them too (every parameter is A').
 // - The exchange runs on CPU tensors over the node groups' MPI (or
 //   in-process) groups; parameters on a GPU are copied to the host for it.
 // - One node (G = 1): nothing is exchanged; the node DDP is the whole data
@@ -57,8 +70,10 @@
 //   this rank sent between nodes (ring_allgather_bytes of its wire slice per
 //   average, parallel/data/comm_volume.h) and inside the node for DASO's own
 //   allgathers, steps at which this rank waited for an average (every
-//   blocking one, and a fold whose data had not arrived yet) and the seconds
-//   spent waiting there.
+//   blocking one, and a fold whose data had not arrived yet), the seconds
+//   spent waiting there, and the steps whose node gradient average was
+//   skipped (the node DDP's own bytes, NodeDataParallel::node_bytes(), fall
+//   by one allreduce for each).
 // - The optimizer's state (momentum) is local and never averaged, as in
 //   heat. An average still in flight when Daso is destroyed is waited for
 //   (errors swallowed) and dropped. Not thread-safe.
@@ -87,6 +102,7 @@ struct DasoStats {
   int64_t bytes_within_node = 0;  // DASO's node allgathers (not the node DDP's)
   int64_t steps_waiting = 0;
   double seconds_waiting = 0;
+  int64_t node_syncs_skipped = 0;  // steps whose gradients the node DDP did not average (local skips)
 };
 
 class Daso {
@@ -121,7 +137,10 @@ class Daso {
   Tensor flatten_params() const;  // (padded,) float32
   void write_params(const Tensor& flat);
   std::unique_ptr<Pending> launch();
-  Tensor complete(Pending& p, bool blocking);  // the new anchor
+  Tensor receive(Pending& p, bool blocking);  // (S,) this rank's slice of the new anchor
+  std::vector<Tensor> node_allgather(const std::vector<Tensor>& mine);
+  bool local_skipping() const;
+  void arm_node_ddp();
   void poll();
 
   NodeDataParallel& model_;
@@ -134,6 +153,7 @@ class Daso {
   Tensor anchor_;  // (R * slice_,) float32
   std::unique_ptr<Pending> pending_;
   int step_ = 0;
+  bool node_apart_ = false;  // a node gradient average was skipped since the node's ranks were last unified
 };
 
 }  // namespace weft::parallel

@@ -9,6 +9,11 @@
 #   last step (3), then 16: 35 averages, 33 blocking; each sends this rank's
 #   bfloat16 slice (421642 parameters / 2 ranks x 2 bytes) to the other node
 #   once (ring allgather over 2 nodes): 35 x 4 ranks x 421642 bytes;
+# - heat's local skips (local_skip 2 in the cycling epoch): the node DDP
+#   averages at its even steps and the last one, skipping 7 of its 16 steps,
+#   so it sends 41 x 4 ranks x 421642 x 4 bytes (ring allreduce over the 2
+#   ranks of a node); --no-local-skips averages at all 48 steps, with the
+#   same averages between the nodes;
 # - plain DDP over the world on the same run sends 48 steps x 4 ranks x
 #   2 (4 - 1) / 4 x 421642 x 4 bytes (ring allreduce), and DASO at least 4x
 #   fewer between the nodes;
@@ -47,12 +52,20 @@ run() {  # name flags...
 value() { grep -o "$1=[0-9]*" "$2" | head -n 1 | cut -d= -f2; }
 
 run daso --daso --ranks-per-node 2 --warmup-epochs 1 --cooldown-epochs 1
-check grep -qF "daso: next epoch 2 (cycling): global_skip 8, batches_to_wait 2" "$tmp/daso.out"
-check grep -qF "daso: next epoch 3 (cool-down): global_skip 1, batches_to_wait 0" "$tmp/daso.out"
+check grep -qF "daso: next epoch 2 (cycling): global_skip 8, batches_to_wait 2, local_skip 2" "$tmp/daso.out"
+check grep -qF "daso: next epoch 3 (cool-down): global_skip 1, batches_to_wait 0, local_skip 1" "$tmp/daso.out"
 check grep -qF "daso: 2 nodes x 2 ranks: [0, 1] [2, 3]; global_syncs=35 (blocking 33)" "$tmp/daso.out"
 daso_bytes=$(value bytes_between_nodes "$tmp/daso.out")
 check test "$daso_bytes" = $((35 * 4 * 421642))
+check test "$(value node_ddp_bytes "$tmp/daso.out")" = $((41 * 4 * 421642 * 4))
+check grep -qF "node_syncs_skipped=7 (rank 0)" "$tmp/daso.out"
 check grep -q "DASO over 2 nodes x 2 ranks" "$tmp/daso.err"
+
+run no_local_skips --daso --ranks-per-node 2 --warmup-epochs 1 --cooldown-epochs 1 --no-local-skips
+check grep -qF "daso: next epoch 2 (cycling): global_skip 8, batches_to_wait 2, local_skip 1" "$tmp/no_local_skips.out"
+check grep -qF "global_syncs=35 (blocking 33)" "$tmp/no_local_skips.out"
+check test "$(value node_ddp_bytes "$tmp/no_local_skips.out")" = $((48 * 4 * 421642 * 4))
+check grep -qF "node_syncs_skipped=0 (rank 0)" "$tmp/no_local_skips.out"
 
 run ddp --lr 0.005
 ddp_bytes=$(value bytes_between_nodes "$tmp/ddp.out")

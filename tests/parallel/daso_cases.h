@@ -33,6 +33,8 @@
   X(Bf16CompressionErrorBounded, bf16_compression_error_bounded)            \
   X(CyclingEndsIdenticalWithCounters, cycling_ends_identical_with_counters) \
   X(OneNodeIsPlainDDP, one_node_is_plain_ddp)                               \
+  X(FoldReunifiesTheNodeByOwner, fold_reunifies_the_node_by_owner)          \
+  X(LocalSkipsThinTheNodeDDP, local_skips_thin_the_node_ddp)                \
   X(Errors, errors)
 
 namespace weft::parallel::daso_cases {
@@ -326,6 +328,101 @@ inline void one_node_is_plain_ddp(const GroupPtr& world, int /*rpn*/) {
   EXPECT_EQ(daso.stats().global_syncs, 0);
   EXPECT_EQ(daso.stats().bytes_between_nodes, 0);
   EXPECT_EQ(nd.node_bytes(), 6 * ring_allreduce_bytes(static_cast<int64_t>(flat_values(*a).size()) * 4, n));
+}
+
+// Local skips by hand: parameters written per rank (no gradients), float32
+// wire, skips 4, wait 2, local_skip 2 over 8 steps: "S . F . S . F B", the
+// node averaging gradients at steps 0, 2, 4, 6, 7 only. The ranks of a node
+// hold different parameters; at the fold (after the skipped step 1) local
+// rank i blends slice i of its own parameters and every rank of the node
+// takes the owners' slices: p[j] = (4 p_owner(j)[j] + G A'[j]) / (4 + G),
+// with A' the average of the slices the owners sent at step 0.
+inline void fold_reunifies_the_node_by_owner(const GroupPtr& world, int rpn) {
+  auto m = mlp(1.0);
+  NodeGroups g = make_node_groups(world, {rpn});
+  const int nodes = g.num_nodes(), node = g.node, local = g.local_rank;
+  NodeDataParallel nd(m, g);
+  optim::SGD opt(m->parameters(), {0.1});
+  DasoOptions o = options(1, 0, 0, 8, DType::Float32);
+  o.schedule.max_global_skips = 4;
+  o.schedule.local_skip_factor = 2;
+  Daso daso(nd, opt, o);
+  ASSERT_EQ(daso.schedule().local_skip(), 2);
+  const std::vector<double> a0 = flat_values(*m);
+  const int64_t P = static_cast<int64_t>(a0.size()), S = (P + rpn - 1) / rpn;
+  auto owner = [&](int64_t j) { return static_cast<int>(j / S); };
+  // Node k's local rank i writes these (every rank of the world a different value).
+  auto p0 = [&](int k, int i, int64_t j) { return f32(a0[j] + 1e-2 * std::sin(0.37 * j + 1.1 * k + 0.3 * i)); };
+  auto p2 = [&](int k, int i, int64_t j) { return f32(p0(k, i, j) + 1e-2 * std::cos(0.23 * j + 0.7 * k + 0.9 * i)); };
+  set_flat(*m, [&](int64_t j) { return p0(node, local, j); });
+  daso.step();  // 0: start (each rank sends its own slice)
+  daso.step();  // 1: the node's gradient average skipped
+  set_flat(*m, [&](int64_t j) { return p2(node, local, j); });
+  daso.step();  // 2: fold
+  std::vector<double> a1(P), want(P);
+  for (int64_t j = 0; j < P; ++j) {
+    double sum = 0;
+    for (int k = 0; k < nodes; ++k) sum += f32(p0(k, owner(j), j) - a0[j]);
+    a1[j] = a0[j] + sum / nodes;
+    want[j] = (4.0 * p2(node, owner(j), j) + nodes * a1[j]) / (4.0 + nodes);
+  }
+  EXPECT_TRUE(testing::tensor_near(tensor(flat_values(*m), {P}), want, 1e-6));
+  EXPECT_TRUE(testing::tensor_near(daso.anchor().narrow(0, 0, P), a1, 1e-6));
+  EXPECT_TRUE(same_on_every_rank(*m, *g.node_group));
+  // Apart again after step 3; steps 4 (start), 5, 6 (fold) and 7 (blocking) end equal everywhere.
+  const std::vector<double> folded = flat_values(*m);
+  set_flat(*m, [&](int64_t j) { return f32(folded[j] + 1e-3 * std::sin(0.5 * j + world->rank())); });
+  for (int s = 3; s < 8; ++s) daso.step();
+  EXPECT_TRUE(same_on_every_rank(*m, *world));
+  daso.end_epoch(0.0);
+  const DasoStats& st = daso.stats();
+  EXPECT_EQ(st.global_syncs, 3);
+  EXPECT_EQ(st.node_syncs_skipped, rpn > 1 ? 3 : 0);
+  // Both folds found the node apart (steps 1 and 5 skipped): (A', p) slices; the blocking average: A'.
+  EXPECT_EQ(st.bytes_within_node, (rpn - 1) * S * 4 * (2 + 2 + 1));
+}
+
+// Training through warm-up, a cycling epoch of 12 steps at heat's defaults
+// (skips 8, wait 2, local_skip 2: "S . F . . . . . S . F B", the node
+// averaging at even steps and at 11) and cool-down: the node's ranks are
+// apart after every skipped step until the next fold or blocking average
+// and bitwise equal after each; the node DDP's bytes count the averages
+// done (31 of 36 steps); switched off, the node's ranks never differ and
+// every step averages in the node, with the same averages between nodes.
+inline void local_skips_thin_the_node_ddp(const GroupPtr& world, int rpn) {
+  const int epochs = 3, steps = 12, n = world->size(), rank = world->rank();
+  for (bool skips : {true, false}) {
+    SCOPED_TRACE(skips ? "local skips" : "local skips off");
+    auto m = mlp(1.0);
+    NodeGroups g = make_node_groups(world, {rpn});
+    NodeDataParallel nd(m, g);
+    optim::SGD opt(m->parameters(), {0.1, 0.9});
+    DasoOptions o = options(epochs, 1, 1, steps);
+    o.schedule.local_skips = skips;
+    Daso daso(nd, opt, o);
+    const bool apart_possible = skips && rpn > 1;
+    // After which steps of the cycling epoch the node's ranks are equal.
+    const std::vector<bool> equal_after = {true,  false, true,  false, false, false,
+                                           false, false, false, false, true,  true};
+    for (int e = 0; e < epochs; ++e) {
+      double loss = 0;
+      for (int s = 0; s < steps; ++s) {
+        daso.zero_grad();
+        loss += train_step([&](const Tensor& x) { return nd(x); }, rank, n, 2, e * steps + s);
+        daso.step();
+        const bool want = !(apart_possible && e == 1) || equal_after[s];
+        EXPECT_EQ(same_on_every_rank(*m, *g.node_group), want) << "epoch " << e << " step " << s;
+      }
+      daso.end_epoch(loss / steps);
+      EXPECT_TRUE(same_on_every_rank(*m, *world)) << "after epoch " << e;
+    }
+    const int64_t P = static_cast<int64_t>(flat_values(*m).size());
+    const int averaged = apart_possible ? 31 : 36;
+    EXPECT_EQ(nd.node_bytes(), averaged * ring_allreduce_bytes(P * 4, rpn));
+    EXPECT_EQ(daso.stats().node_syncs_skipped, 36 - averaged);
+    EXPECT_EQ(daso.stats().global_syncs, 12 + 3 + 12);
+    EXPECT_EQ(daso.stats().blocking_syncs, 12 + 1 + 12);
+  }
 }
 
 inline void errors(const GroupPtr& world, int rpn) {
