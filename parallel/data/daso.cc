@@ -2,6 +2,8 @@
 // daso_schedule.h, Note [daso schedule]).
 #include "parallel/data/daso.h"
 
+#include <algorithm>
+#include <map>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -229,6 +231,7 @@ void Daso::step() {
       pending_ = launch();
       pending_->wait = schedule_.batches_to_wait();
     }
+    in_sync_ = plan.blocking;
   }
   ++step_;
   arm_node_ddp();
@@ -251,6 +254,170 @@ bool Daso::end_epoch(double local_loss) {
   const bool fired = schedule_.end_epoch(sum / world.size());
   arm_node_ddp();
   return fired;
+}
+
+// ---- Note [daso state] ----
+
+namespace {
+
+Tensor i64(int64_t v) { return scalar_tensor(v, TensorOptions{DType::Int64}); }
+Tensor f64(double v) { return scalar_tensor(v, TensorOptions{DType::Float64}); }
+
+const char* const kOptimizerPrefix = "optimizer.";
+const char* const kBufferPrefix = "buffer.";
+
+std::string layout_text(int64_t world, int64_t rpn) {
+  const int64_t nodes = rpn > 0 ? world / rpn : 0;
+  std::ostringstream os;
+  os << nodes << (nodes == 1 ? " node" : " nodes") << " x " << rpn << " ranks per node (" << world << " ranks)";
+  return os.str();
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> Daso::state_dict() {
+  NoGradGuard ng;
+  const NodeGroups& g = model_.groups();
+  std::map<std::string, Tensor> sd;
+  sd["layout.world"] = i64(g.world->size());
+  sd["layout.ranks_per_node"] = i64(g.ranks_per_node());
+  sd["layout.rank"] = i64(g.world->rank());
+  sd["layout.numel"] = i64(numel_);
+  sd["steps_per_epoch"] = i64(o_.steps_per_epoch);
+  const DasoSchedule::State st = schedule_.state();
+  sd["schedule.epoch"] = i64(st.epoch);
+  sd["schedule.global_skip"] = i64(st.global_skip);
+  sd["schedule.batches_to_wait"] = i64(st.batches_to_wait);
+  sd["schedule.local_skip"] = i64(st.local_skip);
+  sd["schedule.best"] = f64(st.best);
+  sd["schedule.bad_epochs"] = i64(st.bad_epochs);
+  sd["step_in_epoch"] = i64(step_);
+  sd["node_apart"] = i64(node_apart_ ? 1 : 0);
+  sd["anchor"] = anchor_.clone();
+  sd["stats.global_syncs"] = i64(stats_.global_syncs);
+  sd["stats.blocking_syncs"] = i64(stats_.blocking_syncs);
+  sd["stats.bytes_between_nodes"] = i64(stats_.bytes_between_nodes);
+  sd["stats.bytes_within_node"] = i64(stats_.bytes_within_node);
+  sd["stats.steps_waiting"] = i64(stats_.steps_waiting);
+  sd["stats.seconds_waiting"] = f64(stats_.seconds_waiting);
+  sd["stats.node_syncs_skipped"] = i64(stats_.node_syncs_skipped);
+  if (pending_) {  // wait for it here: its received parts are what the fold after the resume needs
+    if (pending_->work) {
+      pending_->seen_complete = pending_->seen_complete || pending_->work->is_completed();
+      pending_->work->wait();
+    }
+    sd["pending.wait"] = i64(pending_->wait);
+    sd["pending.parts"] = stack(pending_->parts, 0).clone();  // (G, S) in the wire dtype
+  }
+  if (!in_sync_) sd["params"] = flatten_params().narrow(0, 0, numel_).clone();  // (P,)
+  for (auto& [name, b] : model_.module().named_buffers()) sd[kBufferPrefix + name] = b.detach().to(kCPU).clone();
+  for (auto& [k, t] : opt_.state_dict()) sd[kOptimizerPrefix + k] = t.detach().to(kCPU).clone();
+  return sd;
+}
+
+void Daso::load_state_dict(const std::map<std::string, Tensor>& sd) {
+  NoGradGuard ng;
+  const NodeGroups& g = model_.groups();
+  auto get = [&](const std::string& key) -> const Tensor& {
+    auto it = sd.find(key);
+    WEFT_CHECK(it != sd.end(), "Daso.load_state_dict: the state has no '", key, "' (not a Daso state_dict?)");
+    return it->second;
+  };
+  auto int_of = [&](const std::string& key) { return get(key).to(DType::Int64).item<int64_t>(); };
+  // Check everything before changing anything.
+  const int64_t world = int_of("layout.world"), rpn = int_of("layout.ranks_per_node");
+  WEFT_CHECK(world == g.world->size() && rpn == g.ranks_per_node(), "Daso.load_state_dict: the state was saved by ",
+             "DASO over ", layout_text(world, rpn), ", this run is DASO over ",
+             layout_text(g.world->size(), g.ranks_per_node()),
+             ": DASO's state (each rank's parameters, optimizer state and share of an average in flight) resumes "
+             "only on the layout that saved it; resume with ",
+             world, " ranks, ", rpn,
+             " per node, or without DASO (plain data parallelism takes rank 0's model and "
+             "optimizer state)");
+  const int64_t saver = int_of("layout.rank");
+  WEFT_CHECK(saver == g.world->rank(), "Daso.load_state_dict: rank ", g.world->rank(), " was given the state of rank ",
+             saver);
+  WEFT_CHECK(int_of("layout.numel") == numel_, "Daso.load_state_dict: the state is of a model with ",
+             int_of("layout.numel"), " trainable elements, this one has ", numel_);
+  WEFT_CHECK(int_of("steps_per_epoch") == o_.steps_per_epoch, "Daso.load_state_dict: the state was saved with ",
+             int_of("steps_per_epoch"), " steps per epoch, this run has ", o_.steps_per_epoch,
+             " (the same data and batch size are needed to resume)");
+  const int64_t step = int_of("step_in_epoch");
+  WEFT_CHECK(step >= 0 && step < o_.steps_per_epoch, "Daso.load_state_dict: step_in_epoch ", step,
+             " is outside the epoch's ", o_.steps_per_epoch, " steps");
+  const Tensor& anchor = get("anchor");
+  WEFT_CHECK(anchor.dtype() == DType::Float32 && anchor.sizes() == anchor_.sizes(),
+             "Daso.load_state_dict: 'anchor' is ", anchor.dtype(), " ", shape_str(anchor.sizes()),
+             ", expected float32 ", shape_str(anchor_.sizes()));
+  const bool pending = sd.count("pending.parts") > 0;
+  if (pending) {
+    const Tensor& parts = get("pending.parts");
+    const Shape want{g.num_nodes(), slice_};
+    WEFT_CHECK(parts.dtype() == o_.downcast && parts.sizes() == want, "Daso.load_state_dict: 'pending.parts' is ",
+               parts.dtype(), " ", shape_str(parts.sizes()), ", expected ", o_.downcast, " ", shape_str(want),
+               " (the wire dtype must not change across a resume)");
+  }
+  auto params = sd.find("params");
+  if (params != sd.end())
+    WEFT_CHECK(params->second.dtype() == DType::Float32 && params->second.sizes() == Shape{numel_},
+               "Daso.load_state_dict: 'params' is ", params->second.dtype(), " ", shape_str(params->second.sizes()),
+               ", expected float32 [", numel_, "]");
+  std::vector<std::pair<std::string, Tensor>> buffers = model_.module().named_buffers();
+  for (auto& [name, b] : buffers) {
+    const Tensor& t = get(kBufferPrefix + name);
+    WEFT_CHECK(t.dtype() == b.dtype() && t.sizes() == b.sizes(), "Daso.load_state_dict: buffer '", name, "' is ",
+               t.dtype(), " ", shape_str(t.sizes()), ", the model's ", b.dtype(), " ", shape_str(b.sizes()));
+  }
+  optim::OptimizerStateDict osd;
+  for (const auto& [k, t] : sd)
+    if (k.rfind(kOptimizerPrefix, 0) == 0) osd[k.substr(std::string(kOptimizerPrefix).size())] = t;
+  DasoSchedule schedule(o_.schedule);
+  schedule.load_state(
+      {static_cast<int>(int_of("schedule.epoch")), static_cast<int>(int_of("schedule.global_skip")),
+       static_cast<int>(int_of("schedule.batches_to_wait")), static_cast<int>(int_of("schedule.local_skip")),
+       get("schedule.best").to(DType::Float64).item<double>(), static_cast<int>(int_of("schedule.bad_epochs"))});
+  WEFT_CHECK(!pending || schedule.phase() == DasoPhase::kCycling, "Daso.load_state_dict: the state has an average ",
+             "in flight in a ", daso_phase_name(schedule.phase()), " epoch, which never starts one");
+  opt_.load_state_dict(osd);  // checks before it changes anything
+
+  // Apply.
+  if (pending_) {
+    try {
+      if (pending_->work) pending_->work->wait();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): replaced by the loaded state
+    }
+    pending_.reset();
+  }
+  schedule_ = schedule;
+  step_ = static_cast<int>(step);
+  node_apart_ = int_of("node_apart") != 0;
+  anchor_ = anchor.to(kCPU).contiguous().clone();
+  stats_.global_syncs = int_of("stats.global_syncs");
+  stats_.blocking_syncs = int_of("stats.blocking_syncs");
+  stats_.bytes_between_nodes = int_of("stats.bytes_between_nodes");
+  stats_.bytes_within_node = int_of("stats.bytes_within_node");
+  stats_.steps_waiting = int_of("stats.steps_waiting");
+  stats_.seconds_waiting = get("stats.seconds_waiting").to(DType::Float64).item<double>();
+  stats_.node_syncs_skipped = int_of("stats.node_syncs_skipped");
+  if (pending) {
+    pending_ = std::make_unique<Pending>();
+    const Tensor parts = get("pending.parts").to(kCPU).contiguous();
+    for (int64_t k = 0; k < g.num_nodes(); ++k) pending_->parts.push_back(parts.select(0, k).clone());
+    pending_->wait = static_cast<int>(int_of("pending.wait"));
+    pending_->seen_complete = true;
+  }
+  in_sync_ = params == sd.end();
+  if (!in_sync_) {
+    Tensor flat = zeros({anchor_.numel()});
+    flat.narrow(0, 0, numel_).copy_(params->second.to(kCPU));
+    write_params(flat);
+  }
+  for (auto& [name, b] : buffers) {
+    Tensor dst = b.detach();
+    dst.copy_(get(kBufferPrefix + name).to(b.device()));
+    dst.bump_version();
+  }
+  arm_node_ddp();
 }
 
 }  // namespace weft::parallel

@@ -77,10 +77,34 @@
 // - The optimizer's state (momentum) is local and never averaged, as in
 //   heat. An average still in flight when Daso is destroyed is waited for
 //   (errors swallowed) and dropped. Not thread-safe.
+// - Note [daso state]: state_dict() is everything an exact resume of this
+//   rank needs beyond the model state that rank 0 holds, as a flat
+//   name -> CPU tensor map (safetensors-ready, like the optimizers' and LR
+//   schedules'): the layout (world, ranks per node, this rank, trainable
+//   elements, steps per epoch), the schedule (DasoSchedule::State), the step
+//   in the epoch, whether the node's ranks are apart, the anchor, the
+//   counters, an average in flight (waited for here, not folded: its wait
+//   and every node's received difference, "pending.parts" (G, S) in the
+//   wire dtype, so the fold after a resume computes the same numbers), this
+//   rank's parameters ("params", (P,)) unless every rank holds the same (after
+//   a blocking average: at every epoch's end, in warm-up and cool-down, or
+//   with one node), the model's buffers (never averaged between nodes) and
+//   the local optimizer's state ("optimizer." + its positional state_dict,
+//   which differs between ranks). load_state_dict(sd) (local, not
+//   collective) restores it into a Daso built with the same options over
+//   the same layout, after the model's state (rank 0's) is loaded: it
+//   checks everything first (an error naming the layout the state was saved
+//   by and this one's, with how to proceed; the rank; the model's size; the
+//   steps per epoch; the shapes and dtypes), then overwrites what it holds
+//   and arms the node DDP for the next step. Resumed on every rank, the run
+//   continues bitwise as the uninterrupted one (steps_waiting and
+//   seconds_waiting aside: a restored average counts as arrived).
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "optim/optimizer.h"
@@ -125,6 +149,10 @@ class Daso {
   // The last global average (P floats, padded).
   const Tensor& anchor() const { return anchor_; }
 
+  // Note [daso state]. state_dict() waits for an average in flight.
+  std::map<std::string, Tensor> state_dict();
+  void load_state_dict(const std::map<std::string, Tensor>& sd);
+
  private:
   struct Pending {
     WorkPtr work;
@@ -154,6 +182,7 @@ class Daso {
   std::unique_ptr<Pending> pending_;
   int step_ = 0;
   bool node_apart_ = false;  // a node gradient average was skipped since the node's ranks were last unified
+  bool in_sync_ = true;      // every rank holds the same parameters (the last step blocked, or one node)
 };
 
 }  // namespace weft::parallel

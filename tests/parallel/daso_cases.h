@@ -35,6 +35,8 @@
   X(OneNodeIsPlainDDP, one_node_is_plain_ddp)                               \
   X(FoldReunifiesTheNodeByOwner, fold_reunifies_the_node_by_owner)          \
   X(LocalSkipsThinTheNodeDDP, local_skips_thin_the_node_ddp)                \
+  X(ResumeIsExact, resume_is_exact)                                         \
+  X(ResumeOnAnotherLayoutIsRefused, resume_on_another_layout_is_refused)    \
   X(Errors, errors)
 
 namespace weft::parallel::daso_cases {
@@ -423,6 +425,123 @@ inline void local_skips_thin_the_node_ddp(const GroupPtr& world, int rpn) {
     EXPECT_EQ(daso.stats().global_syncs, 12 + 3 + 12);
     EXPECT_EQ(daso.stats().blocking_syncs, 12 + 1 + 12);
   }
+}
+
+// Note [daso state]: training 4 epochs (warm-up, two cycling epochs at
+// heat's defaults, skips 8, wait 2, local_skip 2 over 12 steps: "S . F . . .
+// . . S . F B", cool-down), stopped after step `cut` (global count; the
+// model's state saved as a checkpoint holds it, rank 0's, plus every rank's
+// Daso::state_dict()), then rebuilt from other initial weights, loaded and
+// trained to the end: bitwise the uninterrupted run's parameters on every
+// rank, and its counters. The cuts (after global steps 12 to 36) cross an
+// average in flight (after steps 0, 1, 8 and 9 of a cycling epoch), the
+// node's ranks apart (after 1, 4, 8, 9), a fold (2) and epoch boundaries.
+struct DasoRun {
+  std::vector<double> params;
+  DasoStats stats;
+};
+
+inline DasoRun daso_run(const GroupPtr& world, int rpn, int cut) {
+  const int epochs = 4, steps = 12, n = world->size(), rank = world->rank();
+  const DasoOptions o = options(epochs, 1, 1, steps);
+  auto m = mlp(1.0);
+  auto nd = std::make_unique<NodeDataParallel>(m, make_node_groups(world, {rpn}));
+  auto opt = std::make_unique<optim::SGD>(m->parameters(), optim::SGDOptions{0.1, 0.9, 0.0, 1e-2, false});
+  auto daso = std::make_unique<Daso>(*nd, *opt, o);
+  double loss = 0;  // the epoch's running loss (a checkpoint keeps it too)
+  for (int k = 0; k < epochs * steps; ++k) {
+    daso->zero_grad();
+    loss += train_step([&](const Tensor& x) { return (*nd)(x); }, rank, n, 2, k);
+    daso->step();
+    if ((k + 1) % steps == 0) {
+      daso->end_epoch(loss / steps);
+      loss = 0;
+    }
+    if (k + 1 != cut) continue;
+    // Stop: rank 0's model state (what the checkpoint's model file holds) and each rank's Daso state.
+    std::map<std::string, Tensor> rank0;
+    for (auto& [name, p] : m->named_parameters()) {
+      Tensor t = p.detach().clone();
+      world->broadcast(t, {0})->wait();
+      rank0[name] = t;
+    }
+    std::map<std::string, Tensor> saved = daso->state_dict();
+    daso.reset();
+    opt.reset();
+    nd.reset();
+    // A new process: other initial weights, the model's state loaded, then Daso's.
+    m = mlp(3.0);
+    nd = std::make_unique<NodeDataParallel>(m, make_node_groups(world, {rpn}));
+    opt = std::make_unique<optim::SGD>(m->parameters(), optim::SGDOptions{0.1, 0.9, 0.0, 1e-2, false});
+    daso = std::make_unique<Daso>(*nd, *opt, o);
+    {
+      NoGradGuard ng;
+      for (auto& [name, p] : m->named_parameters()) p.detach().copy_(rank0.at(name));
+    }
+    daso->load_state_dict(saved);
+    EXPECT_EQ(daso->step_in_epoch(), (k + 1) % steps);
+    EXPECT_EQ(saved.count("pending.parts") > 0,
+              (k % steps == 0 || k % steps == 1 || k % steps == 8 || k % steps == 9) && k / steps >= 1 &&
+                  k / steps <= 2 && n / rpn > 1);
+  }
+  return {flat_values(*m), daso->stats()};
+}
+
+inline void resume_is_exact(const GroupPtr& world, int rpn) {
+  const DasoRun whole = daso_run(world, rpn, -1);
+  for (int cut : {12, 13, 14, 15, 17, 21, 22, 24, 36}) {
+    SCOPED_TRACE("stopped after step " + std::to_string(cut));
+    const DasoRun resumed = daso_run(world, rpn, cut);
+    EXPECT_EQ(resumed.params, whole.params);
+    EXPECT_EQ(resumed.stats.global_syncs, whole.stats.global_syncs);
+    EXPECT_EQ(resumed.stats.blocking_syncs, whole.stats.blocking_syncs);
+    EXPECT_EQ(resumed.stats.bytes_between_nodes, whole.stats.bytes_between_nodes);
+    EXPECT_EQ(resumed.stats.bytes_within_node, whole.stats.bytes_within_node);
+    EXPECT_EQ(resumed.stats.node_syncs_skipped, whole.stats.node_syncs_skipped);
+  }
+  // The state of a rank whose parameters differ from rank 0's carries them; at an epoch's end none does.
+  auto m = mlp(1.0);
+  NodeDataParallel nd(m, make_node_groups(world, {rpn}));
+  optim::SGD opt(m->parameters(), {0.1, 0.9});
+  Daso daso(nd, opt, options(3, 1, 1, 12));
+  EXPECT_EQ(daso.state_dict().count("params"), 0u);
+}
+
+// A state saved over one node split loaded over another: an error naming
+// both layouts and how to proceed; the wrong rank's state, another model
+// size or steps per epoch: errors naming them.
+inline void resume_on_another_layout_is_refused(const GroupPtr& world, int rpn) {
+  const int n = world->size(), other = rpn == n ? 1 : n;
+  auto m = mlp(1.0);
+  NodeDataParallel nd(m, make_node_groups(world, {rpn}));
+  optim::SGD opt(m->parameters(), {0.1, 0.9});
+  Daso daso(nd, opt, options(3, 1, 1, 4));
+  const std::map<std::string, Tensor> saved = daso.state_dict();
+  auto m2 = mlp(1.0);
+  NodeDataParallel nd2(m2, make_node_groups(world, {other}));
+  optim::SGD opt2(m2->parameters(), {0.1, 0.9});
+  Daso daso2(nd2, opt2, options(3, 1, 1, 4));
+  auto text = [](int world, int rpn) {
+    const int nodes = world / rpn;
+    return std::to_string(nodes) + (nodes == 1 ? " node x " : " nodes x ") + std::to_string(rpn) + " ranks per node (" +
+           std::to_string(world) + " ranks)";
+  };
+  EXPECT_WEFT_ERROR(daso2.load_state_dict(saved), "the state was saved by DASO over " + text(n, rpn) +
+                                                      ", this run is DASO over " + text(n, other) +
+                                                      ": DASO's state (each rank's parameters");
+  EXPECT_WEFT_ERROR(daso2.load_state_dict(saved), "resume with " + std::to_string(n) + " ranks, " +
+                                                      std::to_string(rpn) + " per node, or without DASO");
+  std::map<std::string, Tensor> bad = saved;
+  bad["layout.rank"] = scalar_tensor(int64_t{(world->rank() + 1) % n}, TensorOptions{DType::Int64});
+  EXPECT_WEFT_ERROR(daso.load_state_dict(bad), "rank " + std::to_string(world->rank()) +
+                                                   " was given the state of rank " +
+                                                   std::to_string((world->rank() + 1) % n));
+  bad = saved;
+  bad["steps_per_epoch"] = scalar_tensor(int64_t{5}, TensorOptions{DType::Int64});
+  EXPECT_WEFT_ERROR(daso.load_state_dict(bad), "the state was saved with 5 steps per epoch, this run has 4");
+  bad = saved;
+  bad.erase("anchor");
+  EXPECT_WEFT_ERROR(daso.load_state_dict(bad), "the state has no 'anchor'");
 }
 
 inline void errors(const GroupPtr& world, int rpn) {
