@@ -12,6 +12,10 @@ RSS is its own process's. Prints one line per workload:
       (peak RSS weft=<MB> torch=<MB>; max |loss difference| over <n> steps=<d>)
 The loss difference is the check that both trained the same model: from the
 same weights and data, each step's loss should agree to float32 rounding.
+--precisions fp32,bf16 (the default) adds, per workload, a line for bfloat16
+autocast on both sides (<workload>_bf16): weft's --amp bf16 against
+torch.autocast("cpu", dtype=torch.bfloat16), float32 weights and optimizer
+state on both; their losses agree to bfloat16 rounding, not float32's.
 """
 import argparse
 import os
@@ -29,6 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 path, layers, dim, heads, context, steps, warmup, threads = sys.argv[1], *map(int, sys.argv[2:9])
+amp = sys.argv[9] == "bf16"
 torch.set_num_threads(threads)
 
 def load_safetensors(path):
@@ -99,8 +104,9 @@ opt = torch.optim.AdamW(params, lr=3e-4, weight_decay=0.01)
 losses = []
 def step():
     opt.zero_grad()
-    logits = model(idx)
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        logits = model(idx)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
     loss.backward()
     torch.nn.utils.clip_grad_norm_(params, 1.0)
     opt.step()
@@ -130,6 +136,7 @@ def main():
     ap.add_argument("--heads", type=int, default=6)
     ap.add_argument("--context", type=int, default=256)
     ap.add_argument("--repeat", type=int, default=1, help="alternate weft and torch this many times per workload")
+    ap.add_argument("--precisions", default="fp32,bf16", help="fp32 and/or bf16 (autocast) rows per workload")
     args = ap.parse_args()
     import torch  # noqa: F401  (version line)
     print(f"peer: torch {torch.__version__}, threads={args.threads}, batch={args.batch}, context={args.context}, "
@@ -139,17 +146,20 @@ def main():
             init = os.path.join(tmp, f"gpt_{layers}.safetensors")
             shape = [str(layers), str(args.dim), str(args.heads), str(args.context)]
             common = [str(args.steps), str(args.warmup), str(args.threads)]
-            for _ in range(args.repeat):
+            for precision, _ in [(p, r) for p in args.precisions.split(",") for r in range(args.repeat)]:
+                if precision not in ("fp32", "bf16"):
+                    sys.exit(f"gpt_vs_torch: --precisions takes fp32 and bf16, got {precision!r}")
+                amp = "bf16" if precision == "bf16" else "none"
                 w = last_json(subprocess.run(
                     [args.weft_bin, "--layers", shape[0], "--dim", shape[1], "--heads", shape[2], "--context", shape[3],
                      "--batch", str(args.batch), "--steps", common[0], "--warmup", common[1], "--threads", common[2],
-                     "--init", init], check=True, capture_output=True, text=True).stdout)
-                t = last_json(subprocess.run([sys.executable, "-c", TORCH_CHILD, init] + shape + common,
+                     "--init", init, "--amp", amp], check=True, capture_output=True, text=True).stdout)
+                t = last_json(subprocess.run([sys.executable, "-c", TORCH_CHILD, init] + shape + common + [amp],
                                              check=True, capture_output=True, text=True).stdout)
                 if w["params"] != t["params"]:
                     sys.exit(f"gpt_vs_torch: parameter counts differ: weft {w['params']}, torch {t['params']}")
                 diff = max(abs(a - b) for a, b in zip(w["losses"], t["losses"]))
-                name = f"gpt_{layers}x{args.dim}"
+                name = f"gpt_{layers}x{args.dim}" + ("_bf16" if precision == "bf16" else "")
                 print(f"{name}: weft={w['tokens_per_second']:.0f} torch={t['tokens_per_second']:.0f} tokens/s "
                       f"speedup={w['tokens_per_second'] / t['tokens_per_second']:.2f} "
                       f"(peak RSS weft={w['peak_rss_mb']:.0f}MB torch={t['peak_rss_mb']:.0f}MB; "

@@ -5,7 +5,9 @@
 // one JSON line: tokens/s over the timed steps, the process's peak resident
 // memory and every step's loss.
 //   gpt_weft --layers 6 --dim 384 --heads 6 --context 256 --batch 8 --threads 2
-//            [--steps 20 --warmup 3] [--init FILE]
+//            [--steps 20 --warmup 3] [--init FILE] [--amp bf16]
+// --amp bf16: forward and loss under bfloat16 autocast on the CPU
+// (core/autocast.h; float32 weights, gradients and AdamW state).
 // --init FILE writes the initial weights (state-dict names) and the batch's
 // tokens ("tokens", (B, T + 1) int64) as safetensors before the first step,
 // so the PyTorch peer starts from the same weights and data.
@@ -16,6 +18,7 @@
 
 #include <sys/resource.h>
 
+#include "core/autocast.h"
 #include "core/autograd_meta.h"
 #include "core/nn_ops.h"
 #include "core/parallel.h"
@@ -49,7 +52,7 @@ int run(int argc, char** argv) {
   c.context = 256;
   int64_t batch = 8;
   int steps = 20, warmup = 3, threads = 0;
-  std::string init;
+  std::string init, amp = "none";
   examples::FlagParser flags("usage: gpt_weft [flags]");
   flags.add("--layers N", &c.layers, "transformer blocks")
       .add("--dim N", &c.dim, "model width")
@@ -59,7 +62,8 @@ int run(int argc, char** argv) {
       .add("--steps N", &steps, "timed steps")
       .add("--warmup N", &warmup, "untimed steps first")
       .add("--threads N", &threads, "CPU threads", "all cores")
-      .add("--init FILE", &init, "write the initial weights and tokens here (safetensors)");
+      .add("--init FILE", &init, "write the initial weights and tokens here (safetensors)")
+      .add_choice("--amp", &amp, {"none", "bf16"}, "bfloat16 autocast for the forward pass and loss");
   if (auto status = flags.parse_in_main(argc, argv, "gpt_weft")) return *status;
   if (threads > 0) set_num_threads(threads);
   manual_seed(0);
@@ -81,7 +85,11 @@ int run(int argc, char** argv) {
   std::vector<double> losses;
   auto step = [&] {
     opt.zero_grad();
-    Tensor loss = examples::gpt::lm_loss((*model)(idx), target);  // mean over (B, T)
+    Tensor loss;
+    {
+      AutocastGuard autocast(DeviceType::CPU, DType::BFloat16, amp == "bf16");
+      loss = examples::gpt::lm_loss((*model)(idx), target);  // mean over (B, T)
+    }
     loss.backward();
     optim::clip_grad_norm_(params, 1.0);
     opt.step();
