@@ -33,10 +33,14 @@ void Checkpoint::on_fit_begin(Trainer& t) {
 }
 
 void Checkpoint::save(Trainer& t) {
+  std::vector<parallel::checkpoint::ExtraFile> rank_states = t.rank_state_files();  // collective, on the lead
+  WEFT_INTERNAL_ASSERT(rank_states.empty() || saver_, "Checkpoint: the lead holds per-rank state but does not write");
   if (saver_) {
     parallel::checkpoint::TrainingState training = t.training_state();
     training.metadata.insert(options_.metadata.begin(), options_.metadata.end());
-    last_dir_ = saver_->save(t.stateful(), training);
+    parallel::checkpoint::Stateful state = t.stateful();
+    state.extra_files = std::move(rank_states);
+    last_dir_ = saver_->save(state, training);
   }
   last_save_ = now_seconds();
   last_step_ = t.state().step;

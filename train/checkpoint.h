@@ -17,7 +17,9 @@
 //   with the epoch's running sums) and the history (Trainer::training_state),
 //   plus options.metadata: the program's own entries (e.g. its model's
 //   sizes) in trainer_state.json's metadata, read back with
-//   parallel::checkpoint::CheckpointReader.
+//   parallel::checkpoint::CheckpointReader, plus every rank's own state
+//   when parts are registered (Trainer::add_rank_state, Note [rank state]
+//   in train/rank_state.h), gathered to the lead and committed with the rest.
 // - Collective over the model's ranks (DataParallel: rank 0 alone writes);
 //   async writes in the background (parallel::checkpoint::Checkpointer); the
 //   last save is committed (or its error thrown) at the end of fit.

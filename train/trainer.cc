@@ -2,6 +2,7 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -12,7 +13,9 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "core/rng.h"
+#include "parallel/checkpoint/commit.h"
 #include "parallel/checkpoint/load.h"
+#include "parallel/comm/collectives.h"
 #include "train/resume.h"
 #include "train/runner.h"
 
@@ -149,6 +152,26 @@ parallel::checkpoint::TrainingState Trainer::training_state() const {
   return ts;
 }
 
+void Trainer::add_rank_state(RankState part) {
+  bool plain = !part.name.empty();
+  for (char c : part.name) plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  WEFT_CHECK(plain, "Trainer::add_rank_state: the name '", part.name, "' is not plain (letters, digits, '_')");
+  WEFT_CHECK(part.save && part.load, "Trainer::add_rank_state: '", part.name, "' needs both save and load");
+  for (const RankState& p : rank_states_)
+    WEFT_CHECK(p.name != part.name, "Trainer::add_rank_state: '", part.name, "' is registered already");
+  rank_states_.push_back(std::move(part));
+}
+
+std::vector<ck::ExtraFile> Trainer::rank_state_files() {
+  if (rank_states_.empty()) return {};
+  return detail::gather_rank_states(rank_states_, runner_->metrics_group());
+}
+
+void Trainer::agree_on(const std::string& what, const std::string& error) {
+  if (parallel::ProcessGroup* g = runner_->metrics_group()) return parallel::agree(*g, what, error);
+  WEFT_CHECK(error.empty(), what, " failed: ", error);
+}
+
 // ---- resume ----
 
 void Trainer::resume(const std::string& path) {
@@ -167,6 +190,19 @@ void Trainer::load_pending() {
 void Trainer::load_checkpoint(const std::string& path) {
   CheckpointLocation loc = locate_checkpoint(path);
   state_ = TrainState{};
+  std::optional<io::SafetensorsFile> mine;  // Note [rank state]: read and checked before anything is loaded
+  if (!rank_states_.empty()) {
+    std::string error;
+    try {
+      WEFT_CHECK(loc.kind == CheckpointLocation::Kind::kPartitioned, "resume: '", loc.path,
+                 "' is a single-file checkpoint, which holds no per-rank state; resume it without the per-rank "
+                 "state's owner, or from a checkpoint directory");
+      mine = detail::read_rank_state(loc.path, rank_states_, rank(), world_size());
+    } catch (const std::exception& e) {
+      error = ck::error_text(e);
+    }
+    agree_on("resume from '" + loc.path + "'", error);
+  }
   if (loc.kind == CheckpointLocation::Kind::kPartitioned) {
     ck::TrainingState ts = ck::load(loc.path, stateful());
     state_.step = ts.step;
@@ -203,6 +239,15 @@ void Trainer::load_checkpoint(const std::string& path) {
       auto it = c.metadata.find("history." + std::to_string(e));
       if (it != c.metadata.end()) state_.history.push_back(EpochRecord::decode_legacy(e, it->second));
     }
+  }
+  if (mine) {
+    std::string error;
+    try {
+      detail::load_rank_state(rank_states_, *mine);
+    } catch (const std::exception& e) {
+      error = ck::error_text(e);
+    }
+    agree_on("resume from '" + loc.path + "'", error);
   }
   state_.resumed_from = loc.path;
   if (lead())

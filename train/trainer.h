@@ -59,6 +59,12 @@
 //   The path is checked at once; the checkpoint is loaded at the next
 //   prepare(), fit(), fit_steps() or evaluate(), after every callback's
 //   on_prepared (so the LRSchedule's scheduler exists to take its state).
+// - add_rank_state(part) (every rank, the same parts in the same order)
+//   puts a part of each rank's own state into every checkpoint and takes it
+//   back on resume (Note [rank state] in train/rank_state.h): for state that
+//   differs between ranks where the layout saves one copy (DataParallel:
+//   rank 0's model and optimizer), e.g. DASO's. A resume then needs the
+//   layout the checkpoint was saved with (an error naming both otherwise).
 // - request_stop(): fit ends after the current step (mid-epoch: without the
 //   epoch's evaluation) or epoch end; on_fit_end still runs.
 // - lead(): world rank 0, the only rank that prints or writes reports.
@@ -80,6 +86,7 @@
 #include "train/history.h"
 #include "train/layout.h"
 #include "train/optimizer.h"
+#include "train/rank_state.h"
 
 namespace weft::train {
 
@@ -212,6 +219,10 @@ class Trainer {
   std::shared_ptr<parallel::ProcessGroup> checkpoint_world() const;
   parallel::checkpoint::Stateful stateful();
   parallel::checkpoint::TrainingState training_state() const;
+  void add_rank_state(RankState part);
+  // Collective over the Trainer's ranks (Note [rank state]): every rank's
+  // state file, on the lead; nothing elsewhere or without parts.
+  std::vector<parallel::checkpoint::ExtraFile> rank_state_files();
 
  private:
   template <typename F>
@@ -222,11 +233,14 @@ class Trainer {
   void begin_epoch();
   void end_epoch(io::DataLoader* valid, bool complete = true);
   void reduce(double* v, int n);
+  // Throws "<what> failed: ..." on every rank when any rank's `error` is non-empty (collective).
+  void agree_on(const std::string& what, const std::string& error);
 
   TrainerOptions options_;
   LossFn loss_;
   std::unique_ptr<detail::Runner> runner_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
+  std::vector<RankState> rank_states_;
   optim::LRScheduler* scheduler_ = nullptr;
   TrainState state_;
   std::string pending_resume_;

@@ -70,9 +70,12 @@ std::string commit_on_root(const std::string& root, const std::string& tmp, cons
   PieceMap model, optimizer;
   json rng = json::array(), scheduler;
   for (const json& d : descs) {
-    for (auto it = d["files"].begin(); it != d["files"].end(); ++it)
+    for (auto it = d["files"].begin(); it != d["files"].end(); ++it) {
+      WEFT_CHECK(!m.files.count(it.key()), "ranks ", m.files[it.key()].rank, " and ", (*it)["rank"].get<int>(),
+                 " both wrote '", it.key(), "'");
       m.files[it.key()] =
           FileRecord{(*it)["bytes"].get<uint64_t>(), (*it)["crc32"].get<std::string>(), (*it)["rank"].get<int>()};
+    }
     for (auto [key, target] : {std::pair<const char*, PieceMap*>{"model", &model}, {"optimizer", &optimizer}})
       for (auto it = d[key].begin(); it != d[key].end(); ++it)
         for (const json& pj : *it) (*target)[it.key()].push_back(piece_from_json(pj, "rank description"));
@@ -177,6 +180,12 @@ std::string commit_impl(ProcessGroup& group, const std::string& root, const Snap
             {"has_optimizer", snap.has_optimizer}};
   try {
     for (const FileSnapshot& f : snap.files) write_file(tmp, f, snap.rank, desc);
+    for (const ExtraFile& f : snap.extra_files) {
+      io::write_file_synced(tmp + "/" + f.name, f.bytes);
+      desc["files"][f.name] = {
+          {"bytes", f.bytes.size()}, {"crc32", io::crc32_hex(io::crc32(f.bytes))}, {"rank", snap.rank}};
+      hook("wrote " + f.name);
+    }
     hook("written");
   } catch (const std::exception& e) {
     desc["error"] = error_text(e);

@@ -24,6 +24,12 @@
 //   model.safetensors, optimizer.safetensors   full: the whole model in one
 //                                      file, plain safetensors with the
 //                                      model's own parameter names
+//   extra files (snapshot.h)           in no index, listed in the manifest
+//                                      like every file: the Trainer's
+//                                      rank-state-<r>-of-<n>.safetensors,
+//                                      world rank r's own state (r counts
+//                                      from 0; Note [rank state] in
+//                                      train/trainer.h)
 // Every tensor is stored under its global name, never a stage or position.
 // A piece is a range of elements [begin, end) of the flattened tensor held
 // by one file (a ZeRO rank's owned slice of a parameter's state, stored 1-d

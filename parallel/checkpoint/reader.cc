@@ -154,4 +154,29 @@ void CheckpointReader::verify_all() {
   }
 }
 
+Manifest read_manifest(const std::string& dir) {
+  const std::string mpath = dir + "/" + kManifestFile;
+  std::error_code ec;
+  WEFT_CHECK(fs::is_regular_file(mpath, ec), "checkpoint '", dir, "' has no ", kManifestFile);
+  return parse_manifest(io::read_file(mpath), "manifest '" + mpath + "'");
+}
+
+std::string read_listed_file(const std::string& dir, const Manifest& manifest, const std::string& name) {
+  const std::string p = dir + "/" + name;
+  auto it = manifest.files.find(name);
+  WEFT_CHECK(it != manifest.files.end(), "'", p, "' is not in ", dir, "/", kManifestFile);
+  const FileRecord& rec = it->second;
+  struct stat st {};
+  WEFT_CHECK(::stat(p.c_str(), &st) == 0, "'", p, "' is missing (the manifest lists it with ", rec.bytes, " bytes)");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  WEFT_CHECK(size >= rec.bytes, "'", p, "' is truncated: it has ", size, " of ", rec.bytes, " bytes");
+  WEFT_CHECK(size == rec.bytes, "'", p, "' is corrupted: it has ", size, " bytes, more than the manifest's ",
+             rec.bytes);
+  std::string bytes = io::read_file(p);
+  const std::string crc = io::crc32_hex(io::crc32(bytes));
+  WEFT_CHECK(crc == rec.crc32, "'", p, "' is corrupted: checksum mismatch (manifest crc32 ", rec.crc32, ", computed ",
+             crc, ")");
+  return bytes;
+}
+
 }  // namespace weft::parallel::checkpoint

@@ -28,6 +28,12 @@
 // - verify_all() reads every file and checks its CRC-32 against the
 //   manifest (an offline check; loading does not need it).
 // - Not thread-safe.
+// - read_manifest(dir) and read_listed_file(dir, manifest, name): one file
+//   the manifest lists (an extra file, snapshot.h, in no index), read whole
+//   without opening the rest of the checkpoint and checked against its
+//   record: "'<dir>/<name>' is not in <dir>/manifest.json", "is missing",
+//   "is truncated: it has N of M bytes", "is corrupted: it has N bytes, more
+//   than the manifest's M", "is corrupted: checksum mismatch".
 #pragma once
 
 #include <cstdint>
@@ -75,5 +81,9 @@ class CheckpointReader {
   std::map<std::string, io::SafetensorsHeader> headers_;
   uint64_t bytes_read_ = 0;
 };
+
+// `dir` is a checkpoint directory (with manifest.json; its CRC-32 checked).
+Manifest read_manifest(const std::string& dir);
+std::string read_listed_file(const std::string& dir, const Manifest& manifest, const std::string& name);
 
 }  // namespace weft::parallel::checkpoint

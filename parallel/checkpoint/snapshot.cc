@@ -66,6 +66,16 @@ Snapshot take_snapshot(const Stateful& state, const TrainingState& training, Kin
   snap.rng = get_rng_state();
   snap.has_optimizer = state.optimizer != nullptr;
   if (state.scheduler) snap.scheduler = scheduler_to_json(*state.scheduler);
+  for (const ExtraFile& f : state.extra_files) {
+    const bool plain = !f.name.empty() && f.name[0] != '.' && f.name.find('/') == std::string::npos;
+    const bool reserved = f.name == kManifestFile || f.name == kTrainerStateFile || f.name == kModelIndexFile ||
+                          f.name == kOptimizerIndexFile || f.name.rfind("model", 0) == 0 ||
+                          f.name.rfind("optimizer", 0) == 0;
+    WEFT_CHECK(plain && !reserved, "checkpoint save: extra file name '", f.name,
+               "' is not a plain file name of its own (no '/', no leading '.', not manifest.json, "
+               "trainer_state.json, model* or optimizer*)");
+  }
+  snap.extra_files = state.extra_files;
   const auto& po = model.options().pipe;
   snap.layout = {{"world", snap.world},
                  {"pp", grid.pp()},

@@ -20,6 +20,10 @@
 //   optimizer.safetensors.
 //   Every rank records its RNG state (get_rng_state()) and its LR
 //   scheduler's state (when it has one) for trainer_state.json.
+//   Stateful's extra_files (any rank, either kind) are copied as they are:
+//   files in no index, written by this rank and listed in the manifest
+//   with their size and CRC-32 like every file (Note [checkpoint layout]);
+//   their names must be plain file names, not the checkpoint's own.
 // - Stateful's optimizer and scheduler may be null (a rank whose stages have
 //   no parameters has no scheduler); the optimizer must be null on every
 //   rank or on none.
@@ -40,11 +44,19 @@
 
 namespace weft::parallel::checkpoint {
 
+// A file of a checkpoint beyond the model and the optimizer, as bytes (e.g.
+// the Trainer's per-rank state, Note [rank state] in train/trainer.h).
+struct ExtraFile {
+  std::string name;
+  std::string bytes;
+};
+
 // What a checkpoint covers on this rank.
 struct Stateful {
   hybrid::DistributedModel* model = nullptr;
   hybrid::DistributedOptimizer* optimizer = nullptr;  // null: model only
   optim::LRScheduler* scheduler = nullptr;            // null on ranks without one
+  std::vector<ExtraFile> extra_files;                 // written by this rank
 };
 
 // Where training stands: `batch` global batches of `epoch` are done (the
@@ -79,6 +91,7 @@ struct Snapshot {
   nlohmann::json scheduler;  // null without one
   nlohmann::json layout;
   bool has_optimizer = false;
+  std::vector<ExtraFile> extra_files;
 };
 
 Snapshot take_snapshot(const Stateful& state, const TrainingState& training, Kind kind);

@@ -343,7 +343,7 @@ void Daso::load_state_dict(const std::map<std::string, Tensor>& sd) {
              int_of("steps_per_epoch"), " steps per epoch, this run has ", o_.steps_per_epoch,
              " (the same data and batch size are needed to resume)");
   const int64_t step = int_of("step_in_epoch");
-  WEFT_CHECK(step >= 0 && step < o_.steps_per_epoch, "Daso.load_state_dict: step_in_epoch ", step,
+  WEFT_CHECK(step >= 0 && step <= o_.steps_per_epoch, "Daso.load_state_dict: step_in_epoch ", step,
              " is outside the epoch's ", o_.steps_per_epoch, " steps");
   const Tensor& anchor = get("anchor");
   WEFT_CHECK(anchor.dtype() == DType::Float32 && anchor.sizes() == anchor_.sizes(),

@@ -82,10 +82,9 @@
 //   name -> CPU tensor map (safetensors-ready, like the optimizers' and LR
 //   schedules'): the layout (world, ranks per node, this rank, trainable
 //   elements, steps per epoch), the schedule (DasoSchedule::State), the step
-//   in the epoch, whether the node's ranks are apart, the anchor, the
-//   counters, an average in flight (waited for here, not folded: its wait
-//   and every node's received difference, "pending.parts" (G, S) in the
-//   wire dtype, so the fold after a resume computes the same numbers), this
+//   in the epoch (steps_per_epoch after the last step, before end_epoch), whether the node's ranks are apart, the
+//   anchor, the counters, an average in flight (waited for here, not folded: its wait and every node's received
+//   difference, "pending.parts" (G, S) in the wire dtype, so the fold after a resume computes the same numbers), this
 //   rank's parameters ("params", (P,)) unless every rank holds the same (after
 //   a blocking average: at every epoch's end, in warm-up and cool-down, or
 //   with one node), the model's buffers (never averaged between nodes) and

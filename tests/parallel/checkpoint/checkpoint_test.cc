@@ -3,8 +3,8 @@
 // back; losses within 1e-5 of one process; on the same layout bitwise equal
 // to the uninterrupted run), partial and full round trips, the on-disk
 // format, reading only a rank's part, async saves, rotation, interrupted
-// saves, damaged checkpoints named by file, mismatched models listing every
-// key. A tied pipeline resuming from one process: tied_checkpoint_test.cc.
+// saves, damaged checkpoints named by file, extra files (committed, listed,
+// verified), mismatched models listing every key. A tied pipeline resuming from one process: tied_checkpoint_test.cc.
 #include <filesystem>
 #include <fstream>
 
@@ -307,6 +307,49 @@ TEST(PartitionedCheckpoint, AnInterruptedSaveLeavesThePreviousOne) {
   });
   EXPECT_FALSE(fs::exists(root + "/.tmp-step-00000005"));
   EXPECT_EQ(committed_checkpoints(root).size(), 2u);
+}
+
+// Extra files (snapshot.h): each rank's written into the commit and listed
+// in the manifest under its writer, read back whole and checked; damaged or
+// missing, refused like any file; one name written twice, or a name that is
+// not plain or is the checkpoint's own, refused at the save.
+TEST(PartitionedCheckpoint, ExtraFilesAreCommittedListedAndVerified) {
+  const std::string root = temp_dir();
+  with_model(2, [&](auto& dm, auto& opt, auto* sched, auto g) {
+    Stateful st{&dm, &opt, sched};
+    st.extra_files = {
+        {"notes-" + std::to_string(g->rank()) + ".txt", "rank " + std::to_string(g->rank()) + " was here"}};
+    save(root, st, TrainingState{3, 0, 3, {}});
+    EXPECT_EQ(load(root, Stateful{&dm, &opt, sched}).step, 3);
+    st.extra_files = {{"same.txt", "x"}};
+    EXPECT_WEFT_ERROR(save(root, st, TrainingState{4, 0, 4, {}}), "rank 0: ranks 0 and 1 both wrote 'same.txt'");
+    for (const char* bad : {"sub/x", ".hidden", "manifest.json", "model-extra.safetensors", ""}) {
+      st.extra_files = {{bad, "x"}};
+      EXPECT_WEFT_ERROR(save(root, st, TrainingState{5, 0, 5, {}}),
+                        "extra file name '" + std::string(bad) + "' is not a plain file name of its own");
+    }
+  });
+  const std::string dir = root + "/step-00000003";
+  EXPECT_EQ(latest_checkpoint(root), dir);
+  const Manifest m = read_manifest(dir);
+  ASSERT_TRUE(m.files.count("notes-1.txt"));
+  EXPECT_EQ(m.files.at("notes-0.txt").rank, 0);
+  EXPECT_EQ(m.files.at("notes-1.txt").rank, 1);
+  EXPECT_EQ(read_listed_file(dir, m, "notes-1.txt"), "rank 1 was here");
+  CheckpointReader(dir).verify_all();
+  EXPECT_WEFT_ERROR(read_listed_file(dir, m, "notes-7.txt"),
+                    "'" + dir + "/notes-7.txt' is not in " + dir + "/manifest.json");
+  io::write_file_synced(dir + "/notes-0.txt", "rank 0 was HERE");  // the same size
+  EXPECT_WEFT_ERROR(read_listed_file(dir, m, "notes-0.txt"),
+                    "'" + dir + "/notes-0.txt' is corrupted: checksum mismatch");
+  EXPECT_WEFT_ERROR(CheckpointReader(dir).verify_all(), "notes-0.txt' is corrupted: checksum mismatch");
+  io::write_file_synced(dir + "/notes-0.txt", "rank 0");
+  EXPECT_WEFT_ERROR(read_listed_file(dir, m, "notes-0.txt"), "is truncated: it has 6 of 15 bytes");
+  EXPECT_WEFT_ERROR(CheckpointReader{dir}, "shard '" + dir + "/notes-0.txt' is truncated: it has 6 of 15 bytes");
+  io::write_file_synced(dir + "/notes-0.txt", "rank 0 was here");
+  fs::remove(dir + "/notes-1.txt");
+  EXPECT_WEFT_ERROR(read_listed_file(dir, m, "notes-1.txt"), "'" + dir + "/notes-1.txt' is missing");
+  EXPECT_WEFT_ERROR(CheckpointReader{dir}, "shard '" + dir + "/notes-1.txt' is missing");
 }
 
 // Loading `dir` on a 2x1 grid fails on every rank with `message`.
