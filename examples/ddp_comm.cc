@@ -2,6 +2,8 @@
 #include "examples/ddp_comm.h"
 
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include "examples/rank_data.h"
 #include "parallel/data/comm_volume.h"
@@ -27,12 +29,10 @@ void add_daso_flags(FlagParser& p, DasoFlags& f) {
       .add_choice("--downcast", &f.downcast, {"bf16", "fp16", "fp32"}, "DASO: dtype on the wire between nodes");
 }
 
-void check_daso_flags(DasoFlags& f, const std::string& resume, int64_t epochs) {
+void check_daso_flags(DasoFlags& f, int64_t epochs) {
   WEFT_CHECK(f.daso || f.ranks_per_node == 0, "--ranks-per-node ", f.ranks_per_node, " needs --daso");
   WEFT_CHECK(f.ranks_per_node >= 0, "--ranks-per-node must be >= 0 (0: MPI's shared-memory split), got ",
              f.ranks_per_node);
-  WEFT_CHECK(!f.daso || resume.empty(),
-             "--resume with --daso is not supported: DASO's schedule state is not in the checkpoint");
   f.sched.total_epochs = static_cast<int>(epochs);
 }
 
@@ -82,6 +82,12 @@ void DataParallelComm::attach(train::Trainer& t, int64_t steps_per_epoch, int64_
       *node_dp_, t.optimizer(),
       parallel::DasoOptions{
           .schedule = f_.sched, .steps_per_epoch = static_cast<int>(steps_per_epoch), .downcast = wire});
+  // Note [rank state]: each rank's DASO state (schedule, an average in flight, its own parameters and
+  // momentum) goes into every checkpoint beside rank 0's model and optimizer state.
+  t.add_rank_state({.name = "daso",
+                    .layout = node_dp_->groups().layout.str(),
+                    .save = [this] { return daso_->state_dict(); },
+                    .load = [this](const std::map<std::string, Tensor>& sd) { daso_->load_state_dict(sd); }});
   t.add<train::Lambda>(train::Lambda::Events{
       .epoch_end =
           [this, epochs](train::Trainer& tr) {

@@ -7,17 +7,20 @@
 // Contract:
 // - add_daso_flags registers --daso, --ranks-per-node and DASO's knobs
 //   (defaults heat's, local skips on; --no-local-skips turns them off);
-//   check_daso_flags refuses --ranks-per-node without
-//   --daso or below 0, and --resume with --daso (DASO's schedule state is not
-//   in the checkpoint), and sets the schedule's total epochs.
+//   check_daso_flags refuses --ranks-per-node without --daso or below 0
+//   and sets the schedule's total epochs.
 // - DataParallelComm(flags, world, ddp_group, device, bucket_cap_mb, model)
 //   (collective): with --daso the model moves to `device` and the node DDP is
 //   built (every rank starts from rank 0's state). layout(...) is the
 //   train::DataParallel layout over ddp_group (metrics over the world): plain,
 //   DDP's bytes counted; --daso, through the node DDP, DASO stepping the
 //   optimizer. attach(trainer, steps_per_epoch, epochs) then builds DASO
-//   over the Trainer's optimizer and, after each epoch line, feeds it the
-//   epoch's loss and prints the next epoch's schedule (lead).
+//   over the Trainer's optimizer, registers its state as the Trainer's
+//   per-rank state "daso" (Note [rank state] in train/rank_state.h: every
+//   checkpoint holds each rank's, and --resume restores it exactly on the
+//   same number of ranks and node split, and refuses another naming both),
+//   and, after each epoch line, feeds it the epoch's loss and prints the
+//   next epoch's schedule (lead).
 // - report(trainer) (collective) prints on the lead the bytes sent between
 //   nodes, summed over the ranks (ring model, parallel/data/comm_volume.h): DASO's
 //   counters, or plain DDP's whole volume.
@@ -40,7 +43,7 @@ struct DasoFlags {
   std::string downcast = "bf16";
 };
 void add_daso_flags(FlagParser& p, DasoFlags& f);
-void check_daso_flags(DasoFlags& f, const std::string& resume, int64_t epochs);
+void check_daso_flags(DasoFlags& f, int64_t epochs);
 
 class DataParallelComm {
  public:

@@ -20,9 +20,10 @@
 //
 // --daso: DDP inside each node (parallel/data/node_ddp.h) and DASO between nodes
 // (parallel/data/daso.h) on heat's schedule; --ranks-per-node N makes blocks of N
-// ranks pretend to be nodes. The run ends with the bytes sent between nodes
-// (DASO's allgathers, or plain DDP's whole world allreduce volume; ring
-// model, parallel/data/comm_volume.h, summed over the ranks) before test_accuracy.
+// ranks pretend to be nodes. Its checkpoints hold every rank's DASO state as
+// well, and --resume continues them exactly on the same ranks and node split. The run ends with the bytes sent between
+// nodes (DASO's allgathers, or plain DDP's whole world allreduce volume; ring model, parallel/data/comm_volume.h,
+// summed over the ranks) before test_accuracy.
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -61,7 +62,7 @@ std::optional<Flags> parse(int argc, char** argv) {
   p.add("--bucket-cap-mb X", &f.bucket_cap_mb, "DDP gradient bucket cap");
   add_daso_flags(p, f);
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
-  check_daso_flags(f, f.resume, f.epochs);  // first: --resume with --daso is refused whether or not it exists
+  check_daso_flags(f, f.epochs);
   resolve_train_flags(f);
   return f;
 }

@@ -25,8 +25,15 @@
 #   0.05 the float32 rounding of the two orders (measured: identical epoch 1,
 #   then 1e-4 apart in epoch 2's loss) grows as in any reordered sum, while at
 #   0.005 all printed digits agree but the last of one loss;
+# - checkpoints hold every rank's DASO state: stopped after epoch 1 (--save,
+#   --stop-after-epoch) and resumed, the run prints the uninterrupted run's
+#   epochs 2 and 3 and DASO's counters, and its last checkpoint holds bitwise rank
+#   0's model and optimizer state of the uninterrupted run's; resumed on 2
+#   ranks, or on 4 ranks split 4 x 1, it is refused naming both layouts;
+#   plain DDP resumes it from rank 0's state; --daso refuses a plain DDP
+#   checkpoint (no per-rank state);
 # - flag errors: --ranks-per-node without --daso, one that does not divide the
-#   world, --resume with --daso.
+#   world.
 # Usage: fashion_mnist_daso_test.sh FASHION_MNIST_DDP MPIRUN_SH
 set -uo pipefail
 ddp="$1" mpirun_sh="$2"
@@ -50,8 +57,14 @@ run() {  # name flags...
   check grep -q '^test_accuracy=0\.[0-9]\{4\}$' <(tail -n 1 "$tmp/$name.out")
 }
 value() { grep -o "$1=[0-9]*" "$2" | head -n 1 | cut -d= -f2; }
+# The epoch line of epoch $1 in file $2, without the timing in parentheses.
+epoch_line() { grep "^epoch $1/" "$2" | sed 's/ (.*//'; }
+# DASO's counters line of file $1 (restored on resume) without the waiting (timing) and the
+# node DDP's bytes (counted by this process's NodeDataParallel since it started).
+counters() { grep "^daso: 2 nodes" "$1" | sed -e 's/ steps_waiting=[^)]*)//' -e 's/ node_ddp_bytes=[0-9]*//'; }
+cycle=(--daso --ranks-per-node 2 --warmup-epochs 1 --cooldown-epochs 1)
 
-run daso --daso --ranks-per-node 2 --warmup-epochs 1 --cooldown-epochs 1
+run daso "${cycle[@]}" --save "$tmp/daso_ck" --keep-last 0
 check grep -qF "daso: next epoch 2 (cycling): global_skip 8, batches_to_wait 2, local_skip 2" "$tmp/daso.out"
 check grep -qF "daso: next epoch 3 (cool-down): global_skip 1, batches_to_wait 0, local_skip 1" "$tmp/daso.out"
 check grep -qF "daso: 2 nodes x 2 ranks: [0, 1] [2, 3]; global_syncs=35 (blocking 33)" "$tmp/daso.out"
@@ -67,7 +80,7 @@ check grep -qF "global_syncs=35 (blocking 33)" "$tmp/no_local_skips.out"
 check test "$(value node_ddp_bytes "$tmp/no_local_skips.out")" = $((48 * 4 * 421642 * 4))
 check grep -qF "node_syncs_skipped=0 (rank 0)" "$tmp/no_local_skips.out"
 
-run ddp --lr 0.005
+run ddp --lr 0.005 --save "$tmp/ddp_ck"
 ddp_bytes=$(value bytes_between_nodes "$tmp/ddp.out")
 check test "$ddp_bytes" = $((48 * 4 * 2 * 3 * 421642 * 4 / 4))
 echo "bytes between nodes: daso $daso_bytes, ddp $ddp_bytes"
@@ -87,8 +100,36 @@ for x, y in zip(a, b):
 sys.exit(0 if ok else 1)
 PY
 
+# Stopped after epoch 1, resumed: bitwise the uninterrupted run.
+stop_ck="$tmp/stop_ck"
+timeout 180 "$mpirun_sh" -np 4 "$ddp" "${common[@]}" --metrics "$tmp/stopped.jsonl" --plot "$tmp/stopped.svg" \
+  "${cycle[@]}" --save "$stop_ck" --keep-last 0 --stop-after-epoch 1 > "$tmp/stopped.out" 2> "$tmp/stopped.err"
+rc=$?
+echo "=== stopped: rc=$rc"; cat "$tmp/stopped.out"
+check test "$rc" -eq 0 || cat "$tmp/stopped.err"
+check test "$(epoch_line 1 "$tmp/stopped.out")" = "$(epoch_line 1 "$tmp/daso.out")"
+check test -f "$stop_ck/step-00000016/rank-state-00003-of-00004.safetensors"
+run resumed "${cycle[@]}" --save "$stop_ck" --keep-last 0 --resume "$stop_ck"
+check grep -qF "resumed from partitioned checkpoint directory $stop_ck/step-00000016 (step 16, epoch 1)" \
+  "$tmp/resumed.err"
+for e in 2 3; do
+  check test -n "$(epoch_line $e "$tmp/daso.out")"
+  check test "$(epoch_line $e "$tmp/resumed.out")" = "$(epoch_line $e "$tmp/daso.out")"
+done
+check test "$(tail -n 1 "$tmp/resumed.out")" = "$(tail -n 1 "$tmp/daso.out")"
+check test "$(counters "$tmp/resumed.out")" = "$(counters "$tmp/daso.out")"
+for f in model-00001-of-00001.safetensors optimizer-00001-of-00001.safetensors; do
+  check cmp "$tmp/daso_ck/step-00000048/$f" "$stop_ck/step-00000048/$f"
+done
+check fails_with "holds the per-rank state of 4 ranks (daso: 2 nodes x 2 ranks: [0, 1] [2, 3]); this run has 2 ranks (daso: 2 nodes x 1 rank: [0] [1])" \
+  timeout 120 "$mpirun_sh" -np 2 "$ddp" "${common[@]}" --daso --ranks-per-node 1 --resume "$stop_ck/step-00000016"
+check fails_with "holds per-rank state 'daso' saved over 2 nodes x 2 ranks: [0, 1] [2, 3]; this run has 4 nodes x 1 rank: [0] [1] [2] [3]" \
+  timeout 120 "$mpirun_sh" -np 4 "$ddp" "${common[@]}" --daso --ranks-per-node 1 --resume "$stop_ck/step-00000016"
+run plain_from_daso --resume "$stop_ck/step-00000016"
+check fails_with "holds no per-rank state, which this run's daso needs" \
+  timeout 120 "$mpirun_sh" -np 4 "$ddp" "${common[@]}" "${cycle[@]}" --resume "$tmp/ddp_ck"
+
 check fails_with "--ranks-per-node 2 needs --daso" "$ddp" --ranks-per-node 2
-check fails_with "--resume with --daso is not supported" "$ddp" --daso --resume "$tmp/none.ck"
 check fails_with "ranks_per_node 3 does not divide the world size 4" \
   timeout 120 "$mpirun_sh" -np 4 "$ddp" "${common[@]}" --daso --ranks-per-node 3
 
