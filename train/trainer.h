@@ -59,12 +59,14 @@
 //   The path is checked at once; the checkpoint is loaded at the next
 //   prepare(), fit(), fit_steps() or evaluate(), after every callback's
 //   on_prepared (so the LRSchedule's scheduler exists to take its state).
-// - add_rank_state(part) (every rank, the same parts in the same order)
-//   puts a part of each rank's own state into every checkpoint and takes it
-//   back on resume (Note [rank state] in train/rank_state.h): for state that
-//   differs between ranks where the layout saves one copy (DataParallel:
-//   rank 0's model and optimizer), e.g. DASO's. A resume then needs the
-//   layout the checkpoint was saved with (an error naming both otherwise).
+// - add_rank_state(part) (every rank, the same parts in the same order,
+//   before the checkpoint is loaded: the next prepare() or fit() after
+//   resume()) puts a part of each rank's own state into every checkpoint
+//   and takes it back on resume (Note [rank state] in train/rank_state.h):
+//   for state that differs between ranks where the layout saves one copy
+//   (DataParallel: rank 0's model and optimizer), e.g. DASO's. A resume then
+//   needs the layout the checkpoint was saved with (an error naming both
+//   otherwise).
 // - request_stop(): fit ends after the current step (mid-epoch: without the
 //   epoch's evaluation) or epoch end; on_fit_end still runs.
 // - lead(): world rank 0, the only rank that prints or writes reports.

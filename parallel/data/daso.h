@@ -35,14 +35,17 @@
 //   in node order, giving the new average A' = A + (sum d) / G of the slice,
 //   and an allgather of float32 slices inside the node completes A' on every
 //   rank (at a fold while the node's ranks are apart, see local skips below,
-//   the same allgather also carries each rank's folded slice). Why differences and not parameters: a blocking average
-//   every step would otherwise round the weights themselves to bfloat16 (8 significant bits, a relative step of 2^-8,
-//   larger than most SGD updates), while the rounding error of a difference is 2^-8 of the distance travelled since the
-//   last average: |A' - exact| <= 2^-8 max_n |d_n| per element (plus float32 rounding). Why an allgather and a float32
-//   sum rather than a bfloat16 allreduce: the sum is a true float32 accumulation of the bfloat16 values, identical on
-//   every rank by construction; the price is volume beyond two nodes: a ring allgather sends (G - 1) x the slice per
-//   rank, a ring allreduce 2 (G - 1) / G x the slice (equal at G = 2, G / 2
-//   times more beyond).
+//   the same allgather also carries each rank's folded slice). Why differences
+//   and not parameters: a blocking average every step would otherwise round
+//   the weights themselves to bfloat16 (8 significant bits, a relative step of
+//   2^-8, larger than most SGD updates), while the rounding error of a
+//   difference is 2^-8 of the distance travelled since the last average:
+//   |A' - exact| <= 2^-8 max_n |d_n| per element (plus float32 rounding). Why an
+//   allgather and a float32 sum rather than a bfloat16 allreduce: the sum is a
+//   true float32 accumulation of the bfloat16 values, identical on every rank
+//   by construction; the price is volume beyond two nodes: a ring allgather
+//   sends (G - 1) x the slice per rank, a ring allreduce 2 (G - 1) / G x the
+//   slice (equal at G = 2, G / 2 times more beyond).
 // - A blocking average sets every parameter to A' (every rank holds the same
 //   parameters afterwards; after the cool-down's last step they stay so). A
 //   fold of an average started w steps earlier blends, as heat does, the
@@ -77,27 +80,28 @@
 // - The optimizer's state (momentum) is local and never averaged, as in
 //   heat. An average still in flight when Daso is destroyed is waited for
 //   (errors swallowed) and dropped. Not thread-safe.
-// - Note [daso state]: state_dict() is everything an exact resume of this
-//   rank needs beyond the model state that rank 0 holds, as a flat
-//   name -> CPU tensor map (safetensors-ready, like the optimizers' and LR
-//   schedules'): the layout (world, ranks per node, this rank, trainable
-//   elements, steps per epoch), the schedule (DasoSchedule::State), the step
-//   in the epoch (steps_per_epoch after the last step, before end_epoch), whether the node's ranks are apart, the
-//   anchor, the counters, an average in flight (waited for here, not folded: its wait and every node's received
-//   difference, "pending.parts" (G, S) in the wire dtype, so the fold after a resume computes the same numbers), this
-//   rank's parameters ("params", (P,)) unless every rank holds the same (after
-//   a blocking average: at every epoch's end, in warm-up and cool-down, or
-//   with one node), the model's buffers (never averaged between nodes) and
-//   the local optimizer's state ("optimizer." + its positional state_dict,
-//   which differs between ranks). load_state_dict(sd) (local, not
-//   collective) restores it into a Daso built with the same options over
-//   the same layout, after the model's state (rank 0's) is loaded: it
-//   checks everything first (an error naming the layout the state was saved
-//   by and this one's, with how to proceed; the rank; the model's size; the
-//   steps per epoch; the shapes and dtypes), then overwrites what it holds
-//   and arms the node DDP for the next step. Resumed on every rank, the run
-//   continues bitwise as the uninterrupted one (steps_waiting and
-//   seconds_waiting aside: a restored average counts as arrived).
+// - Note [daso state]: state_dict() is everything an exact resume of this rank
+//   needs beyond the model state that rank 0 holds, as a flat name -> CPU
+//   tensor map (safetensors-ready, like the optimizers' and LR schedules'):
+//   the layout (world, ranks per node, this rank, trainable elements, steps
+//   per epoch), the schedule (DasoSchedule::State), the step in the epoch
+//   (steps_per_epoch after the last step, before end_epoch), whether the
+//   node's ranks are apart, the anchor, the counters, an average in flight
+//   (waited for here, not folded: its wait and every node's received
+//   difference, "pending.parts" (G, S) in the wire dtype, so the fold after a
+//   resume computes the same numbers), this rank's parameters ("params", (P,))
+//   unless every rank holds the same (after a blocking average: at every
+//   epoch's end, in warm-up and cool-down, or with one node), the model's
+//   buffers (never averaged between nodes) and the local optimizer's state
+//   ("optimizer." + its positional state_dict, which differs between ranks).
+//   load_state_dict(sd) (local, not collective) restores it into a Daso built
+//   with the same options over the same layout, after the model's state (rank
+//   0's) is loaded: it checks everything first (an error naming the layout the
+//   state was saved by and this one's, with how to proceed; the rank; the
+//   model's size; the steps per epoch; the shapes and dtypes), then overwrites
+//   what it holds and arms the node DDP for the next step. Resumed on every
+//   rank, the run continues bitwise as the uninterrupted one (steps_waiting
+//   and seconds_waiting aside: a restored average counts as arrived).
 #pragma once
 
 #include <chrono>
