@@ -36,7 +36,9 @@
 //   slice of every global batch (GlobalBatchSampler).
 // Pipeline and Hybrid are both run through a DistributedModel (Pipeline is
 // pp = group size, dp = 1), so any layout saves and loads the one
-// partitioned checkpoint format.
+// partitioned checkpoint format. Their autocast is pipe.autocast
+// (parallel/pipe/pipe.h): every stage's forward and the loss, in training
+// and in evaluation.
 #pragma once
 
 #include <functional>

@@ -151,6 +151,8 @@ class DistributedRunner : public Runner {
     if (!out.defined()) return {};
     NoGradGuard no_grad;
     Tensor y = b.target.to(out.device());
+    std::optional<AutocastGuard> autocast;  // the loss as in training: a float32 op under autocast
+    if (const auto& ac = dm_->pipe().options().autocast) autocast.emplace(out.device().type, *ac);
     return scored(loss_(out, y).item<double>(), out, y);
   }
 

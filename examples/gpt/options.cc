@@ -59,6 +59,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
                  {.pp_help = "pipeline stages (ranks per replica; under mpirun)",
                   .balance_help = "layers per stage (the model's children: embedding, blocks, norm, head)"});
   p.add_switch("--zero", &o.zero, true, "shard the optimizer state over the replicas (ZeRO-1)");
+  p.add_choice("--amp", &o.amp, {"none", "bf16"},
+               "bfloat16 autocast for forward passes and the loss (float32 weights, gradients and AdamW state)");
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
   m.tied = !o.untied;
   for (std::string* path : {&o.data, &o.save, &o.resume, &o.metrics, &o.plot}) *path = user_path(*path);

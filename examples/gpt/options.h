@@ -60,6 +60,7 @@ struct Options : GridFlags {
   uint64_t sample_seed = 0;
   // Pipeline x data parallel (under mpirun): GridFlags' and
   bool zero = false;
+  std::string amp = "none";  // --amp: none or bf16 (autocast for forward passes and the loss)
 };
 
 // The options, or std::nullopt after --help (printed to stdout).

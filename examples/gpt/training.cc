@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "core/rng.h"
 #include "examples/grid_flags.h"
@@ -43,7 +44,9 @@ std::unique_ptr<io::DataLoader> Job::validation() const {
 }
 
 Job make_job(const Options& o, const Corpus& corpus, std::shared_ptr<parallel::ProcessGroup> world) {
-  Job job{.o = &o, .corpus = &corpus, .layout = train::Local{}, .local_rows = o.batch_size};
+  const std::optional<DType> autocast =
+      o.amp == "bf16" ? std::optional<DType>(DType::BFloat16) : std::nullopt;  // --amp
+  Job job{.o = &o, .corpus = &corpus, .layout = train::Local{.autocast = autocast}, .local_rows = o.batch_size};
   if (!world) return job;
   job.hybrid = true;
   job.world_rank = world->rank();
@@ -64,6 +67,7 @@ Job make_job(const Options& o, const Corpus& corpus, std::shared_ptr<parallel::P
   if (o.balance != "auto") dmo.balance = parse_balance(o.balance, "give auto or layers per stage, e.g. 3,3");
   dmo.optimizer_state_factor = 2;  // AdamW's exp_avg and exp_avg_sq
   dmo.shard_optimizer_state = o.zero;
+  dmo.pipe.autocast = autocast;
   job.layout = train::Hybrid{.world = std::move(world), .options = dmo};
   return job;
 }

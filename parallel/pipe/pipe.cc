@@ -73,6 +73,7 @@ RunnerOptions runner_options(const PipeOptions& options) {
   r.average_microbatches = options.average_microbatches;
   r.data_parallel = options.data_parallel;
   r.reduction = options.reduction;
+  r.autocast = options.autocast;
   return r;
 }
 

@@ -86,6 +86,9 @@ struct PipeOptions {
   GradReductionOptions reduction;
   // A schedule of the user's instead of `schedule` (see the contract above).
   std::optional<Schedule> user_schedule;
+  // RunnerOptions::autocast: forwards and the loss under autocast to this
+  // dtype (e.g. DType::BFloat16).
+  std::optional<DType> autocast;
 };
 
 // The argument checks Pipe and LocalPipe share (fairscale's, as weft::Error

@@ -24,11 +24,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "autograd/checkpoint.h"
 #include "autograd/engine.h"
+#include "core/autocast.h"
 #include "core/autograd_meta.h"
 #include "core/error.h"
 #include "core/ops.h"
@@ -263,9 +265,19 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
       }
       const int checkpoint_stop = checkpointed_microbatches(options_.checkpoint, schedule_.num_microbatches);
       Tensor y, xd = x.to(options_.device);  // a tracked copy when the devices differ
+      const std::optional<DType> ac = options_.autocast;
+      const DeviceType dev = options_.device.type;
+      std::optional<AutocastGuard> autocast;  // RunnerOptions::autocast: the forward and the loss
+      if (ac) autocast.emplace(dev, *ac);
       if (mb < checkpoint_stop && GradMode::is_enabled()) {
         std::shared_ptr<nn::Module> stage = stages_[li];
-        y = autograd::checkpoint([stage](const std::vector<Tensor>& in) { return (*stage)(in[0]); }, {xd});
+        y = autograd::checkpoint(
+            [stage, ac, dev](const std::vector<Tensor>& in) {
+              std::optional<AutocastGuard> again;  // the recomputation in backward casts as the forward did
+              if (ac) again.emplace(dev, *ac);
+              return (*stage)(in[0]);
+            },
+            {xd});
       } else {
         y = (*stages_[li])(xd);
       }
@@ -277,6 +289,7 @@ void PipelineRunner::run_action(StepState& st, const Action& a) {
         st.loss += loss.detach().to(DType::Float64).item<double>() * st.weights[mb];
         y = mul(loss, full_like(loss, st.weights[mb]));
       }
+      autocast.reset();
       st.out[li][mb] = y;
       return;
     }

@@ -56,6 +56,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,13 @@ struct RunnerOptions {
   // (tied ones after their sum over stages); grad_reduction.h says how.
   std::shared_ptr<ProcessGroup> data_parallel;
   GradReductionOptions reduction;
+  // Mixed precision (torch.autocast): each forward of this rank's stages and
+  // the last stage's loss run under AutocastGuard(device.type, *autocast)
+  // (core/autocast.h), the recomputation of a checkpointed micro-batch too;
+  // backward and the optimizer outside it. Boundary messages carry whatever
+  // dtype a stage returns (bfloat16 halves them where a stage ends in a
+  // matmul). None: full precision.
+  std::optional<DType> autocast;
 };
 
 // The loss of one micro-batch: a one-element tensor (mean-reduced for the

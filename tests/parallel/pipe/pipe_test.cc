@@ -7,11 +7,13 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "core/autocast.h"
 #include "core/nn_ops.h"
 #include "core/ops.h"
 #include "core/rng.h"
@@ -47,27 +49,38 @@ std::map<std::string, Tensor> values(const std::vector<std::pair<std::string, Te
   return out;
 }
 
-// Three SGD steps (momentum) of the whole model on the whole batches.
-std::map<std::string, Tensor> train_whole(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys) {
+// Three SGD steps (momentum) of the whole model on the whole batches; with
+// `autocast`, forward and loss under AutocastGuard(CPU, *autocast).
+std::map<std::string, Tensor> train_whole(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                                          std::optional<DType> autocast = std::nullopt) {
   auto m = make_mlp();
   optim::SGD opt(m->parameters(), {0.1, 0.9});
   for (size_t k = 0; k < xs.size(); ++k) {
     opt.zero_grad();
-    mse(m->forward(xs[k]), ys[k]).backward();
+    Tensor loss;
+    {
+      std::optional<AutocastGuard> guard;
+      if (autocast) guard.emplace(DeviceType::CPU, *autocast);
+      loss = mse(m->forward(xs[k]), ys[k]);
+    }
+    loss.backward();
     opt.step();
   }
   return values(m->named_parameters());
 }
 
-void expect_trains_like_one_process(PipeOptions options, std::vector<int> balance, int ranks) {
-  SCOPED_TRACE(schedule_name(options.schedule) + " chunks=" + std::to_string(options.chunks));
-  std::vector<Tensor> xs, ys;
+// Three batches of 9 rows (the same on every call).
+void batches(std::vector<Tensor>& xs, std::vector<Tensor>& ys) {
   manual_seed(5);
   for (int k = 0; k < 3; ++k) {
     xs.push_back(randn({9, kIn}));
     ys.push_back(randn({9, kOut}));
   }
-  const auto want = train_whole(xs, ys);
+}
+
+// The same three SGD steps through a Pipe over `ranks` ranks (threads).
+std::map<std::string, Tensor> train_piped(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                                          const PipeOptions& options, const std::vector<int>& balance, int ranks) {
   auto model = make_mlp();
   std::mutex m;
   std::map<std::string, Tensor> got;
@@ -82,11 +95,25 @@ void expect_trains_like_one_process(PipeOptions options, std::vector<int> balanc
     std::lock_guard<std::mutex> l(m);
     for (auto& [n, t] : values(pipe.named_parameters())) EXPECT_TRUE(got.emplace(n, t).second) << n << " twice";
   });
-  ASSERT_EQ(got.size(), want.size());
-  for (auto& [n, t] : want) {
-    ASSERT_TRUE(got.count(n)) << n;
-    EXPECT_TRUE(testing::tensors_near(got[n], t, 1e-5)) << n;
+  return got;
+}
+
+// The largest element difference between two sets of parameters (same names).
+double max_difference(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double d = 0;
+  for (auto& [n, t] : a) {
+    EXPECT_TRUE(b.count(n)) << n;
+    if (b.count(n)) d = std::max(d, max(abs(sub(t, b.at(n)))).item<double>());
   }
+  return d;
+}
+
+void expect_trains_like_one_process(PipeOptions options, std::vector<int> balance, int ranks) {
+  SCOPED_TRACE(schedule_name(options.schedule) + " chunks=" + std::to_string(options.chunks));
+  std::vector<Tensor> xs, ys;
+  batches(xs, ys);
+  EXPECT_LE(max_difference(train_piped(xs, ys, options, balance, ranks), train_whole(xs, ys)), 1e-5);
 }
 
 TEST(Pipe, TrainingEqualsOneProcess) {
@@ -102,6 +129,30 @@ TEST(Pipe, TrainingEqualsOneProcess) {
                                  {2, 2, 2, 2}, 2);
   expect_trains_like_one_process({4, CheckpointMode::kAlways, ScheduleKind::kInterleavedZeroBubble, 3},
                                  {2, 1, 1, 2, 1, 1}, 2);
+}
+
+// pipe.autocast: every stage's forward (a checkpointed micro-batch's
+// recomputation too) and the loss under bfloat16 autocast, as the whole model
+// under autocast in one process. Micro-batches sum their bfloat16 weight
+// gradients in float32 where the whole batch's GEMM rounds once, so the two
+// agree to bfloat16 rounding of the updates, not to float32's. The checks:
+// the pipelined weights are nearer the whole model under autocast than the
+// float32 run is, and far (10x the float32 pipeline's tolerance) from the
+// float32 run, where a pipeline that ignored the option would land.
+TEST(Pipe, AutocastTrainsLikeTheWholeModelUnderAutocast) {
+  std::vector<Tensor> xs, ys;
+  batches(xs, ys);
+  const auto bf16 = train_whole(xs, ys, DType::BFloat16), fp32 = train_whole(xs, ys);
+  const double precision = max_difference(bf16, fp32);
+  for (CheckpointMode ck : {CheckpointMode::kNever, CheckpointMode::kAlways}) {
+    SCOPED_TRACE("checkpoint mode " + std::to_string(static_cast<int>(ck)));
+    PipeOptions o{4, ck, ScheduleKind::k1F1B, 1};
+    o.autocast = DType::BFloat16;
+    const auto piped = train_piped(xs, ys, o, {3, 5}, 2);
+    const double to_bf16 = max_difference(piped, bf16), to_fp32 = max_difference(piped, fp32);
+    EXPECT_LT(to_bf16, precision) << "the whole model under autocast is " << precision << " from float32";
+    EXPECT_GT(to_fp32, 1e-4);
+  }
 }
 
 TEST(Pipe, ZeroBubbleVPlacesStagesInAV) {
