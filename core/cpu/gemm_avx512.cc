@@ -54,11 +54,12 @@ bool gemm_avx512_available() {
 
 namespace {
 
-constexpr int kMR = 12;        // rows of C per micro-tile
-constexpr int kNR = 32;        // columns of C per micro-tile (two zmm)
-constexpr int64_t kKC = 256;   // max K block: an A panel (kMR x kKC floats = 12 KiB) stays in L1
-constexpr int64_t kMC = 1536;  // rows of A packed at once (kMC x kKC floats = 1.5 MiB)
-constexpr int64_t kNC = 256;   // columns of B packed at once (kKC x kNC floats = 256 KiB, in L2)
+constexpr int kMR = 12;          // rows of C per micro-tile
+constexpr int kNR = 32;          // columns of C per micro-tile (two zmm)
+constexpr int64_t kKC = 256;     // max K block: an A panel (kMR x kKC floats = 12 KiB) stays in L1
+constexpr int64_t kKCOne = 384;  // K up to this is one block (k_block)
+constexpr int64_t kMC = 1536;    // rows of A packed at once (kMC x kKC floats = 1.5 MiB)
+constexpr int64_t kNC = 256;     // columns of B packed at once (kKC x kNC floats = 256 KiB, in L2)
 static_assert(kMC % kMR == 0 && kNC % kNR == 0);
 
 inline __mmask16 lanes(int64_t n) {
@@ -215,8 +216,8 @@ struct PackBuffers {
   };
   std::unique_ptr<float[], Free> a, b;
   PackBuffers() {
-    a.reset(static_cast<float*>(std::aligned_alloc(64, kMC * kKC * sizeof(float))));
-    b.reset(static_cast<float*>(std::aligned_alloc(64, kKC * kNC * sizeof(float))));
+    a.reset(static_cast<float*>(std::aligned_alloc(64, kMC * kKCOne * sizeof(float))));
+    b.reset(static_cast<float*>(std::aligned_alloc(64, kKCOne * kNC * sizeof(float))));
     WEFT_CHECK(a && b, "gemm: cannot allocate packing buffers");
   }
 };
@@ -231,7 +232,11 @@ struct Operand {
 };
 
 // K block size: K cut into ceil(K / kKC) near-equal blocks (a function of K alone).
+// Up to kKCOne, K stays one block: a second block would read and write all of
+// C once more, which costs more than the larger panels (A's 12 x 384 floats
+// still share L1 with B's panel).
 int64_t k_block(int64_t k) {
+  if (k <= kKCOne) return k;
   const int64_t nb = (k + kKC - 1) / kKC;
   return (k + nb - 1) / nb;
 }
@@ -284,9 +289,28 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, 
       // rows: 10 or 11 each, rather than 5 x 12 + a 4-row panel with few accumulators)
       const int64_t panels = (mc + kMR - 1) / kMR;
       auto row0 = [&](int64_t i) { return i * mc / panels; };
-      for (int64_t i = 0; i < panels; ++i)
-        pack_a_panel(A.p + (ic + row0(i)) * A.rs + pc * A.cs, A.rs, A.cs, kc, static_cast<int>(row0(i + 1) - row0(i)),
-                     apack + i * kMR * kc);
+      if (A.rs == 1 && A.cs != 1) {
+        // A stored column by column (a transposed view, e.g. the g^T of a weight
+        // gradient): neighbouring panels read neighbouring 48 bytes of the same
+        // columns. Panel by panel over kKC columns, each panel would refetch
+        // lines the previous one evicted; so the columns go in chunks of 32,
+        // every panel taking its part of a chunk while its lines are in L1.
+        constexpr int64_t kChunk = 32;
+        for (int64_t p0 = 0; p0 < kc; p0 += kChunk) {
+          const int64_t pl = std::min(kChunk, kc - p0);
+          for (int64_t i = 0; i < panels; ++i) {
+            const __mmask16 mm = lanes(row0(i + 1) - row0(i));
+            const float* src = A.p + ic + row0(i) + (pc + p0) * A.cs;
+            float* dst = apack + i * kMR * kc + p0 * kMR;
+            for (int64_t p = 0; p < pl; ++p)
+              _mm512_mask_storeu_ps(dst + p * kMR, mm, _mm512_maskz_loadu_ps(mm, src + p * A.cs));
+          }
+        }
+      } else {
+        for (int64_t i = 0; i < panels; ++i)
+          pack_a_panel(A.p + (ic + row0(i)) * A.rs + pc * A.cs, A.rs, A.cs, kc, static_cast<int>(row0(i + 1) - row0(i)),
+                       apack + i * kMR * kc);
+      }
       for (int64_t jc = 0; jc < n; jc += kNC) {
         const int64_t nc = std::min(kNC, n - jc);
         for (int64_t jr = 0; jr < nc; jr += kNR) {

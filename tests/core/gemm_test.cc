@@ -144,13 +144,16 @@ TEST(Gemm, EveryPanelHeightAndWidthVsNaive) {
 }
 
 TEST(Gemm, LargeShapesVsNaive) {
-  // several K blocks (k > 256), more rows than one packed A block (m > 1536),
-  // more columns than one packed B block (n > 512), tall/flat extremes
+  // one K block up to k = 384 (300, 257, and 384 with more rows than one packed
+  // A block, m > 1536: the largest packing), several beyond (1000, 1031, 2049),
+  // more columns than one packed B block (n > 512), tall/flat extremes; a
+  // column-major A goes through the chunked packing (chunks of 32 columns and
+  // a partial one)
   struct S {
     int64_t m, n, k;
   };
-  const S shapes[] = {{1000, 129, 300}, {129, 1000, 257}, {65, 63, 1000}, {1000, 1000, 7},
-                      {1600, 33, 40},   {40, 1100, 50},   {3, 2, 2049},   {513, 257, 1031}};
+  const S shapes[] = {{1000, 129, 300}, {129, 1000, 257}, {65, 63, 1000},   {1000, 1000, 7}, {1600, 33, 40},
+                      {40, 1100, 50},   {3, 2, 2049},     {513, 257, 1031}, {1600, 40, 384}};
   for (const S& s : shapes)
     for (Kind ka : kPlain)
       for (Kind kb : kPlain) EXPECT_TRUE(check_gemm<float>(s.m, s.n, s.k, ka, kb, false));
