@@ -16,16 +16,9 @@
 set -uo pipefail
 hybrid="$(readlink -f "$1")" mpirun_sh="$(readlink -f "$2")" hosts_sh="$(readlink -f "$3")" weftrun="$(readlink -f "$4")"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-xml="${XML_OUTPUT_FILE:-}"
+source "$(dirname "${BASH_SOURCE[0]}")/skip_without_hosts.sh"
+skip_without_hosts host_loss "$hosts_sh" "$tmp"
 unset GTEST_OUTPUT XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE
-"$hosts_sh" 1 1 0 -- true 2> "$tmp/probe.err"
-if [ $? -eq 77 ]; then  # counted as skipped, not passed: one skipped case in the test's XML
-  why="$(head -n 1 "$tmp/probe.err")"
-  echo "SKIPPED: $why"
-  [ -n "$xml" ] && printf '<?xml version="1.0"?>\n<testsuites><testsuite name="host_loss" tests="1" skipped="1">%s</testsuite></testsuites>\n' \
-    "<testcase name=\"host_loss\" status=\"notrun\"><skipped message=\"$(echo "$why" | sed 's/[<>&"]/_/g')\"/></testcase>" > "$xml"
-  exit 0
-fi
 common=(--pp 2 --dp 2 --epochs 3 --limit-train 4096 --limit-test 1000 --threads 1 --no-progress)
 pass=0 fail=0
 check() { if "$@"; then pass=$((pass+1)); else echo "FAILED: $*"; fail=$((fail+1)); fi; }
