@@ -8,7 +8,8 @@
 // disturbed by other processes on a shared machine), else wall time.
 // Layout letters: A then B, N = row-major, T = a transposed (col-major) view.
 // First it measures the machine's float32 FMA peak (fma_peak) and gives each
-// shape's AVX-512 rate as a share of it.
+// shape's AVX-512 rate as a share of it; then the GPT's shapes with bfloat16
+// operands on every bfloat16 GEMM path the CPU runs (core/cpu/gemm_bf16.h).
 #include <immintrin.h>
 #include <time.h>
 
@@ -20,6 +21,8 @@
 #include <vector>
 
 #include "core/cpu/gemm.h"
+#include "core/cpu/gemm_bf16.h"
+#include "core/half.h"
 #include "core/parallel.h"
 #include "examples/flags.h"
 
@@ -130,6 +133,34 @@ int main(int argc, char** argv) {
     weft::cpu::set_gemm_f32_avx512(true);
     std::printf("%-20s %6ld %6ld %6ld %10.1f %6.0f%% %10.1f\n", cs.what, long(cs.m), long(cs.n), long(cs.k), rate[0],
                 peak > 0 ? 100.0 * rate[0] / peak : 0.0, rate[1]);
+  }
+  // bfloat16 operands (core/cpu/gemm_bf16.h), every path this CPU runs, on the GPT's shapes.
+  using weft::cpu::Bf16GemmPath;
+  std::vector<Bf16GemmPath> paths;
+  for (Bf16GemmPath p : {Bf16GemmPath::kAvx512Bf16, Bf16GemmPath::kAvx512Emulated, Bf16GemmPath::kFloat32})
+    if (weft::cpu::bf16_gemm_path_available(p)) paths.push_back(p);
+  std::printf("\nbfloat16 operands, GFLOP/s per path (matmuls take %s; the float32 peak above for scale)\n%-20s",
+              weft::cpu::bf16_gemm_path_name(weft::cpu::bf16_gemm_path()), "case");
+  for (Bf16GemmPath p : paths) std::printf(" %16s", weft::cpu::bf16_gemm_path_name(p));
+  std::printf("\n");
+  for (const Case& cs : cases) {
+    if (std::string(cs.what).rfind("gpt", 0) != 0) continue;
+    std::vector<uint16_t> a(cs.m * cs.k), b(cs.k * cs.n);
+    std::vector<float> c(cs.m * cs.n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = weft::BFloat16(float((i * 7919) % 1000) / 1000.0f - 0.5f).x;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = weft::BFloat16(float((i * 104729) % 1000) / 1000.0f - 0.5f).x;
+    const int64_t ars = cs.at ? 1 : cs.k, acs = cs.at ? cs.m : 1, brs = cs.bt ? 1 : cs.n, bcs = cs.bt ? cs.k : 1;
+    std::printf("%-20s", cs.what);
+    for (Bf16GemmPath p : paths) {
+      double best = 1e30;
+      for (int r = 0; r < std::max(3, reps / 4) + 1; ++r) {
+        double t0 = now(cpu_time);
+        weft::cpu::gemm_bf16(p, cs.m, cs.n, cs.k, a.data(), ars, acs, b.data(), brs, bcs, c.data(), cs.n);
+        if (r >= 1) best = std::min(best, now(cpu_time) - t0);
+      }
+      std::printf(" %16.1f", 2.0 * cs.m * cs.n * cs.k / best / 1e9);
+    }
+    std::printf("\n");
   }
   return 0;
 }

@@ -3,8 +3,10 @@
 // Contract: every product goes through one internal op, matmul_nd, on operands
 // with >= 2 dims whose batch dims (all but the last two) broadcast. Its CPU
 // kernel reads strided operands; float32/float64 use the GEMM in core/cpu/gemm.h
-// without copying plain transposes, float16/bfloat16 compute in float32, integers
-// use a simple loop. Backward: dA = sum_to(dC B^T, A), dB = sum_to(A^T dC, B), so
+// without copying plain transposes, float16 computes in float32, bfloat16 takes
+// cpu::bf16_gemm_path() (core/cpu/gemm_bf16.h: VDPBF16PS where the CPU has
+// AVX512-BF16, else float32; float32 sums either way), integers use a simple
+// loop. Backward: dA = sum_to(dC B^T, A), dB = sum_to(A^T dC, B), so
 // broadcast batch dims are summed back (Note [grad layout] for 2-D transposes).
 // Under autocast (core/autocast.h) the public entry points cast their operands first.
 #include "core/kernels/matmul.h"
@@ -14,6 +16,7 @@
 #include "core/autocast.h"
 #include "core/autograd_meta.h"
 #include "core/cpu/gemm.h"
+#include "core/cpu/gemm_bf16.h"
 #include "core/dispatch.h"
 #include "core/ops.h"
 #include "core/ops/elementwise_util.h"
@@ -73,9 +76,31 @@ void cpu_matmul_float(const Tensor& out, const Tensor& a_in, const Tensor& b_in)
   cpu::gemm_batched(B, oa.data(), ob.data(), M, N, K, pa, ars, acs, pb, brs, bcs, pc, M * N, N);
 }
 
+// bfloat16 through the pair kernels where the CPU has bfloat16 products
+// (core/cpu/gemm_bf16.h: bf16_gemm_path), each matrix into a float32 buffer,
+// then rounded into `out`; false when the chosen path is kFloat32.
+bool cpu_matmul_bf16_pairs(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const cpu::Bf16GemmPath path = cpu::bf16_gemm_path();
+  if (path == cpu::Bf16GemmPath::kFloat32) return false;
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  std::vector<int64_t> oa = batch_offsets(a), ob = batch_offsets(b);
+  const auto* pa = reinterpret_cast<const uint16_t*>(a.data_ptr<BFloat16>());
+  const auto* pb = reinterpret_cast<const uint16_t*>(b.data_ptr<BFloat16>());
+  Tensor of = empty(out.sizes(), {DType::Float32, out.device()});  // (..., M, N)
+  float* pc = of.data_ptr<float>();
+  for (size_t i = 0; i < oa.size(); ++i)
+    cpu::gemm_bf16(path, M, N, K, pa + oa[i], a.stride(-2), a.stride(-1), pb + ob[i], b.stride(-2), b.stride(-1),
+                   pc + static_cast<int64_t>(i) * M * N, N);
+  Tensor o = out;
+  copy_(o, of);
+  return true;
+}
+
 template <typename T>
 void cpu_matmul_half(const Tensor& out, const Tensor& a, const Tensor& b) {
   NoGradGuard ng;
+  if constexpr (std::is_same_v<T, BFloat16>)
+    if (cpu_matmul_bf16_pairs(out, a, b)) return;
   Tensor af = a.to(DType::Float32), bf = b.to(DType::Float32);
   Tensor of = empty(out.sizes(), {DType::Float32, out.device()});
   cpu_matmul_float<float>(of, af, bf);

@@ -1,0 +1,233 @@
+// bfloat16 GEMM (contract in core/cpu/gemm_bf16.h).
+//
+// The pair kernels (kAvx512Bf16, kAvx512Emulated) follow the float32 kernel's
+// Goto/BLIS structure (core/cpu/gemm_avx512.cc) over pairs of k steps: a packed
+// 32-bit word holds steps 2p and 2p + 1 of one row of A or one column of B,
+// the even step in the low 16 bits (VDPBF16PS's layout). Each thread owns whole
+// column slabs of kNC columns of C:
+//   for pc over K in blocks of up to kKP pairs (from K alone)
+//     pack the slab's B block (kp pairs x nc columns) in panels of kNR columns
+//     for ic over the rows in blocks of kMC: pack A in panels of kMR rows
+//       for each A panel, each B panel: micro-kernel -> kMR x kNR tile of C
+// Micro-kernel: 12 rows x 32 columns in 24 zmm accumulators; per pair of k
+// steps two loads of the B panel, 12 broadcasts of an A pair, 24 pair products.
+// An odd K gets a zero step; rows and columns past the matrix are zero in the
+// packing and masked at the store. Packing is scalar: strides of any kind are
+// read element by element (the first slice of this kernel; the float32 one
+// vectorises its packing).
+#include "core/cpu/gemm_bf16.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cpu/gemm.h"
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace weft::cpu {
+
+const char* bf16_gemm_path_name(Bf16GemmPath path) {
+  switch (path) {
+    case Bf16GemmPath::kFloat32: return "float32";
+    case Bf16GemmPath::kAvx512Emulated: return "avx512_emulated";
+    case Bf16GemmPath::kAvx512Bf16: return "avx512_bf16";
+  }
+  return "?";
+}
+
+bool bf16_gemm_path_available(Bf16GemmPath path) {
+  static const bool f = __builtin_cpu_supports("avx512f") != 0;
+  static const bool bf16 = f && __builtin_cpu_supports("avx512bf16") != 0;
+  switch (path) {
+    case Bf16GemmPath::kFloat32: return true;
+    case Bf16GemmPath::kAvx512Emulated: return f;
+    case Bf16GemmPath::kAvx512Bf16: return bf16;
+  }
+  return false;
+}
+
+Bf16GemmPath bf16_gemm_path() {
+  static const Bf16GemmPath chosen = [] {
+    const Bf16GemmPath all[] = {Bf16GemmPath::kAvx512Bf16, Bf16GemmPath::kAvx512Emulated, Bf16GemmPath::kFloat32};
+    const char* env = std::getenv("WEFT_CPU_BF16");
+    if (env == nullptr || *env == '\0')
+      return bf16_gemm_path_available(Bf16GemmPath::kAvx512Bf16) ? Bf16GemmPath::kAvx512Bf16 : Bf16GemmPath::kFloat32;
+    std::string has;
+    for (Bf16GemmPath p : all)
+      if (bf16_gemm_path_available(p)) has += std::string(has.empty() ? "" : ", ") + bf16_gemm_path_name(p);
+    for (Bf16GemmPath p : all)
+      if (std::string(env) == bf16_gemm_path_name(p)) {
+        WEFT_CHECK(bf16_gemm_path_available(p), "WEFT_CPU_BF16=", env, ": this CPU cannot run that path; it has ", has);
+        return p;
+      }
+    WEFT_CHECK(false, "WEFT_CPU_BF16=", env, ": expected avx512_bf16, avx512_emulated or float32 (this CPU has ", has,
+               ")");
+    return Bf16GemmPath::kFloat32;
+  }();
+  return chosen;
+}
+
+namespace {
+
+float widen(uint16_t bits) {
+  const uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+void gemm_widened(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
+                  int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
+  std::vector<float> af(static_cast<size_t>(m * k)), bf(static_cast<size_t>(k * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p) af[i * k + p] = widen(a[i * a_rs + p * a_cs]);
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t j = 0; j < n; ++j) bf[p * n + j] = widen(b[p * b_rs + j * b_cs]);
+  gemm<float>(m, n, k, af.data(), k, 1, bf.data(), n, 1, c, ldc);
+}
+
+// Everything below runs only where bf16_gemm_path_available() said so.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,avx2,fma")
+
+constexpr int kMR = 12;       // rows of C per micro-tile
+constexpr int kNR = 32;       // columns of C per micro-tile (two zmm)
+constexpr int64_t kKP = 256;  // max pairs of k steps per block: an A panel (kMR x kKP words = 12 KiB) stays in L1
+constexpr int64_t kMC = 1536;
+constexpr int64_t kNC = 256;
+
+inline __mmask16 lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(n, 0)) - 1);
+}
+
+// Steps 2p and 2p + 1 of a row of A or a column of B (element q at s[q * stride]),
+// zero past k.
+inline uint32_t pair(const uint16_t* s, int64_t stride, int64_t p, int64_t k) {
+  const uint32_t lo = 2 * p < k ? s[2 * p * stride] : 0;
+  const uint32_t hi = 2 * p + 1 < k ? s[(2 * p + 1) * stride] : 0;
+  return lo | (hi << 16);
+}
+
+// Note [bf16 pair order]: the odd step's product, then the even one's.
+template <bool kNative>
+inline __m512 pair_dot(__m512 acc, __m512i a, __m512i b) {
+  if constexpr (kNative) {
+    return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
+  } else {
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(a, high)),
+                          _mm512_castsi512_ps(_mm512_and_si512(b, high)), acc);
+    return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(a, 16)), _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)),
+                           acc);
+  }
+}
+
+// C (mr x nr at c) = or += the A panel (kp pairs x kMR words) times the B panel
+// (kp pairs x kNR words).
+template <bool kNative>
+void micro_kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __restrict bp, float* __restrict c,
+                  int64_t ldc, int mr, int nr, bool load_c) {
+  __m512 acc[kMR][2];
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kp; ++p) {
+    const __m512i b0 = _mm512_load_si512(bp), b1 = _mm512_load_si512(bp + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < kMR; ++i) {
+      const __m512i a = _mm512_set1_epi32(static_cast<int>(ap[i]));
+      acc[i][0] = pair_dot<kNative>(acc[i][0], a, b0);
+      acc[i][1] = pair_dot<kNative>(acc[i][1], a, b1);
+    }
+    ap += kMR;
+    bp += kNR;
+  }
+  for (int i = 0; i < mr; ++i)
+    for (int v = 0; v < 2; ++v) {
+      const __mmask16 mk = lanes(nr - 16 * v);
+      if (mk == 0) continue;
+      float* cp = c + i * ldc + 16 * v;
+      __m512 r = acc[i][v];
+      if (load_c) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mk, cp));
+      _mm512_mask_storeu_ps(cp, mk, r);
+    }
+}
+
+struct Buffers {
+  struct Free {
+    void operator()(uint32_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint32_t[], Free> a, b;
+  Buffers() {
+    a.reset(static_cast<uint32_t*>(std::aligned_alloc(64, kMC * kKP * sizeof(uint32_t))));
+    b.reset(static_cast<uint32_t*>(std::aligned_alloc(64, kKP * kNC * sizeof(uint32_t))));
+    WEFT_CHECK(a && b, "gemm_bf16: cannot allocate packing buffers");
+  }
+};
+
+template <bool kNative>
+void gemm_pairs(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
+                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
+  const int64_t pairs = (k + 1) / 2, blocks = (pairs + kKP - 1) / kKP, kpb = (pairs + blocks - 1) / blocks;
+  const int64_t slabs = (n + kNC - 1) / kNC;
+  const double work = static_cast<double>(m) * n * k;
+  parallel_for(0, slabs, work >= double(1 << 18) ? 1 : slabs, [&](int64_t s0, int64_t s1) {
+    static thread_local Buffers buf;
+    uint32_t* apack = buf.a.get();
+    uint32_t* bpack = buf.b.get();
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t j0 = s * kNC, nc = std::min(kNC, n - j0);
+      for (int64_t p0 = 0; p0 < pairs; p0 += kpb) {
+        const int64_t kp = std::min(kpb, pairs - p0);
+        for (int64_t jr = 0; jr < nc; jr += kNR) {
+          uint32_t* dst = bpack + jr * kp;
+          for (int64_t p = 0; p < kp; ++p)
+            for (int j = 0; j < kNR; ++j)
+              dst[p * kNR + j] = jr + j < nc ? pair(b + (j0 + jr + j) * b_cs, b_rs, p0 + p, k) : 0;
+        }
+        for (int64_t ic = 0; ic < m; ic += kMC) {
+          const int64_t mc = std::min(kMC, m - ic), panels = (mc + kMR - 1) / kMR;
+          for (int64_t i = 0; i < panels; ++i) {
+            uint32_t* dst = apack + i * kMR * kp;
+            for (int64_t p = 0; p < kp; ++p)
+              for (int r = 0; r < kMR; ++r) {
+                const int64_t row = i * kMR + r;
+                dst[p * kMR + r] = row < mc ? pair(a + (ic + row) * a_rs, a_cs, p0 + p, k) : 0;
+              }
+          }
+          for (int64_t i = 0; i < panels; ++i)
+            for (int64_t jr = 0; jr < nc; jr += kNR)
+              micro_kernel<kNative>(kp, apack + i * kMR * kp, bpack + jr * kp, c + (ic + i * kMR) * ldc + j0 + jr, ldc,
+                                    static_cast<int>(std::min<int64_t>(kMR, mc - i * kMR)),
+                                    static_cast<int>(std::min<int64_t>(kNR, nc - jr)), p0 > 0);
+        }
+      }
+    }
+  });
+}
+
+#pragma GCC pop_options
+
+}  // namespace
+
+void gemm_bf16(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
+               const uint16_t* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
+  WEFT_CHECK(bf16_gemm_path_available(path), "gemm_bf16: this CPU cannot run the ", bf16_gemm_path_name(path), " path");
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return;
+  }
+  switch (path) {
+    case Bf16GemmPath::kFloat32: return gemm_widened(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc);
+    case Bf16GemmPath::kAvx512Emulated: return gemm_pairs<false>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc);
+    case Bf16GemmPath::kAvx512Bf16: return gemm_pairs<true>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc);
+  }
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,43 @@
+// CPU GEMM on bfloat16 operands: C (float32) = A * B, A and B bfloat16.
+//
+// Contract:
+// - gemm_bf16(path, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc): C (m, n),
+//   row-major with leading dimension ldc >= n, = A (m, k) * B (k, n); element
+//   (r, c) of A at a[r * a_rs + c * a_cs] (bfloat16 bits), of B likewise: any
+//   strides. Products of two bfloat16 are exact in float32; the sums are
+//   float32. C must not overlap A or B.
+// - Paths (Bf16GemmPath), chosen at run time from what the CPU has:
+//   kAvx512Bf16: VDPBF16PS (AVX512-BF16), one instruction per pair of k
+//   steps; kAvx512Emulated: the same kernel, packing and order with the pair
+//   product written as two float32 FMAs (AVX-512F only; slower than kFloat32,
+//   there to check the kernel's packing and order on any AVX-512 CPU);
+//   kFloat32: both operands widened to float32 and the float32 GEMM
+//   (core/cpu/gemm.h). Note [bf16 pair order]: the pair kernels add, per
+//   element and per pair of k steps, the odd step's product and then the
+//   even one's (VDPBF16PS's order), so the two pair paths agree exactly on
+//   normal numbers (VDPBF16PS flushes denormals to zero).
+// - bf16_gemm_path(): the path bfloat16 matmuls take: kAvx512Bf16 where the
+//   CPU has AVX512-BF16, else kFloat32; the environment variable
+//   WEFT_CPU_BF16 (read once: "avx512_bf16", "avx512_emulated", "float32")
+//   forces one, so a machine's tests can run every path it supports; asking
+//   for one the CPU lacks is an error naming what it has.
+// - Determinism (Note [gemm determinism] in gemm.h): K is cut into blocks
+//   chosen from K alone and threads share out whole column slabs, so the
+//   result does not depend on the thread count.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace weft::cpu {
+
+enum class Bf16GemmPath { kFloat32, kAvx512Emulated, kAvx512Bf16 };
+
+const char* bf16_gemm_path_name(Bf16GemmPath path);  // "float32", "avx512_emulated", "avx512_bf16"
+bool bf16_gemm_path_available(Bf16GemmPath path);    // the CPU can run it
+Bf16GemmPath bf16_gemm_path();
+
+void gemm_bf16(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
+               const uint16_t* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc);
+
+}  // namespace weft::cpu

@@ -1,0 +1,142 @@
+// cpu::gemm_bf16 (core/cpu/gemm_bf16.h) on every path this CPU can run
+// against a float64 triple loop over the same bfloat16 values. The products of
+// two bfloat16 are exact in float32, so the only error is float32 summation:
+// |C - ref| <= k * 2^-24 * sum_p |a_ip b_pj| per element (the classical bound
+// for k rounded additions), asserted as such. Shapes: edge tiles in rows and
+// columns, odd K (a zero-padded step), several K blocks (k > 512 steps), more
+// rows than one packed A block, every row/column-major combination and general
+// strides; the pair paths do not depend on the thread count, and where the
+// CPU has AVX512-BF16 its path meets the same bound (and says how many
+// elements equal the emulation's: all of them in VDPBF16PS's documented
+// order, Note [bf16 pair order]).
+#include "core/cpu/gemm_bf16.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/half.h"
+#include "core/parallel.h"
+
+namespace weft {
+namespace {
+
+using cpu::Bf16GemmPath;
+
+uint64_t g_state = 7;
+uint16_t next_bf16() {  // a normal bfloat16 in about [-2, 2]
+  g_state = g_state * 6364136223846793005ull + 1442695040888963407ull;
+  const float f = static_cast<float>(static_cast<int64_t>((g_state >> 33) % 4001) - 2000) / 997.0f + 1e-3f;
+  return BFloat16(f).x;
+}
+
+double value(uint16_t bits) {
+  const uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// An (rows, cols) operand stored row-major (false) or column-major (true), or with
+// general strides (row stride 3 * cols, column stride 2).
+struct Operand {
+  std::vector<uint16_t> data;
+  int64_t rs, cs;
+  uint16_t at(int64_t r, int64_t c) const { return data[r * rs + c * cs]; }
+};
+Operand make(int64_t rows, int64_t cols, int layout) {
+  Operand o;
+  if (layout == 0) o.rs = cols, o.cs = 1;
+  else if (layout == 1) o.rs = 1, o.cs = rows;
+  else o.rs = 3 * cols, o.cs = 2;
+  o.data.assign(static_cast<size_t>(rows * cols * (layout == 2 ? 6 : 1)), 0x7fc0);  // NaN padding: must not be read
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) o.data[r * o.rs + c * o.cs] = next_bf16();
+  return o;
+}
+
+std::vector<float> run(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b) {
+  std::vector<float> c(static_cast<size_t>(m * n), -1.0f);
+  cpu::gemm_bf16(path, m, n, k, a.data.data(), a.rs, a.cs, b.data.data(), b.rs, b.cs, c.data(), n);
+  return c;
+}
+
+// Every element within the float32 summation bound of the float64 product.
+::testing::AssertionResult near_reference(const std::vector<float>& c, int64_t m, int64_t n, int64_t k,
+                                          const Operand& a, const Operand& b) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0, mag = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double t = value(a.at(i, p)) * value(b.at(p, j));
+        ref += t;
+        mag += std::fabs(t);
+      }
+      const double err = std::fabs(c[i * n + j] - ref), bound = (k + 1) * std::ldexp(1.0, -24) * mag;
+      if (!(err <= bound))
+        return ::testing::AssertionFailure() << "C(" << i << ", " << j << ") = " << c[i * n + j] << ", reference "
+                                             << ref << ": error " << err << " over the bound " << bound;
+    }
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<Bf16GemmPath> paths() {
+  std::vector<Bf16GemmPath> out;
+  for (Bf16GemmPath p : {Bf16GemmPath::kFloat32, Bf16GemmPath::kAvx512Emulated, Bf16GemmPath::kAvx512Bf16})
+    if (cpu::bf16_gemm_path_available(p)) out.push_back(p);
+  return out;
+}
+
+TEST(GemmBf16, EveryPathEveryLayoutVsFloat64) {
+  struct S {
+    int64_t m, n, k;
+  };
+  const S shapes[] = {{1, 1, 1},    {7, 33, 5},    {13, 17, 2},   {25, 65, 63},
+                      {12, 32, 64}, {30, 40, 601}, {5, 300, 129}, {1600, 20, 9}};
+  for (Bf16GemmPath path : paths())
+    for (const S& s : shapes)
+      for (int la = 0; la < 3; ++la)
+        for (int lb = 0; lb < 3; ++lb) {
+          SCOPED_TRACE(std::string(cpu::bf16_gemm_path_name(path)) + " " + std::to_string(s.m) + "x" +
+                       std::to_string(s.n) + "x" + std::to_string(s.k) + " layouts " + std::to_string(la) +
+                       std::to_string(lb));
+          const Operand a = make(s.m, s.k, la), b = make(s.k, s.n, lb);
+          EXPECT_TRUE(near_reference(run(path, s.m, s.n, s.k, a, b), s.m, s.n, s.k, a, b));
+        }
+}
+
+TEST(GemmBf16, PairPathsAgreeAndIgnoreTheThreadCount) {
+  if (!cpu::bf16_gemm_path_available(Bf16GemmPath::kAvx512Emulated)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const int64_t m = 70, n = 600, k = 777;  // several slabs of columns and K blocks
+  const Operand a = make(m, k, 0), b = make(k, n, 1);
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  const std::vector<float> one = run(Bf16GemmPath::kAvx512Emulated, m, n, k, a, b);
+  set_num_threads(3);
+  const std::vector<float> three = run(Bf16GemmPath::kAvx512Emulated, m, n, k, a, b);
+  EXPECT_EQ(std::memcmp(one.data(), three.data(), one.size() * sizeof(float)), 0);
+  if (cpu::bf16_gemm_path_available(Bf16GemmPath::kAvx512Bf16)) {  // VDPBF16PS against its emulation
+    const std::vector<float> native = run(Bf16GemmPath::kAvx512Bf16, m, n, k, a, b);
+    size_t same = 0;
+    for (size_t i = 0; i < one.size(); ++i) same += native[i] == one[i];
+    EXPECT_TRUE(near_reference(native, m, n, k, a, b));
+    std::printf("avx512_bf16 and avx512_emulated: %zu of %zu elements bitwise equal\n", same, one.size());
+  }
+  set_num_threads(threads);
+}
+
+TEST(GemmBf16, TheChosenPathIsOneThisCpuRuns) {
+  const Bf16GemmPath p = cpu::bf16_gemm_path();
+  std::printf("bfloat16 matmuls take the %s path\n", cpu::bf16_gemm_path_name(p));
+  EXPECT_TRUE(cpu::bf16_gemm_path_available(p)) << cpu::bf16_gemm_path_name(p);
+  EXPECT_TRUE(cpu::bf16_gemm_path_available(Bf16GemmPath::kFloat32));
+  EXPECT_STREQ(cpu::bf16_gemm_path_name(Bf16GemmPath::kAvx512Bf16), "avx512_bf16");
+}
+
+}  // namespace
+}  // namespace weft
