@@ -3,18 +3,19 @@
 // The pair kernels (kAvx512Bf16, kAvx512Emulated) follow the float32 kernel's
 // Goto/BLIS structure (core/cpu/gemm_avx512.cc) over pairs of k steps: a packed
 // 32-bit word holds steps 2p and 2p + 1 of one row of A or one column of B,
-// the even step in the low 16 bits (VDPBF16PS's layout). Each thread owns whole
-// column slabs of kNC columns of C:
+// the even step in the low 16 bits (VDPBF16PS's layout). Each thread owns a
+// slab of whole 32-column tiles of C:
 //   for pc over K in blocks of up to kKP pairs (from K alone)
-//     pack the slab's B block (kp pairs x nc columns) in panels of kNR columns
 //     for ic over the rows in blocks of kMC: pack A in panels of kMR rows
-//       for each A panel, each B panel: micro-kernel -> kMR x kNR tile of C
+//       for jc over the slab in blocks of kNC: pack B in panels of kNR columns
+//         for each A panel, each B panel: micro-kernel -> kMR x kNR tile of C
 // Micro-kernel: 12 rows x 32 columns in 24 zmm accumulators; per pair of k
 // steps two loads of the B panel, 12 broadcasts of an A pair, 24 pair products.
 // An odd K gets a zero step; rows and columns past the matrix are zero in the
-// packing and masked at the store. Packing is scalar: strides of any kind are
-// read element by element (the first slice of this kernel; the float32 one
-// vectorises its packing).
+// packing and masked at the store. Packing is scalar; a row-major A and a
+// column-major B (a weight's transposed view) copy each pair as one 32-bit
+// word, other strides are read element by element (the float32 kernel
+// vectorises its packing; this one does not yet).
 #include "core/cpu/gemm_bf16.h"
 
 #include <immintrin.h>
@@ -170,43 +171,95 @@ struct Buffers {
   }
 };
 
+// Packs pairs [p0, p0 + kp) of rows [r0, r0 + mc) of A into panels of kMR rows
+// (dst[panel][p][row]; rows past mc zero). A row-major A (cs == 1) holds each
+// complete pair as one 32-bit word.
+void pack_a_block(const uint16_t* a, int64_t rs, int64_t cs, int64_t r0, int64_t mc, int64_t p0, int64_t kp, int64_t k,
+                  uint32_t* apack) {
+  const int64_t panels = (mc + kMR - 1) / kMR;
+  for (int64_t i = 0; i < panels; ++i) {
+    uint32_t* dst = apack + i * kMR * kp;
+    for (int r = 0; r < kMR; ++r) {
+      const int64_t row = i * kMR + r;
+      if (row >= mc) {
+        for (int64_t p = 0; p < kp; ++p) dst[p * kMR + r] = 0;
+        continue;
+      }
+      const uint16_t* src = a + (r0 + row) * rs;
+      for (int64_t p = 0; p < kp; ++p) {
+        const int64_t q = p0 + p;
+        uint32_t w;
+        if (cs == 1 && 2 * q + 1 < k) std::memcpy(&w, src + 2 * q, sizeof w);
+        else w = pair(src, cs, q, k);
+        dst[p * kMR + r] = w;
+      }
+    }
+  }
+}
+
+// Packs pairs [p0, p0 + kp) of columns [c0, c0 + nc) of B into panels of kNR
+// columns (dst[panel][p][column]; columns past nc zero). A column-major B
+// (rs == 1, e.g. a weight's transposed view) holds each pair as one word.
+void pack_b_block(const uint16_t* b, int64_t rs, int64_t cs, int64_t c0, int64_t nc, int64_t p0, int64_t kp, int64_t k,
+                  uint32_t* bpack) {
+  for (int64_t jr = 0; jr < nc; jr += kNR) {
+    uint32_t* dst = bpack + jr * kp;
+    for (int j = 0; j < kNR; ++j) {
+      if (jr + j >= nc) {
+        for (int64_t p = 0; p < kp; ++p) dst[p * kNR + j] = 0;
+        continue;
+      }
+      const uint16_t* src = b + (c0 + jr + j) * cs;
+      for (int64_t p = 0; p < kp; ++p) {
+        const int64_t q = p0 + p;
+        uint32_t w;
+        if (rs == 1 && 2 * q + 1 < k) std::memcpy(&w, src + 2 * q, sizeof w);
+        else w = pair(src, rs, q, k);
+        dst[p * kNR + j] = w;
+      }
+    }
+  }
+}
+
+// C (m x n) over one thread: the Goto/BLIS loops of the file comment.
+template <bool kNative>
+void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
+                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
+  static thread_local Buffers buf;
+  uint32_t* apack = buf.a.get();
+  uint32_t* bpack = buf.b.get();
+  const int64_t pairs = (k + 1) / 2, blocks = (pairs + kKP - 1) / kKP, kpb = (pairs + blocks - 1) / blocks;
+  for (int64_t p0 = 0; p0 < pairs; p0 += kpb) {
+    const int64_t kp = std::min(kpb, pairs - p0);
+    for (int64_t ic = 0; ic < m; ic += kMC) {
+      const int64_t mc = std::min(kMC, m - ic), panels = (mc + kMR - 1) / kMR;
+      pack_a_block(a, a_rs, a_cs, ic, mc, p0, kp, k, apack);
+      for (int64_t jc = 0; jc < n; jc += kNC) {
+        const int64_t nc = std::min(kNC, n - jc);
+        pack_b_block(b, b_rs, b_cs, jc, nc, p0, kp, k, bpack);
+        for (int64_t i = 0; i < panels; ++i)
+          for (int64_t jr = 0; jr < nc; jr += kNR)
+            micro_kernel<kNative>(kp, apack + i * kMR * kp, bpack + jr * kp, c + (ic + i * kMR) * ldc + jc + jr, ldc,
+                                  static_cast<int>(std::min<int64_t>(kMR, mc - i * kMR)),
+                                  static_cast<int>(std::min<int64_t>(kNR, nc - jr)), p0 > 0);
+      }
+    }
+  }
+}
+
+// Threads share out column slabs of whole kNR-column tiles, one per thread
+// (each packs A once per block); any split gives the same bits.
 template <bool kNative>
 void gemm_pairs(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
                 int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
-  const int64_t pairs = (k + 1) / 2, blocks = (pairs + kKP - 1) / kKP, kpb = (pairs + blocks - 1) / blocks;
-  const int64_t slabs = (n + kNC - 1) / kNC;
   const double work = static_cast<double>(m) * n * k;
-  parallel_for(0, slabs, work >= double(1 << 18) ? 1 : slabs, [&](int64_t s0, int64_t s1) {
-    static thread_local Buffers buf;
-    uint32_t* apack = buf.a.get();
-    uint32_t* bpack = buf.b.get();
-    for (int64_t s = s0; s < s1; ++s) {
-      const int64_t j0 = s * kNC, nc = std::min(kNC, n - j0);
-      for (int64_t p0 = 0; p0 < pairs; p0 += kpb) {
-        const int64_t kp = std::min(kpb, pairs - p0);
-        for (int64_t jr = 0; jr < nc; jr += kNR) {
-          uint32_t* dst = bpack + jr * kp;
-          for (int64_t p = 0; p < kp; ++p)
-            for (int j = 0; j < kNR; ++j)
-              dst[p * kNR + j] = jr + j < nc ? pair(b + (j0 + jr + j) * b_cs, b_rs, p0 + p, k) : 0;
-        }
-        for (int64_t ic = 0; ic < m; ic += kMC) {
-          const int64_t mc = std::min(kMC, m - ic), panels = (mc + kMR - 1) / kMR;
-          for (int64_t i = 0; i < panels; ++i) {
-            uint32_t* dst = apack + i * kMR * kp;
-            for (int64_t p = 0; p < kp; ++p)
-              for (int r = 0; r < kMR; ++r) {
-                const int64_t row = i * kMR + r;
-                dst[p * kMR + r] = row < mc ? pair(a + (ic + row) * a_rs, a_cs, p0 + p, k) : 0;
-              }
-          }
-          for (int64_t i = 0; i < panels; ++i)
-            for (int64_t jr = 0; jr < nc; jr += kNR)
-              micro_kernel<kNative>(kp, apack + i * kMR * kp, bpack + jr * kp, c + (ic + i * kMR) * ldc + j0 + jr, ldc,
-                                    static_cast<int>(std::min<int64_t>(kMR, mc - i * kMR)),
-                                    static_cast<int>(std::min<int64_t>(kNR, nc - jr)), p0 > 0);
-        }
-      }
+  const int64_t tiles = (n + kNR - 1) / kNR;
+  const int64_t parts =
+      work >= double(1 << 18) && !in_parallel_region() ? std::min<int64_t>(get_num_threads(), tiles) : 1;
+  parallel_for(0, parts, 1, [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t j0 = std::min(n, tiles * q / parts * kNR), j1 = std::min(n, tiles * (q + 1) / parts * kNR);
+      if (j0 < j1) pairs_tile<kNative>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc);
     }
   });
 }
