@@ -29,6 +29,7 @@
 
 #include "core/cpu/gemm.h"
 #include "core/error.h"
+#include "core/half.h"
 #include "core/parallel.h"
 
 namespace weft::cpu {
@@ -76,12 +77,7 @@ Bf16GemmPath bf16_gemm_path() {
 
 namespace {
 
-float widen(uint16_t bits) {
-  const uint32_t u = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+float widen(uint16_t bits) { return BFloat16::from_bits(bits); }
 
 void gemm_widened(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
                   int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
@@ -171,51 +167,28 @@ struct Buffers {
   }
 };
 
-// Packs pairs [p0, p0 + kp) of rows [r0, r0 + mc) of A into panels of kMR rows
-// (dst[panel][p][row]; rows past mc zero). A row-major A (cs == 1) holds each
-// complete pair as one 32-bit word.
-void pack_a_block(const uint16_t* a, int64_t rs, int64_t cs, int64_t r0, int64_t mc, int64_t p0, int64_t kp, int64_t k,
-                  uint32_t* apack) {
-  const int64_t panels = (mc + kMR - 1) / kMR;
-  for (int64_t i = 0; i < panels; ++i) {
-    uint32_t* dst = apack + i * kMR * kp;
-    for (int r = 0; r < kMR; ++r) {
-      const int64_t row = i * kMR + r;
-      if (row >= mc) {
-        for (int64_t p = 0; p < kp; ++p) dst[p * kMR + r] = 0;
+// Packs pairs [p0, p0 + kp) of `lines` lines of an operand (line l's step q at
+// src[l * line_stride + q * step_stride]: A's rows, B's columns) into panels of
+// W lines (dst[panel][p][line], W = kMR for A, kNR for B; lines past `lines`
+// zero). Where steps are contiguous (a row-major A, a column-major B such as a
+// weight's transposed view) each complete pair is one 32-bit word.
+template <int W>
+void pack_pairs(const uint16_t* src, int64_t line_stride, int64_t step_stride, int64_t lines, int64_t p0, int64_t kp,
+                int64_t k, uint32_t* dst) {
+  for (int64_t l0 = 0; l0 < lines; l0 += W) {
+    uint32_t* panel = dst + l0 * kp;
+    for (int j = 0; j < W; ++j) {
+      if (l0 + j >= lines) {
+        for (int64_t p = 0; p < kp; ++p) panel[p * W + j] = 0;
         continue;
       }
-      const uint16_t* src = a + (r0 + row) * rs;
+      const uint16_t* line = src + (l0 + j) * line_stride;
       for (int64_t p = 0; p < kp; ++p) {
         const int64_t q = p0 + p;
         uint32_t w;
-        if (cs == 1 && 2 * q + 1 < k) std::memcpy(&w, src + 2 * q, sizeof w);
-        else w = pair(src, cs, q, k);
-        dst[p * kMR + r] = w;
-      }
-    }
-  }
-}
-
-// Packs pairs [p0, p0 + kp) of columns [c0, c0 + nc) of B into panels of kNR
-// columns (dst[panel][p][column]; columns past nc zero). A column-major B
-// (rs == 1, e.g. a weight's transposed view) holds each pair as one word.
-void pack_b_block(const uint16_t* b, int64_t rs, int64_t cs, int64_t c0, int64_t nc, int64_t p0, int64_t kp, int64_t k,
-                  uint32_t* bpack) {
-  for (int64_t jr = 0; jr < nc; jr += kNR) {
-    uint32_t* dst = bpack + jr * kp;
-    for (int j = 0; j < kNR; ++j) {
-      if (jr + j >= nc) {
-        for (int64_t p = 0; p < kp; ++p) dst[p * kNR + j] = 0;
-        continue;
-      }
-      const uint16_t* src = b + (c0 + jr + j) * cs;
-      for (int64_t p = 0; p < kp; ++p) {
-        const int64_t q = p0 + p;
-        uint32_t w;
-        if (rs == 1 && 2 * q + 1 < k) std::memcpy(&w, src + 2 * q, sizeof w);
-        else w = pair(src, rs, q, k);
-        dst[p * kNR + j] = w;
+        if (step_stride == 1 && 2 * q + 1 < k) std::memcpy(&w, line + 2 * q, sizeof w);
+        else w = pair(line, step_stride, q, k);
+        panel[p * W + j] = w;
       }
     }
   }
@@ -233,10 +206,10 @@ void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs
     const int64_t kp = std::min(kpb, pairs - p0);
     for (int64_t ic = 0; ic < m; ic += kMC) {
       const int64_t mc = std::min(kMC, m - ic), panels = (mc + kMR - 1) / kMR;
-      pack_a_block(a, a_rs, a_cs, ic, mc, p0, kp, k, apack);
+      pack_pairs<kMR>(a + ic * a_rs, a_rs, a_cs, mc, p0, kp, k, apack);
       for (int64_t jc = 0; jc < n; jc += kNC) {
         const int64_t nc = std::min(kNC, n - jc);
-        pack_b_block(b, b_rs, b_cs, jc, nc, p0, kp, k, bpack);
+        pack_pairs<kNR>(b + jc * b_cs, b_cs, b_rs, nc, p0, kp, k, bpack);
         for (int64_t i = 0; i < panels; ++i)
           for (int64_t jr = 0; jr < nc; jr += kNR)
             micro_kernel<kNative>(kp, apack + i * kMR * kp, bpack + jr * kp, c + (ic + i * kMR) * ldc + jc + jr, ldc,

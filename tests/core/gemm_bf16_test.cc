@@ -35,12 +35,7 @@ uint16_t next_bf16() {  // a normal bfloat16 in about [-2, 2]
   return BFloat16(f).x;
 }
 
-double value(uint16_t bits) {
-  const uint32_t u = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+double value(uint16_t bits) { return static_cast<float>(BFloat16::from_bits(bits)); }
 
 // An (rows, cols) operand stored row-major (false) or column-major (true), or with
 // general strides (row stride 3 * cols, column stride 2).
