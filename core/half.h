@@ -29,13 +29,11 @@ struct BFloat16 {
   uint16_t x = 0;
   BFloat16() = default;
   BFloat16(float f) {  // NOLINT(google-explicit-constructor): numeric type
-    uint32_t u = detail::f2u(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-      x = 0x7fc0;
-      return;
-    }  // NaN
-    uint32_t rounding_bias = 0x7fffu + ((u >> 16) & 1u);
-    x = static_cast<uint16_t>((u + rounding_bias) >> 16);
+    // round to nearest even; NaN to the quiet NaN. Branch-free, so loops of
+    // conversions vectorise.
+    const uint32_t u = detail::f2u(f);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    x = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : rounded);
   }
   operator float() const { return detail::u2f(static_cast<uint32_t>(x) << 16); }  // NOLINT
   static BFloat16 from_bits(uint16_t b) {

@@ -66,6 +66,21 @@ inline __mmask16 lanes(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(n, 0)) - 1);
 }
 
+// Operand elements: float, or bfloat16 bits (uint16_t) widened to float32 while
+// packing (exact: a bfloat16 is the top half of a float32).
+inline float to_float(float x) { return x; }
+inline float to_float(uint16_t bits) {
+  const uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+// The masked lanes of 16 consecutive elements as float32, the others zero.
+inline __m512 load16(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 load16(__mmask16 m, const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
 // C (R x 16V tile at c, leading dimension ldc) = or += A panel (kc steps of kMR
 // floats, first R used) * B panel (kc steps of 16V floats). `last` masks the
 // columns of the last zmm of each row. With `bias` (the tile's 16V columns of the
@@ -147,13 +162,14 @@ inline void transpose16(__m512 r[16]) {
 
 // Packs the A block rows [0, mr) x k steps [0, kc) of A (element (i, p) at
 // a[i * rs + p * cs]) as dst[p * kMR + i]; rows >= mr are left unset (never read).
-void pack_a_panel(const float* a, int64_t rs, int64_t cs, int64_t kc, int mr, float* dst) {
+template <typename S>
+void pack_a_panel(const S* a, int64_t rs, int64_t cs, int64_t kc, int mr, float* dst) {
   const __mmask16 mm = lanes(mr);
   if (rs == 1 || mr == 1) {  // the mr values of one k step are contiguous (or single)
     if (mr == 1) {
-      for (int64_t p = 0; p < kc; ++p) dst[p * kMR] = a[p * cs];
+      for (int64_t p = 0; p < kc; ++p) dst[p * kMR] = to_float(a[p * cs]);
     } else {
-      for (int64_t p = 0; p < kc; ++p) _mm512_mask_storeu_ps(dst + p * kMR, mm, _mm512_maskz_loadu_ps(mm, a + p * cs));
+      for (int64_t p = 0; p < kc; ++p) _mm512_mask_storeu_ps(dst + p * kMR, mm, load16(mm, a + p * cs));
     }
   } else if (cs == 1) {  // rows contiguous along k: 16x16 transposes
     for (int64_t p = 0; p < kc; p += 16) {
@@ -161,51 +177,52 @@ void pack_a_panel(const float* a, int64_t rs, int64_t cs, int64_t kc, int mr, fl
       const __mmask16 pm = lanes(pl);
       __m512 r[16];
 #pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) r[i] = i < mr ? _mm512_maskz_loadu_ps(pm, a + i * rs + p) : _mm512_setzero_ps();
+      for (int i = 0; i < 16; ++i) r[i] = i < mr ? load16(pm, a + i * rs + p) : _mm512_setzero_ps();
       transpose16(r);
       for (int64_t q = 0; q < pl; ++q) _mm512_mask_storeu_ps(dst + (p + q) * kMR, mm, r[q]);
     }
   } else {
     for (int64_t p = 0; p < kc; ++p)
-      for (int i = 0; i < mr; ++i) dst[p * kMR + i] = a[i * rs + p * cs];
+      for (int i = 0; i < mr; ++i) dst[p * kMR + i] = to_float(a[i * rs + p * cs]);
   }
 }
 
 // Packs columns [0, nr) x k steps [0, kc) of B (element (p, j) at b[p * rs + j * cs])
 // as dst[p * w + j] with w = 16 or 32 >= nr, columns nr..w-1 zero. dst is 64-byte aligned.
-void pack_b_panel(const float* b, int64_t rs, int64_t cs, int64_t kc, int nr, int w, float* dst) {
+template <typename S>
+void pack_b_panel(const S* b, int64_t rs, int64_t cs, int64_t kc, int nr, int w, float* dst) {
   if (cs == 1 || nr == 1) {  // one k step's columns are contiguous (or single)
     if (nr == 1) {
       for (int64_t p = 0; p < kc; ++p) {
         _mm512_store_ps(dst + p * w, _mm512_setzero_ps());
         if (w == 32) _mm512_store_ps(dst + p * w + 16, _mm512_setzero_ps());
-        dst[p * w] = b[p * rs];
+        dst[p * w] = to_float(b[p * rs]);
       }
       return;
     }
     const __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
     for (int64_t p = 0; p < kc; ++p) {
-      const float* s = b + p * rs;
-      _mm512_store_ps(dst + p * w, _mm512_maskz_loadu_ps(m0, s));
-      if (w == 32) _mm512_store_ps(dst + p * w + 16, _mm512_maskz_loadu_ps(m1, s + 16));
+      const S* s = b + p * rs;
+      _mm512_store_ps(dst + p * w, load16(m0, s));
+      if (w == 32) _mm512_store_ps(dst + p * w + 16, load16(m1, s + 16));
     }
   } else if (rs == 1) {  // columns contiguous along k: 16x16 transposes
     for (int h = 0; h < w / 16; ++h) {
       const int cols = static_cast<int>(std::clamp<int64_t>(nr - 16 * h, 0, 16));
-      const float* bh = b + 16 * h * cs;
+      const S* bh = b + 16 * h * cs;
       for (int64_t p = 0; p < kc; p += 16) {
         const int64_t pl = std::min<int64_t>(16, kc - p);
         const __mmask16 pm = lanes(pl);
         __m512 r[16];
 #pragma GCC unroll 16
-        for (int j = 0; j < 16; ++j) r[j] = j < cols ? _mm512_maskz_loadu_ps(pm, bh + j * cs + p) : _mm512_setzero_ps();
+        for (int j = 0; j < 16; ++j) r[j] = j < cols ? load16(pm, bh + j * cs + p) : _mm512_setzero_ps();
         transpose16(r);
         for (int64_t q = 0; q < pl; ++q) _mm512_store_ps(dst + (p + q) * w + 16 * h, r[q]);
       }
     }
   } else {
     for (int64_t p = 0; p < kc; ++p)
-      for (int j = 0; j < w; ++j) dst[p * w + j] = j < nr ? b[p * rs + j * cs] : 0.0f;
+      for (int j = 0; j < w; ++j) dst[p * w + j] = j < nr ? to_float(b[p * rs + j * cs]) : 0.0f;
   }
 }
 
@@ -226,8 +243,9 @@ PackBuffers& buffers() {
   return bufs;
 }
 
+template <typename S>
 struct Operand {
-  const float* p;
+  const S* p;
   int64_t rs, cs;  // element (r, c) at p[r * rs + c * cs]
 };
 
@@ -247,33 +265,36 @@ int64_t k_block(int64_t k) {
 // packing B is otherwise a memory-bound phase of its own. Measured on Zen 4 (DDP
 // MLP, 64 x 2048 x 2048 products): one-thread training step ~35 -> ~38 steps/s;
 // skipped when the block has few rows (little compute to hide it behind).
+template <typename S>
 class BPrefetch {
  public:
+  static constexpr int64_t kLine = 64 / sizeof(S);  // elements per cache line
   BPrefetch() = default;
-  BPrefetch(const Operand& B, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t calls) {
+  BPrefetch(const Operand<S>& B, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t calls) {
     const bool rows = B.cs == 1;  // rows of nc floats, else columns of kc floats
     row_ = B.p + p0 * B.rs + j0 * B.cs;
     stride_ = rows ? B.rs : B.cs;
-    per_ = ((rows ? nc : kc) + 15) / 16;
+    per_ = ((rows ? nc : kc) + kLine - 1) / kLine;
     outer_left_ = rows ? kc : nc;
     step_ = (outer_left_ * per_ + calls - 1) / calls;
   }
   // Prefetches the next share of lines into L2.
   void next() {
     for (int64_t s = 0; s < step_ && outer_left_ > 0; ++s) {
-      _mm_prefetch(reinterpret_cast<const char*>(row_ + 16 * line_), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(row_ + kLine * line_), _MM_HINT_T1);
       if (++line_ == per_) line_ = 0, row_ += stride_, --outer_left_;
     }
   }
 
  private:
-  const float* row_ = nullptr;
+  const S* row_ = nullptr;
   int64_t stride_ = 0, per_ = 1, line_ = 0, outer_left_ = 0, step_ = 0;
 };
 
 // C (m x n at c, leading dimension ldc) = or += A (m x k) * B (k x n), one thread;
 // = bias (n values, or nullptr) + A * B when not accumulating.
-void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, int64_t ldc, bool accumulate,
+template <typename S>
+void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, float* c, int64_t ldc, bool accumulate,
                const float* bias) {
   PackBuffers& buf = buffers();
   float* apack = buf.a.get();
@@ -300,10 +321,9 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, 
           const int64_t pl = std::min(kChunk, kc - p0);
           for (int64_t i = 0; i < panels; ++i) {
             const __mmask16 mm = lanes(row0(i + 1) - row0(i));
-            const float* src = A.p + ic + row0(i) + (pc + p0) * A.cs;
+            const S* src = A.p + ic + row0(i) + (pc + p0) * A.cs;
             float* dst = apack + i * kMR * kc + p0 * kMR;
-            for (int64_t p = 0; p < pl; ++p)
-              _mm512_mask_storeu_ps(dst + p * kMR, mm, _mm512_maskz_loadu_ps(mm, src + p * A.cs));
+            for (int64_t p = 0; p < pl; ++p) _mm512_mask_storeu_ps(dst + p * kMR, mm, load16(mm, src + p * A.cs));
           }
         }
       } else {
@@ -322,9 +342,9 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, 
         int64_t np = pc, nj = jc + kNC;
         if (nj >= n) nj = 0, np = ic + kMC < m ? pc : pc + kcb;
         const int64_t calls = panels * ((nc + kNR - 1) / kNR);
-        BPrefetch pf;
+        BPrefetch<S> pf;
         if ((B.cs == 1 || B.rs == 1) && mc >= 4 * kMR && np < k)
-          pf = BPrefetch(B, np, std::min(kcb, k - np), nj, std::min(kNC, n - nj), calls);
+          pf = BPrefetch<S>(B, np, std::min(kcb, k - np), nj, std::min(kNC, n - nj), calls);
         for (int64_t i = 0; i < panels; ++i) {
           const int mr = static_cast<int>(row0(i + 1) - row0(i));
           const float* ap = apack + i * kMR * kc;
@@ -342,11 +362,11 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand A, Operand B, float* c, 
   }
 }
 
-}  // namespace
-
-void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
-                     const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
-                     int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias) {
+// The batched driver of gemm_avx512_f32 and gemm_avx512_bf16_widened.
+template <typename S>
+void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k, const S* a,
+                 int64_t a_rs, int64_t a_cs, const S* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride,
+                 int64_t ldc, bool accumulate, const float* col_bias) {
   WEFT_CHECK(!(accumulate && col_bias), "gemm: a column bias cannot be combined with accumulate");
   if (m == 0 || n == 0 || batch == 0) return;
   if (k == 0) {
@@ -364,8 +384,8 @@ void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, 
   // The single bias value becomes a row of m equal values.
   if (n == 1 && m > 1 && ldc == 1) {
     std::vector<float> row_bias(col_bias ? m : 0, col_bias ? col_bias[0] : 0.0f);
-    gemm_avx512_f32(batch, b_off, a_off, 1, m, k, b, b_cs, b_rs, a, a_cs, a_rs, c, c_stride, m, accumulate,
-                    col_bias ? row_bias.data() : nullptr);
+    gemm_driver<S>(batch, b_off, a_off, 1, m, k, b, b_cs, b_rs, a, a_cs, a_rs, c, c_stride, m, accumulate,
+                   col_bias ? row_bias.data() : nullptr);
     return;
   }
   // Thread tiling: each matrix is cut into `parts` slabs of whole micro-tiles along
@@ -387,19 +407,34 @@ void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, 
       const int64_t s0 = std::min(extent, tiles * q / parts * unit),
                     s1 = std::min(extent, tiles * (q + 1) / parts * unit);
       if (s0 >= s1) continue;
-      const float* pa = a + a_off[x];
-      const float* pb = b + b_off[x];
+      const S* pa = a + a_off[x];
+      const S* pb = b + b_off[x];
       float* pc = c + x * c_stride;
       if (split_n)
-        gemm_tile(m, s1 - s0, k, {pa, a_rs, a_cs}, {pb + s0 * b_cs, b_rs, b_cs}, pc + s0, ldc, accumulate,
-                  col_bias ? col_bias + s0 : nullptr);
+        gemm_tile<S>(m, s1 - s0, k, {pa, a_rs, a_cs}, {pb + s0 * b_cs, b_rs, b_cs}, pc + s0, ldc, accumulate,
+                     col_bias ? col_bias + s0 : nullptr);
       else
-        gemm_tile(s1 - s0, n, k, {pa + s0 * a_rs, a_rs, a_cs}, {pb, b_rs, b_cs}, pc + s0 * ldc, ldc, accumulate,
-                  col_bias);
+        gemm_tile<S>(s1 - s0, n, k, {pa + s0 * a_rs, a_rs, a_cs}, {pb, b_rs, b_cs}, pc + s0 * ldc, ldc, accumulate,
+                     col_bias);
     }
   };
   // small products run inline: a thread hand-off costs more than they do
   parallel_for(0, batch * parts, work >= double(1 << 18) ? 1 : batch * parts, body);
+}
+
+}  // namespace
+
+void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
+                     const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
+                     int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias) {
+  gemm_driver<float>(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate,
+                     col_bias);
+}
+
+void gemm_avx512_bf16_widened(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n,
+                              int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b, int64_t b_rs,
+                              int64_t b_cs, float* c, int64_t c_stride, int64_t ldc) {
+  gemm_driver<uint16_t>(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, false, nullptr);
 }
 
 #pragma GCC diagnostic pop

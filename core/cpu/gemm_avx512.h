@@ -1,5 +1,6 @@
 // Hand-written AVX-512 float32 GEMM (core/cpu/gemm_avx512.cc), used by
-// core/cpu/gemm.cc for float32 when the CPU has AVX-512 (gemm_avx512_available).
+// core/cpu/gemm.cc for float32 when the CPU has AVX-512 (gemm_avx512_available),
+// and by core/cpu/gemm_bf16.cc's float32 path for bfloat16 operands.
 //
 // Contract: C_i (m, n) = A_i (m, k) * B_i (k, n) (or C_i += A_i * B_i when
 // `accumulate`) for i < batch. Element (r, c) of A_i is at a[a_off[i] + r * a_rs +
@@ -26,5 +27,12 @@ bool gemm_avx512_available();
 void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                      const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
                      int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias = nullptr);
+
+// The same GEMM on bfloat16 operands (their bits as uint16_t), each element
+// widened to float32 as it is packed: C_i = A_i * B_i in float32, bit for bit
+// what gemm_avx512_f32 gives on the widened operands, with no widened copy.
+void gemm_avx512_bf16_widened(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n,
+                              int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b, int64_t b_rs,
+                              int64_t b_cs, float* c, int64_t c_stride, int64_t ldc);
 
 }  // namespace weft::cpu

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/cpu/gemm.h"
+#include "core/cpu/gemm_avx512.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/parallel.h"
@@ -243,16 +244,30 @@ void gemm_pairs(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs
 
 void gemm_bf16(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
                const uint16_t* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
+  const int64_t zero = 0;
+  gemm_bf16_batched(path, 1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc);
+}
+
+void gemm_bf16_batched(Bf16GemmPath path, int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m,
+                       int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
+                       int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride, int64_t ldc) {
   WEFT_CHECK(bf16_gemm_path_available(path), "gemm_bf16: this CPU cannot run the ", bf16_gemm_path_name(path), " path");
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
-    return;
-  }
-  switch (path) {
-    case Bf16GemmPath::kFloat32: return gemm_widened(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc);
-    case Bf16GemmPath::kAvx512Emulated: return gemm_pairs<false>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc);
-    case Bf16GemmPath::kAvx512Bf16: return gemm_pairs<true>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc);
+  if (m == 0 || n == 0 || batch == 0) return;
+  if (path == Bf16GemmPath::kFloat32 && gemm_f32_uses_avx512())
+    return gemm_avx512_bf16_widened(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc);
+  for (int64_t x = 0; x < batch; ++x) {
+    const uint16_t* ax = a + a_off[x];
+    const uint16_t* bx = b + b_off[x];
+    float* cx = c + x * c_stride;
+    if (k == 0) {
+      for (int64_t i = 0; i < m; ++i) std::fill(cx + i * ldc, cx + i * ldc + n, 0.0f);
+      continue;
+    }
+    switch (path) {
+      case Bf16GemmPath::kFloat32: gemm_widened(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc); break;
+      case Bf16GemmPath::kAvx512Emulated: gemm_pairs<false>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc); break;
+      case Bf16GemmPath::kAvx512Bf16: gemm_pairs<true>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc); break;
+    }
   }
 }
 

@@ -12,10 +12,11 @@
 //   product written as two float32 FMAs (AVX-512F only; slower than kFloat32,
 //   there to check the kernel's packing and order on any AVX-512 CPU);
 //   kFloat32: both operands widened to float32 and the float32 GEMM
-//   (core/cpu/gemm.h). Note [bf16 pair order]: the pair kernels add, per
-//   element and per pair of k steps, the odd step's product and then the
-//   even one's (VDPBF16PS's order), so the two pair paths agree exactly on
-//   normal numbers (VDPBF16PS flushes denormals to zero).
+//   (core/cpu/gemm.h); with AVX-512 the widening happens while the float32
+//   kernel packs its panels (gemm_avx512_bf16_widened), so no widened copy
+//   is made and the result equals the float32 GEMM's on widened operands. Note [bf16 pair order]: the pair kernels add,
+//   per element and per pair of k steps, the odd step's product and then the even one's (VDPBF16PS's order), so the two
+//   pair paths agree exactly on normal numbers (VDPBF16PS flushes denormals to zero).
 // - bf16_gemm_path(): the path bfloat16 matmuls take: kAvx512Bf16 where the
 //   CPU has AVX512-BF16, else kFloat32; the environment variable
 //   WEFT_CPU_BF16 (read once: "avx512_bf16", "avx512_emulated", "float32")
@@ -39,5 +40,11 @@ Bf16GemmPath bf16_gemm_path();
 
 void gemm_bf16(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
                const uint16_t* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc);
+
+// Batched: matrix i of A at a + a_off[i], of B at b + b_off[i] (broadcast
+// batches may repeat offsets), C_i at c + i * c_stride (leading dimension ldc).
+void gemm_bf16_batched(Bf16GemmPath path, int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m,
+                       int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
+                       int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride, int64_t ldc);
 
 }  // namespace weft::cpu

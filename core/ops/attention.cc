@@ -11,7 +11,8 @@
 // Two paths:
 //  - fused: when q is 4-d on a device whose sdpa_fused_table has a kernel for its
 //    dtype (CUDA float16/bfloat16 through cuDNN, core/cuda/attention_cudnn.cc; CPU
-//    float32 through the flash kernels of core/cpu/flash_attention.h) and
+//    float32 through the flash kernels of core/cpu/flash_attention.h, and CPU
+//    bfloat16 widened to float32 for them, outputs rounded once) and
 //    dropout is inactive (dropout_p == 0 or !training), one kernel computes the
 //    output and the per-row logsumexp; autograd records one node,
 //    "ScaledDotProductAttentionBackward", saving q, k, v, o and the statistics, whose
@@ -19,7 +20,7 @@
 //    unsupported head dim, cuDNN too old, no engine) sends the forward silently to
 //    the unfused path; a declining backward recomputes the gradient with the unfused
 //    path's math (same kernels, no recording), so the gradient stays right.
-//  - unfused (everything else: CPU float64/float16/bfloat16, CUDA float32/float64,
+//  - unfused (everything else: CPU float64/float16, CUDA float32/float64,
 //    dropout in training, a declining kernel): the two
 //    GEMMs go through matmul; between them one fused kernel (registered per dtype)
 //    scales, masks and softmaxes each score row in a single numerically stable pass,
@@ -160,9 +161,45 @@ bool cpu_sdpa_flash_backward(const Tensor& dq, const Tensor& dk, const Tensor& d
   return true;
 }
 
+// bfloat16 q, k, v (CPU autocast): widened to float32, the float32 flash
+// kernels, the outputs rounded to bfloat16 once; the statistics stay float32.
+// Widening costs O(L D) per matrix against the kernels' O(L S D), and every
+// score, probability and sum is float32 (the unfused path would round the
+// scores and probabilities to bfloat16).
+bool cpu_sdpa_flash_bf16(const Tensor& o, const Tensor& stats, const Tensor& q, const Tensor& k, const Tensor& v,
+                         double scale, bool causal) {
+  if (!cpu::flash_attention_available()) return false;
+  NoGradGuard no_grad;
+  const Tensor qf = q.to(DType::Float32), kf = k.to(DType::Float32), vf = v.to(DType::Float32);
+  Tensor of = empty(o.sizes(), {DType::Float32, o.device()});  // (B, H, L, Dv)
+  if (!cpu_sdpa_flash(of, stats, qf.contiguous(), kf.contiguous(), vf.contiguous(), scale, causal)) return false;
+  Tensor out = o;
+  copy_(out, of);
+  return true;
+}
+
+bool cpu_sdpa_flash_bf16_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& d_o,
+                                  const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                                  const Tensor& stats, double scale, bool causal) {
+  if (!cpu::flash_attention_available()) return false;
+  NoGradGuard no_grad;
+  auto widen = [](const Tensor& t) { return t.to(DType::Float32).contiguous(); };
+  const Tensor qf = widen(q), kf = widen(k), vf = widen(v);
+  Tensor dqf = empty(dq.sizes(), {DType::Float32, dq.device()}), dkf = empty(dk.sizes(), {DType::Float32, dk.device()}),
+         dvf = empty(dv.sizes(), {DType::Float32, dv.device()});
+  if (!cpu_sdpa_flash_backward(dqf, dkf, dvf, widen(d_o), qf, kf, vf, widen(o), stats, scale, causal)) return false;
+  Tensor a = dq, b = dk, c = dv;
+  copy_(a, dqf);
+  copy_(b, dkf);
+  copy_(c, dvf);
+  return true;
+}
+
 const detail::Registrar cpu_flash_registrar([] {
   sdpa_fused_table().set(DeviceType::CPU, DType::Float32, &cpu_sdpa_flash);
   sdpa_fused_backward_table().set(DeviceType::CPU, DType::Float32, &cpu_sdpa_flash_backward);
+  sdpa_fused_table().set(DeviceType::CPU, DType::BFloat16, &cpu_sdpa_flash_bf16);
+  sdpa_fused_backward_table().set(DeviceType::CPU, DType::BFloat16, &cpu_sdpa_flash_bf16_backward);
 });
 
 // softmax(scale * scores, masked) over the last dim of scores (..., L, S), differentiable.

@@ -76,36 +76,34 @@ void cpu_matmul_float(const Tensor& out, const Tensor& a_in, const Tensor& b_in)
   cpu::gemm_batched(B, oa.data(), ob.data(), M, N, K, pa, ars, acs, pb, brs, bcs, pc, M * N, N);
 }
 
-// bfloat16 through the pair kernels where the CPU has bfloat16 products
-// (core/cpu/gemm_bf16.h: bf16_gemm_path), each matrix into a float32 buffer,
-// then rounded into `out`; false when the chosen path is kFloat32.
-bool cpu_matmul_bf16_pairs(const Tensor& out, const Tensor& a, const Tensor& b) {
-  const cpu::Bf16GemmPath path = cpu::bf16_gemm_path();
-  if (path == cpu::Bf16GemmPath::kFloat32) return false;
+// bfloat16: cpu::bf16_gemm_path()'s kernel (core/cpu/gemm_bf16.h) into a
+// float32 buffer, then rounded into `out`.
+void cpu_matmul_bf16(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = gemm_ready(a_in), b = gemm_ready(b_in);
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   std::vector<int64_t> oa = batch_offsets(a), ob = batch_offsets(b);
   const auto* pa = reinterpret_cast<const uint16_t*>(a.data_ptr<BFloat16>());
   const auto* pb = reinterpret_cast<const uint16_t*>(b.data_ptr<BFloat16>());
   Tensor of = empty(out.sizes(), {DType::Float32, out.device()});  // (..., M, N)
-  float* pc = of.data_ptr<float>();
-  for (size_t i = 0; i < oa.size(); ++i)
-    cpu::gemm_bf16(path, M, N, K, pa + oa[i], a.stride(-2), a.stride(-1), pb + ob[i], b.stride(-2), b.stride(-1),
-                   pc + static_cast<int64_t>(i) * M * N, N);
+  cpu::gemm_bf16_batched(cpu::bf16_gemm_path(), static_cast<int64_t>(oa.size()), oa.data(), ob.data(), M, N, K, pa,
+                         a.stride(-2), a.stride(-1), pb, b.stride(-2), b.stride(-1), of.data_ptr<float>(), M * N, N);
   Tensor o = out;
   copy_(o, of);
-  return true;
 }
 
+// float16: both operands widened to float32.
 template <typename T>
 void cpu_matmul_half(const Tensor& out, const Tensor& a, const Tensor& b) {
   NoGradGuard ng;
-  if constexpr (std::is_same_v<T, BFloat16>)
-    if (cpu_matmul_bf16_pairs(out, a, b)) return;
-  Tensor af = a.to(DType::Float32), bf = b.to(DType::Float32);
-  Tensor of = empty(out.sizes(), {DType::Float32, out.device()});
-  cpu_matmul_float<float>(of, af, bf);
-  Tensor o = out;
-  copy_(o, of);
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    cpu_matmul_bf16(out, a, b);
+  } else {
+    Tensor af = a.to(DType::Float32), bf = b.to(DType::Float32);
+    Tensor of = empty(out.sizes(), {DType::Float32, out.device()});
+    cpu_matmul_float<float>(of, af, bf);
+    Tensor o = out;
+    copy_(o, of);
+  }
 }
 
 template <typename T>

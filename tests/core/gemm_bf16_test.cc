@@ -8,7 +8,10 @@
 // strides; the pair paths do not depend on the thread count, and where the
 // CPU has AVX512-BF16 its path meets the same bound (and says how many
 // elements equal the emulation's: all of them in VDPBF16PS's documented
-// order, Note [bf16 pair order]).
+// order, Note [bf16 pair order]). The float32 path, which widens while the
+// float32 kernel packs, gives bit for bit what cpu::gemm<float> gives on
+// widened copies, batched with repeated (broadcast) offsets too, and with the
+// AVX-512 kernel switched off it still meets the bound.
 #include "core/cpu/gemm_bf16.h"
 
 #include <cmath>
@@ -20,6 +23,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/cpu/gemm.h"
 #include "core/half.h"
 #include "core/parallel.h"
 
@@ -123,6 +127,49 @@ TEST(GemmBf16, PairPathsAgreeAndIgnoreTheThreadCount) {
     std::printf("avx512_bf16 and avx512_emulated: %zu of %zu elements bitwise equal\n", same, one.size());
   }
   set_num_threads(threads);
+}
+
+TEST(GemmBf16, Float32PathEqualsTheFloat32GemmOnWidenedOperands) {
+  struct S {
+    int64_t m, n, k;
+  };
+  const S shapes[] = {{1, 40, 7}, {7, 33, 5}, {25, 65, 63}, {30, 40, 601}, {70, 1, 19}, {130, 300, 129}};
+  for (const S& s : shapes)
+    for (int la = 0; la < 3; ++la)
+      for (int lb = 0; lb < 3; ++lb) {
+        SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + " layouts " +
+                     std::to_string(la) + std::to_string(lb));
+        // three matrices of A over two of B (offsets 0, 0, 1: broadcast), one buffer each
+        std::vector<Operand> as, bs;
+        for (int x = 0; x < 3; ++x) as.push_back(make(s.m, s.k, la));
+        for (int x = 0; x < 2; ++x) bs.push_back(make(s.k, s.n, lb));
+        auto concat = [](const std::vector<Operand>& ops, std::vector<int64_t>& offs) {
+          std::vector<uint16_t> all;
+          for (const Operand& o : ops)
+            offs.push_back(static_cast<int64_t>(all.size())), all.insert(all.end(), o.data.begin(), o.data.end());
+          return all;
+        };
+        std::vector<int64_t> ao, bo_all;
+        const std::vector<uint16_t> a = concat(as, ao), b = concat(bs, bo_all);
+        const std::vector<int64_t> bo = {bo_all[0], bo_all[0], bo_all[1]};
+        std::vector<float> c(static_cast<size_t>(3 * s.m * s.n), -1.0f);
+        cpu::gemm_bf16_batched(Bf16GemmPath::kFloat32, 3, ao.data(), bo.data(), s.m, s.n, s.k, a.data(), as[0].rs,
+                               as[0].cs, b.data(), bs[0].rs, bs[0].cs, c.data(), s.m * s.n, s.n);
+        std::vector<float> af(a.size()), bf(b.size()), cf(c.size(), -2.0f);
+        for (size_t i = 0; i < a.size(); ++i) af[i] = static_cast<float>(BFloat16::from_bits(a[i]));
+        for (size_t i = 0; i < b.size(); ++i) bf[i] = static_cast<float>(BFloat16::from_bits(b[i]));
+        cpu::gemm_batched(3, ao.data(), bo.data(), s.m, s.n, s.k, af.data(), as[0].rs, as[0].cs, bf.data(), bs[0].rs,
+                          bs[0].cs, cf.data(), s.m * s.n, s.n);
+        EXPECT_EQ(std::memcmp(c.data(), cf.data(), c.size() * sizeof(float)), 0);
+        const std::vector<float> c2(c.begin() + 2 * s.m * s.n, c.end());
+        EXPECT_TRUE(near_reference(c2, s.m, s.n, s.k, as[2], bs[1]));
+      }
+  // without the AVX-512 kernel (widened copies and Eigen)
+  const bool was = cpu::gemm_f32_uses_avx512();
+  cpu::set_gemm_f32_avx512(false);
+  const Operand a = make(45, 77, 1), b = make(77, 50, 0);
+  EXPECT_TRUE(near_reference(run(Bf16GemmPath::kFloat32, 45, 50, 77, a, b), 45, 50, 77, a, b));
+  cpu::set_gemm_f32_avx512(was);
 }
 
 TEST(GemmBf16, TheChosenPathIsOneThisCpuRuns) {

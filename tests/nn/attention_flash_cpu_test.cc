@@ -6,9 +6,12 @@
 // q/k/v as strided views of one qkv tensor (as MultiheadAttention passes them),
 // a non-contiguous output gradient. Also: the same answer as the unfused float32
 // path, bitwise independence of the thread count, and the transformer block's
-// gradients with and without the kernel. Skipped where the CPU lacks AVX-512.
+// gradients with and without the kernel. bfloat16 q, k, v (CPU autocast) take
+// the same kernels widened: against float64 from the same bfloat16 values, and
+// closer to it than the unfused bfloat16 path. Skipped where the CPU lacks AVX-512.
 #include <gtest/gtest.h>
 
+#include "core/autocast.h"
 #include "core/autograd_meta.h"
 #include "core/cpu/flash_attention.h"
 #include "core/nn_ops.h"
@@ -138,6 +141,62 @@ TEST_F(FlashCpu, TransformerBlockGradientsMatchWithoutTheKernel) {
   std::vector<Tensor> a = grads(true), b = grads(false);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(tensors_near(a[i], b[i], 2e-5)) << "tensor " << i;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  std::vector<double> x = testing::values(a), y = testing::values(b);
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+
+// bfloat16 inputs: every score, probability and sum in float32, the output and
+// the gradients rounded to bfloat16 once (relative error 2^-9 each). So the
+// output is within 2^-8 (relative, tensor_near's 1 + |x| scale) of float64 on
+// the same bfloat16 values; the gradients also carry the rounded output (the
+// backward's rowsum(do * o)) and the cancellation in dp - rowsum, so 1e-2.
+TEST_F(FlashCpu, Bfloat16InputsTakeTheKernelsWidenedToFloat32) {
+  const Case cases[] = {{2, 3, 64, 64, 64, 64}, {1, 2, 130, 130, 64, 64}, {2, 1, 100, 37, 24, 40}};
+  uint64_t seed = 100;
+  for (const Case& c : cases)
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE("L=" + std::to_string(c.L) + " S=" + std::to_string(c.S) + (causal ? " causal" : ""));
+      Tensor q = rnd({c.B, c.H, c.L, c.D}, DType::BFloat16, seed++) * 2.0,
+             k = rnd({c.B, c.H, c.S, c.D}, DType::BFloat16, seed++) * 2.0,
+             v = rnd({c.B, c.H, c.S, c.Dv}, DType::BFloat16, seed++),
+             g = rnd({c.B, c.H, c.L, c.Dv}, DType::BFloat16, seed++);
+      Result flash = run(q, k, v, g, causal);
+      EXPECT_EQ(flash.node, "ScaledDotProductAttentionBackward");
+      EXPECT_EQ(flash.out.dtype(), DType::BFloat16);
+      EXPECT_EQ(flash.dq.dtype(), DType::BFloat16);
+      Result ref = run(f64(q), f64(k), f64(v), f64(g), causal);
+      EXPECT_TRUE(tensors_near(flash.out, ref.out, 1.0 / 256));
+      EXPECT_TRUE(tensors_near(flash.dq, ref.dq, 1e-2));
+      EXPECT_TRUE(tensors_near(flash.dk, ref.dk, 1e-2));
+      EXPECT_TRUE(tensors_near(flash.dv, ref.dv, 1e-2));
+      // the unfused bfloat16 path rounds the scores and probabilities too
+      cpu::set_flash_attention_enabled(false);
+      Result plain = run(q, k, v, g, causal);
+      cpu::set_flash_attention_enabled(true);
+      EXPECT_NE(plain.node, "ScaledDotProductAttentionBackward");
+      EXPECT_LE(max_abs_diff(flash.out, ref.out), max_abs_diff(plain.out, ref.out));
+    }
+}
+
+TEST_F(FlashCpu, AutocastSendsFloat32AttentionToTheBfloat16Kernel) {
+  Tensor q = rnd({1, 2, 50, 16}, DType::Float32, 90), k = rnd({1, 2, 50, 16}, DType::Float32, 91),
+         v = rnd({1, 2, 50, 16}, DType::Float32, 92);
+  Tensor y;
+  {
+    AutocastGuard guard(DeviceType::CPU, DType::BFloat16);
+    y = scaled_dot_product_attention(q.detach().requires_grad_(), k, v, true);
+  }
+  EXPECT_EQ(y.dtype(), DType::BFloat16);
+  ASSERT_TRUE(y.grad_fn());
+  EXPECT_EQ(y.grad_fn()->name(), "ScaledDotProductAttentionBackward");
+  Result ref = run(f64(q.to(DType::BFloat16)), f64(k.to(DType::BFloat16)), f64(v.to(DType::BFloat16)),
+                   rnd({1, 2, 50, 16}, DType::Float64, 93), true);
+  EXPECT_TRUE(tensors_near(y, ref.out, 1.0 / 256));
 }
 
 }  // namespace
