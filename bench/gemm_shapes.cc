@@ -134,10 +134,12 @@ int main(int argc, char** argv) {
     std::printf("%-20s %6ld %6ld %6ld %10.1f %6.0f%% %10.1f\n", cs.what, long(cs.m), long(cs.n), long(cs.k), rate[0],
                 peak > 0 ? 100.0 * rate[0] / peak : 0.0, rate[1]);
   }
-  // bfloat16 operands (core/cpu/gemm_bf16.h), every path this CPU runs, on the GPT's shapes.
+  // bfloat16 operands (core/cpu/gemm_bf16.h), every path this CPU runs, on the
+  // GPT's shapes (amx_emulated, plain C++ tiles for tests, is left out).
   using weft::cpu::Bf16GemmPath;
   std::vector<Bf16GemmPath> paths;
-  for (Bf16GemmPath p : {Bf16GemmPath::kAvx512Bf16, Bf16GemmPath::kAvx512Emulated, Bf16GemmPath::kFloat32})
+  for (Bf16GemmPath p :
+       {Bf16GemmPath::kAmxBf16, Bf16GemmPath::kAvx512Bf16, Bf16GemmPath::kAvx512Emulated, Bf16GemmPath::kFloat32})
     if (weft::cpu::bf16_gemm_path_available(p)) paths.push_back(p);
   std::printf("\nbfloat16 operands, GFLOP/s per path (matmuls take %s; the float32 peak above for scale)\n%-20s",
               weft::cpu::bf16_gemm_path_name(weft::cpu::bf16_gemm_path()), "case");

@@ -15,10 +15,14 @@
 // packing and masked at the store. Packing is scalar; a row-major A and a
 // column-major B (a weight's transposed view) copy each pair as one 32-bit
 // word, other strides are read element by element (the float32 kernel
-// vectorises its packing; this one does not yet).
+// vectorises its packing; this one does not yet). The AMX kernel (kAmxBf16,
+// kAmxEmulated) has the same loops with 32 x 32 blocks of C in four tiles; its
+// section below says how it packs.
 #include "core/cpu/gemm_bf16.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -26,6 +30,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <sys/syscall.h>
 
 #include "core/cpu/gemm.h"
 #include "core/cpu/gemm_avx512.h"
@@ -40,27 +46,51 @@ const char* bf16_gemm_path_name(Bf16GemmPath path) {
     case Bf16GemmPath::kFloat32: return "float32";
     case Bf16GemmPath::kAvx512Emulated: return "avx512_emulated";
     case Bf16GemmPath::kAvx512Bf16: return "avx512_bf16";
+    case Bf16GemmPath::kAmxEmulated: return "amx_emulated";
+    case Bf16GemmPath::kAmxBf16: return "amx_bf16";
   }
   return "?";
 }
 
+namespace {
+
+// AMX-TILE and AMX-BF16 (CPUID leaf 7, EDX bits 24 and 22), and the Linux
+// kernel's permission for this process to use the tile data state: without
+// it the first tile instruction faults.
+bool amx_usable() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  if ((edx & (1u << 24)) == 0 || (edx & (1u << 22)) == 0) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+
+}  // namespace
+
 bool bf16_gemm_path_available(Bf16GemmPath path) {
   static const bool f = __builtin_cpu_supports("avx512f") != 0;
   static const bool bf16 = f && __builtin_cpu_supports("avx512bf16") != 0;
+  static const bool amx = amx_usable();
   switch (path) {
     case Bf16GemmPath::kFloat32: return true;
     case Bf16GemmPath::kAvx512Emulated: return f;
     case Bf16GemmPath::kAvx512Bf16: return bf16;
+    case Bf16GemmPath::kAmxEmulated: return true;
+    case Bf16GemmPath::kAmxBf16: return amx;
   }
   return false;
 }
 
 Bf16GemmPath bf16_gemm_path() {
   static const Bf16GemmPath chosen = [] {
-    const Bf16GemmPath all[] = {Bf16GemmPath::kAvx512Bf16, Bf16GemmPath::kAvx512Emulated, Bf16GemmPath::kFloat32};
+    const Bf16GemmPath all[] = {Bf16GemmPath::kAmxBf16, Bf16GemmPath::kAmxEmulated, Bf16GemmPath::kAvx512Bf16,
+                                Bf16GemmPath::kAvx512Emulated, Bf16GemmPath::kFloat32};
     const char* env = std::getenv("WEFT_CPU_BF16");
-    if (env == nullptr || *env == '\0')
-      return bf16_gemm_path_available(Bf16GemmPath::kAvx512Bf16) ? Bf16GemmPath::kAvx512Bf16 : Bf16GemmPath::kFloat32;
+    if (env == nullptr || *env == '\0') {
+      for (Bf16GemmPath p : {Bf16GemmPath::kAmxBf16, Bf16GemmPath::kAvx512Bf16})
+        if (bf16_gemm_path_available(p)) return p;
+      return Bf16GemmPath::kFloat32;
+    }
     std::string has;
     for (Bf16GemmPath p : all)
       if (bf16_gemm_path_available(p)) has += std::string(has.empty() ? "" : ", ") + bf16_gemm_path_name(p);
@@ -69,8 +99,8 @@ Bf16GemmPath bf16_gemm_path() {
         WEFT_CHECK(bf16_gemm_path_available(p), "WEFT_CPU_BF16=", env, ": this CPU cannot run that path; it has ", has);
         return p;
       }
-    WEFT_CHECK(false, "WEFT_CPU_BF16=", env, ": expected avx512_bf16, avx512_emulated or float32 (this CPU has ", has,
-               ")");
+    WEFT_CHECK(false, "WEFT_CPU_BF16=", env,
+               ": expected amx_bf16, amx_emulated, avx512_bf16, avx512_emulated or float32 (this CPU has ", has, ")");
     return Bf16GemmPath::kFloat32;
   }();
   return chosen;
@@ -90,6 +120,41 @@ void gemm_widened(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_
   gemm<float>(m, n, k, af.data(), k, 1, bf.data(), n, 1, c, ldc);
 }
 
+// Steps 2p and 2p + 1 of a row of A or a column of B (element q at s[q * stride]),
+// zero past k.
+inline uint32_t pair(const uint16_t* s, int64_t stride, int64_t p, int64_t k) {
+  const uint32_t lo = 2 * p < k ? s[2 * p * stride] : 0;
+  const uint32_t hi = 2 * p + 1 < k ? s[(2 * p + 1) * stride] : 0;
+  return lo | (hi << 16);
+}
+
+// Packs pairs [p0, p0 + kp) of `lines` lines of an operand (line l's step q at
+// src[l * line_stride + q * step_stride]: A's rows, B's columns) into panels of
+// W lines (dst[panel][p][line], W = kMR for A, kNR for B; lines past `lines`
+// zero). Where steps are contiguous (a row-major A, a column-major B such as a
+// weight's transposed view) each complete pair is one 32-bit word.
+template <int W>
+void pack_pairs(const uint16_t* src, int64_t line_stride, int64_t step_stride, int64_t lines, int64_t p0, int64_t kp,
+                int64_t k, uint32_t* dst) {
+  for (int64_t l0 = 0; l0 < lines; l0 += W) {
+    uint32_t* panel = dst + l0 * kp;
+    for (int j = 0; j < W; ++j) {
+      if (l0 + j >= lines) {
+        for (int64_t p = 0; p < kp; ++p) panel[p * W + j] = 0;
+        continue;
+      }
+      const uint16_t* line = src + (l0 + j) * line_stride;
+      for (int64_t p = 0; p < kp; ++p) {
+        const int64_t q = p0 + p;
+        uint32_t w;
+        if (step_stride == 1 && 2 * q + 1 < k) std::memcpy(&w, line + 2 * q, sizeof w);
+        else w = pair(line, step_stride, q, k);
+        panel[p * W + j] = w;
+      }
+    }
+  }
+}
+
 // Everything below runs only where bf16_gemm_path_available() said so.
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,avx2,fma")
@@ -102,14 +167,6 @@ constexpr int64_t kNC = 256;
 
 inline __mmask16 lanes(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(n, 0)) - 1);
-}
-
-// Steps 2p and 2p + 1 of a row of A or a column of B (element q at s[q * stride]),
-// zero past k.
-inline uint32_t pair(const uint16_t* s, int64_t stride, int64_t p, int64_t k) {
-  const uint32_t lo = 2 * p < k ? s[2 * p * stride] : 0;
-  const uint32_t hi = 2 * p + 1 < k ? s[(2 * p + 1) * stride] : 0;
-  return lo | (hi << 16);
 }
 
 // Note [bf16 pair order]: the odd step's product, then the even one's.
@@ -168,33 +225,6 @@ struct Buffers {
   }
 };
 
-// Packs pairs [p0, p0 + kp) of `lines` lines of an operand (line l's step q at
-// src[l * line_stride + q * step_stride]: A's rows, B's columns) into panels of
-// W lines (dst[panel][p][line], W = kMR for A, kNR for B; lines past `lines`
-// zero). Where steps are contiguous (a row-major A, a column-major B such as a
-// weight's transposed view) each complete pair is one 32-bit word.
-template <int W>
-void pack_pairs(const uint16_t* src, int64_t line_stride, int64_t step_stride, int64_t lines, int64_t p0, int64_t kp,
-                int64_t k, uint32_t* dst) {
-  for (int64_t l0 = 0; l0 < lines; l0 += W) {
-    uint32_t* panel = dst + l0 * kp;
-    for (int j = 0; j < W; ++j) {
-      if (l0 + j >= lines) {
-        for (int64_t p = 0; p < kp; ++p) panel[p * W + j] = 0;
-        continue;
-      }
-      const uint16_t* line = src + (l0 + j) * line_stride;
-      for (int64_t p = 0; p < kp; ++p) {
-        const int64_t q = p0 + p;
-        uint32_t w;
-        if (step_stride == 1 && 2 * q + 1 < k) std::memcpy(&w, line + 2 * q, sizeof w);
-        else w = pair(line, step_stride, q, k);
-        panel[p * W + j] = w;
-      }
-    }
-  }
-}
-
 // C (m x n) over one thread: the Goto/BLIS loops of the file comment.
 template <bool kNative>
 void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
@@ -240,6 +270,220 @@ void gemm_pairs(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs
 
 #pragma GCC pop_options
 
+// ---- AMX ----
+//
+// The same Goto/BLIS loops over pairs of k steps, with tiles: each thread owns
+// a slab of whole 32-column tiles of C; K is cut into blocks of up to kAmxKP
+// pairs, every block but the last a multiple of 16 pairs (one tile's depth),
+// so zero padding only ever follows the last step of K. A is packed in panels
+// of 32 rows, each row's pairs contiguous (a[r][p], rows of kpp words: the
+// tile's rows); B in panels of 32 columns, each pair step's 32 columns
+// contiguous (b[p][j], the VNNI layout TDPBF16PS reads: a tile row is one pair
+// step of 16 columns). The micro-kernel computes a 32 x 32 block of C in four
+// accumulator tiles (tmm0-3: rows 0-15 / 16-31 x columns 0-15 / 16-31), per 16
+// pairs loading two A tiles (tmm4-5) and two B tiles (tmm6-7) and issuing four
+// TDPBF16PS; the block goes through a 32 x 32 float scratch into C (masked at
+// the edges, added to C after the first K block). Rows and columns past the
+// matrix are zero in the packing.
+
+constexpr int64_t kAmxKP = 256;  // max pairs per K block (512 k steps): A and B panels 32 KiB each
+constexpr int64_t kAmxMC = 1536;
+constexpr int64_t kAmxNC = 256;
+constexpr int kAmxT = 16;  // tile rows, and pairs (32-bit words) per tile row
+
+// The tile state of one micro-kernel, in hardware (x86 AMX; only where
+// bf16_gemm_path_available(kAmxBf16)).
+class NativeTiles {
+ public:
+  NativeTiles() {
+    Config cfg{};
+    cfg.palette = 1;
+    for (int t = 0; t < 8; ++t) cfg.colsb[t] = 4 * kAmxT, cfg.rows[t] = kAmxT;
+    asm volatile("ldtilecfg %0" ::"m"(cfg));
+  }
+  ~NativeTiles() { asm volatile("tilerelease" ::: "memory"); }
+  NativeTiles(const NativeTiles&) = delete;
+  NativeTiles& operator=(const NativeTiles&) = delete;
+
+  void zero() { asm volatile("tilezero %%tmm0\n\ttilezero %%tmm1\n\ttilezero %%tmm2\n\ttilezero %%tmm3" ::: "memory"); }
+  // C += A rows [0, 16) and [16, 32) (a0, a1; rows `a_stride` bytes apart) times
+  // B columns [0, 16) and [16, 32) (b0, b1; pair steps `b_stride` bytes apart).
+  void step(const uint32_t* a0, const uint32_t* a1, int64_t a_stride, const uint32_t* b0, const uint32_t* b1,
+            int64_t b_stride) {
+    asm volatile(
+        "tileloadd (%[a0],%[sa],1), %%tmm4\n\t"
+        "tileloadd (%[a1],%[sa],1), %%tmm5\n\t"
+        "tileloadd (%[b0],%[sb],1), %%tmm6\n\t"
+        "tileloadd (%[b1],%[sb],1), %%tmm7\n\t"
+        "tdpbf16ps %%tmm6, %%tmm4, %%tmm0\n\t"
+        "tdpbf16ps %%tmm7, %%tmm4, %%tmm1\n\t"
+        "tdpbf16ps %%tmm6, %%tmm5, %%tmm2\n\t"
+        "tdpbf16ps %%tmm7, %%tmm5, %%tmm3" ::[a0] "r"(a0),
+        [a1] "r"(a1), [b0] "r"(b0), [b1] "r"(b1), [sa] "r"(a_stride), [sb] "r"(b_stride)
+        : "memory");
+  }
+  // The four accumulators into out (32 x 32 floats, row-major).
+  void store(float* out) {
+    const int64_t stride = 32 * sizeof(float);
+    float* o1 = out + 16;
+    float* o2 = out + 16 * 32;
+    float* o3 = out + 16 * 32 + 16;
+    asm volatile(
+        "tilestored %%tmm0, (%[o0],%[s],1)\n\t"
+        "tilestored %%tmm1, (%[o1],%[s],1)\n\t"
+        "tilestored %%tmm2, (%[o2],%[s],1)\n\t"
+        "tilestored %%tmm3, (%[o3],%[s],1)" ::[o0] "r"(out),
+        [o1] "r"(o1), [o2] "r"(o2), [o3] "r"(o3), [s] "r"(stride)
+        : "memory");
+  }
+
+ private:
+  struct alignas(64) Config {  // LDTILECFG's 64-byte operand
+    uint8_t palette = 0, start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+  };
+  static_assert(sizeof(Config) == 64);
+};
+
+// The same tile operations in plain C++, following TDPBF16PS's documented
+// semantics: per row m and column n of a 16 x 16 accumulator, for each of the
+// 16 pairs in order, += the even steps' product, then += the odd steps'.
+class EmulatedTiles {
+ public:
+  void zero() {
+    for (auto& t : acc_)
+      for (auto& row : t) std::fill(std::begin(row), std::end(row), 0.0f);
+  }
+  void step(const uint32_t* a0, const uint32_t* a1, int64_t a_stride, const uint32_t* b0, const uint32_t* b1,
+            int64_t b_stride) {
+    const uint32_t* a[2] = {a0, a1};
+    const uint32_t* b[2] = {b0, b1};
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) dp(acc_[2 * i + j], a[i], a_stride, b[j], b_stride);
+  }
+  void store(float* out) {
+    for (int t = 0; t < 4; ++t)
+      for (int r = 0; r < kAmxT; ++r)
+        for (int c = 0; c < kAmxT; ++c) out[(16 * (t / 2) + r) * 32 + 16 * (t % 2) + c] = acc_[t][r][c];
+  }
+
+ private:
+  static float lo(uint32_t w) { return BFloat16::from_bits(static_cast<uint16_t>(w & 0xFFFFu)); }
+  static float hi(uint32_t w) { return BFloat16::from_bits(static_cast<uint16_t>(w >> 16)); }
+  static const uint32_t* row(const uint32_t* base, int64_t stride_bytes, int r) {
+    return reinterpret_cast<const uint32_t*>(reinterpret_cast<const char*>(base) + r * stride_bytes);
+  }
+  static void dp(float (&c)[kAmxT][kAmxT], const uint32_t* a, int64_t sa, const uint32_t* b, int64_t sb) {
+    for (int m = 0; m < kAmxT; ++m)
+      for (int n = 0; n < kAmxT; ++n) {
+        float t = c[m][n];
+        for (int p = 0; p < kAmxT; ++p) {
+          const uint32_t x = row(a, sa, m)[p], y = row(b, sb, p)[n];
+          t += lo(x) * lo(y);
+          t += hi(x) * hi(y);
+        }
+        c[m][n] = t;
+      }
+  }
+  float acc_[4][kAmxT][kAmxT];
+};
+
+// Pairs [p0, p0 + kpp) of `rows` rows of A (row r's step q at a[r * rs + q * cs])
+// as dst[r * kpp + p] for r < 32 (rows past `rows`, and pairs past k, zero).
+void pack_amx_rows(const uint16_t* a, int64_t rs, int64_t cs, int64_t rows, int64_t p0, int64_t kpp, int64_t k,
+                   uint32_t* dst) {
+  for (int64_t r = 0; r < 32; ++r) {
+    uint32_t* out = dst + r * kpp;
+    if (r >= rows) {
+      std::fill(out, out + kpp, 0u);
+      continue;
+    }
+    const uint16_t* line = a + r * rs;
+    for (int64_t p = 0; p < kpp; ++p) {
+      const int64_t q = p0 + p;
+      uint32_t w;
+      if (cs == 1 && 2 * q + 1 < k) std::memcpy(&w, line + 2 * q, sizeof w);
+      else w = pair(line, cs, q, k);
+      out[p] = w;
+    }
+  }
+}
+
+struct AmxBuffers {
+  struct Free {
+    void operator()(uint32_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint32_t[], Free> a, b;
+  AmxBuffers() {
+    a.reset(static_cast<uint32_t*>(std::aligned_alloc(64, kAmxMC * kAmxKP * sizeof(uint32_t))));
+    b.reset(static_cast<uint32_t*>(std::aligned_alloc(64, kAmxKP * kAmxNC * sizeof(uint32_t))));
+    WEFT_CHECK(a && b, "gemm_bf16: cannot allocate packing buffers");
+  }
+};
+
+// C (m x n) over one thread, tile state `Tiles`.
+template <typename Tiles>
+void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
+              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
+  static thread_local AmxBuffers buf;
+  uint32_t* apack = buf.a.get();
+  uint32_t* bpack = buf.b.get();
+  alignas(64) float scratch[32 * 32];
+  Tiles tiles;
+  const int64_t pairs = (k + 1) / 2, blocks = (pairs + kAmxKP - 1) / kAmxKP;
+  const int64_t kpb = ((pairs + blocks - 1) / blocks + kAmxT - 1) / kAmxT * kAmxT;  // whole tiles deep
+  for (int64_t p0 = 0; p0 < pairs; p0 += kpb) {
+    const int64_t kpp = (std::min(kpb, pairs - p0) + kAmxT - 1) / kAmxT * kAmxT;  // only the last block pads
+    for (int64_t ic = 0; ic < m; ic += kAmxMC) {
+      const int64_t mc = std::min(kAmxMC, m - ic);
+      for (int64_t r0 = 0; r0 < mc; r0 += 32)
+        pack_amx_rows(a + (ic + r0) * a_rs, a_rs, a_cs, std::min<int64_t>(32, mc - r0), p0, kpp, k, apack + r0 * kpp);
+      for (int64_t jc = 0; jc < n; jc += kAmxNC) {
+        const int64_t nc = std::min(kAmxNC, n - jc);
+        pack_pairs<32>(b + jc * b_cs, b_cs, b_rs, nc, p0, kpp, k, bpack);
+        for (int64_t r0 = 0; r0 < mc; r0 += 32) {
+          const uint32_t* ap = apack + r0 * kpp;
+          const int rows = static_cast<int>(std::min<int64_t>(32, mc - r0));
+          for (int64_t j0 = 0; j0 < nc; j0 += 32) {
+            const uint32_t* bp = bpack + j0 * kpp;
+            tiles.zero();
+            for (int64_t q = 0; q < kpp; q += kAmxT)
+              tiles.step(ap + q, ap + 16 * kpp + q, kpp * 4, bp + q * 32, bp + q * 32 + 16, 32 * 4);
+            tiles.store(scratch);
+            const int cols = static_cast<int>(std::min<int64_t>(32, nc - j0));
+            for (int i = 0; i < rows; ++i) {
+              float* crow = c + (ic + r0 + i) * ldc + jc + j0;
+              const float* srow = scratch + i * 32;
+              if (p0 > 0)
+                for (int j = 0; j < cols; ++j) crow[j] += srow[j];
+              else
+                for (int j = 0; j < cols; ++j) crow[j] = srow[j];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Threads share out slabs of whole 32-column tiles, as gemm_pairs does.
+template <typename Tiles>
+void gemm_amx(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
+              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
+  const double work = static_cast<double>(m) * n * k;
+  const int64_t tiles = (n + 31) / 32;
+  const int64_t parts =
+      work >= double(1 << 18) && !in_parallel_region() ? std::min<int64_t>(get_num_threads(), tiles) : 1;
+  parallel_for(0, parts, 1, [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t j0 = std::min(n, tiles * q / parts * 32), j1 = std::min(n, tiles * (q + 1) / parts * 32);
+      if (j0 < j1) amx_tile<Tiles>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc);
+    }
+  });
+}
+
 }  // namespace
 
 void gemm_bf16(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
@@ -267,6 +511,8 @@ void gemm_bf16_batched(Bf16GemmPath path, int64_t batch, const int64_t* a_off, c
       case Bf16GemmPath::kFloat32: gemm_widened(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc); break;
       case Bf16GemmPath::kAvx512Emulated: gemm_pairs<false>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc); break;
       case Bf16GemmPath::kAvx512Bf16: gemm_pairs<true>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc); break;
+      case Bf16GemmPath::kAmxEmulated: gemm_amx<EmulatedTiles>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc); break;
+      case Bf16GemmPath::kAmxBf16: gemm_amx<NativeTiles>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc); break;
     }
   }
 }

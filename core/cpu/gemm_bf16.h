@@ -7,21 +7,31 @@
 //   strides. Products of two bfloat16 are exact in float32; the sums are
 //   float32. C must not overlap A or B.
 // - Paths (Bf16GemmPath), chosen at run time from what the CPU has:
-//   kAvx512Bf16: VDPBF16PS (AVX512-BF16), one instruction per pair of k
-//   steps; kAvx512Emulated: the same kernel, packing and order with the pair
-//   product written as two float32 FMAs (AVX-512F only; slower than kFloat32,
-//   there to check the kernel's packing and order on any AVX-512 CPU);
-//   kFloat32: both operands widened to float32 and the float32 GEMM
-//   (core/cpu/gemm.h); with AVX-512 the widening happens while the float32
-//   kernel packs its panels (gemm_avx512_bf16_widened), so no widened copy
-//   is made and the result equals the float32 GEMM's on widened operands. Note [bf16 pair order]: the pair kernels add,
-//   per element and per pair of k steps, the odd step's product and then the even one's (VDPBF16PS's order), so the two
-//   pair paths agree exactly on normal numbers (VDPBF16PS flushes denormals to zero).
-// - bf16_gemm_path(): the path bfloat16 matmuls take: kAvx512Bf16 where the
-//   CPU has AVX512-BF16, else kFloat32; the environment variable
-//   WEFT_CPU_BF16 (read once: "avx512_bf16", "avx512_emulated", "float32")
-//   forces one, so a machine's tests can run every path it supports; asking
-//   for one the CPU lacks is an error naming what it has.
+//   kAmxBf16: AMX tiles (TDPBF16PS, 16 x 16 float32 per instruction over 16
+//   pairs of k steps), after the kernel grants the process the tile state
+//   (arch_prctl(ARCH_REQ_XCOMP_PERM)); kAmxEmulated: the same packing, tile
+//   loads and order with each tile instruction done in plain C++ (any CPU;
+//   slow, there to check the AMX kernel's packing and addressing where the
+//   CPU has no AMX); kAvx512Bf16: VDPBF16PS (AVX512-BF16), one instruction
+//   per pair of k steps; kAvx512Emulated: the same kernel, packing and order
+//   with the pair product written as two float32 FMAs (AVX-512F only; slower
+//   than kFloat32, there to check the kernel on any AVX-512 CPU); kFloat32:
+//   both operands widened to float32 and the float32 GEMM (core/cpu/gemm.h);
+//   with AVX-512 the widening happens while the float32 kernel packs its
+//   panels (gemm_avx512_bf16_widened), so no widened copy is made and the
+//   result equals the float32 GEMM's on widened operands.
+//   Note [bf16 pair order]: the VDPBF16PS kernels add, per element and per
+//   pair of k steps, the odd step's product and then the even one's
+//   (VDPBF16PS's order), so the two agree exactly on normal numbers
+//   (VDPBF16PS flushes denormals to zero); the AMX emulation follows
+//   TDPBF16PS's documented order (even step, then odd, 16 pairs per tile
+//   instruction), which the hardware need not match bit for bit.
+// - bf16_gemm_path(): the path bfloat16 matmuls take: kAmxBf16 where the CPU
+//   has AMX-BF16, else kAvx512Bf16 where it has AVX512-BF16, else kFloat32;
+//   the environment variable WEFT_CPU_BF16 (read once: "amx_bf16",
+//   "amx_emulated", "avx512_bf16", "avx512_emulated", "float32") forces one,
+//   so a machine's tests can run every path it supports; asking for one the
+//   CPU lacks is an error naming what it has.
 // - Determinism (Note [gemm determinism] in gemm.h): K is cut into blocks
 //   chosen from K alone and threads share out whole column slabs, so the
 //   result does not depend on the thread count.
@@ -32,9 +42,9 @@
 
 namespace weft::cpu {
 
-enum class Bf16GemmPath { kFloat32, kAvx512Emulated, kAvx512Bf16 };
+enum class Bf16GemmPath { kFloat32, kAvx512Emulated, kAvx512Bf16, kAmxEmulated, kAmxBf16 };
 
-const char* bf16_gemm_path_name(Bf16GemmPath path);  // "float32", "avx512_emulated", "avx512_bf16"
+const char* bf16_gemm_path_name(Bf16GemmPath path);  // "float32", "avx512_emulated", "avx512_bf16", "amx_..."
 bool bf16_gemm_path_available(Bf16GemmPath path);    // the CPU can run it
 Bf16GemmPath bf16_gemm_path();
 

@@ -11,7 +11,9 @@
 // order, Note [bf16 pair order]). The float32 path, which widens while the
 // float32 kernel packs, gives bit for bit what cpu::gemm<float> gives on
 // widened copies, batched with repeated (broadcast) offsets too, and with the
-// AVX-512 kernel switched off it still meets the bound.
+// AVX-512 kernel switched off it still meets the bound. The AMX kernel runs
+// here through its tile emulation (amx_emulated, every CPU) and, where the CPU
+// has AMX, in hardware, against the same bound.
 #include "core/cpu/gemm_bf16.h"
 
 #include <cmath>
@@ -86,7 +88,8 @@ std::vector<float> run(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const
 
 std::vector<Bf16GemmPath> paths() {
   std::vector<Bf16GemmPath> out;
-  for (Bf16GemmPath p : {Bf16GemmPath::kFloat32, Bf16GemmPath::kAvx512Emulated, Bf16GemmPath::kAvx512Bf16})
+  for (Bf16GemmPath p : {Bf16GemmPath::kFloat32, Bf16GemmPath::kAvx512Emulated, Bf16GemmPath::kAvx512Bf16,
+                         Bf16GemmPath::kAmxEmulated, Bf16GemmPath::kAmxBf16})
     if (cpu::bf16_gemm_path_available(p)) out.push_back(p);
   return out;
 }
@@ -125,6 +128,37 @@ TEST(GemmBf16, PairPathsAgreeAndIgnoreTheThreadCount) {
     for (size_t i = 0; i < one.size(); ++i) same += native[i] == one[i];
     EXPECT_TRUE(near_reference(native, m, n, k, a, b));
     std::printf("avx512_bf16 and avx512_emulated: %zu of %zu elements bitwise equal\n", same, one.size());
+  }
+  set_num_threads(threads);
+}
+
+// The AMX kernel's loops through its tile emulation: more rows than one packed
+// A block (1536), several 32-column slabs over 3 threads, K blocks of whole
+// tiles with the padding after the last step only (k = 1100: 550 pairs in
+// blocks of 192, 192, 166 + 10 zero pairs), odd K; then the hardware against it.
+TEST(GemmBf16, AmxKernelBlocksAndThreads) {
+  struct S {
+    int64_t m, n, k;
+    int la, lb;
+  };
+  const S shapes[] = {{1540, 33, 31, 0, 1}, {40, 200, 1100, 1, 0}, {33, 97, 1, 2, 2}};
+  const int threads = get_num_threads();
+  for (const S& s : shapes) {
+    SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k));
+    const Operand a = make(s.m, s.k, s.la), b = make(s.k, s.n, s.lb);
+    set_num_threads(1);
+    const std::vector<float> one = run(Bf16GemmPath::kAmxEmulated, s.m, s.n, s.k, a, b);
+    set_num_threads(3);
+    const std::vector<float> three = run(Bf16GemmPath::kAmxEmulated, s.m, s.n, s.k, a, b);
+    EXPECT_TRUE(near_reference(one, s.m, s.n, s.k, a, b));
+    EXPECT_EQ(std::memcmp(one.data(), three.data(), one.size() * sizeof(float)), 0);
+    if (cpu::bf16_gemm_path_available(Bf16GemmPath::kAmxBf16)) {
+      const std::vector<float> native = run(Bf16GemmPath::kAmxBf16, s.m, s.n, s.k, a, b);
+      EXPECT_TRUE(near_reference(native, s.m, s.n, s.k, a, b));
+      size_t same = 0;
+      for (size_t i = 0; i < one.size(); ++i) same += native[i] == one[i];
+      std::printf("amx_bf16 and amx_emulated: %zu of %zu elements bitwise equal\n", same, one.size());
+    }
   }
   set_num_threads(threads);
 }
