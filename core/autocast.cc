@@ -2,8 +2,12 @@
 #include "core/autocast.h"
 
 #include <array>
+#include <map>
+#include <utility>
 
+#include "core/autograd_meta.h"
 #include "core/error.h"
+#include "core/kernels/copy.h"
 #include "core/ops.h"
 
 namespace weft {
@@ -21,6 +25,39 @@ std::array<State, kNumDeviceTypes>& states() {
 
 bool eligible_for_lower(DType d) { return d == DType::Float32 || d == DType::Float16 || d == DType::BFloat16; }
 
+// The cast cache: parameter (by its TensorImpl) and target dtype -> the cast,
+// with the parameter (kept alive, so its address is not reused) and its
+// version when cast. `holders`: enabled guards and CastCacheScopes alive.
+struct CachedCast {
+  Tensor source;
+  uint64_t version;
+  Tensor cast;
+};
+struct Cache {
+  std::map<std::pair<const TensorImpl*, DType>, CachedCast> entries;
+  int holders = 0;
+};
+Cache& cache() {
+  thread_local Cache c;
+  return c;
+}
+void hold() { ++cache().holders; }
+void release() {
+  Cache& c = cache();
+  if (--c.holders == 0) c.entries.clear();
+}
+
+// to_dtype whose node is reusable (FunctionNode): it saves nothing.
+Tensor cast_for_cache(const Tensor& t, DType dtype) {
+  Tensor out = empty(t.sizes(), {dtype, t.device()});
+  copy_table()(t.device(), dtype, out, t.detach());
+  const DType src = t.dtype();
+  record_function(
+      "ToCopyBackward", {t}, {out}, [src](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(src)}; },
+      /*reusable=*/true);
+  return out;
+}
+
 }  // namespace
 
 AutocastGuard::AutocastGuard(DeviceType device, DType dtype, bool enabled) : device_(device) {
@@ -31,12 +68,15 @@ AutocastGuard::AutocastGuard(DeviceType device, DType dtype, bool enabled) : dev
   prev_dtype_ = s.dtype;
   s.enabled = enabled;
   if (enabled) s.dtype = dtype;
+  holds_cache_ = enabled;
+  if (holds_cache_) hold();
 }
 
 AutocastGuard::~AutocastGuard() {
   State& s = states()[static_cast<int>(device_)];
   s.enabled = prev_enabled_;
   s.dtype = prev_dtype_;
+  if (holds_cache_) release();
 }
 
 namespace autocast {
@@ -48,7 +88,14 @@ Tensor lower(const Tensor& t) {
   if (!t.defined()) return t;
   const State& s = states()[static_cast<int>(t.device().type)];
   if (!s.enabled || !eligible_for_lower(t.dtype()) || t.dtype() == s.dtype) return t;
-  return to_dtype(t, s.dtype);
+  if (!(t.requires_grad() && t.is_leaf() && GradMode::is_enabled())) return to_dtype(t, s.dtype);
+  Cache& c = cache();
+  const auto key = std::make_pair(static_cast<const TensorImpl*>(t.impl()), s.dtype);
+  auto it = c.entries.find(key);
+  if (it != c.entries.end() && it->second.version == t.version()) return it->second.cast;
+  Tensor cast = cast_for_cache(t, s.dtype);
+  c.entries[key] = CachedCast{t, t.version(), cast};
+  return cast;
 }
 
 Tensor upcast(const Tensor& t) {
@@ -57,6 +104,10 @@ Tensor upcast(const Tensor& t) {
   if (t.dtype() != DType::Float16 && t.dtype() != DType::BFloat16) return t;
   return to_dtype(t, DType::Float32);
 }
+
+CastCacheScope::CastCacheScope() { hold(); }
+CastCacheScope::~CastCacheScope() { release(); }
+size_t cached_casts() { return cache().entries.size(); }
 
 }  // namespace autocast
 }  // namespace weft

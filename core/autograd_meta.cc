@@ -142,9 +142,9 @@ void set_history(const std::vector<Tensor>& outputs, const std::shared_ptr<Node>
 }
 
 void record_function(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                     FunctionNode::Backward backward) {
+                     FunctionNode::Backward backward, bool reusable) {
   if (!any_requires_grad(inputs)) return;
-  auto node = std::make_shared<FunctionNode>(name, std::move(backward));
+  auto node = std::make_shared<FunctionNode>(name, std::move(backward), reusable);
   node->next_edges.reserve(inputs.size());
   for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
   set_history(outputs, node);

@@ -104,14 +104,20 @@ class AccumulateGrad final : public Node {
 class FunctionNode final : public Node {
  public:
   using Backward = std::function<std::vector<Tensor>(const std::vector<Tensor>& grads)>;
-  FunctionNode(std::string name, Backward backward) : name_(std::move(name)), backward_(std::move(backward)) {}
+  // `reusable`: the closure saves no tensors, so it is kept after a backward
+  // and the node may be backpropagated through again (autocast's cached casts).
+  FunctionNode(std::string name, Backward backward, bool reusable = false)
+      : name_(std::move(name)), backward_(std::move(backward)), reusable_(reusable) {}
   std::string name() const override { return name_; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
-  void release_saved() override { backward_ = nullptr; }
+  void release_saved() override {
+    if (!reusable_) backward_ = nullptr;
+  }
 
  private:
   std::string name_;
   Backward backward_;
+  bool reusable_;
 };
 
 // ---- the engine seam (Note [backward engine]) ----
@@ -175,8 +181,9 @@ void set_history(const std::vector<Tensor>& outputs, const std::shared_ptr<Node>
 // Declares the backward of an op producing `outputs` from `inputs`. `backward`
 // receives one gradient per output (zeros filled in where unused) and returns one
 // per input (undefined where the input needs none). No-op unless grad is needed.
+// `reusable` as in FunctionNode (only for closures that save no tensors).
 void record_function(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                     FunctionNode::Backward backward);
+                     FunctionNode::Backward backward, bool reusable = false);
 // One side of an op's backward for record_function_parts: a node named `name`
 // with edges to `inputs`, returning one gradient per input.
 struct BackwardPart {

@@ -135,6 +135,10 @@ void PipelineRunner::split(StepState& st, const Tensor& input, const Tensor& tar
 }
 
 void PipelineRunner::run(StepState& st, const std::vector<Action>& actions) {
+  // Under autocast, each weight is cast once per step, not once per micro-batch
+  // (core/autocast.h: the forwards' guards share this scope's cache).
+  std::optional<autocast::CastCacheScope> casts;
+  if (options_.autocast) casts.emplace();
   const bool record = options_.record_trace && !st.forward_only;
   if (record) trace_.clear();
   auto now_ns = [] {

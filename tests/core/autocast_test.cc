@@ -1,10 +1,16 @@
 // Autocast on the CPU (core/autocast.h): output dtypes of lower-precision and
 // float32 ops, values against hand-rounded float32 references, gradients reaching
-// float32 master parameters in float32, nesting and disabling, device-type scoping.
+// float32 master parameters in float32, nesting and disabling, device-type scoping,
+// and the cast cache: one cast per parameter per guard or CastCacheScope, a new
+// cast after an in-place update, micro-batches backpropagating through one
+// shared cast with the same gradients as casting each time.
 #include "core/autocast.h"
+
+#include <optional>
 
 #include <gtest/gtest.h>
 
+#include "core/autograd_meta.h"
 #include "core/nn_ops.h"
 #include "core/ops.h"
 #include "tests/testing.h"
@@ -134,6 +140,79 @@ TEST(Autocast, NestingDisableAndDeviceScope) {
   }
   EXPECT_FALSE(autocast::is_enabled(DeviceType::CUDA));
   EXPECT_WEFT_ERROR(AutocastGuard bad(DeviceType::CPU, DType::Float64), "bfloat16 or float16");
+}
+
+TEST(Autocast, ParameterCastsAreCachedWhileAGuardLives) {
+  Tensor w = rnd({5, 8}, DType::Float32, 31).requires_grad_();
+  Tensor b = rnd({5}, DType::Float32, 32).requires_grad_();
+  Tensor x1 = rnd({3, 8}, DType::Float32, 33), x2 = rnd({4, 8}, DType::Float32, 34);
+  {
+    AutocastGuard g(DeviceType::CPU, DType::BFloat16);
+    Tensor y1 = linear(x1, w, b), y2 = linear(x2, w, b);
+    EXPECT_EQ(autocast::cached_casts(), 2u);  // w and b; x1, x2 (no grad) are cast each time
+    {
+      AutocastGuard off(DeviceType::CPU, DType::BFloat16, false);  // a disabled scope keeps the cache
+      EXPECT_EQ(autocast::cached_casts(), 2u);
+    }
+    {
+      NoGradGuard ng;  // nothing is cached while grad is not recorded
+      linear(x1, rnd({5, 8}, DType::Float32, 35).requires_grad_());
+    }
+    EXPECT_EQ(autocast::cached_casts(), 2u);
+    EXPECT_TRUE(tensors_near(y2, linear(bf(x2), bf(w), bf(b)), 1e-2));
+  }
+  EXPECT_EQ(autocast::cached_casts(), 0u);  // emptied with the last guard
+}
+
+TEST(Autocast, AnInPlaceUpdateCastsAgain) {
+  Tensor w = rnd({5, 8}, DType::Float32, 41).requires_grad_();
+  Tensor x = rnd({3, 8}, DType::Float32, 42);
+  autocast::CastCacheScope scope;
+  Tensor before, after;
+  {
+    AutocastGuard g(DeviceType::CPU, DType::BFloat16);
+    before = linear(x, w);  // a leaf: cached (w.t() is a view, cast each time)
+  }
+  EXPECT_EQ(autocast::cached_casts(), 1u);
+  {
+    NoGradGuard ng;
+    w.mul_(-2.0);  // bumps w's version
+  }
+  {
+    AutocastGuard g(DeviceType::CPU, DType::BFloat16);
+    after = linear(x, w);
+  }
+  EXPECT_TRUE(tensors_near(after, matmul(bf(x), bf(w).t()), 1e-2));
+  EXPECT_TRUE(tensors_near(after, before * -2.0, 1e-6));  // exact: -2 scales bfloat16 values exactly
+}
+
+// Three micro-batches, each forward under its own guard, backward outside it:
+// inside a CastCacheScope they share one cast of w and b, and the gradients are
+// bit for bit those of casting per micro-batch (each backward converts its own
+// gradient to float32 before it is accumulated).
+TEST(Autocast, MicroBatchesShareOneCastPerScope) {
+  Tensor x = rnd({6, 8}, DType::Float32, 51);
+  Tensor target = tensor(std::vector<int64_t>{0, 4, 1, 2, 3, 4}, {6});
+  auto grads = [&](bool scoped) {
+    Tensor w = rnd({5, 8}, DType::Float32, 52).requires_grad_();
+    Tensor b = rnd({5}, DType::Float32, 53).requires_grad_();
+    std::optional<autocast::CastCacheScope> scope;
+    if (scoped) scope.emplace();
+    for (int64_t mb = 0; mb < 3; ++mb) {
+      Tensor loss;
+      {
+        AutocastGuard g(DeviceType::CPU, DType::BFloat16);
+        loss = cross_entropy(linear(x.slice(0, 2 * mb, 2 * mb + 2), w, b), target.slice(0, 2 * mb, 2 * mb + 2));
+      }
+      EXPECT_EQ(autocast::cached_casts(), scoped ? 2u : 0u);
+      loss.backward();
+    }
+    return std::vector<Tensor>{w.grad(), b.grad()};
+  };
+  std::vector<Tensor> shared = grads(true), each = grads(false);
+  EXPECT_TRUE(tensors_near(shared[0], each[0], 0));
+  EXPECT_TRUE(tensors_near(shared[1], each[1], 0));
+  EXPECT_EQ(autocast::cached_casts(), 0u);
 }
 
 }  // namespace
