@@ -155,6 +155,37 @@ void pack_pairs(const uint16_t* src, int64_t line_stride, int64_t step_stride, i
   }
 }
 
+// A thread's packing buffers: `a_words` and `b_words` 32-bit words, 64-byte aligned.
+struct PackBuffers {
+  struct Free {
+    void operator()(uint32_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint32_t[], Free> a, b;
+  PackBuffers(int64_t a_words, int64_t b_words) {
+    a.reset(static_cast<uint32_t*>(std::aligned_alloc(64, a_words * sizeof(uint32_t))));
+    b.reset(static_cast<uint32_t*>(std::aligned_alloc(64, b_words * sizeof(uint32_t))));
+    WEFT_CHECK(a && b, "gemm_bf16: cannot allocate packing buffers");
+  }
+};
+
+// Runs tile(j0, j1) over column slabs of C made of whole `tile_cols`-column
+// tiles, one slab per thread (each thread packs A once per block); small
+// products run on the calling thread. Any split gives the same bits.
+template <typename Tile>
+void over_column_slabs(int64_t m, int64_t n, int64_t k, int64_t tile_cols, const Tile& tile) {
+  const double work = static_cast<double>(m) * n * k;
+  const int64_t tiles = (n + tile_cols - 1) / tile_cols;
+  const int64_t parts =
+      work >= double(1 << 18) && !in_parallel_region() ? std::min<int64_t>(get_num_threads(), tiles) : 1;
+  parallel_for(0, parts, 1, [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t j0 = std::min(n, tiles * q / parts * tile_cols),
+                    j1 = std::min(n, tiles * (q + 1) / parts * tile_cols);
+      if (j0 < j1) tile(j0, j1);
+    }
+  });
+}
+
 // Everything below runs only where bf16_gemm_path_available() said so.
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,avx2,fma")
@@ -213,23 +244,11 @@ void micro_kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __r
     }
 }
 
-struct Buffers {
-  struct Free {
-    void operator()(uint32_t* p) const { std::free(p); }
-  };
-  std::unique_ptr<uint32_t[], Free> a, b;
-  Buffers() {
-    a.reset(static_cast<uint32_t*>(std::aligned_alloc(64, kMC * kKP * sizeof(uint32_t))));
-    b.reset(static_cast<uint32_t*>(std::aligned_alloc(64, kKP * kNC * sizeof(uint32_t))));
-    WEFT_CHECK(a && b, "gemm_bf16: cannot allocate packing buffers");
-  }
-};
-
 // C (m x n) over one thread: the Goto/BLIS loops of the file comment.
 template <bool kNative>
 void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
                 int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
-  static thread_local Buffers buf;
+  static thread_local PackBuffers buf(kMC * kKP, kKP * kNC);
   uint32_t* apack = buf.a.get();
   uint32_t* bpack = buf.b.get();
   const int64_t pairs = (k + 1) / 2, blocks = (pairs + kKP - 1) / kKP, kpb = (pairs + blocks - 1) / blocks;
@@ -251,20 +270,11 @@ void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs
   }
 }
 
-// Threads share out column slabs of whole kNR-column tiles, one per thread
-// (each packs A once per block); any split gives the same bits.
 template <bool kNative>
 void gemm_pairs(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
                 int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
-  const double work = static_cast<double>(m) * n * k;
-  const int64_t tiles = (n + kNR - 1) / kNR;
-  const int64_t parts =
-      work >= double(1 << 18) && !in_parallel_region() ? std::min<int64_t>(get_num_threads(), tiles) : 1;
-  parallel_for(0, parts, 1, [&](int64_t q0, int64_t q1) {
-    for (int64_t q = q0; q < q1; ++q) {
-      const int64_t j0 = std::min(n, tiles * q / parts * kNR), j1 = std::min(n, tiles * (q + 1) / parts * kNR);
-      if (j0 < j1) pairs_tile<kNative>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc);
-    }
+  over_column_slabs(m, n, k, kNR, [&](int64_t j0, int64_t j1) {
+    pairs_tile<kNative>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc);
   });
 }
 
@@ -411,23 +421,11 @@ void pack_amx_rows(const uint16_t* a, int64_t rs, int64_t cs, int64_t rows, int6
   }
 }
 
-struct AmxBuffers {
-  struct Free {
-    void operator()(uint32_t* p) const { std::free(p); }
-  };
-  std::unique_ptr<uint32_t[], Free> a, b;
-  AmxBuffers() {
-    a.reset(static_cast<uint32_t*>(std::aligned_alloc(64, kAmxMC * kAmxKP * sizeof(uint32_t))));
-    b.reset(static_cast<uint32_t*>(std::aligned_alloc(64, kAmxKP * kAmxNC * sizeof(uint32_t))));
-    WEFT_CHECK(a && b, "gemm_bf16: cannot allocate packing buffers");
-  }
-};
-
 // C (m x n) over one thread, tile state `Tiles`.
 template <typename Tiles>
 void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
               int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
-  static thread_local AmxBuffers buf;
+  static thread_local PackBuffers buf(kAmxMC * kAmxKP, kAmxKP * kAmxNC);
   uint32_t* apack = buf.a.get();
   uint32_t* bpack = buf.b.get();
   alignas(64) float scratch[32 * 32];
@@ -468,19 +466,11 @@ void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, 
   }
 }
 
-// Threads share out slabs of whole 32-column tiles, as gemm_pairs does.
 template <typename Tiles>
 void gemm_amx(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
               int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
-  const double work = static_cast<double>(m) * n * k;
-  const int64_t tiles = (n + 31) / 32;
-  const int64_t parts =
-      work >= double(1 << 18) && !in_parallel_region() ? std::min<int64_t>(get_num_threads(), tiles) : 1;
-  parallel_for(0, parts, 1, [&](int64_t q0, int64_t q1) {
-    for (int64_t q = q0; q < q1; ++q) {
-      const int64_t j0 = std::min(n, tiles * q / parts * 32), j1 = std::min(n, tiles * (q + 1) / parts * 32);
-      if (j0 < j1) amx_tile<Tiles>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc);
-    }
+  over_column_slabs(m, n, k, 32, [&](int64_t j0, int64_t j1) {
+    amx_tile<Tiles>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc);
   });
 }
 
