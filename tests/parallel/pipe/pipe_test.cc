@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "core/autocast.h"
+#include "core/autograd_meta.h"
 #include "core/nn_ops.h"
 #include "core/ops.h"
 #include "core/rng.h"
@@ -153,6 +154,39 @@ TEST(Pipe, AutocastTrainsLikeTheWholeModelUnderAutocast) {
     EXPECT_LT(to_bf16, precision) << "the whole model under autocast is " << precision << " from float32";
     EXPECT_GT(to_fp32, 1e-4);
   }
+}
+
+// Records how many casts autocast's cache holds when each micro-batch reaches it.
+class CacheProbe : public nn::Module {
+ public:
+  explicit CacheProbe(std::vector<size_t>* seen) : Module("CacheProbe"), seen_(seen) {}
+  Tensor forward(const Tensor& x) override {
+    if (GradMode::is_enabled()) seen_->push_back(autocast::cached_casts());
+    return x;
+  }
+
+ private:
+  std::vector<size_t>* seen_;
+};
+
+// The runner casts each weight once per step: from the second micro-batch on,
+// the step's cache already holds both Linear layers' weight and bias; after the
+// step it is empty.
+TEST(Pipe, AutocastCastsEachWeightOncePerStep) {
+  std::vector<size_t> seen;
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<CacheProbe>(&seen));
+  for (int i = 0; i < 3; ++i) model->push_back(make_layer(i));
+  PipeOptions o{3, CheckpointMode::kNever, ScheduleKind::k1F1B, 1};
+  o.autocast = DType::BFloat16;
+  std::vector<Tensor> xs, ys;
+  batches(xs, ys);
+  run_ranks(1, [&](std::shared_ptr<ProcessGroup> g) {
+    Pipe pipe(model, {4}, g, o);
+    pipe.step(xs[0], randn({9, kHidden}), mse);
+    EXPECT_EQ(autocast::cached_casts(), 0u);
+  });
+  EXPECT_EQ(seen, (std::vector<size_t>{0, 4, 4}));
 }
 
 TEST(Pipe, ZeroBubbleVPlacesStagesInAV) {
