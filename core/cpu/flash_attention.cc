@@ -231,7 +231,7 @@ void forward_matrix(const FlashGeometry& g, const float* q_in, const float* k, c
     for (int64_t i = 0; i < br; ++i) {
       const float inv = l_row[i] > 0 ? 1.0f / l_row[i] : 0.0f;  // a row that sees no key: zeros
       const float* arow = acc.data() + i * Dv;
-      float* orow = o + (r0 + i) * Dv;
+      float* orow = o + (r0 + i) * g.o_rs;
       for (int64_t d = 0; d < Dv; ++d) orow[d] = arow[d] * inv;
       lse[r0 + i] = l_row[i] > 0 ? m_row[i] + std::log(l_row[i]) : -std::numeric_limits<float>::infinity();
     }
@@ -251,7 +251,7 @@ void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_i
   std::vector<float>&kt = w.kt, &vt = w.vt, &delta = w.delta;
   for (int64_t i = 0; i < L; ++i) {
     const float* a = d_o + i * do_rs;
-    const float* b = o + i * Dv;
+    const float* b = o + i * g.o_rs;
     __m512 sum = _mm512_setzero_ps();
     for (int64_t d = 0; d < Dv; d += 16) {
       const __mmask16 mk = lanes(Dv - d);
@@ -259,9 +259,9 @@ void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_i
     }
     delta[i] = hsum(sum);
   }
-  std::fill(dq, dq + L * D, 0.0f);
-  std::fill(dk, dk + S * D, 0.0f);
-  std::fill(dv, dv + S * Dv, 0.0f);
+  for (int64_t i = 0; i < L; ++i) std::fill(dq + i * g.dq_rs, dq + i * g.dq_rs + D, 0.0f);
+  for (int64_t j = 0; j < S; ++j) std::fill(dk + j * g.dk_rs, dk + j * g.dk_rs + D, 0.0f);
+  for (int64_t j = 0; j < S; ++j) std::fill(dv + j * g.dv_rs, dv + j * g.dv_rs + Dv, 0.0f);
   const __m512 scale = _mm512_set1_ps(g.scale);
   float* p = w.p.data();
   float* ds = w.ds.data();
@@ -283,8 +283,8 @@ void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_i
         }
       }
       const float* dob = d_o + r0 * do_rs;
-      tile_gemm(bc, Dv, br, p, 1, kB, dob, do_rs, dv + c0 * Dv, Dv, true);      // dv += p^T do
-      tile_gemm(br, bc, Dv, dob, do_rs, 1, vt.data() + c0, ld, ds, kB, false);  // dp = do v^T
+      tile_gemm(bc, Dv, br, p, 1, kB, dob, do_rs, dv + c0 * g.dv_rs, g.dv_rs, true);  // dv += p^T do
+      tile_gemm(br, bc, Dv, dob, do_rs, 1, vt.data() + c0, ld, ds, kB, false);        // dp = do v^T
       for (int64_t i = 0; i < br; ++i) {
         const float* prow = p + i * kB;
         float* row = ds + i * kB;
@@ -296,8 +296,8 @@ void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_i
                                 _mm512_mul_ps(scale, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, prow + j), t)));
         }
       }
-      tile_gemm(br, D, bc, ds, kB, 1, k + c0 * D, D, dq + r0 * D, D, true);  // dq += ds k
-      tile_gemm(bc, D, br, ds, 1, kB, q + r0 * D, D, dk + c0 * D, D, true);  // dk += ds^T q
+      tile_gemm(br, D, bc, ds, kB, 1, k + c0 * D, D, dq + r0 * g.dq_rs, g.dq_rs, true);  // dq += ds k
+      tile_gemm(bc, D, br, ds, 1, kB, q + r0 * D, D, dk + c0 * g.dk_rs, g.dk_rs, true);  // dk += ds^T q
     }
   }
 }
@@ -312,7 +312,7 @@ void flash_attention_forward_f32(const FlashGeometry& g, const float* q, const f
     for (int64_t m = m0; m < m1; ++m) {
       const int64_t b = m / g.heads, h = m % g.heads;
       forward_matrix(g, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
-                     o + m * g.L * g.Dv, lse + m * g.L, w);
+                     o + b * g.o_sb + h * g.o_sh, lse + m * g.L, w);
     }
   });
 }
@@ -326,8 +326,9 @@ void flash_attention_backward_f32(const FlashGeometry& g, const float* q, const 
     for (int64_t m = m0; m < m1; ++m) {
       const int64_t b = m / g.heads, h = m % g.heads;
       backward_matrix(g, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
-                      o + m * g.L * g.Dv, lse + m * g.L, d_o + b * do_sb + h * do_sh, do_rs, dq + m * g.L * g.D,
-                      dk + m * g.S * g.D, dv + m * g.S * g.Dv, w);
+                      o + b * g.o_sb + h * g.o_sh, lse + m * g.L, d_o + b * do_sb + h * do_sh, do_rs,
+                      dq + b * g.dq_sb + h * g.dq_sh, dk + b * g.dk_sb + h * g.dk_sh, dv + b * g.dv_sb + h * g.dv_sh,
+                      w);
     }
   });
 }

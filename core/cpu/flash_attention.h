@@ -2,10 +2,13 @@
 // (core/cpu/flash_attention.cc). The CPU entries of the fused attention tables
 // (core/kernels/attention.h) call these.
 //
-// Contract: one (batch, head) pair is a "matrix" m < BH. q (L, D) of matrix m
-// starts at q + q_off(m) with row stride q_rs and unit column stride; k (S, D),
-// v (S, Dv) likewise; o (L, Dv), lse (L), and the gradients are contiguous per
-// matrix (o + m * L * Dv, dq + m * L * D, ...). With p = softmax(scale * q k^T,
+// Contract: one (batch, head) pair is a "matrix" m = b * heads + h < BH. q (L, D)
+// of matrix m starts at q + b * q_sb + h * q_sh with row stride q_rs and unit
+// column stride; k (S, D), v (S, Dv), o (L, Dv) and the gradients dq, dk, dv
+// likewise, each with its own strides (FlashGeometry); lse (L) is contiguous
+// per matrix (lse + m * L). So o and the gradients can be written straight into
+// a (B, T, H, D) layout, whose (B, T, H * D) reshape needs no copy. With
+// p = softmax(scale * q k^T,
 // causal: key j hidden from query i when j > i):
 //   forward:  o = p v, lse = log(sum_j exp(scale * q_i . k_j)) per row (natural log)
 //   backward: dv = p^T do, dp = do v^T, ds = p * (dp - rowsum(do * o)),
@@ -34,16 +37,20 @@ struct FlashGeometry {
   int64_t q_sb = 0, q_sh = 0, q_rs = 0;
   int64_t k_sb = 0, k_sh = 0, k_rs = 0;
   int64_t v_sb = 0, v_sh = 0, v_rs = 0;
+  int64_t o_sb = 0, o_sh = 0, o_rs = 0;     // the forward's output, the backward's o
+  int64_t dq_sb = 0, dq_sh = 0, dq_rs = 0;  // the backward's outputs
+  int64_t dk_sb = 0, dk_sh = 0, dk_rs = 0;
+  int64_t dv_sb = 0, dv_sh = 0, dv_rs = 0;
   float scale = 1.0f;
   bool causal = false;
 };
 
-// o: (BH, L, Dv) contiguous; lse: (BH, L) contiguous.
+// o: strides o_sb, o_sh, o_rs; lse: (BH, L) contiguous.
 void flash_attention_forward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v, float* o,
                                  float* lse);
 
 // d_o: (B, H, L, Dv) with strides (do_sb, do_sh, do_rs) and a unit column stride; o, lse as the forward wrote them; dq
-// (BH, L, D), dk (BH, S, D), dv (BH, S, Dv) contiguous, overwritten.
+// (L, D), dk (S, D), dv (S, Dv) per matrix at their strides in g, overwritten.
 void flash_attention_backward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v,
                                   const float* o, const float* lse, const float* d_o, int64_t do_sb, int64_t do_sh,
                                   int64_t do_rs, float* dq, float* dk, float* dv);

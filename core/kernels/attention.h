@@ -24,14 +24,16 @@ using AttnSoftmaxBackwardKernel = KernelTable<void(const Tensor& dx, const Tenso
 // Fused attention forward: o = softmax(scale * q k^T [causal: keys j > query i
 // masked, top-left aligned]) v and the softmax statistics the backward needs.
 // q (B, H, L, D), k (B, H, S, D), v (B, H, S, Dv): any strides with stride(-1) == 1;
-// o (B, H, L, Dv) contiguous, q's dtype; stats (B, H, L, 1) float32 contiguous, the
+// o (B, H, L, Dv), q's dtype, as the caller allocates it: contiguous, except on the
+// CPU, whose kernels take any strides with stride(-1) == 1 and are given a (B, L, H,
+// Dv) memory layout (core/ops/attention.cc); stats (B, H, L, 1) float32 contiguous, the
 // natural-log logsumexp of each scaled, masked score row. Returns false, having
 // written nothing the caller may use, when the backend cannot run this
 // configuration (the caller falls back to the unfused path); true when o and stats
 // hold the result.
 using SdpaFusedKernel = KernelTable<bool(const Tensor& o, const Tensor& stats, const Tensor& q, const Tensor& k,
                                          const Tensor& v, double scale, bool causal)>;
-// Fused attention backward: dq, dk, dv (contiguous, shapes and dtype of q, k, v)
+// Fused attention backward: dq, dk, dv (shapes and dtype of q, k, v; laid out as o is)
 // from d_o (B, H, L, Dv, stride(-1) == 1) and the forward's q, k, v, o, stats.
 // Returns false (outputs unusable) when the backend cannot run it.
 using SdpaFusedBackwardKernel = KernelTable<bool(const Tensor& dq, const Tensor& dk, const Tensor& dv,

@@ -124,9 +124,20 @@ void cpu_attn_softmax_backward(const Tensor& dx, const Tensor& g, const Tensor& 
 WEFT_REGISTER_KERNEL(attn_softmax_table(), DeviceType::CPU, kFloatingTypes, cpu_attn_softmax);
 WEFT_REGISTER_KERNEL(attn_softmax_backward_table(), DeviceType::CPU, kFloatingTypes, cpu_attn_softmax_backward);
 
+// A (B, H, T, X) tensor for the fused path's output and gradients. On the CPU
+// its memory is laid out (B, T, H, X) (the flash kernels write any strides), so
+// the transpose(1, 2).reshape(B, T, H * X) that follows attention in a model,
+// and the same steps back in the backward, are views, not copies; the other
+// devices' kernels get contiguous tensors.
+Tensor heads_tensor(const Shape& bhtx, const TensorOptions& options) {
+  if (options.device.type != DeviceType::CPU) return empty(bhtx, options);
+  return empty({bhtx[0], bhtx[2], bhtx[1], bhtx[3]}, options).transpose(1, 2);
+}
+
 // The CPU's fused attention: float32 through the flash kernels (core/cpu/
 // flash_attention.h); they decline where the CPU lacks AVX-512.
-cpu::FlashGeometry flash_geometry(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal) {
+cpu::FlashGeometry flash_geometry(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, double scale,
+                                  bool causal) {
   cpu::FlashGeometry g;
   g.batch = q.size(0);
   g.heads = q.size(1);
@@ -137,6 +148,7 @@ cpu::FlashGeometry flash_geometry(const Tensor& q, const Tensor& k, const Tensor
   g.q_sb = q.stride(0), g.q_sh = q.stride(1), g.q_rs = q.stride(2);
   g.k_sb = k.stride(0), g.k_sh = k.stride(1), g.k_rs = k.stride(2);
   g.v_sb = v.stride(0), g.v_sh = v.stride(1), g.v_rs = v.stride(2);
+  g.o_sb = o.stride(0), g.o_sh = o.stride(1), g.o_rs = o.stride(2);
   g.scale = static_cast<float>(scale);
   g.causal = causal;
   return g;
@@ -145,7 +157,7 @@ cpu::FlashGeometry flash_geometry(const Tensor& q, const Tensor& k, const Tensor
 bool cpu_sdpa_flash(const Tensor& o, const Tensor& stats, const Tensor& q, const Tensor& k, const Tensor& v,
                     double scale, bool causal) {
   if (!cpu::flash_attention_available()) return false;
-  cpu::flash_attention_forward_f32(flash_geometry(q, k, v, scale, causal), q.data_ptr<float>(), k.data_ptr<float>(),
+  cpu::flash_attention_forward_f32(flash_geometry(q, k, v, o, scale, causal), q.data_ptr<float>(), k.data_ptr<float>(),
                                    v.data_ptr<float>(), o.data_ptr<float>(), stats.data_ptr<float>());
   return true;
 }
@@ -154,10 +166,14 @@ bool cpu_sdpa_flash_backward(const Tensor& dq, const Tensor& dk, const Tensor& d
                              const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& stats, double scale,
                              bool causal) {
   if (!cpu::flash_attention_available()) return false;
-  cpu::flash_attention_backward_f32(flash_geometry(q, k, v, scale, causal), q.data_ptr<float>(), k.data_ptr<float>(),
-                                    v.data_ptr<float>(), o.data_ptr<float>(), stats.data_ptr<float>(),
-                                    d_o.data_ptr<float>(), d_o.stride(0), d_o.stride(1), d_o.stride(2),
-                                    dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>());
+  cpu::FlashGeometry g = flash_geometry(q, k, v, o, scale, causal);
+  g.dq_sb = dq.stride(0), g.dq_sh = dq.stride(1), g.dq_rs = dq.stride(2);
+  g.dk_sb = dk.stride(0), g.dk_sh = dk.stride(1), g.dk_rs = dk.stride(2);
+  g.dv_sb = dv.stride(0), g.dv_sh = dv.stride(1), g.dv_rs = dv.stride(2);
+  cpu::flash_attention_backward_f32(g, q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
+                                    o.data_ptr<float>(), stats.data_ptr<float>(), d_o.data_ptr<float>(), d_o.stride(0),
+                                    d_o.stride(1), d_o.stride(2), dq.data_ptr<float>(), dk.data_ptr<float>(),
+                                    dv.data_ptr<float>());
   return true;
 }
 
@@ -171,7 +187,7 @@ bool cpu_sdpa_flash_bf16(const Tensor& o, const Tensor& stats, const Tensor& q, 
   if (!cpu::flash_attention_available()) return false;
   NoGradGuard no_grad;
   const Tensor qf = q.to(DType::Float32), kf = k.to(DType::Float32), vf = v.to(DType::Float32);
-  Tensor of = empty(o.sizes(), {DType::Float32, o.device()});  // (B, H, L, Dv)
+  Tensor of = heads_tensor(o.sizes(), {DType::Float32, o.device()});  // (B, H, L, Dv)
   if (!cpu_sdpa_flash(of, stats, qf.contiguous(), kf.contiguous(), vf.contiguous(), scale, causal)) return false;
   Tensor out = o;
   copy_(out, of);
@@ -185,8 +201,9 @@ bool cpu_sdpa_flash_bf16_backward(const Tensor& dq, const Tensor& dk, const Tens
   NoGradGuard no_grad;
   auto widen = [](const Tensor& t) { return t.to(DType::Float32).contiguous(); };
   const Tensor qf = widen(q), kf = widen(k), vf = widen(v);
-  Tensor dqf = empty(dq.sizes(), {DType::Float32, dq.device()}), dkf = empty(dk.sizes(), {DType::Float32, dk.device()}),
-         dvf = empty(dv.sizes(), {DType::Float32, dv.device()});
+  Tensor dqf = heads_tensor(dq.sizes(), {DType::Float32, dq.device()}),
+         dkf = heads_tensor(dk.sizes(), {DType::Float32, dk.device()}),
+         dvf = heads_tensor(dv.sizes(), {DType::Float32, dv.device()});
   if (!cpu_sdpa_flash_backward(dqf, dkf, dvf, widen(d_o), qf, kf, vf, widen(o), stats, scale, causal)) return false;
   Tensor a = dq, b = dk, c = dv;
   copy_(a, dqf);
@@ -262,7 +279,7 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double
   };
   const Tensor qd = unit_last(q), kd = unit_last(k), vd = unit_last(v);
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), Dv = v.size(3);
-  Tensor o = empty({B, H, L, Dv}, qd.options());                           // (B, H, L, Dv)
+  Tensor o = heads_tensor({B, H, L, Dv}, qd.options());                    // (B, H, L, Dv)
   Tensor stats = empty({B, H, L, 1}, TensorOptions{DType::Float32, dev});  // (B, H, L, 1)
   if (!sdpa_fused_table()(dev, dt, o, stats, qd, kd, vd, scale, causal)) return Tensor();
   if (any_requires_grad({q, k, v})) {
@@ -274,8 +291,8 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double
                              st = ss.get(node);
                       Tensor g = grads[0].detach().to(os.dtype());
                       if (g.stride(-1) != 1) g = g.contiguous();
-                      Tensor dq = empty(qs.sizes(), qs.options()), dk = empty(ks.sizes(), ks.options()),
-                             dv = empty(vs.sizes(), vs.options());
+                      Tensor dq = heads_tensor(qs.sizes(), qs.options()), dk = heads_tensor(ks.sizes(), ks.options()),
+                             dv = heads_tensor(vs.sizes(), vs.options());
                       const auto& bwd = sdpa_fused_backward_table();
                       if (bwd.has(os.device().type, os.dtype()) &&
                           bwd(os.device(), os.dtype(), dq, dk, dv, g, qs, ks, vs, os, st, scale, causal))

@@ -143,6 +143,31 @@ TEST_F(FlashCpu, TransformerBlockGradientsMatchWithoutTheKernel) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(tensors_near(a[i], b[i], 2e-5)) << "tensor " << i;
 }
 
+// The output and the gradients come laid out (B, T, H, D): transpose(1, 2) of
+// them is contiguous, so the reshape to (B, T, H * D) after attention, and the
+// same steps back, are views.
+TEST_F(FlashCpu, OutputAndGradientsAreLaidOutTokensThenHeads) {
+  const int64_t B = 2, T = 33, H = 3, D = 16;
+  Tensor qkv = rnd({B, T, 3 * H * D}, DType::Float32, 95).requires_grad_();
+  std::vector<Tensor> parts = split(qkv, H * D, 2);
+  auto heads = [&](const Tensor& t) { return t.reshape({B, T, H, D}).transpose(1, 2); };
+  Tensor q = heads(parts[0]).detach().requires_grad_();
+  Tensor dq;  // the gradient as the attention node hands it over
+  q.register_hook([&](const Tensor& g) {
+    dq = g;
+    return g;
+  });
+  Tensor y = scaled_dot_product_attention(q, heads(parts[1]), heads(parts[2]), true);
+  EXPECT_TRUE(y.transpose(1, 2).is_contiguous());
+  y.transpose(1, 2).reshape({B, T, H * D}).sum().backward();
+  ASSERT_TRUE(dq.defined());
+  EXPECT_TRUE(dq.transpose(1, 2).is_contiguous());
+  Result ref =
+      run(f64(heads(parts[0])), f64(heads(parts[1])), f64(heads(parts[2])), ones({B, H, T, D}, DType::Float64), true);
+  EXPECT_TRUE(tensors_near(y, ref.out, 2e-6));
+  EXPECT_TRUE(tensors_near(q.grad(), ref.dq, 2e-5));
+}
+
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   std::vector<double> x = testing::values(a), y = testing::values(b);
   double m = 0;
