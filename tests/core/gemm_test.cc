@@ -262,7 +262,7 @@ TEST(Gemm, BitwiseIdenticalAcrossThreadCounts) {
 // The fused column bias (gemm.h): C = bias + A B. Ragged shapes (m, n not
 // multiples of the 12 x 32 micro-tile or of 16), n = 1 (the transposed
 // matrix-vector path when C is contiguous, the plain one when it is padded),
-// m = 1, several K blocks (k > 256), more columns than one packed B block
+// m = 1, several K blocks (k > 384), more columns than one packed B block
 // (n > 256: the bias offset by the block's first column), more rows than one packed
 // A block, every transpose combination; both float32 paths and float64.
 TEST(Gemm, ColumnBiasVsNaive) {
