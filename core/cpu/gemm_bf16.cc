@@ -401,24 +401,12 @@ class EmulatedTiles {
 };
 
 // Pairs [p0, p0 + kpp) of `rows` rows of A (row r's step q at a[r * rs + q * cs])
-// as dst[r * kpp + p] for r < 32 (rows past `rows`, and pairs past k, zero).
+// as dst[r * kpp + p] for r < 32 (panels one row wide; rows past `rows`, and
+// pairs past k, zero).
 void pack_amx_rows(const uint16_t* a, int64_t rs, int64_t cs, int64_t rows, int64_t p0, int64_t kpp, int64_t k,
                    uint32_t* dst) {
-  for (int64_t r = 0; r < 32; ++r) {
-    uint32_t* out = dst + r * kpp;
-    if (r >= rows) {
-      std::fill(out, out + kpp, 0u);
-      continue;
-    }
-    const uint16_t* line = a + r * rs;
-    for (int64_t p = 0; p < kpp; ++p) {
-      const int64_t q = p0 + p;
-      uint32_t w;
-      if (cs == 1 && 2 * q + 1 < k) std::memcpy(&w, line + 2 * q, sizeof w);
-      else w = pair(line, cs, q, k);
-      out[p] = w;
-    }
-  }
+  pack_pairs<1>(a, rs, cs, rows, p0, kpp, k, dst);
+  std::fill(dst + rows * kpp, dst + 32 * kpp, 0u);
 }
 
 // C (m x n) over one thread, tile state `Tiles`.

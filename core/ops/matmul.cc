@@ -4,8 +4,9 @@
 // with >= 2 dims whose batch dims (all but the last two) broadcast. Its CPU
 // kernel reads strided operands; float32/float64 use the GEMM in core/cpu/gemm.h
 // without copying plain transposes, float16 computes in float32, bfloat16 takes
-// cpu::bf16_gemm_path() (core/cpu/gemm_bf16.h: VDPBF16PS where the CPU has
-// AVX512-BF16, else float32; float32 sums either way), integers use a simple
+// cpu::bf16_gemm_path() (core/cpu/gemm_bf16.h: AMX tiles or VDPBF16PS where the
+// CPU has them, else widened to float32 while packing; float32 sums either
+// way), integers use a simple
 // loop. Backward: dA = sum_to(dC B^T, A), dB = sum_to(A^T dC, B), so
 // broadcast batch dims are summed back (Note [grad layout] for 2-D transposes).
 // Under autocast (core/autocast.h) the public entry points cast their operands first.
@@ -79,6 +80,7 @@ void cpu_matmul_float(const Tensor& out, const Tensor& a_in, const Tensor& b_in)
 // bfloat16: cpu::bf16_gemm_path()'s kernel (core/cpu/gemm_bf16.h) into a
 // float32 buffer, then rounded into `out`.
 void cpu_matmul_bf16(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
+  NoGradGuard ng;
   Tensor a = gemm_ready(a_in), b = gemm_ready(b_in);
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   std::vector<int64_t> oa = batch_offsets(a), ob = batch_offsets(b);
@@ -92,18 +94,13 @@ void cpu_matmul_bf16(const Tensor& out, const Tensor& a_in, const Tensor& b_in) 
 }
 
 // float16: both operands widened to float32.
-template <typename T>
 void cpu_matmul_half(const Tensor& out, const Tensor& a, const Tensor& b) {
   NoGradGuard ng;
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    cpu_matmul_bf16(out, a, b);
-  } else {
-    Tensor af = a.to(DType::Float32), bf = b.to(DType::Float32);
-    Tensor of = empty(out.sizes(), {DType::Float32, out.device()});
-    cpu_matmul_float<float>(of, af, bf);
-    Tensor o = out;
-    copy_(o, of);
-  }
+  Tensor af = a.to(DType::Float32), bf = b.to(DType::Float32);
+  Tensor of = empty(out.sizes(), {DType::Float32, out.device()});
+  cpu_matmul_float<float>(of, af, bf);
+  Tensor o = out;
+  copy_(o, of);
 }
 
 template <typename T>
@@ -134,7 +131,8 @@ void cpu_matmul_int(const Tensor& out, const Tensor& a, const Tensor& b) {
 template <typename T>
 void cpu_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) cpu_matmul_float<T>(out, a, b);
-  else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) cpu_matmul_half<T>(out, a, b);
+  else if constexpr (std::is_same_v<T, BFloat16>) cpu_matmul_bf16(out, a, b);
+  else if constexpr (std::is_same_v<T, Half>) cpu_matmul_half(out, a, b);
   else cpu_matmul_int<T>(out, a, b);
 }
 WEFT_REGISTER_KERNEL(matmul_table(), DeviceType::CPU, kNumericTypes, cpu_matmul);
