@@ -2,7 +2,8 @@
 //
 // Per matrix (one batch, one head), serially, after copying its strided rows of
 // q, v (forward) or q, k, do (backward) contiguous (copy_rows):
-//   forward:  k^T is packed once (D x S, rows padded to 16 floats). For each block
+//   forward:  k^T is packed once, as one contiguous (D x 64) panel per key block
+//             (16 x 16 register transposes; v^T likewise in the backward). For each block
 //             of 64 queries: for each visible key block, s = q k^T (a
 //             register-tiled product), then the online softmax: the row maximum m
 //             and sum l are updated, the running output is rescaled by
@@ -24,9 +25,11 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <utility>
 #include <vector>
 
+#include "core/cpu/avx512_transpose.h"
 #include "core/parallel.h"
 
 namespace weft::cpu {
@@ -133,10 +136,27 @@ void tile_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int
   }
 }
 
-// dst (cols x rows_pad): dst[d * ld + j] = src[j * rs + d] for j < rows, d < cols.
-void pack_transposed(const float* src, int64_t rows, int64_t cols, int64_t rs, float* dst, int64_t ld) {
-  for (int64_t j = 0; j < rows; ++j)
-    for (int64_t d = 0; d < cols; ++d) dst[d * ld + j] = src[j * rs + d];
+// The transpose of src (rows x cols, row stride rs) in panels of kB rows: the
+// rows of block b = j / kB become a contiguous (cols x kB) panel at
+// dst + b * cols * kB, so dst[b * cols * kB + d * kB + j % kB] = src[j * rs + d]
+// (columns past the last row are left unset; the products mask them). Panels
+// rather than one (cols x rows) matrix: the rows of a wide matrix lie a power of
+// two apart and share a few L1 sets, so a panel streamed by every register tile
+// of a block would come from L2 each time.
+void pack_transposed_panels(const float* src, int64_t rows, int64_t cols, int64_t rs, float* dst) {
+  for (int64_t j0 = 0; j0 < rows; j0 += 16) {
+    const int64_t jn = std::min<int64_t>(16, rows - j0);
+    float* panel = dst + j0 / kB * cols * kB + j0 % kB;
+    for (int64_t d0 = 0; d0 < cols; d0 += 16) {
+      const int64_t dn = std::min<int64_t>(16, cols - d0);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j)
+        r[j] = j < jn ? _mm512_maskz_loadu_ps(lanes(dn), src + (j0 + j) * rs + d0) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int64_t d = 0; d < dn; ++d) _mm512_mask_storeu_ps(panel + (d0 + d) * kB, lanes(jn), r[d]);
+    }
+  }
 }
 
 // Keys of block [c0, c0 + bc) visible to query row r: a prefix of the block.
@@ -144,31 +164,48 @@ inline int64_t visible(const FlashGeometry& g, int64_t r, int64_t c0, int64_t bc
   return g.causal ? std::clamp<int64_t>(r - c0 + 1, 0, bc) : bc;
 }
 
-// Per-thread buffers, sized for one matrix; reused across the thread's matrices.
-struct Scratch {
-  Scratch(const FlashGeometry& g, bool backward) {
-    const int64_t ld = (g.S + 15) / 16 * 16;
-    q.resize(static_cast<size_t>(g.L * g.D));
-    kt.resize(static_cast<size_t>(g.D * ld));
-    p.resize(static_cast<size_t>(kB * kB));
-    if (backward) {
-      k.resize(static_cast<size_t>(g.S * g.D));
-      d_o.resize(static_cast<size_t>(g.L * g.Dv));
-      vt.resize(static_cast<size_t>(g.Dv * ld));
-      ds.resize(static_cast<size_t>(kB * kB));
-      delta.resize(static_cast<size_t>(g.L));
-    } else {
-      v.resize(static_cast<size_t>(g.S * g.Dv));
-      acc.resize(static_cast<size_t>(kB * g.Dv));
-    }
+// A float buffer that only grows, its contents uninitialised.
+class Buffer {
+ public:
+  float* fit(int64_t n) {
+    if (n > size_) data_.reset(new float[static_cast<size_t>(n)]), size_ = n;
+    return data_.get();
   }
-  std::vector<float> q, k, v, d_o, kt, vt, p, ds, acc, delta;
+  float* data() const { return data_.get(); }
+
+ private:
+  std::unique_ptr<float[]> data_;
+  int64_t size_ = 0;
 };
+
+// Per-thread buffers, sized for one matrix and kept by each thread between calls
+// (never cleared: every element read is written first).
+struct Scratch {
+  Buffer q, k, v, d_o, kt, vt, p, ds, acc, delta;
+};
+Scratch& scratch(const FlashGeometry& g, bool backward) {
+  static thread_local Scratch w;
+  const int64_t panels = (g.S + kB - 1) / kB * kB;  // key rows rounded up to whole blocks
+  w.q.fit(g.L * g.D);
+  w.kt.fit(g.D * panels);
+  w.p.fit(kB * kB);
+  if (backward) {
+    w.k.fit(g.S * g.D);
+    w.d_o.fit(g.L * g.Dv);
+    w.vt.fit(g.Dv * panels);
+    w.ds.fit(kB * kB);
+    w.delta.fit(g.L);
+  } else {
+    w.v.fit(g.S * g.Dv);
+    w.acc.fit(kB * g.Dv);
+  }
+  return w;
+}
 
 // The rows of a strided (rows, cols) operand copied contiguous: rows thousands
 // of bytes apart (q, k, v are views of one (B, T, 3C) tensor) map onto few L1
 // sets and evict each other inside the products.
-const float* copy_rows(const float* src, int64_t rows, int64_t cols, int64_t rs, std::vector<float>& dst) {
+const float* copy_rows(const float* src, int64_t rows, int64_t cols, int64_t rs, const Buffer& dst) {
   for (int64_t r = 0; r < rows; ++r) std::copy(src + r * rs, src + r * rs + cols, dst.data() + r * cols);
   return dst.data();
 }
@@ -178,25 +215,27 @@ inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 void forward_matrix(const FlashGeometry& g, const float* q_in, const float* k, const float* v_in, float* o, float* lse,
                     Scratch& w) {
-  const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv, ld = (S + 15) / 16 * 16;
+  const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv;
   const float* q = copy_rows(q_in, L, D, g.q_rs, w.q);   // (L, D)
   const float* v = copy_rows(v_in, S, Dv, g.v_rs, w.v);  // (S, Dv)
-  pack_transposed(k, S, D, g.k_rs, w.kt.data(), ld);     // (D, ld)
-  std::vector<float>&kt = w.kt, &s = w.p, &acc = w.acc;
+  float* kt = w.kt.data();                               // (S / kB, D, kB): k^T by key block
+  pack_transposed_panels(k, S, D, g.k_rs, kt);
+  float* s = w.p.data();      // (kB, kB)
+  float* acc = w.acc.data();  // (kB, Dv)
   const __m512 scale = _mm512_set1_ps(g.scale);
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   float m_row[kB], l_row[kB];
   for (int64_t r0 = 0; r0 < L; r0 += kB) {
     const int64_t br = std::min(kB, L - r0);
     const int64_t kend = g.causal ? std::min(S, r0 + br) : S;  // later keys are hidden from every row here
-    std::fill(acc.begin(), acc.begin() + br * Dv, 0.0f);
+    std::fill(acc, acc + br * Dv, 0.0f);
     std::fill(m_row, m_row + br, -std::numeric_limits<float>::infinity());
     std::fill(l_row, l_row + br, 0.0f);
     for (int64_t c0 = 0; c0 < kend; c0 += kB) {
       const int64_t bc = std::min(kB, kend - c0);
-      tile_gemm(br, bc, D, q + r0 * D, D, 1, kt.data() + c0, ld, s.data(), kB, false);  // (br, bc)
+      tile_gemm(br, bc, D, q + r0 * D, D, 1, kt + c0 * D, kB, s, kB, false);  // (br, bc)
       for (int64_t i = 0; i < br; ++i) {
-        float* srow = s.data() + i * kB;
+        float* srow = s + i * kB;
         const int64_t n = visible(g, r0 + i, c0, bc);
         __m512 mx = ninf;
         for (int64_t j = 0; j < n; j += 16) {
@@ -218,7 +257,7 @@ void forward_matrix(const FlashGeometry& g, const float* q_in, const float* k, c
         l_row[i] = l_row[i] * alpha + hsum(sum);
         m_row[i] = m_new;
         if (alpha != 1.0f) {
-          float* arow = acc.data() + i * Dv;
+          float* arow = acc + i * Dv;
           const __m512 av = _mm512_set1_ps(alpha);
           for (int64_t d = 0; d < Dv; d += 16) {
             const __mmask16 mk = lanes(Dv - d);
@@ -226,11 +265,11 @@ void forward_matrix(const FlashGeometry& g, const float* q_in, const float* k, c
           }
         }
       }
-      tile_gemm(br, Dv, bc, s.data(), kB, 1, v + c0 * Dv, Dv, acc.data(), Dv, true);  // acc += p v
+      tile_gemm(br, Dv, bc, s, kB, 1, v + c0 * Dv, Dv, acc, Dv, true);  // acc += p v
     }
     for (int64_t i = 0; i < br; ++i) {
       const float inv = l_row[i] > 0 ? 1.0f / l_row[i] : 0.0f;  // a row that sees no key: zeros
-      const float* arow = acc.data() + i * Dv;
+      const float* arow = acc + i * Dv;
       float* orow = o + (r0 + i) * g.o_rs;
       for (int64_t d = 0; d < Dv; ++d) orow[d] = arow[d] * inv;
       lse[r0 + i] = l_row[i] > 0 ? m_row[i] + std::log(l_row[i]) : -std::numeric_limits<float>::infinity();
@@ -241,14 +280,16 @@ void forward_matrix(const FlashGeometry& g, const float* q_in, const float* k, c
 void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_in, const float* v, const float* o,
                      const float* lse, const float* do_in, int64_t do_in_rs, float* dq, float* dk, float* dv,
                      Scratch& w) {
-  const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv, ld = (S + 15) / 16 * 16;
+  const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv;
   const float* q = copy_rows(q_in, L, D, g.q_rs, w.q);          // (L, D)
   const float* k = copy_rows(k_in, S, D, g.k_rs, w.k);          // (S, D)
   const float* d_o = copy_rows(do_in, L, Dv, do_in_rs, w.d_o);  // (L, Dv)
   const int64_t do_rs = Dv;
-  pack_transposed(k, S, D, D, w.kt.data(), ld);        // (D, ld)
-  pack_transposed(v, S, Dv, g.v_rs, w.vt.data(), ld);  // (Dv, ld)
-  std::vector<float>&kt = w.kt, &vt = w.vt, &delta = w.delta;
+  float* kt = w.kt.data();  // (S / kB, D, kB): k^T by key block
+  float* vt = w.vt.data();  // (S / kB, Dv, kB)
+  float* delta = w.delta.data();
+  pack_transposed_panels(k, S, D, D, kt);
+  pack_transposed_panels(v, S, Dv, g.v_rs, vt);
   for (int64_t i = 0; i < L; ++i) {
     const float* a = d_o + i * do_rs;
     const float* b = o + i * g.o_rs;
@@ -269,8 +310,8 @@ void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_i
     const int64_t bc = std::min(kB, S - c0);
     for (int64_t r0 = g.causal ? c0 / kB * kB : 0; r0 < L; r0 += kB) {
       const int64_t br = std::min(kB, L - r0);
-      if (g.causal && r0 + br - 1 < c0) continue;                                // no row of this block sees these keys
-      tile_gemm(br, bc, D, q + r0 * D, D, 1, kt.data() + c0, ld, p, kB, false);  // s (br, bc)
+      if (g.causal && r0 + br - 1 < c0) continue;                             // no row of this block sees these keys
+      tile_gemm(br, bc, D, q + r0 * D, D, 1, kt + c0 * D, kB, p, kB, false);  // s (br, bc)
       for (int64_t i = 0; i < br; ++i) {
         float* row = p + i * kB;
         const int64_t n = visible(g, r0 + i, c0, bc);
@@ -284,7 +325,7 @@ void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_i
       }
       const float* dob = d_o + r0 * do_rs;
       tile_gemm(bc, Dv, br, p, 1, kB, dob, do_rs, dv + c0 * g.dv_rs, g.dv_rs, true);  // dv += p^T do
-      tile_gemm(br, bc, Dv, dob, do_rs, 1, vt.data() + c0, ld, ds, kB, false);        // dp = do v^T
+      tile_gemm(br, bc, Dv, dob, do_rs, 1, vt + c0 * Dv, kB, ds, kB, false);          // dp = do v^T
       for (int64_t i = 0; i < br; ++i) {
         const float* prow = p + i * kB;
         float* row = ds + i * kB;
@@ -308,7 +349,7 @@ void flash_attention_forward_f32(const FlashGeometry& g, const float* q, const f
                                  float* lse) {
   const int64_t BH = g.batch * g.heads;
   parallel_for(0, BH, 1, [&](int64_t m0, int64_t m1) {
-    Scratch w(g, false);
+    Scratch& w = scratch(g, false);
     for (int64_t m = m0; m < m1; ++m) {
       const int64_t b = m / g.heads, h = m % g.heads;
       forward_matrix(g, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
@@ -322,7 +363,7 @@ void flash_attention_backward_f32(const FlashGeometry& g, const float* q, const 
                                   int64_t do_rs, float* dq, float* dk, float* dv) {
   const int64_t BH = g.batch * g.heads;
   parallel_for(0, BH, 1, [&](int64_t m0, int64_t m1) {
-    Scratch w(g, true);
+    Scratch& w = scratch(g, true);
     for (int64_t m = m0; m < m1; ++m) {
       const int64_t b = m / g.heads, h = m % g.heads;
       backward_matrix(g, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
