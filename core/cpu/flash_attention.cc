@@ -300,14 +300,17 @@ void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_i
     }
     delta[i] = hsum(sum);
   }
-  for (int64_t i = 0; i < L; ++i) std::fill(dq + i * g.dq_rs, dq + i * g.dq_rs + D, 0.0f);
-  for (int64_t j = 0; j < S; ++j) std::fill(dk + j * g.dk_rs, dk + j * g.dk_rs + D, 0.0f);
-  for (int64_t j = 0; j < S; ++j) std::fill(dv + j * g.dv_rs, dv + j * g.dv_rs + Dv, 0.0f);
+  // dq, dk, dv are not cleared first: the first product into each block stores
+  // (the key block c0 = 0 reaches every query block; a key block's first query
+  // block writes its dk, dv), and blocks no product reaches are zeroed here.
+  if (S == 0)
+    for (int64_t i = 0; i < L; ++i) std::fill(dq + i * g.dq_rs, dq + i * g.dq_rs + D, 0.0f);
   const __m512 scale = _mm512_set1_ps(g.scale);
   float* p = w.p.data();
   float* ds = w.ds.data();
   for (int64_t c0 = 0; c0 < S; c0 += kB) {
     const int64_t bc = std::min(kB, S - c0);
+    bool first = true;  // no query block has reached these keys yet
     for (int64_t r0 = g.causal ? c0 / kB * kB : 0; r0 < L; r0 += kB) {
       const int64_t br = std::min(kB, L - r0);
       if (g.causal && r0 + br - 1 < c0) continue;                             // no row of this block sees these keys
@@ -324,8 +327,8 @@ void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_i
         }
       }
       const float* dob = d_o + r0 * do_rs;
-      tile_gemm(bc, Dv, br, p, 1, kB, dob, do_rs, dv + c0 * g.dv_rs, g.dv_rs, true);  // dv += p^T do
-      tile_gemm(br, bc, Dv, dob, do_rs, 1, vt + c0 * Dv, kB, ds, kB, false);          // dp = do v^T
+      tile_gemm(bc, Dv, br, p, 1, kB, dob, do_rs, dv + c0 * g.dv_rs, g.dv_rs, !first);  // dv += p^T do
+      tile_gemm(br, bc, Dv, dob, do_rs, 1, vt + c0 * Dv, kB, ds, kB, false);            // dp = do v^T
       for (int64_t i = 0; i < br; ++i) {
         const float* prow = p + i * kB;
         float* row = ds + i * kB;
@@ -337,9 +340,15 @@ void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_i
                                 _mm512_mul_ps(scale, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, prow + j), t)));
         }
       }
-      tile_gemm(br, D, bc, ds, kB, 1, k + c0 * D, D, dq + r0 * g.dq_rs, g.dq_rs, true);  // dq += ds k
-      tile_gemm(bc, D, br, ds, 1, kB, q + r0 * D, D, dk + c0 * g.dk_rs, g.dk_rs, true);  // dk += ds^T q
+      tile_gemm(br, D, bc, ds, kB, 1, k + c0 * D, D, dq + r0 * g.dq_rs, g.dq_rs, c0 > 0);  // dq += ds k
+      tile_gemm(bc, D, br, ds, 1, kB, q + r0 * D, D, dk + c0 * g.dk_rs, g.dk_rs, !first);  // dk += ds^T q
+      first = false;
     }
+    if (first)  // keys no query sees (causal, L < S): zero gradients
+      for (int64_t j = c0; j < c0 + bc; ++j) {
+        std::fill(dk + j * g.dk_rs, dk + j * g.dk_rs + D, 0.0f);
+        std::fill(dv + j * g.dv_rs, dv + j * g.dv_rs + Dv, 0.0f);
+      }
   }
 }
 

@@ -9,6 +9,10 @@
 // gradients with and without the kernel. bfloat16 q, k, v (CPU autocast) take
 // the same kernels widened: against float64 from the same bfloat16 values, and
 // closer to it than the unfused bfloat16 path. Skipped where the CPU lacks AVX-512.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include "core/autocast.h"
@@ -124,6 +128,50 @@ TEST_F(FlashCpu, ResultDoesNotDependOnTheThreadCount) {
   EXPECT_TRUE(tensors_near(one.dq, many.dq, 0));
   EXPECT_TRUE(tensors_near(one.dk, many.dk, 0));
   EXPECT_TRUE(tensors_near(one.dv, many.dv, 0));
+}
+
+// The kernels overwrite o, dq, dk and dv whatever they held (the backward stores
+// the first product into each block rather than clearing first): outputs
+// prefilled with NaN come out bit-equal to outputs prefilled with zeros, for a
+// causal L < S whose last key blocks no query sees, and without the mask.
+TEST_F(FlashCpu, KernelsOverwriteEveryOutputElement) {
+  const int64_t B = 1, H = 2, L = 37, S = 150, D = 24, Dv = 40;
+  Tensor q = rnd({B, H, L, D}, DType::Float32, 100), k = rnd({B, H, S, D}, DType::Float32, 101),
+         v = rnd({B, H, S, Dv}, DType::Float32, 102), d_o = rnd({B, H, L, Dv}, DType::Float32, 103);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (bool causal : {true, false}) {
+    cpu::FlashGeometry g;
+    g.batch = B, g.heads = H, g.L = L, g.S = S, g.D = D, g.Dv = Dv;
+    g.q_sb = H * L * D, g.q_sh = L * D, g.q_rs = D;
+    g.k_sb = H * S * D, g.k_sh = S * D, g.k_rs = D;
+    g.v_sb = H * S * Dv, g.v_sh = S * Dv, g.v_rs = Dv;
+    g.o_sb = H * L * Dv, g.o_sh = L * Dv, g.o_rs = Dv;
+    g.dq_sb = g.q_sb, g.dq_sh = g.q_sh, g.dq_rs = g.q_rs;
+    g.dk_sb = g.k_sb, g.dk_sh = g.k_sh, g.dk_rs = g.k_rs;
+    g.dv_sb = g.v_sb, g.dv_sh = g.v_sh, g.dv_rs = g.v_rs;
+    g.scale = 0.2f, g.causal = causal;
+    auto grads = [&](float fill) {
+      Tensor o = full({B, H, L, Dv}, fill), lse = full({B * H, L}, fill);
+      cpu::flash_attention_forward_f32(g, q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
+                                       o.data_ptr<float>(), lse.data_ptr<float>());
+      Tensor dq = full({B, H, L, D}, fill), dk = full({B, H, S, D}, fill), dv = full({B, H, S, Dv}, fill);
+      cpu::flash_attention_backward_f32(g, q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
+                                        o.data_ptr<float>(), lse.data_ptr<float>(), d_o.data_ptr<float>(), H * L * Dv,
+                                        L * Dv, Dv, dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>());
+      return std::vector<Tensor>{o, dq, dk, dv};
+    };
+    const std::vector<Tensor> clean = grads(0.0f), dirty = grads(nan);
+    for (size_t i = 0; i < clean.size(); ++i) {
+      const float* x = dirty[i].data_ptr<float>();
+      EXPECT_EQ(std::count_if(x, x + dirty[i].numel(), [](float e) { return std::isnan(e); }), 0)
+          << "output " << i << (causal ? " causal" : "");
+      EXPECT_TRUE(tensors_near(dirty[i], clean[i], 0)) << "output " << i << (causal ? " causal" : "");
+    }
+    if (causal) {  // keys L.. are hidden from every query: zero gradients
+      EXPECT_EQ(max(abs(clean[2].narrow(2, L, S - L))).item<float>(), 0.0f);
+      EXPECT_EQ(max(abs(clean[3].narrow(2, L, S - L))).item<float>(), 0.0f);
+    }
+  }
 }
 
 TEST_F(FlashCpu, TransformerBlockGradientsMatchWithoutTheKernel) {
