@@ -54,6 +54,13 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction =
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         Reduction reduction = Reduction::Mean, const Tensor& pos_weight = Tensor());
 
+// ---- fused transformer MLP (core/ops/matmul.cc, Note [fused mlp]) ----
+// linear(gelu(linear(x, w1, b1), GeluApproximation::Tanh), w2, b2), with x (..., in),
+// w1 (hidden, in), b1 (hidden), w2 (out, hidden), b2 (out) -> (..., out): the same
+// values and gradients (to a few ulp), the GELU computed inside the GEMMs where the
+// device registers those kernels (the CPU in float32), else the three ops.
+Tensor mlp_gelu_tanh(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2);
+
 // ---- attention (core/ops/attention.cc) ----
 // q, k, v: (B, H, T, D). Causal masking when is_causal; softmax(q k^T / sqrt(D)) v.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal = false,

@@ -141,6 +141,9 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual Tensors forward_multi(const Tensors& inputs);
   Tensor operator()(const Tensor& input);
   Tensors operator()(const Tensors& inputs);
+  // True when a forward pre-hook or forward hook is registered on this module
+  // (not its children): a module fusing its children's forwards checks this.
+  bool has_forward_hooks() const { return !pre_hooks_->empty() || !hooks_->empty(); }
 
   // Readable tree: "Sequential(\n  (0): Linear(in=784, out=512, bias=true)\n ...)"
   virtual std::string extra_repr() const { return ""; }

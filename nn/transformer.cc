@@ -1,5 +1,9 @@
 #include "nn/transformer.h"
 
+#include <algorithm>
+
+#include "core/nn_ops.h"
+
 namespace weft::nn {
 
 MultiheadAttention::MultiheadAttention(int64_t c, int64_t h, bool causal, double dropout, bool bias)
@@ -33,7 +37,25 @@ TransformerBlock::TransformerBlock(int64_t c, int64_t h, double dropout, int64_t
 
 Tensor TransformerBlock::forward(const Tensor& x) {
   Tensor h = x + (*attn)((*ln1)(x));
-  return h + (*mlp)((*ln2)(h));
+  return h + mlp_forward((*ln2)(h));
+}
+
+Tensor TransformerBlock::mlp_forward(const Tensor& x) {
+  const auto& m = mlp->modules();
+  std::shared_ptr<Linear> fc1, fc2;
+  std::shared_ptr<GELU> act;
+  std::shared_ptr<Dropout> drop;
+  if (m.size() == 4) {
+    fc1 = std::dynamic_pointer_cast<Linear>(m[0]);
+    act = std::dynamic_pointer_cast<GELU>(m[1]);
+    fc2 = std::dynamic_pointer_cast<Linear>(m[2]);
+    drop = std::dynamic_pointer_cast<Dropout>(m[3]);
+  }
+  const bool fusable = fc1 && act && fc2 && drop && act->approximate == GeluApproximation::Tanh &&
+                       fc1->bias.defined() && fc2->bias.defined() && !mlp->has_forward_hooks() &&
+                       std::none_of(m.begin(), m.end(), [](const auto& c) { return c->has_forward_hooks(); });
+  if (!fusable) return (*mlp)(x);
+  return (*drop)(mlp_gelu_tanh(x, fc1->weight, fc1->bias, fc2->weight, fc2->bias));
 }
 
 }  // namespace weft::nn

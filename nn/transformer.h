@@ -22,10 +22,14 @@ class MultiheadAttention : public Module {
 };
 
 // x + attn(ln1(x)); then x + mlp(ln2(x)) with mlp = Linear(C, 4C), GELU(tanh), Linear(4C, C), Dropout.
+// The MLP runs as one fused op, mlp_gelu_tanh (core/nn_ops.h: the GELU inside the
+// GEMMs on the CPU), while mlp still holds those four modules with no forward
+// hooks on it or them; otherwise module by module.
 class TransformerBlock : public Module {
  public:
   TransformerBlock(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, int64_t mlp_ratio = 4);
   Tensor forward(const Tensor& x) override;  // (B, T, C) -> (B, T, C)
+  Tensor mlp_forward(const Tensor& x);       // mlp(x), fused where it can be
   std::shared_ptr<LayerNorm> ln1, ln2;
   std::shared_ptr<MultiheadAttention> attn;
   std::shared_ptr<Sequential> mlp;

@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/cpu/avx512_transpose.h"
+#include "core/cpu/avx512_util.h"
 #include "core/parallel.h"
 
 namespace weft::cpu {
@@ -60,24 +60,6 @@ constexpr int kTileVecs = 4;  // 64 columns
 
 inline __mmask16 lanes(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(n, 0)) - 1);
-}
-
-// exp(x) for x <= 0 and -inf (Cephes' polynomial on the reduced argument,
-// scaled by 2^n with scalef); relative error ~2 ulp.
-inline __m512 exp512(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // exp(-104) flushes to 0 through scalef
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
 }
 
 // C (R x 16V, last zmm of a row masked by `last`) = or += A (R x k) B (k x 16V).

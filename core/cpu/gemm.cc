@@ -13,6 +13,7 @@
 #include <Eigen/Core>
 
 #include "core/cpu/gemm_avx512.h"
+#include "core/cpu/vec_math.h"
 #include "core/error.h"
 #include "core/parallel.h"
 
@@ -154,6 +155,39 @@ void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int
     gemm_avx512_f32(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate, col_bias);
   else gemm_eigen(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate, col_bias);
 }
+void gemm_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+                    int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const float* col_bias,
+                    const GeluTanhEpilogue& ep) {
+  if (gemm_f32_uses_avx512()) {
+    gemm_avx512_f32_gelu_tanh(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, col_bias, ep);
+    return;
+  }
+  // Eigen's product, then the epilogue as a pass of the unary kernels' formulas
+  const int64_t zero = 0;
+  gemm_eigen<float>(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, col_bias);
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f, kGeluCubic = 0.044715f;
+  parallel_for(0, m, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) {
+      float* crow = c + i * ldc;
+      if (ep.kind == GeluTanhEpilogue::Kind::kForward) {
+        float* arow = ep.act + i * ep.ld_act;
+        for (int64_t j = 0; j < n; ++j) {
+          const float x = crow[j];
+          arow[j] = x / (1.0f + vmath::exp(-2 * kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
+        }
+      } else {
+        const float* prow = ep.pre + i * ep.ld_pre;
+        for (int64_t j = 0; j < n; ++j) {
+          const float s = prow[j];
+          const float sg = 1.0f / (1.0f + vmath::exp(-2 * kSqrt2OverPi * (s + kGeluCubic * s * s * s)));
+          const float dinner = kSqrt2OverPi * (1.0f + 3 * kGeluCubic * s * s);
+          crow[j] *= sg * (1.0f + 2.0f * s * (1.0f - sg) * dinner);
+        }
+      }
+    }
+  });
+}
+
 void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                   const double* a, int64_t a_rs, int64_t a_cs, const double* b, int64_t b_rs, int64_t b_cs, double* c,
                   int64_t c_stride, int64_t ldc, bool accumulate, const double* col_bias) {

@@ -33,7 +33,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/cpu/avx512_transpose.h"
+#include "core/cpu/avx512_util.h"
 #include "core/error.h"
 #include "core/parallel.h"
 
@@ -81,13 +81,42 @@ inline __m512 load16(__mmask16 m, const uint16_t* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
+// Note [gemm epilogue] (core/cpu/gemm.h) as one micro-tile sees it: the
+// pointers moved to the tile's first element.
+struct EpTile {
+  GeluTanhEpilogue::Kind kind;
+  float* act;
+  int64_t ld_act;
+  const float* pre;
+  int64_t ld_pre;
+};
+
+// gelu_tanh(x) = x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))) and its
+// derivative sg (1 + 2 x (1 - sg) sqrt(2/pi) (1 + 3 * 0.044715 x^2)) with
+// sg = 1 / (1 + exp(...)): the formulas of core/ops/unary.cc, 16 lanes at a time.
+constexpr float kSqrt2OverPi = 0.79788456080286535588f, kGeluCubic = 0.044715f;
+inline __m512 gelu_tanh_exp(__m512 x) {  // exp(-2 sqrt(2/pi) (x + 0.044715 x^3))
+  const __m512 u = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(kGeluCubic), _mm512_mul_ps(x, x)), x, x);
+  return exp512(_mm512_mul_ps(_mm512_set1_ps(-2 * kSqrt2OverPi), u));
+}
+inline __m512 gelu_tanh16(__m512 x) { return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), gelu_tanh_exp(x))); }
+inline __m512 gelu_tanh_grad16(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 sg = _mm512_div_ps(one, _mm512_add_ps(one, gelu_tanh_exp(x)));
+  const __m512 dinner = _mm512_mul_ps(_mm512_set1_ps(kSqrt2OverPi),
+                                      _mm512_fmadd_ps(_mm512_set1_ps(3 * kGeluCubic), _mm512_mul_ps(x, x), one));
+  const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_add_ps(x, x), _mm512_sub_ps(one, sg)), dinner);
+  return _mm512_mul_ps(sg, _mm512_add_ps(one, t));
+}
+
 // C (R x 16V tile at c, leading dimension ldc) = or += A panel (kc steps of kMR
 // floats, first R used) * B panel (kc steps of 16V floats). `last` masks the
 // columns of the last zmm of each row. With `bias` (the tile's 16V columns of the
-// column bias, never together with load_c) the accumulators start from it.
+// column bias, never together with load_c) the accumulators start from it. With
+// `ep` (only in the last K block) the finished values go through the epilogue.
 template <int R, int V>
 void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
-                  __mmask16 last, bool load_c, const float* __restrict bias) {
+                  __mmask16 last, bool load_c, const float* __restrict bias, const EpTile* ep) {
   __m512 init[V];
 #pragma GCC unroll 2
   for (int v = 0; v < V; ++v)
@@ -97,6 +126,16 @@ void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restric
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 2
     for (int v = 0; v < V; ++v) acc[i][v] = init[v];
+  if (ep) {  // the epilogue's rows (read or written after the k loop) are fetched while it runs
+    for (int i = 0; i < R; ++i) {
+      const float* e =
+          ep->kind == GeluTanhEpilogue::Kind::kForward ? ep->act + i * ep->ld_act : ep->pre + i * ep->ld_pre;
+      __builtin_prefetch(e, 1, 3);
+      __builtin_prefetch(e + 16 * V - 1, 1, 3);
+      __builtin_prefetch(c + i * ldc, 1, 3);
+      __builtin_prefetch(c + i * ldc + 16 * V - 1, 1, 3);
+    }
+  }
   for (int64_t p = 0; p < kc; ++p) {
     __m512 bv[V];
 #pragma GCC unroll 2
@@ -110,6 +149,25 @@ void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restric
     ap += kMR;
     bp += 16 * V;
   }
+  if (ep) {  // unrolled like the plain store below, so the accumulators stay in registers
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) {
+        float* cp = c + i * ldc + 16 * v;
+        const __mmask16 mk = v == V - 1 ? last : __mmask16(0xFFFF);
+        __m512 r = acc[i][v];
+        if (load_c) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mk, cp));
+        if (ep->kind == GeluTanhEpilogue::Kind::kForward) {
+          _mm512_mask_storeu_ps(cp, mk, r);
+          _mm512_mask_storeu_ps(ep->act + i * ep->ld_act + 16 * v, mk, gelu_tanh16(r));
+        } else {
+          const __m512 h = _mm512_maskz_loadu_ps(mk, ep->pre + i * ep->ld_pre + 16 * v);
+          _mm512_mask_storeu_ps(cp, mk, _mm512_mul_ps(r, gelu_tanh_grad16(h)));
+        }
+      }
+    return;
+  }
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 2
@@ -122,7 +180,8 @@ void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restric
     }
 }
 
-using KernelFn = void (*)(int64_t, const float*, const float*, float*, int64_t, __mmask16, bool, const float*);
+using KernelFn = void (*)(int64_t, const float*, const float*, float*, int64_t, __mmask16, bool, const float*,
+                          const EpTile*);
 
 template <int... R>
 constexpr std::array<std::array<KernelFn, 2>, sizeof...(R)> kernel_table(std::integer_sequence<int, R...>) {
@@ -264,9 +323,17 @@ class BPrefetch {
 
 // C (m x n at c, leading dimension ldc) = or += A (m x k) * B (k x n), one thread;
 // = bias (n values, or nullptr) + A * B when not accumulating.
+// The epilogue of a block of C whose first element is (r0, c0) of the whole.
+inline GeluTanhEpilogue moved(const GeluTanhEpilogue& e, int64_t r0, int64_t c0) {
+  GeluTanhEpilogue t = e;
+  if (t.act) t.act += r0 * t.ld_act + c0;
+  if (t.pre) t.pre += r0 * t.ld_pre + c0;
+  return t;
+}
+
 template <typename S>
 void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, float* c, int64_t ldc, bool accumulate,
-               const float* bias) {
+               const float* bias, const GeluTanhEpilogue* epilogue) {
   PackBuffers& buf = buffers();
   float* apack = buf.a.get();
   float* bpack = buf.b.get();
@@ -275,6 +342,7 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, floa
     const int64_t kc = std::min(kcb, k - pc);
     const bool load_c = accumulate || pc > 0;
     const float* bias_k = pc == 0 ? bias : nullptr;  // Note [gemm determinism]: the bias is summed first
+    const GeluTanhEpilogue* ep_k = pc + kc == k ? epilogue : nullptr;  // once each sum is complete
     for (int64_t ic = 0; ic < m; ic += kMC) {
       const int64_t mc = std::min(kMC, m - ic);
       // the mc rows are split into ceil(mc / kMR) panels of near-equal height (64
@@ -324,8 +392,13 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, floa
             const int64_t nr = std::min<int64_t>(kNR, nc - jr);
             const int v = nr > 16 ? 2 : 1;
             pf.next();
+            EpTile et{};
+            if (ep_k) {
+              const GeluTanhEpilogue t = moved(*ep_k, ic + row0(i), jc + jr);
+              et = EpTile{t.kind, t.act, t.ld_act, t.pre, t.ld_pre};
+            }
             kKernels[mr - 1][v - 1](kc, ap, bpack + jr * kc, crow + jr, ldc, lanes(nr - 16 * (v - 1)), load_c,
-                                    bias_k ? bias_k + jc + jr : nullptr);
+                                    bias_k ? bias_k + jc + jr : nullptr, ep_k ? &et : nullptr);
           }
         }
       }
@@ -337,9 +410,26 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, floa
 template <typename S>
 void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k, const S* a,
                  int64_t a_rs, int64_t a_cs, const S* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride,
-                 int64_t ldc, bool accumulate, const float* col_bias) {
+                 int64_t ldc, bool accumulate, const float* col_bias, const GeluTanhEpilogue* epilogue = nullptr) {
   WEFT_CHECK(!(accumulate && col_bias), "gemm: a column bias cannot be combined with accumulate");
+  WEFT_CHECK(!epilogue || (batch == 1 && !accumulate), "gemm: the GELU epilogue needs one matrix, not accumulating");
   if (m == 0 || n == 0 || batch == 0) return;
+  if (k == 0 && epilogue) {  // C = bias (or 0), then the epilogue on it
+    gemm_driver<S>(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, false, col_bias);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 mk = lanes(n - j);
+        float* cp = c + i * ldc + j;
+        const __m512 r = _mm512_maskz_loadu_ps(mk, cp);
+        if (epilogue->kind == GeluTanhEpilogue::Kind::kForward)
+          _mm512_mask_storeu_ps(epilogue->act + i * epilogue->ld_act + j, mk, gelu_tanh16(r));
+        else
+          _mm512_mask_storeu_ps(
+              cp, mk,
+              _mm512_mul_ps(r, gelu_tanh_grad16(_mm512_maskz_loadu_ps(mk, epilogue->pre + i * epilogue->ld_pre + j))));
+      }
+    return;
+  }
   if (k == 0) {
     if (!accumulate)
       for (int64_t x = 0; x < batch; ++x)
@@ -353,7 +443,7 @@ void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int6
   // A matrix-vector product C (m, 1) = A b with contiguous C is computed as the
   // row C^T (1, m) = b^T A^T: full 32-column tiles instead of 1 useful lane in 16.
   // The single bias value becomes a row of m equal values.
-  if (n == 1 && m > 1 && ldc == 1) {
+  if (n == 1 && m > 1 && ldc == 1 && !epilogue) {
     std::vector<float> row_bias(col_bias ? m : 0, col_bias ? col_bias[0] : 0.0f);
     gemm_driver<S>(batch, b_off, a_off, 1, m, k, b, b_cs, b_rs, a, a_cs, a_rs, c, c_stride, m, accumulate,
                    col_bias ? row_bias.data() : nullptr);
@@ -381,12 +471,15 @@ void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int6
       const S* pa = a + a_off[x];
       const S* pb = b + b_off[x];
       float* pc = c + x * c_stride;
+      GeluTanhEpilogue ep;
+      if (epilogue) ep = split_n ? moved(*epilogue, 0, s0) : moved(*epilogue, s0, 0);
+      const GeluTanhEpilogue* pep = epilogue ? &ep : nullptr;
       if (split_n)
         gemm_tile<S>(m, s1 - s0, k, {pa, a_rs, a_cs}, {pb + s0 * b_cs, b_rs, b_cs}, pc + s0, ldc, accumulate,
-                     col_bias ? col_bias + s0 : nullptr);
+                     col_bias ? col_bias + s0 : nullptr, pep);
       else
         gemm_tile<S>(s1 - s0, n, k, {pa + s0 * a_rs, a_rs, a_cs}, {pb, b_rs, b_cs}, pc + s0 * ldc, ldc, accumulate,
-                     col_bias);
+                     col_bias, pep);
     }
   };
   // small products run inline: a thread hand-off costs more than they do
@@ -400,6 +493,13 @@ void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, 
                      int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias) {
   gemm_driver<float>(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate,
                      col_bias);
+}
+
+void gemm_avx512_f32_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+                               const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const float* col_bias,
+                               const GeluTanhEpilogue& epilogue) {
+  const int64_t zero = 0;
+  gemm_driver<float>(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, col_bias, &epilogue);
 }
 
 void gemm_avx512_bf16_widened(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n,

@@ -19,6 +19,8 @@
 
 #include <cstdint>
 
+#include "core/cpu/gemm.h"
+
 namespace weft::cpu {
 
 // True when this CPU (not just the compiler) supports AVX-512F.
@@ -27,6 +29,12 @@ bool gemm_avx512_available();
 void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                      const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
                      int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias = nullptr);
+
+// One matrix with the GELU epilogue of Note [gemm epilogue] (core/cpu/gemm.h),
+// evaluated on the accumulators of the last K block before they are stored.
+void gemm_avx512_f32_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+                               const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const float* col_bias,
+                               const GeluTanhEpilogue& epilogue);
 
 // The same GEMM on bfloat16 operands (their bits as uint16_t), each element
 // widened to float32 as it is packed: C_i = A_i * B_i in float32, bit for bit

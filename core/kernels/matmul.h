@@ -28,6 +28,22 @@ using AddmmKernel = KernelTable<void(const Tensor& out, const Tensor& bias, cons
 
 AddmmKernel& addmm_table();
 
+// The transformer MLP's first linear with its tanh GELU fused (Note [gemm
+// epilogue] in core/cpu/gemm.h), both optional like addmm (mlp_gelu_tanh looks
+// them up with `has` and otherwise composes linear and gelu). The CPU registers
+// float32.
+//   addmm_gelu_tanh:          pre (M, N) = bias + a (M, K) @ b (K, N) and
+//                             act (M, N) = gelu_tanh(pre); pre and act contiguous.
+//   mm_gelu_tanh_backward:    out (M, N) = (a (M, K) @ b (K, N)) * gelu_tanh'(pre),
+//                             pre (M, N) the saved pre-activation; out and pre contiguous.
+// a and b 2-D with any strides; bias 1-D; one dtype and device.
+using AddmmGeluKernel =
+    KernelTable<void(const Tensor& pre, const Tensor& act, const Tensor& bias, const Tensor& a, const Tensor& b)>;
+using MmGeluBackwardKernel = KernelTable<void(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& pre)>;
+
+AddmmGeluKernel& addmm_gelu_tanh_table();
+MmGeluBackwardKernel& mm_gelu_tanh_backward_table();
+
 // For kernels: storage offsets (in elements, relative to t's data pointer) of each
 // batch matrix of `t` (batch dims 0..dim-3, row-major batch order).
 std::vector<int64_t> batch_offsets(const Tensor& t);

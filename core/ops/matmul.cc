@@ -1,4 +1,5 @@
-// Linear algebra: matmul (torch.matmul semantics), mm, bmm, linear.
+// Linear algebra: matmul (torch.matmul semantics), mm, bmm, linear, and the
+// transformer MLP with its GELU fused (mlp_gelu_tanh, Note [fused mlp]).
 //
 // Contract: every product goes through one internal op, matmul_nd, on operands
 // with >= 2 dims whose batch dims (all but the last two) broadcast. Its CPU
@@ -19,6 +20,7 @@
 #include "core/cpu/gemm.h"
 #include "core/cpu/gemm_bf16.h"
 #include "core/dispatch.h"
+#include "core/nn_ops.h"
 #include "core/ops.h"
 #include "core/ops/elementwise_util.h"
 #include "core/parallel.h"
@@ -32,6 +34,16 @@ MatmulKernel& matmul_table() {
 
 AddmmKernel& addmm_table() {
   static AddmmKernel t("addmm");
+  return t;
+}
+
+AddmmGeluKernel& addmm_gelu_tanh_table() {
+  static AddmmGeluKernel t("addmm_gelu_tanh");
+  return t;
+}
+
+MmGeluBackwardKernel& mm_gelu_tanh_backward_table() {
+  static MmGeluBackwardKernel t("mm_gelu_tanh_backward");
   return t;
 }
 
@@ -152,6 +164,42 @@ void cpu_addmm(const Tensor& out, const Tensor& bias_in, const Tensor& a_in, con
 }
 constexpr uint32_t kGemmTypes = (1u << int(DType::Float32)) | (1u << int(DType::Float64));
 WEFT_REGISTER_KERNEL(addmm_table(), DeviceType::CPU, kGemmTypes, cpu_addmm);
+
+// The GELU epilogues (Note [gemm epilogue] in core/cpu/gemm.h), float32.
+template <typename T>
+void cpu_addmm_gelu_tanh(const Tensor& pre, const Tensor& act, const Tensor& bias_in, const Tensor& a_in,
+                         const Tensor& b_in) {
+  if constexpr (std::is_same_v<T, float>) {
+    Tensor a = gemm_ready(a_in), b = gemm_ready(b_in), bias = bias_in.contiguous();
+    const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+    cpu::GeluTanhEpilogue ep;
+    ep.kind = cpu::GeluTanhEpilogue::Kind::kForward;
+    ep.act = act.data_ptr<float>();
+    ep.ld_act = N;
+    cpu::gemm_gelu_tanh(M, N, K, a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(), b.stride(0),
+                        b.stride(1), pre.data_ptr<float>(), N, bias.data_ptr<float>(), ep);
+  } else {
+    WEFT_CHECK(false, "addmm_gelu_tanh: no CPU kernel for dtype ", dtype_of<T>);
+  }
+}
+template <typename T>
+void cpu_mm_gelu_tanh_backward(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const Tensor& pre) {
+  if constexpr (std::is_same_v<T, float>) {
+    Tensor a = gemm_ready(a_in), b = gemm_ready(b_in);
+    const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+    cpu::GeluTanhEpilogue ep;
+    ep.kind = cpu::GeluTanhEpilogue::Kind::kBackward;
+    ep.pre = pre.data_ptr<float>();
+    ep.ld_pre = N;
+    cpu::gemm_gelu_tanh(M, N, K, a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(), b.stride(0),
+                        b.stride(1), out.data_ptr<float>(), N, nullptr, ep);
+  } else {
+    WEFT_CHECK(false, "mm_gelu_tanh_backward: no CPU kernel for dtype ", dtype_of<T>);
+  }
+}
+constexpr uint32_t kFloat32Only = 1u << int(DType::Float32);
+WEFT_REGISTER_KERNEL(addmm_gelu_tanh_table(), DeviceType::CPU, kFloat32Only, cpu_addmm_gelu_tanh);
+WEFT_REGISTER_KERNEL(mm_gelu_tanh_backward_table(), DeviceType::CPU, kFloat32Only, cpu_mm_gelu_tanh_backward);
 
 Shape batch_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); }
 
@@ -317,6 +365,95 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
                        return std::vector<Tensor>{reshape(dx, xs)};
                      }};
   record_function_parts("LinearBackward", y, std::move(params), std::move(input));
+  return y;
+}
+
+// Note [fused mlp]: mlp_gelu_tanh is linear(gelu_tanh(linear(x, w1, b1)), w2, b2)
+// with the GELU in GEMM epilogues where the device registers them (Note [gemm
+// epilogue]): forward, h = b1 + x w1^T and a = gelu(h) leave one GEMM; backward,
+// dh = (g w2) * gelu'(h) leaves the GEMM of a's gradient, so the (rows, hidden)
+// activation gradient is never written or read back. Saved: x, w1, w2, h and a
+// (what linear, gelu, linear save). The backward is two nodes (Note [parameters
+// first]): "MlpGeluWeightBackward" (dw2 = g^T a, db2, dh, dw1 = dh^T x, db1),
+// then "MlpGeluInputBackward" (dx = dh w1), which reuses the first node's dh when
+// both run on the same gradient. Elsewhere (other devices or dtypes, autocast to
+// a lower precision) it composes the three ops, with their errors.
+Tensor mlp_gelu_tanh(const Tensor& x_in, const Tensor& w1_in, const Tensor& b1_in, const Tensor& w2_in,
+                     const Tensor& b2_in) {
+  detail::check_devices("mlp_gelu_tanh", {x_in, w1_in, b1_in, w2_in, b2_in});
+  WEFT_CHECK(x_in.defined() && w1_in.defined() && b1_in.defined() && w2_in.defined() && b2_in.defined(),
+             "mlp_gelu_tanh: undefined input, weight or bias");
+  const Tensor x = autocast::lower(x_in), w1 = autocast::lower(w1_in), b1 = autocast::lower(b1_in),
+               w2 = autocast::lower(w2_in), b2 = autocast::lower(b2_in);
+  const Device dev = x.device();
+  const DType dt = x.dtype();
+  const bool fused = addmm_gelu_tanh_table().has(dev.type, dt) && mm_gelu_tanh_backward_table().has(dev.type, dt) &&
+                     addmm_table().has(dev.type, dt) && w1.dtype() == dt && b1.dtype() == dt && w2.dtype() == dt &&
+                     b2.dtype() == dt && x.dim() >= 1 && w1.dim() == 2 && w2.dim() == 2 && b1.dim() == 1 &&
+                     b2.dim() == 1 && x.size(-1) == w1.size(1) && b1.size(0) == w1.size(0) &&
+                     w2.size(1) == w1.size(0) && b2.size(0) == w2.size(0);
+  if (!fused) return linear(gelu(linear(x, w1, b1), GeluApproximation::Tanh), w2, b2);
+
+  const int64_t in_f = w1.size(1), hid = w1.size(0), out_f = w2.size(0);
+  const int64_t rows = numel_of(Shape(x.sizes().begin(), x.sizes().end() - 1));
+  Shape ys(x.sizes().begin(), x.sizes().end() - 1);
+  ys.push_back(out_f);
+  Tensor x2, h, a, y;
+  {
+    NoGradGuard no_grad;
+    x2 = reshape(x.detach(), {rows, in_f});       // (rows, in_f)
+    h = empty({rows, hid}, {dt, dev});            // (rows, hid) pre-activation
+    a = empty({rows, hid}, {dt, dev});            // (rows, hid) gelu(h)
+    Tensor y2 = empty({rows, out_f}, {dt, dev});  // (rows, out_f)
+    addmm_gelu_tanh_table()(dev, dt, h, a, b1.detach(), x2, transpose(w1.detach(), 0, 1));
+    addmm_table()(dev, dt, y2, b2.detach(), a, transpose(w2.detach(), 0, 1));
+    y = reshape(y2, ys);
+  }
+  if (!any_requires_grad({x, w1, b1, w2, b2})) return y;
+
+  // dh from the output gradient, shared by the two nodes: kept with the gradient
+  // it came from (holding that tensor, so a later gradient cannot reuse its memory).
+  struct Stash {
+    Tensor g, dh;
+  };
+  auto stash = std::make_shared<Stash>();
+  const SavedTensor sw2 = SavedTensor(w2);
+  auto grad_h = [h, sw2, dev, dt, rows, hid](const Tensor& g2, const char* node) {
+    Tensor dh = empty({rows, hid}, {dt, dev});  // (rows, hid)
+    mm_gelu_tanh_backward_table()(dev, dt, dh, g2, sw2.get(node), h);
+    return dh;
+  };
+  const bool need_x = x.requires_grad(), need_w1 = w1.requires_grad(), need_b1 = b1.requires_grad(),
+             need_w2 = w2.requires_grad(), need_b2 = b2.requires_grad();
+  const SavedTensor sx = need_w1 ? SavedTensor(x) : SavedTensor();
+  BackwardPart params{
+      "MlpGeluWeightBackward", {w1, b1, w2, b2}, [=](const std::vector<Tensor>& g) {
+        const char* node = "MlpGeluWeightBackward";
+        Tensor g2 = reshape(g[0], {rows, out_f});  // (rows, out_f)
+        Tensor dw1, db1, dw2, db2;
+        if (need_w2) dw2 = matmul_nd("mlp_gelu_tanh", node, mT(g2), a);  // (out_f, hid)
+        if (need_b2) db2 = sum_to(g2, {out_f});
+        if (need_w1 || need_b1 || need_x) {
+          Tensor dh = grad_h(g2, node);  // (rows, hid)
+          if (need_w1)
+            dw1 = matmul_nd("mlp_gelu_tanh", node, mT(dh), reshape(sx.get(node), {rows, in_f}));  // (hid, in_f)
+          if (need_b1) db1 = sum_to(dh, {hid});
+          if (need_x) *stash = Stash{g[0], dh};
+        }
+        return std::vector<Tensor>{dw1, db1, dw2, db2};
+      }};
+  const SavedTensor sw1 = need_x ? SavedTensor(w1) : SavedTensor();
+  const Shape xs = x.sizes();
+  BackwardPart input{"MlpGeluInputBackward", {x}, [=](const std::vector<Tensor>& g) {
+                       const char* node = "MlpGeluInputBackward";
+                       Tensor dh = stash->g.defined() && stash->g.is_same(g[0])
+                                       ? stash->dh
+                                       : grad_h(reshape(g[0], {rows, out_f}), node);  // (rows, hid)
+                       *stash = Stash{};
+                       Tensor dx = matmul_nd("mlp_gelu_tanh", node, dh, sw1.get(node));  // (rows, in_f)
+                       return std::vector<Tensor>{reshape(dx, xs)};
+                     }};
+  record_function_parts("MlpGeluBackward", y, std::move(params), std::move(input));
   return y;
 }
 

@@ -55,7 +55,7 @@ Tensor block_step(nn::TransformerBlock& block, const Tensor& x, Tensor& k, Tenso
   Tensor y = scaled_dot_product_attention(heads(parts[0]), k.narrow(2, 0, S), v.narrow(2, 0, S),
                                           /*is_causal=*/cache_len == 0, 0.0, false);  // (B, H, L, D)
   Tensor h = x + (*attn.proj)(y.transpose(1, 2).reshape({B, L, C}));                  // (B, L, C)
-  return h + (*block.mlp)((*block.ln2)(h));
+  return h + block.mlp_forward((*block.ln2)(h));
 }
 
 }  // namespace

@@ -80,6 +80,8 @@ std::vector<testing::TableFacts> core_tables() {
       // matmul, norm
       WEFT_T(matmul_table),
       WEFT_T(addmm_table),
+      WEFT_T(addmm_gelu_tanh_table),
+      WEFT_T(mm_gelu_tanh_backward_table),
       WEFT_T(bn_stats_table),
       WEFT_T(bn_forward_table),
       WEFT_T(bn_backward_table),

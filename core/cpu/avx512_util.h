@@ -1,5 +1,6 @@
-// A 16 x 16 float32 transpose in AVX-512 registers, shared by the kernels that
-// pack transposed operands (core/cpu/gemm_avx512.cc, core/cpu/flash_attention.cc).
+// AVX-512 helpers shared by the hand-written kernels (core/cpu/gemm_avx512.cc,
+// core/cpu/flash_attention.cc): a 16 x 16 float32 transpose in registers, and
+// exp on 16 lanes.
 // Compiled for AVX-512 whatever -march says; callers run it only where the CPU
 // has AVX-512F.
 #pragma once
@@ -40,6 +41,25 @@ inline void transpose16(__m512 r[16]) {
   }
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// exp(x) on 16 lanes (Cephes' polynomial on the reduced argument, scaled by
+// 2^n with scalef): relative error ~2 ulp; below -104 it flushes to 0 (-inf
+// gives 0), above 88.7 it overflows to +inf; NaN stays NaN.
+inline __m512 exp512(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);  // exp(-104) flushes to 0 through scalef; NaN passes
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
 }
 
 }  // namespace weft::cpu
