@@ -149,25 +149,6 @@ void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restric
     ap += kMR;
     bp += 16 * V;
   }
-  if (ep) {  // unrolled like the plain store below, so the accumulators stay in registers
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 2
-      for (int v = 0; v < V; ++v) {
-        float* cp = c + i * ldc + 16 * v;
-        const __mmask16 mk = v == V - 1 ? last : __mmask16(0xFFFF);
-        __m512 r = acc[i][v];
-        if (load_c) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mk, cp));
-        if (ep->kind == GeluTanhEpilogue::Kind::kForward) {
-          _mm512_mask_storeu_ps(cp, mk, r);
-          _mm512_mask_storeu_ps(ep->act + i * ep->ld_act + 16 * v, mk, gelu_tanh16(r));
-        } else {
-          const __m512 h = _mm512_maskz_loadu_ps(mk, ep->pre + i * ep->ld_pre + 16 * v);
-          _mm512_mask_storeu_ps(cp, mk, _mm512_mul_ps(r, gelu_tanh_grad16(h)));
-        }
-      }
-    return;
-  }
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 2
@@ -176,7 +157,15 @@ void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restric
       const __mmask16 mk = v == V - 1 ? last : __mmask16(0xFFFF);
       __m512 r = acc[i][v];
       if (load_c) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mk, cp));
-      _mm512_mask_storeu_ps(cp, mk, r);
+      if (!ep) {
+        _mm512_mask_storeu_ps(cp, mk, r);
+      } else if (ep->kind == GeluTanhEpilogue::Kind::kForward) {
+        _mm512_mask_storeu_ps(cp, mk, r);
+        _mm512_mask_storeu_ps(ep->act + i * ep->ld_act + 16 * v, mk, gelu_tanh16(r));
+      } else {
+        const __m512 h = _mm512_maskz_loadu_ps(mk, ep->pre + i * ep->ld_pre + 16 * v);
+        _mm512_mask_storeu_ps(cp, mk, _mm512_mul_ps(r, gelu_tanh_grad16(h)));
+      }
     }
 }
 

@@ -165,37 +165,25 @@ void cpu_addmm(const Tensor& out, const Tensor& bias_in, const Tensor& a_in, con
 constexpr uint32_t kGemmTypes = (1u << int(DType::Float32)) | (1u << int(DType::Float64));
 WEFT_REGISTER_KERNEL(addmm_table(), DeviceType::CPU, kGemmTypes, cpu_addmm);
 
-// The GELU epilogues (Note [gemm epilogue] in core/cpu/gemm.h), float32.
-template <typename T>
-void cpu_addmm_gelu_tanh(const Tensor& pre, const Tensor& act, const Tensor& bias_in, const Tensor& a_in,
-                         const Tensor& b_in) {
-  if constexpr (std::is_same_v<T, float>) {
-    Tensor a = gemm_ready(a_in), b = gemm_ready(b_in), bias = bias_in.contiguous();
-    const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-    cpu::GeluTanhEpilogue ep;
-    ep.kind = cpu::GeluTanhEpilogue::Kind::kForward;
-    ep.act = act.data_ptr<float>();
-    ep.ld_act = N;
-    cpu::gemm_gelu_tanh(M, N, K, a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(), b.stride(0),
-                        b.stride(1), pre.data_ptr<float>(), N, bias.data_ptr<float>(), ep);
-  } else {
-    WEFT_CHECK(false, "addmm_gelu_tanh: no CPU kernel for dtype ", dtype_of<T>);
-  }
+// The GELU epilogues (Note [gemm epilogue] in core/cpu/gemm.h), float32:
+// out = [bias +] a @ b, then `ep` with its pointer rows as long as out's.
+void gemm_gelu(const Tensor& out, const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in,
+               cpu::GeluTanhEpilogue ep) {
+  Tensor a = gemm_ready(a_in), b = gemm_ready(b_in), bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  ep.ld_act = ep.ld_pre = N;
+  cpu::gemm_gelu_tanh(M, N, K, a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(), b.stride(0),
+                      b.stride(1), out.data_ptr<float>(), N, bias.defined() ? bias.data_ptr<float>() : nullptr, ep);
 }
 template <typename T>
-void cpu_mm_gelu_tanh_backward(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const Tensor& pre) {
-  if constexpr (std::is_same_v<T, float>) {
-    Tensor a = gemm_ready(a_in), b = gemm_ready(b_in);
-    const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-    cpu::GeluTanhEpilogue ep;
-    ep.kind = cpu::GeluTanhEpilogue::Kind::kBackward;
-    ep.pre = pre.data_ptr<float>();
-    ep.ld_pre = N;
-    cpu::gemm_gelu_tanh(M, N, K, a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(), b.stride(0),
-                        b.stride(1), out.data_ptr<float>(), N, nullptr, ep);
-  } else {
-    WEFT_CHECK(false, "mm_gelu_tanh_backward: no CPU kernel for dtype ", dtype_of<T>);
-  }
+void cpu_addmm_gelu_tanh(const Tensor& pre, const Tensor& act, const Tensor& bias, const Tensor& a, const Tensor& b) {
+  WEFT_CHECK((std::is_same_v<T, float>), "addmm_gelu_tanh: no CPU kernel for dtype ", dtype_of<T>);
+  gemm_gelu(pre, bias, a, b, {cpu::GeluTanhEpilogue::Kind::kForward, act.data_ptr<float>(), 0, nullptr, 0});
+}
+template <typename T>
+void cpu_mm_gelu_tanh_backward(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& pre) {
+  WEFT_CHECK((std::is_same_v<T, float>), "mm_gelu_tanh_backward: no CPU kernel for dtype ", dtype_of<T>);
+  gemm_gelu(out, Tensor(), a, b, {cpu::GeluTanhEpilogue::Kind::kBackward, nullptr, 0, pre.data_ptr<float>(), 0});
 }
 constexpr uint32_t kFloat32Only = 1u << int(DType::Float32);
 WEFT_REGISTER_KERNEL(addmm_gelu_tanh_table(), DeviceType::CPU, kFloat32Only, cpu_addmm_gelu_tanh);
