@@ -165,24 +165,15 @@ void gemm_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
   // Eigen's product, then the epilogue as a pass of the unary kernels' formulas
   const int64_t zero = 0;
   gemm_eigen<float>(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, col_bias);
-  constexpr float kSqrt2OverPi = 0.79788456080286535588f, kGeluCubic = 0.044715f;
   parallel_for(0, m, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
       float* crow = c + i * ldc;
       if (ep.kind == GeluTanhEpilogue::Kind::kForward) {
         float* arow = ep.act + i * ep.ld_act;
-        for (int64_t j = 0; j < n; ++j) {
-          const float x = crow[j];
-          arow[j] = x / (1.0f + vmath::exp(-2 * kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
-        }
+        for (int64_t j = 0; j < n; ++j) arow[j] = vmath::gelu_tanh(crow[j]);
       } else {
         const float* prow = ep.pre + i * ep.ld_pre;
-        for (int64_t j = 0; j < n; ++j) {
-          const float s = prow[j];
-          const float sg = 1.0f / (1.0f + vmath::exp(-2 * kSqrt2OverPi * (s + kGeluCubic * s * s * s)));
-          const float dinner = kSqrt2OverPi * (1.0f + 3 * kGeluCubic * s * s);
-          crow[j] *= sg * (1.0f + 2.0f * s * (1.0f - sg) * dinner);
-        }
+        for (int64_t j = 0; j < n; ++j) crow[j] *= vmath::gelu_tanh_grad(prow[j]);
       }
     }
   });

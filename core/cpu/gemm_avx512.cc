@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/cpu/avx512_util.h"
+#include "core/cpu/vec_math.h"
 #include "core/error.h"
 #include "core/parallel.h"
 
@@ -81,20 +82,9 @@ inline __m512 load16(__mmask16 m, const uint16_t* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
-// Note [gemm epilogue] (core/cpu/gemm.h) as one micro-tile sees it: the
-// pointers moved to the tile's first element.
-struct EpTile {
-  GeluTanhEpilogue::Kind kind;
-  float* act;
-  int64_t ld_act;
-  const float* pre;
-  int64_t ld_pre;
-};
-
-// gelu_tanh(x) = x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))) and its
-// derivative sg (1 + 2 x (1 - sg) sqrt(2/pi) (1 + 3 * 0.044715 x^2)) with
-// sg = 1 / (1 + exp(...)): the formulas of core/ops/unary.cc, 16 lanes at a time.
-constexpr float kSqrt2OverPi = 0.79788456080286535588f, kGeluCubic = 0.044715f;
+// vmath::gelu_tanh and gelu_tanh_grad (core/cpu/vec_math.h), 16 lanes at a time.
+constexpr float kSqrt2OverPi = static_cast<float>(vmath::kSqrt2OverPi);
+constexpr float kGeluCubic = static_cast<float>(vmath::kGeluCubic);
 inline __m512 gelu_tanh_exp(__m512 x) {  // exp(-2 sqrt(2/pi) (x + 0.044715 x^3))
   const __m512 u = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(kGeluCubic), _mm512_mul_ps(x, x)), x, x);
   return exp512(_mm512_mul_ps(_mm512_set1_ps(-2 * kSqrt2OverPi), u));
@@ -109,6 +99,21 @@ inline __m512 gelu_tanh_grad16(__m512 x) {
   return _mm512_mul_ps(sg, _mm512_add_ps(one, t));
 }
 
+// Stores 16 finished values r of C (lanes mk) at cp, through the epilogue of
+// Note [gemm epilogue] when there is one, its pointers at C's first element
+// and (i, j) the values' row and column from there.
+inline void store_c(float* cp, __mmask16 mk, __m512 r, const GeluTanhEpilogue* ep, int64_t i, int64_t j) {
+  if (!ep) {
+    _mm512_mask_storeu_ps(cp, mk, r);
+  } else if (ep->kind == GeluTanhEpilogue::Kind::kForward) {
+    _mm512_mask_storeu_ps(cp, mk, r);
+    _mm512_mask_storeu_ps(ep->act + i * ep->ld_act + j, mk, gelu_tanh16(r));
+  } else {
+    const __m512 h = _mm512_maskz_loadu_ps(mk, ep->pre + i * ep->ld_pre + j);
+    _mm512_mask_storeu_ps(cp, mk, _mm512_mul_ps(r, gelu_tanh_grad16(h)));
+  }
+}
+
 // C (R x 16V tile at c, leading dimension ldc) = or += A panel (kc steps of kMR
 // floats, first R used) * B panel (kc steps of 16V floats). `last` masks the
 // columns of the last zmm of each row. With `bias` (the tile's 16V columns of the
@@ -116,7 +121,7 @@ inline __m512 gelu_tanh_grad16(__m512 x) {
 // `ep` (only in the last K block) the finished values go through the epilogue.
 template <int R, int V>
 void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
-                  __mmask16 last, bool load_c, const float* __restrict bias, const EpTile* ep) {
+                  __mmask16 last, bool load_c, const float* __restrict bias, const GeluTanhEpilogue* ep) {
   __m512 init[V];
 #pragma GCC unroll 2
   for (int v = 0; v < V; ++v)
@@ -157,20 +162,12 @@ void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restric
       const __mmask16 mk = v == V - 1 ? last : __mmask16(0xFFFF);
       __m512 r = acc[i][v];
       if (load_c) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mk, cp));
-      if (!ep) {
-        _mm512_mask_storeu_ps(cp, mk, r);
-      } else if (ep->kind == GeluTanhEpilogue::Kind::kForward) {
-        _mm512_mask_storeu_ps(cp, mk, r);
-        _mm512_mask_storeu_ps(ep->act + i * ep->ld_act + 16 * v, mk, gelu_tanh16(r));
-      } else {
-        const __m512 h = _mm512_maskz_loadu_ps(mk, ep->pre + i * ep->ld_pre + 16 * v);
-        _mm512_mask_storeu_ps(cp, mk, _mm512_mul_ps(r, gelu_tanh_grad16(h)));
-      }
+      store_c(cp, mk, r, ep, i, 16 * v);
     }
 }
 
 using KernelFn = void (*)(int64_t, const float*, const float*, float*, int64_t, __mmask16, bool, const float*,
-                          const EpTile*);
+                          const GeluTanhEpilogue*);
 
 template <int... R>
 constexpr std::array<std::array<KernelFn, 2>, sizeof...(R)> kernel_table(std::integer_sequence<int, R...>) {
@@ -310,8 +307,6 @@ class BPrefetch {
   int64_t stride_ = 0, per_ = 1, line_ = 0, outer_left_ = 0, step_ = 0;
 };
 
-// C (m x n at c, leading dimension ldc) = or += A (m x k) * B (k x n), one thread;
-// = bias (n values, or nullptr) + A * B when not accumulating.
 // The epilogue of a block of C whose first element is (r0, c0) of the whole.
 inline GeluTanhEpilogue moved(const GeluTanhEpilogue& e, int64_t r0, int64_t c0) {
   GeluTanhEpilogue t = e;
@@ -319,6 +314,10 @@ inline GeluTanhEpilogue moved(const GeluTanhEpilogue& e, int64_t r0, int64_t c0)
   if (t.pre) t.pre += r0 * t.ld_pre + c0;
   return t;
 }
+
+// C (m x n at c, leading dimension ldc) = or += A (m x k) * B (k x n), one thread;
+// = bias (n values, or nullptr) + A * B when not accumulating; then the
+// epilogue (or nullptr) on the last K block.
 
 template <typename S>
 void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, float* c, int64_t ldc, bool accumulate,
@@ -381,11 +380,8 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, floa
             const int64_t nr = std::min<int64_t>(kNR, nc - jr);
             const int v = nr > 16 ? 2 : 1;
             pf.next();
-            EpTile et{};
-            if (ep_k) {
-              const GeluTanhEpilogue t = moved(*ep_k, ic + row0(i), jc + jr);
-              et = EpTile{t.kind, t.act, t.ld_act, t.pre, t.ld_pre};
-            }
+            GeluTanhEpilogue et;
+            if (ep_k) et = moved(*ep_k, ic + row0(i), jc + jr);
             kKernels[mr - 1][v - 1](kc, ap, bpack + jr * kc, crow + jr, ldc, lanes(nr - 16 * (v - 1)), load_c,
                                     bias_k ? bias_k + jc + jr : nullptr, ep_k ? &et : nullptr);
           }
@@ -407,15 +403,9 @@ void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int6
     gemm_driver<S>(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, false, col_bias);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; j += 16) {
-        const __mmask16 mk = lanes(n - j);
         float* cp = c + i * ldc + j;
-        const __m512 r = _mm512_maskz_loadu_ps(mk, cp);
-        if (epilogue->kind == GeluTanhEpilogue::Kind::kForward)
-          _mm512_mask_storeu_ps(epilogue->act + i * epilogue->ld_act + j, mk, gelu_tanh16(r));
-        else
-          _mm512_mask_storeu_ps(
-              cp, mk,
-              _mm512_mul_ps(r, gelu_tanh_grad16(_mm512_maskz_loadu_ps(mk, epilogue->pre + i * epilogue->ld_pre + j))));
+        const __mmask16 mk = lanes(n - j);
+        store_c(cp, mk, _mm512_maskz_loadu_ps(mk, cp), epilogue, i, j);
       }
     return;
   }

@@ -167,4 +167,23 @@ inline M ceil(M x) {
   return -floor(-x);  // keeps the sign of zero: ceil(-0.6) = -0
 }
 
+// The tanh-approximated GELU (PyTorch's approximate="tanh") as
+// 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3): one exp
+// and one division per element, and no cancellation in 1 + tanh(u) for x << 0.
+// gelu_tanh_grad(x) = d/dx = sg (1 + 2 x (1 - sg) du/dx) with sg = sigmoid(2u).
+// Shared by the unary kernels (core/ops/unary.cc) and the GEMM epilogue
+// (core/cpu/gemm.h), whose AVX-512 form uses the same constants.
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kGeluCubic = 0.044715;
+template <typename M>
+inline M gelu_tanh(M x) {
+  return x / (M(1) + exp(M(-2 * kSqrt2OverPi) * (x + M(kGeluCubic) * x * x * x)));
+}
+template <typename M>
+inline M gelu_tanh_grad(M x) {
+  const M sg = M(1) / (M(1) + exp(M(-2 * kSqrt2OverPi) * (x + M(kGeluCubic) * x * x * x)));
+  const M dinner = M(kSqrt2OverPi) * (M(1) + M(3 * kGeluCubic) * x * x);
+  return sg * (M(1) + M(2) * x * (M(1) - sg) * dinner);
+}
+
 }  // namespace weft::cpu::vmath

@@ -79,9 +79,7 @@ inline M abs_of(M x) {
   else return x < M(0) ? M(-x) : x;
 }
 constexpr double kSqrt1_2 = 0.70710678118654752440;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
-constexpr double kSqrt2OverPi = 0.79788456080286535588;
-constexpr double kGeluCubic = 0.044715;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;     // 1 / sqrt(2 pi)
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;  // erf'(0)
 }  // namespace
 
@@ -98,10 +96,7 @@ WEFT_UNARY_KERNEL(sigmoid, kFloatingTypes, return M(1) / (M(1) + vmath::exp(-x))
 WEFT_UNARY_KERNEL(tanh, kFloatingTypes, return vmath::tanh(x))
 WEFT_UNARY_KERNEL(silu, kFloatingTypes, return x / (M(1) + vmath::exp(-x)))
 WEFT_UNARY_KERNEL(gelu, kFloatingTypes, return M(0.5) * x * (M(1) + vmath::erf(x * M(kSqrt1_2))))
-// 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3): one exp
-// and one division per element, and no cancellation in 1 + tanh(u) for x << 0.
-WEFT_UNARY_KERNEL(gelu_tanh, kFloatingTypes,
-                  return x / (M(1) + vmath::exp(M(-2 * kSqrt2OverPi) * (x + M(kGeluCubic) * x * x * x))))
+WEFT_UNARY_KERNEL(gelu_tanh, kFloatingTypes, return vmath::gelu_tanh(x))  // core/cpu/vec_math.h
 WEFT_UNARY_KERNEL(sin, kFloatingTypes, return std::sin(x))
 WEFT_UNARY_KERNEL(cos, kFloatingTypes, return std::cos(x))
 WEFT_UNARY_KERNEL(erf, kFloatingTypes, return vmath::erf(x))
@@ -126,17 +121,13 @@ WEFT_UNARY_GRAD_KERNEL(silu, kFloatingTypes, M sg = M(1) / (M(1) + vmath::exp(-s
                        return g * sg * (M(1) + s * (M(1) - sg)))  // s = x
 WEFT_UNARY_GRAD_KERNEL(gelu, kFloatingTypes, M cdf = M(0.5) * (M(1) + vmath::erf(s * M(kSqrt1_2)));
                        M pdf = M(kInvSqrt2Pi) * vmath::exp(M(-0.5) * s * s); return g * (cdf + s * pdf))  // s = x
-// with sg = sigmoid(2u) = (1 + tanh(u)) / 2: d/dx = sg (1 + 2 x (1 - sg) du/dx)
-WEFT_UNARY_GRAD_KERNEL(gelu_tanh, kFloatingTypes,
-                       M sg = M(1) / (M(1) + vmath::exp(M(-2 * kSqrt2OverPi) * (s + M(kGeluCubic) * s * s * s)));
-                       M dinner = M(kSqrt2OverPi) * (M(1) + M(3 * kGeluCubic) * s * s);
-                       return g * sg * (M(1) + M(2) * s * (M(1) - sg) * dinner))                // s = x
-WEFT_UNARY_GRAD_KERNEL(sin, kFloatingTypes, return g * std::cos(s))                             // s = x
-WEFT_UNARY_GRAD_KERNEL(cos, kFloatingTypes, return -g * std::sin(s))                            // s = x
-WEFT_UNARY_GRAD_KERNEL(erf, kFloatingTypes, return g * M(kTwoOverSqrtPi) * vmath::exp(-s * s))  // s = x
-WEFT_UNARY_GRAD_KERNEL(log1p, kFloatingTypes, return g / (M(1) + s))                            // s = x
-WEFT_UNARY_GRAD_KERNEL(expm1, kFloatingTypes, return g * (s + M(1)))                            // s = expm1(x)
-WEFT_UNARY_GRAD_KERNEL(reciprocal, kFloatingTypes, return -g * s * s)                           // s = 1/x
+WEFT_UNARY_GRAD_KERNEL(gelu_tanh, kFloatingTypes, return g * vmath::gelu_tanh_grad(s))                    // s = x
+WEFT_UNARY_GRAD_KERNEL(sin, kFloatingTypes, return g * std::cos(s))                                       // s = x
+WEFT_UNARY_GRAD_KERNEL(cos, kFloatingTypes, return -g * std::sin(s))                                      // s = x
+WEFT_UNARY_GRAD_KERNEL(erf, kFloatingTypes, return g * M(kTwoOverSqrtPi) * vmath::exp(-s * s))            // s = x
+WEFT_UNARY_GRAD_KERNEL(log1p, kFloatingTypes, return g / (M(1) + s))                                      // s = x
+WEFT_UNARY_GRAD_KERNEL(expm1, kFloatingTypes, return g * (s + M(1)))   // s = expm1(x)
+WEFT_UNARY_GRAD_KERNEL(reciprocal, kFloatingTypes, return -g * s * s)  // s = 1/x
 
 // ---- clamp ----
 ClampKernel& clamp_table() {
