@@ -33,26 +33,39 @@ Tensor empty_for_header(const Tensor& header, const std::string& what, Device de
 Tensor broadcast_tensor(ProcessGroup& group, const Tensor& mine, int root, const std::string& what) {
   const bool sender = group.rank() == root;
   WEFT_CHECK(!sender || mine.defined(), what, ": the root rank ", root, " has no tensor to broadcast");
-  Tensor header = sender ? tensor_header(mine, what) : zeros({kTensorHeaderLen}, DType::Int64);
+  const Device dev = group.device();
+  Tensor header = (sender ? tensor_header(mine, what) : zeros({kTensorHeaderLen}, DType::Int64)).to(dev);
   group.broadcast(header, {root})->wait();
-  Tensor out = sender ? mine.contiguous().clone() : empty_for_header(header, what);
+  Tensor out = sender ? mine.contiguous().to(dev).clone() : empty_for_header(header.cpu(), what, dev);
   group.broadcast(out, {root})->wait();
   return out;
 }
 
+std::vector<Tensor> allgather_host(ProcessGroup& group, const Tensor& mine) {
+  const Device dev = group.device();
+  const Tensor src = mine.contiguous().to(dev);
+  std::vector<Tensor> all(group.size());
+  for (auto& t : all) t = empty(mine.sizes(), {mine.dtype(), dev});
+  group.allgather(all, src)->wait();
+  if (dev != kCPU)
+    for (auto& t : all) t = t.cpu();
+  return all;
+}
+
+Tensor allreduce_host(ProcessGroup& group, const Tensor& mine, ReduceOp op) {
+  Tensor t = mine.contiguous().to(group.device()).clone();
+  group.allreduce(t, {op})->wait();
+  return t.cpu();
+}
+
 std::vector<std::string> allgather_bytes(ProcessGroup& group, const std::string& mine) {
   const int n = group.size();
-  Tensor len = full({1}, static_cast<int64_t>(mine.size()), DType::Int64);
-  std::vector<Tensor> lens(n);
-  for (auto& l : lens) l = empty({1}, DType::Int64);
-  group.allgather(lens, len)->wait();
+  const std::vector<Tensor> lens = allgather_host(group, full({1}, static_cast<int64_t>(mine.size()), DType::Int64));
   int64_t most = 1;  // never an empty tensor, even when every string is empty
   for (auto& l : lens) most = std::max(most, l.item<int64_t>());
   Tensor buf = zeros({most}, DType::UInt8);  // (most,)
   if (!mine.empty()) std::memcpy(buf.data_ptr<uint8_t>(), mine.data(), mine.size());
-  std::vector<Tensor> all(n);
-  for (auto& t : all) t = empty({most}, DType::UInt8);
-  group.allgather(all, buf)->wait();
+  const std::vector<Tensor> all = allgather_host(group, buf);
   std::vector<std::string> out;
   for (int r = 0; r < n; ++r)
     out.emplace_back(reinterpret_cast<const char*>(all[r].data_ptr<uint8_t>()),

@@ -3,10 +3,16 @@
 // an outcome, the missing-rank text, new_group's common part).
 //
 // Contract:
-// - allgather_bytes(group, mine) is collective over `group`: two allgathers
-//   (the lengths, then the bytes padded to the longest), so it works over any
-//   backend that takes CPU tensors. Every rank gets every rank's string in
-//   group-rank order, byte for byte ('\0' and empty strings included).
+// - allgather_host(group, mine) is collective over `group`: every rank's CPU
+//   tensor (the same shape and dtype on every rank), in group-rank order, as
+//   CPU tensors. The data travels on group.device() (a GPU for NCCL), so host
+//   metadata can be exchanged over any backend.
+// - allreduce_host(group, mine, op) is collective over `group`: the reduction
+//   of every rank's CPU tensor, as a CPU tensor, staged the same way.
+// - allgather_bytes(group, mine) is collective over `group`: two
+//   allgather_host calls (the lengths, then the bytes padded to the longest).
+//   Every rank gets every rank's string in group-rank order, byte for byte
+//   ('\0' and empty strings included).
 // - agree(group, what, error) is collective: when any rank's `error` is
 //   non-empty, every rank throws weft::Error "<what> failed: <combined>", the
 //   combined text being combine_errors of every rank's error (ranks with the
@@ -20,8 +26,8 @@
 //   tensor such a header describes (an error "<what>: ..." for a header
 //   tensor_header did not write): what a receiver allocates before the data.
 // - broadcast_tensor(group, mine, root, what) is collective: root's tensor,
-//   any dtype and shape (a header, then the data), on every rank; the other
-//   ranks' `mine` is ignored (may be undefined).
+//   any dtype and shape (a header, then the data), on every rank, on
+//   group.device(); the other ranks' `mine` is ignored (may be undefined).
 // - plan_new_group is new_group's common part (argument checks, the members'
 //   global ranks, the sub-group's name and id, this rank's place in it); the
 //   backends then make the communicator their own way.
@@ -35,6 +41,10 @@
 
 namespace weft::parallel {
 
+// Every rank's CPU tensor, in group-rank order (collective over `group`).
+std::vector<Tensor> allgather_host(ProcessGroup& group, const Tensor& mine);
+// The reduction of every rank's CPU tensor (collective over `group`).
+Tensor allreduce_host(ProcessGroup& group, const Tensor& mine, ReduceOp op);
 // Every rank's byte string, in group-rank order (collective over `group`).
 std::vector<std::string> allgather_bytes(ProcessGroup& group, const std::string& mine);
 

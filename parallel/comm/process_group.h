@@ -99,6 +99,10 @@ class ProcessGroup {
   // The global ranks of this group's members, in group-rank order.
   virtual const std::vector<int>& global_ranks() const = 0;
   virtual std::string backend_name() const = 0;
+  // Where the tensors handed to this group's operations must live: the CPU for
+  // MPI and the in-process group, the group's GPU for NCCL. Helpers that send
+  // host data (allgather_bytes, broadcast_tensor, ...) stage it there.
+  virtual Device device() const { return kCPU; }
   Duration timeout() const { return timeout_; }
   void set_timeout(Duration t) { timeout_ = t; }
 

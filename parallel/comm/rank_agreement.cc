@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/ops.h"
+#include "parallel/comm/collectives.h"
 
 namespace weft::parallel {
 namespace {
@@ -19,12 +20,7 @@ uint64_t fnv1a(const std::string& s) {
   return h >> 1;  // fits int64
 }
 
-std::vector<Tensor> allgather_of(ProcessGroup& g, const Tensor& mine) {
-  std::vector<Tensor> outs;
-  for (int r = 0; r < g.size(); ++r) outs.push_back(empty_like(mine));
-  g.allgather(outs, mine)->wait();
-  return outs;
-}
+std::vector<Tensor> allgather_of(ProcessGroup& g, const Tensor& mine) { return allgather_host(g, mine); }
 
 }  // namespace
 

@@ -36,6 +36,7 @@
 #include "core/autograd_meta.h"
 #include "core/hooks.h"
 #include "core/ops.h"
+#include "parallel/comm/collectives.h"
 
 namespace weft::parallel {
 
@@ -247,9 +248,8 @@ void Reducer::finalize() {
     for (size_t i = 0; i < params_.size(); ++i)
       if (!ready_[i]) --buckets_[params_[i].bucket].pending;
     launch_ready_buckets();
-    AllreduceOptions o;
-    o.op = ReduceOp::Max;
-    group_->allreduce(used, o)->wait();
+    used = allreduce_host(*group_, used, ReduceOp::Max);
+    u = used.data_ptr<float>();
     // From here on ready_ means "used on some rank".
     for (size_t i = 0; i < params_.size(); ++i) ready_[i] = u[i] > 0.5f ? 1 : 0;
   }

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "optim/kernels.h"
+#include "parallel/comm/collectives.h"
 
 namespace weft::parallel::hybrid {
 namespace {
@@ -52,8 +53,7 @@ double GlobalNormClipper::counted_sum_of_squares(std::vector<Tensor>& all_grads)
 }
 
 double GlobalNormClipper::finish(double local_sq, double divide_by, const std::vector<Tensor>& grads) {
-  Tensor t = full({1}, local_sq, DType::Float64);  // (1,)
-  model_.grid().world()->allreduce(t, {ReduceOp::Sum})->wait();
+  const Tensor t = allreduce_host(*model_.grid().world(), full({1}, local_sq, DType::Float64), ReduceOp::Sum);  // (1,)
   const double total = std::sqrt(t.item<double>() / divide_by);
   last_norm_ = total;
   if (grads.empty()) return total;

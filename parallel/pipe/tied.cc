@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/ops.h"
+#include "parallel/comm/collectives.h"
 
 namespace weft::parallel::pipe {
 namespace {
@@ -76,9 +77,7 @@ TiedParameters::TiedParameters(const std::vector<std::vector<std::string>>& tied
     for (int64_t d = 0; d < t.dim(); ++d) row[4 + d] = t.sizes()[d];
   }
   const int n = group.size();
-  std::vector<Tensor> all(n);
-  for (auto& t : all) t = weft::empty({k, kFields}, DType::Int64);
-  group.allgather(all, mine)->wait();
+  const std::vector<Tensor> all = allgather_host(group, mine);
 
   groups_.resize(tied.size());
   for (size_t g = 0; g < tied.size(); ++g) groups_[g].names = tied[g];

@@ -28,7 +28,7 @@ grep -q '^step .*: FAILED' "$S" && fail "a step failed in the dry run"
 # step 2 lists every binary but pipe_gpu_test, which step 4 lists
 grep -q "^step 2 tests: skipped: dry run; $((n - 1)) binaries load and list [1-9][0-9]* cases" "$S" ||
   fail "step 2 does not say that all $((n - 1)) binaries but pipe_gpu_test load"
-grep -q '^step 4 pipeline: skipped: dry run; pipe_gpu_test loads and lists 2 cases' "$S" || fail "step 4"
+grep -q '^step 4 pipeline: skipped: dry run; pipe_gpu_test loads and lists 3 cases' "$S" || fail "step 4"
 grep -q '^all.sh: 0 steps failed' "$S" || fail "the last line"
 [ -s "$TEST_TMPDIR/r1/logs.tgz" ] || fail "no logs.tgz"
 

@@ -18,6 +18,7 @@
 #include "core/cuda/runtime.h"
 #include "core/cuda/stream.h"
 #include "core/ops.h"
+#include "parallel/comm/collectives.h"
 #include "parallel/comm/device_group.h"
 #include "parallel/comm/inproc/process_group_inproc.h"
 #include "parallel/comm/nccl/process_group_nccl.h"
@@ -261,6 +262,29 @@ TEST(NCCL, SubGroup) {
   Tensor t = to_gpu(full({3}, 5.0), 0);
   sub->allreduce(t, {ReduceOp::Max})->wait();
   for (double v : read(to_host(t))) EXPECT_DOUBLE_EQ(v, 5.0);
+}
+
+// The helpers that exchange host data (strings, tensor headers) stage it on
+// the group's GPU: they worked only over CPU backends before.
+TEST(NCCL, HostDataHelpersStageOnTheGpu) {
+  WEFT_REQUIRE_GPU();
+  auto pg = group();
+  const std::string text("host\0name", 9);
+  EXPECT_EQ(allgather_bytes(*pg, text), std::vector<std::string>{text});
+  EXPECT_EQ(allgather_bytes(*pg, ""), std::vector<std::string>{""});
+  const std::vector<Tensor> all = allgather_host(*pg, make(DType::Int64, 0));
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].device(), kCPU);
+  EXPECT_EQ(read(all[0]), read(make(DType::Int64, 0)));
+  const Tensor b = broadcast_tensor(*pg, make(DType::Float32, 0).reshape({1, kN}), 0, "test");
+  EXPECT_EQ(b.device(), kGPU);
+  EXPECT_EQ(b.sizes(), (Shape{1, kN}));
+  EXPECT_EQ(read(to_host(b)), read(make(DType::Float32, 0)));
+  const Tensor r = allreduce_host(*pg, make(DType::Float64, 0), ReduceOp::Max);
+  EXPECT_EQ(r.device(), kCPU);
+  EXPECT_EQ(read(r), read(make(DType::Float64, 0)));
+  agree(*pg, "test", "");
+  EXPECT_WEFT_ERROR(agree(*pg, "the step", "disk full"), "the step failed: rank 0: disk full");
 }
 
 TEST(NCCL, ArgumentErrors) {

@@ -1,8 +1,9 @@
-// The pipeline on one GPU: LocalPipe with two stages both on cuda:0, and
-// DistributedModel (pp 1 x dp 1, and with ZeRO-1) over a one-rank NCCL group
-// on cuda:0. Each trains an MLP for three SGD-momentum steps; its losses and
-// parameters must equal the same model trained by one process on the CPU
-// within 1e-4. Tagged "gpu": every test skips (GTEST_SKIP, with the driver's
+// The pipeline on one GPU: LocalPipe with two stages both on cuda:0,
+// DistributedModel (pp 1 x dp 1, and with ZeRO-1; global-norm clipping) and
+// DistributedDataParallel (finding unused parameters) over a one-rank NCCL
+// group on cuda:0. Each trains an MLP for three SGD-momentum steps; its losses,
+// gradient norms and parameters must equal the same model trained by one
+// process on the CPU within 1e-4. Tagged "gpu": every test skips (GTEST_SKIP, with the driver's
 // reason) when no CUDA GPU is visible.
 #include <map>
 #include <memory>
@@ -17,9 +18,12 @@
 #include "core/ops.h"
 #include "core/rng.h"
 #include "nn/nn.h"
+#include "optim/clip_grad.h"
 #include "optim/sgd.h"
 #include "parallel/comm/inproc/process_group_inproc.h"
 #include "parallel/comm/nccl/process_group_nccl.h"
+#include "parallel/data/ddp.h"
+#include "parallel/hybrid/clip_grad.h"
 #include "parallel/hybrid/distributed_model.h"
 #include "parallel/hybrid/distributed_optimizer.h"
 #include "parallel/pipe/local_pipe.h"
@@ -66,6 +70,7 @@ optim::SGDOptions sgd() { return {0.1, 0.9}; }
 // One process on the CPU: the losses and the parameters after kSteps.
 struct Reference {
   std::vector<double> loss;
+  std::vector<double> grad_norm;  // the 2-norm of every gradient, before each step
   std::map<std::string, Tensor> params;
 };
 
@@ -78,6 +83,7 @@ Reference cpu_reference(const Batches& b) {
     Tensor l = mse(model->forward(b.xs[k]), b.ys[k]);
     l.backward();
     ref.loss.push_back(l.item<double>());
+    ref.grad_norm.push_back(optim::clip_grad_norm_(model->parameters(), 1e30));
     opt.step();
   }
   for (auto& [n, p] : model->named_parameters()) ref.params[n] = p.detach();
@@ -149,10 +155,37 @@ TEST(PipeOnOneGpu, DistributedModelOverNcclWorldOfOneEqualsTheCpu) {
     for (int k = 0; k < kSteps; ++k) {
       opt.zero_grad();
       EXPECT_NEAR(dm.step(b.xs[k], b.ys[k], mse), ref.loss[k], kTol) << "step " << k;
+      if (!zero) {  // the world's allreduce of the squared norm (a host value) runs on the GPU
+        hybrid::GlobalNormClipper clipper(dm, 1e30);
+        EXPECT_NEAR(clipper.clip(), ref.grad_norm[k], kTol) << "step " << k;
+      }
       opt.step();
     }
     expect_params_equal(dm.local_named_parameters(), ref, /*on_gpu=*/true);
   }
+}
+
+// DistributedDataParallel over NCCL with a world of one on cuda:0, finding
+// unused parameters (its use map is reduced over the group: host data).
+TEST(PipeOnOneGpu, DdpOverNcclWorldOfOneEqualsTheCpu) {
+  WEFT_REQUIRE_GPU();
+  const Batches b = batches();
+  const Reference ref = cpu_reference(b);
+  auto nccl = ProcessGroupNCCL::create(ProcessGroupInProc::create_world(1)[0]);
+  auto model = make_mlp();
+  model->to(kGPU);
+  DDPOptions o;
+  o.find_unused_parameters = true;
+  DistributedDataParallel ddp(model, nccl, o);
+  optim::SGD opt(model->parameters(), sgd());
+  for (int k = 0; k < kSteps; ++k) {
+    opt.zero_grad();
+    Tensor l = mse(ddp.forward(b.xs[k].to(kGPU)), b.ys[k].to(kGPU));
+    l.backward();
+    EXPECT_NEAR(l.item<double>(), ref.loss[k], kTol) << "step " << k;
+    opt.step();
+  }
+  expect_params_equal(model->named_parameters(), ref, /*on_gpu=*/true);
 }
 
 }  // namespace

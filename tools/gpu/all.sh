@@ -10,8 +10,8 @@
 #               a skipped case is a failure
 #   3 example   fashion_mnist --device cuda, 1 epoch in float32 and with --amp bf16;
 #               each must reach test accuracy >= 0.85
-#   4 pipeline  pipe_gpu_test: LocalPipe with two stages on cuda:0 and DistributedModel
-#               over a one-rank NCCL group, each against one CPU process (1e-4)
+#   4 pipeline  pipe_gpu_test: LocalPipe with two stages on cuda:0, DistributedModel and
+#               DDP over a one-rank NCCL group, each against one CPU process (1e-4)
 #   5 bench     bench.sh (CNN b256 and GPT-2-small step against PyTorch eager:
 #               speedup= and mfu lines), then the top kernels of one weft GPT-2 step
 #               under Nsight Compute (ncu), when it is there
@@ -154,7 +154,7 @@ elif ((HAVE_GPU)); then
   ok=$(grep -c '^\[       OK \]' "$LOGS/pipe_gpu_test.log")
   sk=$(grep -c '^\[  SKIPPED \] PipeOnOneGpu\.' "$LOGS/pipe_gpu_test.log")
   if [ "$rc" -eq 0 ] && [ "$sk" -eq 0 ] && [ "$ok" -gt 0 ]; then
-    report 4 pipeline ok "$ok cases passed (LocalPipe 2 stages on cuda:0, DistributedModel over NCCL world 1; 1e-4 of the CPU)"
+    report 4 pipeline ok "$ok cases passed (LocalPipe 2 stages on cuda:0, DistributedModel and DDP over NCCL world 1; 1e-4 of the CPU)"
   else
     report 4 pipeline FAILED "exit $rc, $ok passed, $sk skipped: $(grep -m2 -E 'Failure|error|what\(\)' "$LOGS/pipe_gpu_test.log" | tr '\n' ' ')"
   fi

@@ -98,7 +98,7 @@ class ProcessGroupNCCL final : public ProcessGroup, public std::enable_shared_fr
   // "nccl:world" or "nccl:group[0,2]" (global ranks), as used in error messages.
   const std::string& name() const;
   // The GPU this rank's communicator uses.
-  Device device() const;
+  Device device() const override;
   // Collectives issued on this group so far (the next one gets this number).
   int64_t sequence_number() const;
   // True once the communicator was aborted (timeout, NCCL error, abort()).
