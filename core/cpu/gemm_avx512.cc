@@ -19,7 +19,11 @@
 // packing: contiguous rows are copied with vector loads, contiguous columns go
 // through 16x16 in-register transposes, any other stride is gathered element by
 // element. With few rows of A, the next row-major B block is prefetched while the
-// current one is computed (BPrefetch).
+// current one is computed (BPrefetch). Packing fetches ahead itself: a row-major
+// B block is packed row by row across its panels (each row read front to back,
+// the row four below fetched meanwhile), A's rows a chunk ahead of the
+// transposes (sgemm 1024, 1 thread: packing 10% -> 9% of the time; the GPT
+// shapes +3% summed over best-of-7 runs).
 #include "core/cpu/gemm_avx512.h"
 
 #include <immintrin.h>
@@ -188,12 +192,18 @@ void pack_a_panel(const S* a, int64_t rs, int64_t cs, int64_t kc, int mr, float*
       for (int64_t p = 0; p < kc; ++p) _mm512_mask_storeu_ps(dst + p * kMR, mm, load16(mm, a + p * cs));
     }
   } else if (cs == 1) {  // rows contiguous along k: 16x16 transposes
+    // The rows sit rs apart (often a power of two: one L1 set for all of them),
+    // so their next lines are fetched a chunk ahead. Rows past mr repeat the
+    // last one (valid memory, no branch); their lanes are never stored.
+    const S* row[16];
+    for (int i = 0; i < 16; ++i) row[i] = a + std::min(i, mr - 1) * rs;
     for (int64_t p = 0; p < kc; p += 16) {
       const int64_t pl = std::min<int64_t>(16, kc - p);
       const __mmask16 pm = lanes(pl);
+      for (int i = 0; i < mr; ++i) _mm_prefetch(reinterpret_cast<const char*>(row[i] + p + 32), _MM_HINT_T0);
       __m512 r[16];
 #pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) r[i] = i < mr ? load16(pm, a + i * rs + p) : _mm512_setzero_ps();
+      for (int i = 0; i < 16; ++i) r[i] = load16(pm, row[i] + p);
       transpose16(r);
       for (int64_t q = 0; q < pl; ++q) _mm512_mask_storeu_ps(dst + (p + q) * kMR, mm, r[q]);
     }
@@ -239,6 +249,44 @@ void pack_b_panel(const S* b, int64_t rs, int64_t cs, int64_t kc, int nr, int w,
   } else {
     for (int64_t p = 0; p < kc; ++p)
       for (int j = 0; j < w; ++j) dst[p * w + j] = j < nr ? to_float(b[p * rs + j * cs]) : 0.0f;
+  }
+}
+
+// Packs the B block k steps [0, kc) x columns [0, nc) (element (p, j) at
+// b[p * rs + j * cs]) as the panels pack_b_panel writes, panel jr at dst + jr *
+// kc. Row-major B (cs == 1) goes row by row across all panels, so each row of
+// nc values is read front to back (rows sit rs apart, often a power of two;
+// panel by panel, every row's lines would be fetched once per panel), and the
+// row kRowsAhead below is fetched meanwhile.
+template <typename S>
+void pack_b_block(const S* b, int64_t rs, int64_t cs, int64_t kc, int64_t nc, float* dst) {
+  if (cs != 1 || nc == 1) {
+    for (int64_t jr = 0; jr < nc; jr += kNR) {
+      const int nr = static_cast<int>(std::min<int64_t>(kNR, nc - jr));
+      pack_b_panel(b + jr * cs, rs, cs, kc, nr, nr > 16 ? 32 : 16, dst + jr * kc);
+    }
+    return;
+  }
+  constexpr int64_t kRowsAhead = 4;
+  constexpr int64_t kLine = 64 / sizeof(S);
+  const int64_t full = nc / kNR * kNR;  // columns in whole 32-wide panels
+  const int nr = static_cast<int>(nc - full);
+  const __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
+  const int w = nr > 16 ? 32 : 16;
+  for (int64_t p = 0; p < kc; ++p) {
+    const S* src = b + p * rs;
+    const S* ahead = src + kRowsAhead * rs;
+    for (int64_t j = 0; j < nc; j += kLine) _mm_prefetch(reinterpret_cast<const char*>(ahead + j), _MM_HINT_T0);
+    for (int64_t jr = 0; jr < full; jr += kNR) {
+      float* d = dst + jr * kc + p * kNR;
+      _mm512_store_ps(d, load16(__mmask16(0xFFFF), src + jr));
+      _mm512_store_ps(d + 16, load16(__mmask16(0xFFFF), src + jr + 16));
+    }
+    if (nr > 0) {
+      float* d = dst + full * kc + p * w;
+      _mm512_store_ps(d, load16(m0, src + full));
+      if (w == 32) _mm512_store_ps(d + 16, load16(m1, src + full + 16));
+    }
   }
 }
 
@@ -360,10 +408,7 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, floa
       }
       for (int64_t jc = 0; jc < n; jc += kNC) {
         const int64_t nc = std::min(kNC, n - jc);
-        for (int64_t jr = 0; jr < nc; jr += kNR) {
-          const int nr = static_cast<int>(std::min<int64_t>(kNR, nc - jr));
-          pack_b_panel(B.p + pc * B.rs + (jc + jr) * B.cs, B.rs, B.cs, kc, nr, nr > 16 ? 32 : 16, bpack + jr * kc);
-        }
+        pack_b_block(B.p + pc * B.rs + jc * B.cs, B.rs, B.cs, kc, nc, bpack);
         // the B block packed next: the next columns, else the first ones of the
         // next row block or K block
         int64_t np = pc, nj = jc + kNC;
