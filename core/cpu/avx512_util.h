@@ -1,6 +1,6 @@
 // AVX-512 helpers shared by the hand-written kernels (core/cpu/gemm_avx512.cc,
-// core/cpu/flash_attention.cc): a 16 x 16 float32 transpose in registers, and
-// exp on 16 lanes.
+// core/cpu/flash_attention.cc): a 16 x 16 float32 transpose in registers, exp
+// on 16 lanes, and rounding 16 lanes to bfloat16.
 // Compiled for AVX-512 whatever -march says; callers run it only where the CPU
 // has AVX-512F.
 #pragma once
@@ -13,6 +13,16 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace weft::cpu {
+
+// 16 float32 lanes rounded to bfloat16 bits: to nearest even, NaN to the
+// quiet NaN 0x7fc0 (BFloat16(float) in core/half.h, lane by lane).
+inline __m256i round_bf16x16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(0x7fc0));
+  return _mm512_cvtepi32_epi16(r);
+}
 
 // r[i] (row i of the block) becomes column i.
 inline void transpose16(__m512 r[16]) {

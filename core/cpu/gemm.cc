@@ -156,8 +156,8 @@ void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int
   else gemm_eigen(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate, col_bias);
 }
 void gemm_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
-                    int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const float* col_bias,
-                    const GeluTanhEpilogue& ep) {
+                    int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const float* col_bias, const GemmEpilogue& ep) {
+  WEFT_CHECK(ep.kind != GemmEpilogue::Kind::kRoundBf16, "gemm_gelu_tanh: takes a GELU epilogue");
   if (gemm_f32_uses_avx512()) {
     gemm_avx512_f32_gelu_tanh(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, col_bias, ep);
     return;
@@ -168,7 +168,7 @@ void gemm_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
   parallel_for(0, m, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
       float* crow = c + i * ldc;
-      if (ep.kind == GeluTanhEpilogue::Kind::kForward) {
+      if (ep.kind == GemmEpilogue::Kind::kGeluForward) {
         float* arow = ep.act + i * ep.ld_act;
         for (int64_t j = 0; j < n; ++j) arow[j] = vmath::gelu_tanh(crow[j]);
       } else {

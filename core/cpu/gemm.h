@@ -49,33 +49,41 @@ void gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_c
   gemm_batched(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, accumulate, col_bias);
 }
 
-// Note [gemm epilogue]: the tanh-approximated GELU fused into a float32 GEMM
-// (a transformer MLP's first linear and the gradient flowing back into it),
-// applied to each element of C once its sum is complete, so neither direction
-// makes a separate pass over a (rows, hidden) tensor:
-//   kForward:  C = col_bias + A B is the pre-activation h; `act` (same shape,
-//              leading dimension ld_act) receives gelu_tanh(h).
-//   kBackward: C = (A B) * gelu_tanh'(pre), with `pre` the saved pre-activation
-//              (leading dimension ld_pre): the gradient of h from the
-//              gradient of the activation.
+// Note [gemm epilogue]: work fused into a GEMM, applied to each element of C
+// once its sum is complete, so that no separate pass reads C back:
+//   kGeluForward:  C = col_bias + A B is the pre-activation h; `act` (same
+//              shape, leading dimension ld_act) receives gelu_tanh(h) (a
+//              transformer MLP's first linear).
+//   kGeluBackward: C = (A B) * gelu_tanh'(pre), with `pre` the saved
+//              pre-activation (leading dimension ld_pre): the gradient of h
+//              from the gradient of the activation.
+//   kRoundBf16: the finished value rounded to bfloat16 (to nearest even, NaN
+//              to the quiet NaN, as BFloat16(float)) goes to `out16` (its bits,
+//              leading dimension ld_out16; matrix i of a batch at out16 + i *
+//              c_stride) instead of C, which then only holds the partial sums
+//              of earlier K blocks (untouched when K is one block): a
+//              bfloat16 matmul's float32 result never makes a pass of its own.
+// The GELU kinds:
 // gelu_tanh(x) = x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))), as the unary
 // kernels compute it (core/ops/unary.cc); the AVX-512 kernel evaluates it on
 // the accumulators with its own exp, so it agrees with the unfused ops to a few
 // ulp rather than bit for bit. Not with `accumulate`; `act` and `pre` must not
 // overlap A, B or C.
-struct GeluTanhEpilogue {
-  enum class Kind { kForward, kBackward };
-  Kind kind = Kind::kForward;
-  float* act = nullptr;  // kForward
+struct GemmEpilogue {
+  enum class Kind { kGeluForward, kGeluBackward, kRoundBf16 };
+  Kind kind = Kind::kGeluForward;
+  float* act = nullptr;  // kGeluForward
   int64_t ld_act = 0;
-  const float* pre = nullptr;  // kBackward
+  const float* pre = nullptr;  // kGeluBackward
   int64_t ld_pre = 0;
+  uint16_t* out16 = nullptr;  // kRoundBf16
+  int64_t ld_out16 = 0;
 };
-// One float32 matrix: C (m, n) = [col_bias +] A (m, k) * B (k, n), then the
+// One float32 matrix: C (m, n) = [col_bias +] A (m, k) * B (k, n), then a GELU
 // epilogue. Threads and determinism as gemm (Note [gemm determinism]).
 void gemm_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
                     int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const float* col_bias,
-                    const GeluTanhEpilogue& epilogue);
+                    const GemmEpilogue& epilogue);
 
 // Which float32 path runs: true = AVX-512 kernel (default where the CPU has it),
 // false = Eigen. For tests and benchmarks comparing the two; not thread-safe

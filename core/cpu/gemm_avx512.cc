@@ -106,12 +106,14 @@ inline __m512 gelu_tanh_grad16(__m512 x) {
 // Stores 16 finished values r of C (lanes mk) at cp, through the epilogue of
 // Note [gemm epilogue] when there is one, its pointers at C's first element
 // and (i, j) the values' row and column from there.
-inline void store_c(float* cp, __mmask16 mk, __m512 r, const GeluTanhEpilogue* ep, int64_t i, int64_t j) {
+inline void store_c(float* cp, __mmask16 mk, __m512 r, const GemmEpilogue* ep, int64_t i, int64_t j) {
   if (!ep) {
     _mm512_mask_storeu_ps(cp, mk, r);
-  } else if (ep->kind == GeluTanhEpilogue::Kind::kForward) {
+  } else if (ep->kind == GemmEpilogue::Kind::kGeluForward) {
     _mm512_mask_storeu_ps(cp, mk, r);
     _mm512_mask_storeu_ps(ep->act + i * ep->ld_act + j, mk, gelu_tanh16(r));
+  } else if (ep->kind == GemmEpilogue::Kind::kRoundBf16) {
+    _mm256_mask_storeu_epi16(ep->out16 + i * ep->ld_out16 + j, mk, round_bf16x16(r));
   } else {
     const __m512 h = _mm512_maskz_loadu_ps(mk, ep->pre + i * ep->ld_pre + j);
     _mm512_mask_storeu_ps(cp, mk, _mm512_mul_ps(r, gelu_tanh_grad16(h)));
@@ -125,7 +127,7 @@ inline void store_c(float* cp, __mmask16 mk, __m512 r, const GeluTanhEpilogue* e
 // `ep` (only in the last K block) the finished values go through the epilogue.
 template <int R, int V>
 void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
-                  __mmask16 last, bool load_c, const float* __restrict bias, const GeluTanhEpilogue* ep) {
+                  __mmask16 last, bool load_c, const float* __restrict bias, const GemmEpilogue* ep) {
   __m512 init[V];
 #pragma GCC unroll 2
   for (int v = 0; v < V; ++v)
@@ -136,11 +138,15 @@ void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restric
 #pragma GCC unroll 2
     for (int v = 0; v < V; ++v) acc[i][v] = init[v];
   if (ep) {  // the epilogue's rows (read or written after the k loop) are fetched while it runs
+    const bool round = ep->kind == GemmEpilogue::Kind::kRoundBf16;
     for (int i = 0; i < R; ++i) {
-      const float* e =
-          ep->kind == GeluTanhEpilogue::Kind::kForward ? ep->act + i * ep->ld_act : ep->pre + i * ep->ld_pre;
+      const char* e = round ? reinterpret_cast<const char*>(ep->out16 + i * ep->ld_out16)
+                            : reinterpret_cast<const char*>(ep->kind == GemmEpilogue::Kind::kGeluForward
+                                                                ? ep->act + i * ep->ld_act
+                                                                : ep->pre + i * ep->ld_pre);
       __builtin_prefetch(e, 1, 3);
-      __builtin_prefetch(e + 16 * V - 1, 1, 3);
+      __builtin_prefetch(e + (round ? 2 : 4) * (16 * V - 1), 1, 3);
+      if (round && !load_c) continue;  // C is neither read nor written
       __builtin_prefetch(c + i * ldc, 1, 3);
       __builtin_prefetch(c + i * ldc + 16 * V - 1, 1, 3);
     }
@@ -171,7 +177,7 @@ void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restric
 }
 
 using KernelFn = void (*)(int64_t, const float*, const float*, float*, int64_t, __mmask16, bool, const float*,
-                          const GeluTanhEpilogue*);
+                          const GemmEpilogue*);
 
 template <int... R>
 constexpr std::array<std::array<KernelFn, 2>, sizeof...(R)> kernel_table(std::integer_sequence<int, R...>) {
@@ -356,10 +362,11 @@ class BPrefetch {
 };
 
 // The epilogue of a block of C whose first element is (r0, c0) of the whole.
-inline GeluTanhEpilogue moved(const GeluTanhEpilogue& e, int64_t r0, int64_t c0) {
-  GeluTanhEpilogue t = e;
+inline GemmEpilogue moved(const GemmEpilogue& e, int64_t r0, int64_t c0) {
+  GemmEpilogue t = e;
   if (t.act) t.act += r0 * t.ld_act + c0;
   if (t.pre) t.pre += r0 * t.ld_pre + c0;
+  if (t.out16) t.out16 += r0 * t.ld_out16 + c0;
   return t;
 }
 
@@ -369,7 +376,7 @@ inline GeluTanhEpilogue moved(const GeluTanhEpilogue& e, int64_t r0, int64_t c0)
 
 template <typename S>
 void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, float* c, int64_t ldc, bool accumulate,
-               const float* bias, const GeluTanhEpilogue* epilogue) {
+               const float* bias, const GemmEpilogue* epilogue) {
   PackBuffers& buf = buffers();
   float* apack = buf.a.get();
   float* bpack = buf.b.get();
@@ -377,8 +384,8 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, floa
   for (int64_t pc = 0; pc < k; pc += kcb) {
     const int64_t kc = std::min(kcb, k - pc);
     const bool load_c = accumulate || pc > 0;
-    const float* bias_k = pc == 0 ? bias : nullptr;  // Note [gemm determinism]: the bias is summed first
-    const GeluTanhEpilogue* ep_k = pc + kc == k ? epilogue : nullptr;  // once each sum is complete
+    const float* bias_k = pc == 0 ? bias : nullptr;                // Note [gemm determinism]: the bias is summed first
+    const GemmEpilogue* ep_k = pc + kc == k ? epilogue : nullptr;  // once each sum is complete
     for (int64_t ic = 0; ic < m; ic += kMC) {
       const int64_t mc = std::min(kMC, m - ic);
       // the mc rows are split into ceil(mc / kMR) panels of near-equal height (64
@@ -431,7 +438,7 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, floa
             const int64_t nr = std::min<int64_t>(kNR, nc - jr);
             const int v = nr > 16 ? 2 : 1;
             pf.next();
-            GeluTanhEpilogue et;
+            GemmEpilogue et;
             if (ep_k) et = moved(*ep_k, ic + row0(i), jc + jr);
             kKernels[mr - 1][v - 1](kc, ap, bpack + jr * kc, crow + jr, ldc, lanes(nr - 16 * (v - 1)), load_c,
                                     bias_k ? bias_k + jc + jr : nullptr, ep_k ? &et : nullptr);
@@ -446,10 +453,21 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, floa
 template <typename S>
 void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k, const S* a,
                  int64_t a_rs, int64_t a_cs, const S* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride,
-                 int64_t ldc, bool accumulate, const float* col_bias, const GeluTanhEpilogue* epilogue = nullptr) {
+                 int64_t ldc, bool accumulate, const float* col_bias, const GemmEpilogue* epilogue = nullptr) {
   WEFT_CHECK(!(accumulate && col_bias), "gemm: a column bias cannot be combined with accumulate");
-  WEFT_CHECK(!epilogue || (batch == 1 && !accumulate), "gemm: the GELU epilogue needs one matrix, not accumulating");
+  const bool round16 = epilogue && epilogue->kind == GemmEpilogue::Kind::kRoundBf16;
+  WEFT_CHECK(!epilogue || round16 || (batch == 1 && !accumulate),
+             "gemm: the GELU epilogue needs one matrix, not accumulating");
+  WEFT_CHECK(!round16 || (!accumulate && !col_bias), "gemm: rounding to bfloat16 takes no bias and no accumulate");
   if (m == 0 || n == 0 || batch == 0) return;
+  if (k == 0 && round16) {  // every product is 0
+    for (int64_t x = 0; x < batch; ++x)
+      for (int64_t i = 0; i < m; ++i) {
+        uint16_t* row = epilogue->out16 + x * c_stride + i * epilogue->ld_out16;
+        std::fill(row, row + n, uint16_t(0));
+      }
+    return;
+  }
   if (k == 0 && epilogue) {  // C = bias (or 0), then the epilogue on it
     gemm_driver<S>(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, false, col_bias);
     for (int64_t i = 0; i < m; ++i)
@@ -501,9 +519,10 @@ void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int6
       const S* pa = a + a_off[x];
       const S* pb = b + b_off[x];
       float* pc = c + x * c_stride;
-      GeluTanhEpilogue ep;
+      GemmEpilogue ep;
       if (epilogue) ep = split_n ? moved(*epilogue, 0, s0) : moved(*epilogue, s0, 0);
-      const GeluTanhEpilogue* pep = epilogue ? &ep : nullptr;
+      if (round16) ep.out16 += x * c_stride;  // matrix x of the batch, laid out as C
+      const GemmEpilogue* pep = epilogue ? &ep : nullptr;
       if (split_n)
         gemm_tile<S>(m, s1 - s0, k, {pa, a_rs, a_cs}, {pb + s0 * b_cs, b_rs, b_cs}, pc + s0, ldc, accumulate,
                      col_bias ? col_bias + s0 : nullptr, pep);
@@ -527,15 +546,20 @@ void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, 
 
 void gemm_avx512_f32_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
                                const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const float* col_bias,
-                               const GeluTanhEpilogue& epilogue) {
+                               const GemmEpilogue& epilogue) {
   const int64_t zero = 0;
   gemm_driver<float>(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, col_bias, &epilogue);
 }
 
 void gemm_avx512_bf16_widened(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n,
                               int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b, int64_t b_rs,
-                              int64_t b_cs, float* c, int64_t c_stride, int64_t ldc) {
-  gemm_driver<uint16_t>(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, false, nullptr);
+                              int64_t b_cs, float* c, int64_t c_stride, int64_t ldc, uint16_t* c16) {
+  GemmEpilogue round;
+  round.kind = GemmEpilogue::Kind::kRoundBf16;
+  round.out16 = c16;
+  round.ld_out16 = ldc;
+  gemm_driver<uint16_t>(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, false, nullptr,
+                        c16 ? &round : nullptr);
 }
 
 #pragma GCC diagnostic pop

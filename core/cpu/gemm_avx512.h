@@ -34,13 +34,15 @@ void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, 
 // evaluated on the accumulators of the last K block before they are stored.
 void gemm_avx512_f32_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
                                const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const float* col_bias,
-                               const GeluTanhEpilogue& epilogue);
+                               const GemmEpilogue& epilogue);
 
 // The same GEMM on bfloat16 operands (their bits as uint16_t), each element
 // widened to float32 as it is packed: C_i = A_i * B_i in float32, bit for bit
 // what gemm_avx512_f32 gives on the widened operands, with no widened copy.
+// With c16, the results go there rounded to bfloat16 (kRoundBf16 of Note [gemm
+// epilogue]; same layout as C), C holding only partial sums.
 void gemm_avx512_bf16_widened(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n,
                               int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b, int64_t b_rs,
-                              int64_t b_cs, float* c, int64_t c_stride, int64_t ldc);
+                              int64_t b_cs, float* c, int64_t c_stride, int64_t ldc, uint16_t* c16 = nullptr);
 
 }  // namespace weft::cpu

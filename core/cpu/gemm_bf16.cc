@@ -33,6 +33,7 @@
 
 #include <sys/syscall.h>
 
+#include "core/cpu/avx512_util.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/gemm_avx512.h"
 #include "core/error.h"
@@ -215,10 +216,11 @@ inline __m512 pair_dot(__m512 acc, __m512i a, __m512i b) {
 }
 
 // C (mr x nr at c) = or += the A panel (kp pairs x kMR words) times the B panel
-// (kp pairs x kNR words).
+// (kp pairs x kNR words); with c16 (the last K block of a bfloat16 result), the
+// sums go there rounded instead (same leading dimension).
 template <bool kNative>
 void micro_kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __restrict bp, float* __restrict c,
-                  int64_t ldc, int mr, int nr, bool load_c) {
+                  int64_t ldc, int mr, int nr, bool load_c, uint16_t* __restrict c16) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -240,14 +242,15 @@ void micro_kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __r
       float* cp = c + i * ldc + 16 * v;
       __m512 r = acc[i][v];
       if (load_c) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mk, cp));
-      _mm512_mask_storeu_ps(cp, mk, r);
+      if (c16) _mm256_mask_storeu_epi16(c16 + i * ldc + 16 * v, mk, round_bf16x16(r));
+      else _mm512_mask_storeu_ps(cp, mk, r);
     }
 }
 
 // C (m x n) over one thread: the Goto/BLIS loops of the file comment.
 template <bool kNative>
 void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
+                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16) {
   static thread_local PackBuffers buf(kMC * kKP, kKP * kNC);
   uint32_t* apack = buf.a.get();
   uint32_t* bpack = buf.b.get();
@@ -261,10 +264,13 @@ void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs
         const int64_t nc = std::min(kNC, n - jc);
         pack_pairs<kNR>(b + jc * b_cs, b_cs, b_rs, nc, p0, kp, k, bpack);
         for (int64_t i = 0; i < panels; ++i)
-          for (int64_t jr = 0; jr < nc; jr += kNR)
-            micro_kernel<kNative>(kp, apack + i * kMR * kp, bpack + jr * kp, c + (ic + i * kMR) * ldc + jc + jr, ldc,
+          for (int64_t jr = 0; jr < nc; jr += kNR) {
+            const int64_t at = (ic + i * kMR) * ldc + jc + jr;
+            micro_kernel<kNative>(kp, apack + i * kMR * kp, bpack + jr * kp, c + at, ldc,
                                   static_cast<int>(std::min<int64_t>(kMR, mc - i * kMR)),
-                                  static_cast<int>(std::min<int64_t>(kNR, nc - jr)), p0 > 0);
+                                  static_cast<int>(std::min<int64_t>(kNR, nc - jr)), p0 > 0,
+                                  c16 && p0 + kp == pairs ? c16 + at : nullptr);
+          }
       }
     }
   }
@@ -272,9 +278,9 @@ void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs
 
 template <bool kNative>
 void gemm_pairs(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
+                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16) {
   over_column_slabs(m, n, k, kNR, [&](int64_t j0, int64_t j1) {
-    pairs_tile<kNative>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc);
+    pairs_tile<kNative>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc, c16 ? c16 + j0 : nullptr);
   });
 }
 
@@ -412,7 +418,7 @@ void pack_amx_rows(const uint16_t* a, int64_t rs, int64_t cs, int64_t rows, int6
 // C (m x n) over one thread, tile state `Tiles`.
 template <typename Tiles>
 void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
+              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16) {
   static thread_local PackBuffers buf(kAmxMC * kAmxKP, kAmxKP * kAmxNC);
   uint32_t* apack = buf.a.get();
   uint32_t* bpack = buf.b.get();
@@ -439,10 +445,14 @@ void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, 
               tiles.step(ap + q, ap + 16 * kpp + q, kpp * 4, bp + q * 32, bp + q * 32 + 16, 32 * 4);
             tiles.store(scratch);
             const int cols = static_cast<int>(std::min<int64_t>(32, nc - j0));
+            const bool round = c16 && p0 + kpb >= pairs;  // the last K block of a bfloat16 result
             for (int i = 0; i < rows; ++i) {
-              float* crow = c + (ic + r0 + i) * ldc + jc + j0;
+              const int64_t at = (ic + r0 + i) * ldc + jc + j0;
+              float* crow = c + at;
               const float* srow = scratch + i * 32;
-              if (p0 > 0)
+              if (round)
+                for (int j = 0; j < cols; ++j) c16[at + j] = BFloat16(p0 > 0 ? crow[j] + srow[j] : srow[j]).x;
+              else if (p0 > 0)
                 for (int j = 0; j < cols; ++j) crow[j] += srow[j];
               else
                 for (int j = 0; j < cols; ++j) crow[j] = srow[j];
@@ -456,9 +466,9 @@ void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, 
 
 template <typename Tiles>
 void gemm_amx(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
+              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16) {
   over_column_slabs(m, n, k, 32, [&](int64_t j0, int64_t j1) {
-    amx_tile<Tiles>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc);
+    amx_tile<Tiles>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc, c16 ? c16 + j0 : nullptr);
   });
 }
 
@@ -472,26 +482,38 @@ void gemm_bf16(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_
 
 void gemm_bf16_batched(Bf16GemmPath path, int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m,
                        int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-                       int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride, int64_t ldc) {
+                       int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride, int64_t ldc, uint16_t* c16) {
   WEFT_CHECK(bf16_gemm_path_available(path), "gemm_bf16: this CPU cannot run the ", bf16_gemm_path_name(path), " path");
   if (m == 0 || n == 0 || batch == 0) return;
   if (path == Bf16GemmPath::kFloat32 && gemm_f32_uses_avx512())
-    return gemm_avx512_bf16_widened(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc);
+    return gemm_avx512_bf16_widened(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, c16);
   for (int64_t x = 0; x < batch; ++x) {
     const uint16_t* ax = a + a_off[x];
     const uint16_t* bx = b + b_off[x];
     float* cx = c + x * c_stride;
+    uint16_t* c16x = c16 ? c16 + x * c_stride : nullptr;
+    // the paths without a rounding store of their own (Eigen's, and K = 0) round in a pass
+    bool pass = k == 0 || path == Bf16GemmPath::kFloat32;
     if (k == 0) {
       for (int64_t i = 0; i < m; ++i) std::fill(cx + i * ldc, cx + i * ldc + n, 0.0f);
-      continue;
+    } else {
+      switch (path) {
+        case Bf16GemmPath::kFloat32: gemm_widened(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc); break;
+        case Bf16GemmPath::kAvx512Emulated:
+          gemm_pairs<false>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x);
+          break;
+        case Bf16GemmPath::kAvx512Bf16: gemm_pairs<true>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x); break;
+        case Bf16GemmPath::kAmxEmulated:
+          gemm_amx<EmulatedTiles>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x);
+          break;
+        case Bf16GemmPath::kAmxBf16:
+          gemm_amx<NativeTiles>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x);
+          break;
+      }
     }
-    switch (path) {
-      case Bf16GemmPath::kFloat32: gemm_widened(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc); break;
-      case Bf16GemmPath::kAvx512Emulated: gemm_pairs<false>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc); break;
-      case Bf16GemmPath::kAvx512Bf16: gemm_pairs<true>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc); break;
-      case Bf16GemmPath::kAmxEmulated: gemm_amx<EmulatedTiles>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc); break;
-      case Bf16GemmPath::kAmxBf16: gemm_amx<NativeTiles>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc); break;
-    }
+    if (c16x && pass)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) c16x[i * ldc + j] = BFloat16(cx[i * ldc + j]).x;
   }
 }
 

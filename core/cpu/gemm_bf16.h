@@ -53,8 +53,13 @@ void gemm_bf16(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_
 
 // Batched: matrix i of A at a + a_off[i], of B at b + b_off[i] (broadcast
 // batches may repeat offsets), C_i at c + i * c_stride (leading dimension ldc).
+// With c16, the result goes there rounded to bfloat16 (its bits, laid out as C;
+// to nearest even, as BFloat16(float)) by each kernel as it stores the last K
+// block (Note [gemm epilogue] in gemm.h); C then holds only partial sums (or
+// nothing, with one K block): a bfloat16 matmul needs no pass over a float32
+// result.
 void gemm_bf16_batched(Bf16GemmPath path, int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m,
                        int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-                       int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride, int64_t ldc);
+                       int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride, int64_t ldc, uint16_t* c16 = nullptr);
 
 }  // namespace weft::cpu

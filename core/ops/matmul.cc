@@ -89,8 +89,9 @@ void cpu_matmul_float(const Tensor& out, const Tensor& a_in, const Tensor& b_in)
   cpu::gemm_batched(B, oa.data(), ob.data(), M, N, K, pa, ars, acs, pb, brs, bcs, pc, M * N, N);
 }
 
-// bfloat16: cpu::bf16_gemm_path()'s kernel (core/cpu/gemm_bf16.h) into a
-// float32 buffer, then rounded into `out`.
+// bfloat16: cpu::bf16_gemm_path()'s kernel (core/cpu/gemm_bf16.h), which
+// rounds its float32 sums into `out` as it stores them (a float32 buffer holds
+// the partial sums of a K cut into blocks); a strided `out` gets a copy.
 void cpu_matmul_bf16(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   NoGradGuard ng;
   Tensor a = gemm_ready(a_in), b = gemm_ready(b_in);
@@ -98,11 +99,15 @@ void cpu_matmul_bf16(const Tensor& out, const Tensor& a_in, const Tensor& b_in) 
   std::vector<int64_t> oa = batch_offsets(a), ob = batch_offsets(b);
   const auto* pa = reinterpret_cast<const uint16_t*>(a.data_ptr<BFloat16>());
   const auto* pb = reinterpret_cast<const uint16_t*>(b.data_ptr<BFloat16>());
-  Tensor of = empty(out.sizes(), {DType::Float32, out.device()});  // (..., M, N)
+  Tensor of = empty(out.sizes(), {DType::Float32, out.device()});  // (..., M, N) partial sums
+  Tensor o16 = out.is_contiguous() ? out : empty(out.sizes(), out.options());
   cpu::gemm_bf16_batched(cpu::bf16_gemm_path(), static_cast<int64_t>(oa.size()), oa.data(), ob.data(), M, N, K, pa,
-                         a.stride(-2), a.stride(-1), pb, b.stride(-2), b.stride(-1), of.data_ptr<float>(), M * N, N);
-  Tensor o = out;
-  copy_(o, of);
+                         a.stride(-2), a.stride(-1), pb, b.stride(-2), b.stride(-1), of.data_ptr<float>(), M * N, N,
+                         reinterpret_cast<uint16_t*>(o16.data_ptr<BFloat16>()));
+  if (!o16.is_same(out)) {
+    Tensor o = out;
+    copy_(o, o16);
+  }
 }
 
 // float16: both operands widened to float32.
@@ -167,8 +172,7 @@ WEFT_REGISTER_KERNEL(addmm_table(), DeviceType::CPU, kGemmTypes, cpu_addmm);
 
 // The GELU epilogues (Note [gemm epilogue] in core/cpu/gemm.h), float32:
 // out = [bias +] a @ b, then `ep` with its pointer rows as long as out's.
-void gemm_gelu(const Tensor& out, const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in,
-               cpu::GeluTanhEpilogue ep) {
+void gemm_gelu(const Tensor& out, const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in, cpu::GemmEpilogue ep) {
   Tensor a = gemm_ready(a_in), b = gemm_ready(b_in), bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   ep.ld_act = ep.ld_pre = N;
@@ -178,12 +182,12 @@ void gemm_gelu(const Tensor& out, const Tensor& bias_in, const Tensor& a_in, con
 template <typename T>
 void cpu_addmm_gelu_tanh(const Tensor& pre, const Tensor& act, const Tensor& bias, const Tensor& a, const Tensor& b) {
   WEFT_CHECK((std::is_same_v<T, float>), "addmm_gelu_tanh: no CPU kernel for dtype ", dtype_of<T>);
-  gemm_gelu(pre, bias, a, b, {cpu::GeluTanhEpilogue::Kind::kForward, act.data_ptr<float>(), 0, nullptr, 0});
+  gemm_gelu(pre, bias, a, b, {cpu::GemmEpilogue::Kind::kGeluForward, act.data_ptr<float>(), 0, nullptr, 0});
 }
 template <typename T>
 void cpu_mm_gelu_tanh_backward(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& pre) {
   WEFT_CHECK((std::is_same_v<T, float>), "mm_gelu_tanh_backward: no CPU kernel for dtype ", dtype_of<T>);
-  gemm_gelu(out, Tensor(), a, b, {cpu::GeluTanhEpilogue::Kind::kBackward, nullptr, 0, pre.data_ptr<float>(), 0});
+  gemm_gelu(out, Tensor(), a, b, {cpu::GemmEpilogue::Kind::kGeluBackward, nullptr, 0, pre.data_ptr<float>(), 0});
 }
 constexpr uint32_t kFloat32Only = 1u << int(DType::Float32);
 WEFT_REGISTER_KERNEL(addmm_gelu_tanh_table(), DeviceType::CPU, kFloat32Only, cpu_addmm_gelu_tanh);

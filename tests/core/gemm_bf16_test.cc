@@ -13,9 +13,11 @@
 // widened copies, batched with repeated (broadcast) offsets too, and with the
 // AVX-512 kernel switched off it still meets the bound. The AMX kernel runs
 // here through its tile emulation (amx_emulated, every CPU) and, where the CPU
-// has AMX, in hardware, against the same bound.
+// has AMX, in hardware, against the same bound. A bfloat16 output (c16) is,
+// bit for bit, the float32 result rounded, on every path.
 #include "core/cpu/gemm_bf16.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -204,6 +206,70 @@ TEST(GemmBf16, Float32PathEqualsTheFloat32GemmOnWidenedOperands) {
   const Operand a = make(45, 77, 1), b = make(77, 50, 0);
   EXPECT_TRUE(near_reference(run(Bf16GemmPath::kFloat32, 45, 50, 77, a, b), 45, 50, 77, a, b));
   cpu::set_gemm_f32_avx512(was);
+}
+
+// With a bfloat16 output (c16), every path stores BFloat16(float) of the very
+// float32 sums it would have stored in C: the same bits, over several K blocks
+// (the partial sums then go through C), edge tiles, a batch with broadcast
+// offsets, K = 0, and Eigen's path (AVX-512 kernel off); ties round to even and
+// NaN becomes 0x7fc0.
+TEST(GemmBf16, RoundedOutputIsTheRoundedFloat32Result) {
+  std::vector<Bf16GemmPath> paths;
+  for (Bf16GemmPath p : {Bf16GemmPath::kFloat32, Bf16GemmPath::kAvx512Emulated, Bf16GemmPath::kAvx512Bf16,
+                         Bf16GemmPath::kAmxEmulated, Bf16GemmPath::kAmxBf16})
+    if (cpu::bf16_gemm_path_available(p)) paths.push_back(p);
+  auto check = [](Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const std::vector<uint16_t>& a,
+                  const std::vector<int64_t>& ao, int64_t ars, int64_t acs, const std::vector<uint16_t>& b,
+                  const std::vector<int64_t>& bo, int64_t brs, int64_t bcs) {
+    const int64_t batch = static_cast<int64_t>(ao.size());
+    std::vector<float> c(static_cast<size_t>(batch * m * n), -1.0f), scratch(c.size(), -1.0f);
+    std::vector<uint16_t> c16(c.size(), 0x1234);
+    cpu::gemm_bf16_batched(path, batch, ao.data(), bo.data(), m, n, k, a.data(), ars, acs, b.data(), brs, bcs, c.data(),
+                           m * n, n);
+    cpu::gemm_bf16_batched(path, batch, ao.data(), bo.data(), m, n, k, a.data(), ars, acs, b.data(), brs, bcs,
+                           scratch.data(), m * n, n, c16.data());
+    for (size_t i = 0; i < c.size(); ++i)
+      if (c16[i] != BFloat16(c[i]).x)
+        return ::testing::AssertionFailure()
+               << "element " << i << ": " << c16[i] << " for " << c[i] << " (rounds to " << BFloat16(c[i]).x << ")";
+    return ::testing::AssertionSuccess();
+  };
+  struct S {
+    int64_t m, n, k;
+  };
+  for (Bf16GemmPath path : paths)
+    for (const S& s : {S{1, 40, 7}, S{25, 65, 63}, S{30, 40, 601}, S{130, 300, 129}, S{13, 17, 0}, S{40, 70, 1100}}) {
+      SCOPED_TRACE(std::string(cpu::bf16_gemm_path_name(path)) + " " + std::to_string(s.m) + "x" + std::to_string(s.n) +
+                   "x" + std::to_string(s.k));
+      const Operand a = make(s.m, std::max<int64_t>(s.k, 1), 0), b = make(std::max<int64_t>(s.k, 1), s.n, 1);
+      EXPECT_TRUE(check(path, s.m, s.n, s.k, a.data, {0}, a.rs, a.cs, b.data, {0}, b.rs, b.cs));
+      // a batch of three A matrices over one B (broadcast offsets)
+      std::vector<uint16_t> a3;
+      for (int x = 0; x < 3; ++x) a3.insert(a3.end(), a.data.begin(), a.data.end());
+      const int64_t sz = static_cast<int64_t>(a.data.size());
+      EXPECT_TRUE(check(path, s.m, s.n, s.k, a3, {0, sz, 2 * sz}, a.rs, a.cs, b.data, {0, 0, 0}, b.rs, b.cs));
+    }
+  // Eigen's path (no AVX-512 kernel) rounds in a pass
+  const bool was = cpu::gemm_f32_uses_avx512();
+  cpu::set_gemm_f32_avx512(false);
+  const Operand a = make(45, 77, 1), b = make(77, 50, 0);
+  EXPECT_TRUE(check(Bf16GemmPath::kFloat32, 45, 50, 77, a.data, {0}, a.rs, a.cs, b.data, {0}, b.rs, b.cs));
+  cpu::set_gemm_f32_avx512(was);
+  // ties to even, and NaN (inf * 0): (1, 2) x (2, 5), hand-computed bits
+  const auto bits = [](float f) { return BFloat16(f).x; };
+  const std::vector<uint16_t> a1 = {bits(1.0f), bits(1.0f)};
+  const float e7 = std::ldexp(1.0f, -7), e8 = std::ldexp(1.0f, -8);
+  const std::vector<uint16_t> b1 = {bits(1.0f), bits(1.0f + e7), bits(-1.0f), bits(3.0f), bits(INFINITY),  // the last column: inf - inf
+                                    bits(e8),   bits(e8),        bits(-e8),   bits(e7),   bits(-INFINITY)};
+  const uint16_t want[5] = {0x3f80, 0x3f82, 0xbf80, 0x4040, 0x7fc0};  // 1, 1 + 2^-6, -1, 3, NaN
+  for (Bf16GemmPath path : paths) {
+    std::vector<float> scratch(5);
+    std::vector<uint16_t> c16(5);
+    const int64_t zero = 0;
+    cpu::gemm_bf16_batched(path, 1, &zero, &zero, 1, 5, 2, a1.data(), 2, 1, b1.data(), 5, 1, scratch.data(), 5, 5,
+                           c16.data());
+    for (int j = 0; j < 5; ++j) EXPECT_EQ(c16[j], want[j]) << cpu::bf16_gemm_path_name(path) << " column " << j;
+  }
 }
 
 TEST(GemmBf16, TheChosenPathIsOneThisCpuRuns) {
