@@ -155,6 +155,23 @@ void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int
     gemm_avx512_f32(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate, col_bias);
   else gemm_eigen(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate, col_bias);
 }
+void gemm_row_sums(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+                   int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, float* row_sums) {
+  if (gemm_f32_uses_avx512()) {
+    gemm_avx512_f32_row_sums(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, row_sums);
+    return;
+  }
+  const int64_t zero = 0;
+  gemm_eigen<float>(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, nullptr);
+  parallel_for(0, m, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(k, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) {
+      float s = 0;
+      for (int64_t p = 0; p < k; ++p) s += a[i * a_rs + p * a_cs];
+      row_sums[i] = s;
+    }
+  });
+}
+
 void gemm_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
                     int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const float* col_bias, const GemmEpilogue& ep) {
   WEFT_CHECK(ep.kind != GemmEpilogue::Kind::kRoundBf16, "gemm_gelu_tanh: takes a GELU epilogue");

@@ -85,6 +85,15 @@ void gemm_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
                     int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const float* col_bias,
                     const GemmEpilogue& epilogue);
 
+// One float32 matrix: C (m, n) = A (m, k) * B (k, n), and row_sums (m) = A
+// summed over k (a linear's bias gradient beside its weight gradient: with A =
+// g^T, the column sums of g). The AVX-512 kernel adds up each panel of A while
+// packing it, so the sums cost no pass over A of their own; each row's sum runs
+// over k in an order fixed by the shape (chunks of k in order), whatever the
+// thread count. row_sums must not overlap A, B or C.
+void gemm_row_sums(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+                   int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, float* row_sums);
+
 // Which float32 path runs: true = AVX-512 kernel (default where the CPU has it),
 // false = Eigen. For tests and benchmarks comparing the two; not thread-safe
 // against concurrent GEMMs.

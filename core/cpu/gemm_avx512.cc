@@ -361,6 +361,13 @@ class BPrefetch {
   int64_t stride_ = 0, per_ = 1, line_ = 0, outer_left_ = 0, step_ = 0;
 };
 
+// Row sums of A (gemm_row_sums): the lanes mm of `sum` (a chunk of k steps of
+// consecutive rows) written to, or added to, the rows' sums at s.
+inline void add_row_sums(float* s, __mmask16 mm, __m512 sum, bool first) {
+  if (!first) sum = _mm512_add_ps(_mm512_maskz_loadu_ps(mm, s), sum);
+  _mm512_mask_storeu_ps(s, mm, sum);
+}
+
 // The epilogue of a block of C whose first element is (r0, c0) of the whole.
 inline GemmEpilogue moved(const GemmEpilogue& e, int64_t r0, int64_t c0) {
   GemmEpilogue t = e;
@@ -376,7 +383,7 @@ inline GemmEpilogue moved(const GemmEpilogue& e, int64_t r0, int64_t c0) {
 
 template <typename S>
 void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, float* c, int64_t ldc, bool accumulate,
-               const float* bias, const GemmEpilogue* epilogue) {
+               const float* bias, const GemmEpilogue* epilogue, float* row_sums) {
   PackBuffers& buf = buffers();
   float* apack = buf.a.get();
   float* bpack = buf.b.get();
@@ -408,16 +415,28 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, floa
             const __mmask16 mm = lanes(row0(i + 1) - row0(i));
             const S* src = A.p + ic + row0(i) + (pc + p0) * A.cs;
             float* dst = apack + i * kMR * kc + p0 * kMR;
+            __m512 sum = _mm512_setzero_ps();
             for (int64_t p = 0; p < pl; ++p) {
               _mm_prefetch(reinterpret_cast<const char*>(src + p * A.cs + kAhead), _MM_HINT_T0);
-              _mm512_mask_storeu_ps(dst + p * kMR, mm, load16(mm, src + p * A.cs));
+              const __m512 v = load16(mm, src + p * A.cs);
+              _mm512_mask_storeu_ps(dst + p * kMR, mm, v);
+              sum = _mm512_add_ps(sum, v);
             }
+            if (row_sums) add_row_sums(row_sums + ic + row0(i), mm, sum, pc == 0 && p0 == 0);
           }
         }
       } else {
-        for (int64_t i = 0; i < panels; ++i)
-          pack_a_panel(A.p + (ic + row0(i)) * A.rs + pc * A.cs, A.rs, A.cs, kc, static_cast<int>(row0(i + 1) - row0(i)),
-                       apack + i * kMR * kc);
+        for (int64_t i = 0; i < panels; ++i) {
+          const int mr = static_cast<int>(row0(i + 1) - row0(i));
+          float* dst = apack + i * kMR * kc;
+          pack_a_panel(A.p + (ic + row0(i)) * A.rs + pc * A.cs, A.rs, A.cs, kc, mr, dst);
+          if (row_sums) {  // summed from the panel just packed (in L1), k in order
+            const __mmask16 mm = lanes(mr);
+            __m512 sum = _mm512_setzero_ps();
+            for (int64_t p = 0; p < kc; ++p) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(mm, dst + p * kMR));
+            add_row_sums(row_sums + ic + row0(i), mm, sum, pc == 0);
+          }
+        }
       }
       for (int64_t jc = 0; jc < n; jc += kNC) {
         const int64_t nc = std::min(kNC, n - jc);
@@ -453,12 +472,21 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, floa
 template <typename S>
 void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k, const S* a,
                  int64_t a_rs, int64_t a_cs, const S* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride,
-                 int64_t ldc, bool accumulate, const float* col_bias, const GemmEpilogue* epilogue = nullptr) {
+                 int64_t ldc, bool accumulate, const float* col_bias, const GemmEpilogue* epilogue = nullptr,
+                 float* row_sums = nullptr) {
   WEFT_CHECK(!(accumulate && col_bias), "gemm: a column bias cannot be combined with accumulate");
   const bool round16 = epilogue && epilogue->kind == GemmEpilogue::Kind::kRoundBf16;
   WEFT_CHECK(!epilogue || round16 || (batch == 1 && !accumulate),
              "gemm: the GELU epilogue needs one matrix, not accumulating");
   WEFT_CHECK(!round16 || (!accumulate && !col_bias), "gemm: rounding to bfloat16 takes no bias and no accumulate");
+  WEFT_CHECK(!row_sums || batch == 1, "gemm: A's row sums need one matrix");
+  if (row_sums && (n == 0 || k == 0)) {  // no product packs A: sum it here
+    for (int64_t i = 0; i < m; ++i) {
+      float s = 0;
+      for (int64_t p = 0; p < k; ++p) s += to_float(a[a_off[0] + i * a_rs + p * a_cs]);
+      row_sums[i] = s;
+    }
+  }
   if (m == 0 || n == 0 || batch == 0) return;
   if (k == 0 && round16) {  // every product is 0
     for (int64_t x = 0; x < batch; ++x)
@@ -491,7 +519,7 @@ void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int6
   // A matrix-vector product C (m, 1) = A b with contiguous C is computed as the
   // row C^T (1, m) = b^T A^T: full 32-column tiles instead of 1 useful lane in 16.
   // The single bias value becomes a row of m equal values.
-  if (n == 1 && m > 1 && ldc == 1 && !epilogue) {
+  if (n == 1 && m > 1 && ldc == 1 && !epilogue && !row_sums) {
     std::vector<float> row_bias(col_bias ? m : 0, col_bias ? col_bias[0] : 0.0f);
     gemm_driver<S>(batch, b_off, a_off, 1, m, k, b, b_cs, b_rs, a, a_cs, a_rs, c, c_stride, m, accumulate,
                    col_bias ? row_bias.data() : nullptr);
@@ -523,12 +551,15 @@ void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int6
       if (epilogue) ep = split_n ? moved(*epilogue, 0, s0) : moved(*epilogue, s0, 0);
       if (round16) ep.out16 += x * c_stride;  // matrix x of the batch, laid out as C
       const GemmEpilogue* pep = epilogue ? &ep : nullptr;
+      // A's row sums: from the slab that starts at column 0 (every slab packs all
+      // of A when N is split), else from each slab's own rows
+      float* sums = row_sums ? (split_n ? (s0 == 0 ? row_sums : nullptr) : row_sums + s0) : nullptr;
       if (split_n)
         gemm_tile<S>(m, s1 - s0, k, {pa, a_rs, a_cs}, {pb + s0 * b_cs, b_rs, b_cs}, pc + s0, ldc, accumulate,
-                     col_bias ? col_bias + s0 : nullptr, pep);
+                     col_bias ? col_bias + s0 : nullptr, pep, sums);
       else
         gemm_tile<S>(s1 - s0, n, k, {pa + s0 * a_rs, a_rs, a_cs}, {pb, b_rs, b_cs}, pc + s0 * ldc, ldc, accumulate,
-                     col_bias, pep);
+                     col_bias, pep, sums);
     }
   };
   // small products run inline: a thread hand-off costs more than they do
@@ -549,6 +580,13 @@ void gemm_avx512_f32_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, 
                                const GemmEpilogue& epilogue) {
   const int64_t zero = 0;
   gemm_driver<float>(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, col_bias, &epilogue);
+}
+
+void gemm_avx512_f32_row_sums(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+                              const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, float* row_sums) {
+  const int64_t zero = 0;
+  gemm_driver<float>(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, nullptr, nullptr,
+                     row_sums);
 }
 
 void gemm_avx512_bf16_widened(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n,

@@ -36,6 +36,11 @@ void gemm_avx512_f32_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, 
                                const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const float* col_bias,
                                const GemmEpilogue& epilogue);
 
+// One matrix, C = A * B, with row_sums (m) = A summed over k, accumulated from
+// the A panels as they are packed (gemm_row_sums in core/cpu/gemm.h).
+void gemm_avx512_f32_row_sums(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+                              const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, float* row_sums);
+
 // The same GEMM on bfloat16 operands (their bits as uint16_t), each element
 // widened to float32 as it is packed: C_i = A_i * B_i in float32, bit for bit
 // what gemm_avx512_f32 gives on the widened operands, with no widened copy.

@@ -44,6 +44,15 @@ using MmGeluBackwardKernel = KernelTable<void(const Tensor& out, const Tensor& a
 AddmmGeluKernel& addmm_gelu_tanh_table();
 MmGeluBackwardKernel& mm_gelu_tanh_backward_table();
 
+// mm_row_sums: out (M, N) = a (M, K) @ b (K, N) and sums (M) = a summed over K:
+// a linear's weight and bias gradients in one pass over the output gradient g
+// (a = g^T). Optional like addmm (linear and mlp_gelu_tanh look it up with
+// `has`, else matmul and a sum); the CPU registers float32 (cpu::gemm_row_sums).
+// out and sums contiguous; a and b 2-D with any strides.
+using MmRowSumsKernel = KernelTable<void(const Tensor& out, const Tensor& sums, const Tensor& a, const Tensor& b)>;
+
+MmRowSumsKernel& mm_row_sums_table();
+
 // For kernels: storage offsets (in elements, relative to t's data pointer) of each
 // batch matrix of `t` (batch dims 0..dim-3, row-major batch order).
 std::vector<int64_t> batch_offsets(const Tensor& t);

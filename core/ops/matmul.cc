@@ -14,6 +14,8 @@
 #include "core/kernels/matmul.h"
 
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 #include "core/autocast.h"
 #include "core/autograd_meta.h"
@@ -44,6 +46,11 @@ AddmmGeluKernel& addmm_gelu_tanh_table() {
 
 MmGeluBackwardKernel& mm_gelu_tanh_backward_table() {
   static MmGeluBackwardKernel t("mm_gelu_tanh_backward");
+  return t;
+}
+
+MmRowSumsKernel& mm_row_sums_table() {
+  static MmRowSumsKernel t("mm_row_sums");
   return t;
 }
 
@@ -193,6 +200,16 @@ constexpr uint32_t kFloat32Only = 1u << int(DType::Float32);
 WEFT_REGISTER_KERNEL(addmm_gelu_tanh_table(), DeviceType::CPU, kFloat32Only, cpu_addmm_gelu_tanh);
 WEFT_REGISTER_KERNEL(mm_gelu_tanh_backward_table(), DeviceType::CPU, kFloat32Only, cpu_mm_gelu_tanh_backward);
 
+template <typename T>
+void cpu_mm_row_sums(const Tensor& out, const Tensor& sums, const Tensor& a_in, const Tensor& b_in) {
+  WEFT_CHECK((std::is_same_v<T, float>), "mm_row_sums: no CPU kernel for dtype ", dtype_of<T>);
+  Tensor a = gemm_ready(a_in), b = gemm_ready(b_in);
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  cpu::gemm_row_sums(M, N, K, a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(), b.stride(0),
+                     b.stride(1), out.data_ptr<float>(), N, sums.data_ptr<float>());
+}
+WEFT_REGISTER_KERNEL(mm_row_sums_table(), DeviceType::CPU, kFloat32Only, cpu_mm_row_sums);
+
 Shape batch_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); }
 
 void check_pair(const char* op, const Tensor& a, const Tensor& b) {
@@ -296,6 +313,28 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
   return matmul_nd("bmm", "BmmBackward", a, b);
 }
 
+namespace {
+
+// dW = g^T x and, when wanted, db = g summed over rows: one kernel where the
+// device registers mm_row_sums, else matmul and sum_to. g (rows, out_f), x (rows,
+// in_f); either result may be skipped (undefined x: no dW).
+std::pair<Tensor, Tensor> weight_and_bias_grad(const char* op, const char* node, const Tensor& g, const Tensor& x,
+                                               bool need_b) {
+  const Device dev = g.device();
+  const DType dt = g.dtype();
+  if (x.defined() && need_b && mm_row_sums_table().has(dev.type, dt) && x.dtype() == dt && x.device() == dev) {
+    Tensor dw = empty({g.size(1), x.size(1)}, {dt, dev});  // (out_f, in_f)
+    Tensor db = empty({g.size(1)}, {dt, dev});             // (out_f)
+    mm_row_sums_table()(dev, dt, dw, db, mT(g), x);
+    return {dw, db};
+  }
+  Tensor dw = x.defined() ? matmul_nd(op, node, mT(g), x) : Tensor();
+  Tensor db = need_b ? sum_to(g, {g.size(1)}) : Tensor();
+  return {dw, db};
+}
+
+}  // namespace
+
 // linear's backward is two nodes (Note [parameters first] in
 // core/autograd_meta.h): "LinearWeightBackward" (dW = g^T x, db = sum of g over
 // rows) runs before "LinearInputBackward" (dx = g W). Forward: with a bias, where
@@ -336,16 +375,13 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 
   SavedTensor sx = weight.requires_grad() ? SavedTensor(x) : SavedTensor();
   const bool need_b = bias.defined() && bias.requires_grad();
-  const Shape bs = bias.defined() ? bias.sizes() : Shape{};
   BackwardPart params{
-      "LinearWeightBackward", {weight, bias}, [sx, bs, rows, in_f, out_f, need_b](const std::vector<Tensor>& g) {
+      "LinearWeightBackward", {weight, bias}, [sx, rows, in_f, out_f, need_b](const std::vector<Tensor>& g) {
         Tensor g2 = reshape(g[0], {rows, out_f});  // (rows, out_f)
-        Tensor dw, db;
-        if (sx.defined()) {
-          Tensor x2 = reshape(sx.get("LinearWeightBackward"), {rows, in_f});  // (rows, in_f)
-          dw = matmul_nd("linear", "LinearWeightBackward", mT(g2), x2);       // (out_f, in_f)
-        }
-        if (need_b) db = sum_to(g2, bs);  // (out_f)
+        const Tensor x2 =
+            sx.defined() ? reshape(sx.get("LinearWeightBackward"), {rows, in_f}) : Tensor();  // (rows, in_f)
+        auto [dw, db] =
+            weight_and_bias_grad("linear", "LinearWeightBackward", g2, x2, need_b);  // (out_f, in_f), (out_f)
         return std::vector<Tensor>{dw, db};
       }};
   SavedTensor sw = x.requires_grad() ? SavedTensor(weight) : SavedTensor();
@@ -423,13 +459,13 @@ Tensor mlp_gelu_tanh(const Tensor& x_in, const Tensor& w1_in, const Tensor& b1_i
         const char* node = "MlpGeluWeightBackward";
         Tensor g2 = reshape(g[0], {rows, out_f});  // (rows, out_f)
         Tensor dw1, db1, dw2, db2;
-        if (need_w2) dw2 = matmul_nd("mlp_gelu_tanh", node, mT(g2), a);  // (out_f, hid)
-        if (need_b2) db2 = sum_to(g2, {out_f});
+        // (out_f, hid), (out_f)
+        std::tie(dw2, db2) = weight_and_bias_grad("mlp_gelu_tanh", node, g2, need_w2 ? a : Tensor(), need_b2);
         if (need_w1 || need_b1 || need_x) {
           Tensor dh = grad_h(g2, node);  // (rows, hid)
-          if (need_w1)
-            dw1 = matmul_nd("mlp_gelu_tanh", node, mT(dh), reshape(sx.get(node), {rows, in_f}));  // (hid, in_f)
-          if (need_b1) db1 = sum_to(dh, {hid});
+          // (hid, in_f), (hid)
+          std::tie(dw1, db1) = weight_and_bias_grad("mlp_gelu_tanh", node, dh,
+                                                    need_w1 ? reshape(sx.get(node), {rows, in_f}) : Tensor(), need_b1);
           if (need_x) *stash = Stash{g[0], dh};
         }
         return std::vector<Tensor>{dw1, db1, dw2, db2};

@@ -365,5 +365,52 @@ TEST(Gemm, ColumnBiasThreadsBatchedAndEdgeCases) {
   EXPECT_THROW(cpu::gemm<double>(1, 1, 1, d.data(), 1, 1, d.data(), 1, 1, d.data() + 2, 1, true, db.data()), Error);
 }
 
+// gemm_row_sums (gemm.h): C = A B as gemm gives it (bit for bit), and A's row
+// sums within the float summation bound of the exact sums, on both float32
+// paths: every A layout (the column-major one is summed while packed in chunks
+// of 32, the others from each packed panel), several K blocks (k = 1000), more
+// rows than one packed block (m = 1600), N split between threads (m <= n) and M
+// split (m > n), n = 1 and 0, k = 0; the sums do not depend on the thread
+// count.
+TEST(Gemm, RowSumsVsNaive) {
+  struct S {
+    int64_t m, n, k;
+    Kind ka;
+  };
+  const S shapes[] = {{7, 5, 3, kRow},           {37, 300, 1000, kCol},  {1600, 40, 450, kCol},
+                      {50, 70, 129, kRowPadded}, {25, 33, 77, kStrided}, {300, 1, 40, kCol},
+                      {13, 0, 20, kCol},         {13, 9, 0, kRow},       {100, 900, 64, kColPadded},
+                      {900, 100, 64, kRow}};
+  const int prev = get_num_threads();
+  const double u = std::ldexp(1.0, -24);
+  for_each_f32_path([&] {
+    for (const S& s : shapes) {
+      SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + " A " +
+                   kind_name(s.ka));
+      Mat<float> A = make<float>(s.m, s.k, s.ka), B = make<float>(s.k, s.n, kRow);
+      std::vector<std::vector<float>> sums;
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        std::vector<float> c(s.m * s.n + 1, 7.0f), want(s.m * s.n + 1, 7.0f), rs(s.m + 1, 7.0f);
+        cpu::gemm_row_sums(s.m, s.n, s.k, A.data.data() + A.off, A.rs, A.cs, B.data.data() + B.off, B.rs, B.cs,
+                           c.data(), s.n, rs.data());
+        cpu::gemm<float>(s.m, s.n, s.k, A.data.data() + A.off, A.rs, A.cs, B.data.data() + B.off, B.rs, B.cs,
+                         want.data(), s.n);
+        EXPECT_TRUE(c == want) << threads << " threads";
+        EXPECT_EQ(rs.back(), 7.0f) << "wrote past the sums";
+        for (int64_t i = 0; i < s.m; ++i) {
+          double ref = 0, mag = 0;
+          for (int64_t p = 0; p < s.k; ++p) ref += A.at(i, p), mag += std::abs(A.at(i, p));
+          ASSERT_LE(std::abs(rs[i] - ref), (s.k + 1) * u * 1.01 * mag) << "row " << i << ": " << rs[i] << " vs " << ref;
+        }
+        rs.pop_back();
+        sums.push_back(rs);
+      }
+      EXPECT_TRUE(sums[0] == sums[1]) << "the sums depend on the thread count";
+    }
+  });
+  set_num_threads(prev);
+}
+
 }  // namespace
 }  // namespace weft

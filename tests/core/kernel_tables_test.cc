@@ -82,6 +82,7 @@ std::vector<testing::TableFacts> core_tables() {
       WEFT_T(addmm_table),
       WEFT_T(addmm_gelu_tanh_table),
       WEFT_T(mm_gelu_tanh_backward_table),
+      WEFT_T(mm_row_sums_table),
       WEFT_T(bn_stats_table),
       WEFT_T(bn_forward_table),
       WEFT_T(bn_backward_table),

@@ -3,6 +3,8 @@
 #include "core/kernels/matmul.h"
 
 #include <chrono>
+#include <cmath>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -217,6 +219,47 @@ TEST(Matmul, LinearFusedBiasVsReference) {
     EXPECT_EQ(y.dtype(), dt);
     EXPECT_TRUE(tensors_near(y.to(DType::Float32), linear(x, w, b), 3e-2)) << dt;
   }
+}
+
+// linear's weight and bias gradients come from one kernel where the device
+// registers mm_row_sums (the CPU, float32: the bias gradient summed while the
+// weight gradient's GEMM packs g^T): against the same computation in float64,
+// with several K blocks (700 rows), a 3-D input, one output, on both float32
+// paths, and with only the weight or only the bias requiring grad.
+TEST(Matmul, LinearWeightAndBiasGradientsFromOnePass) {
+  EXPECT_TRUE(mm_row_sums_table().has(DeviceType::CPU, DType::Float32));
+  EXPECT_FALSE(mm_row_sums_table().has(DeviceType::CPU, DType::Float64));
+  struct C {
+    Shape x;
+    int64_t out_f;
+  };
+  for (bool avx : {true, false}) {
+    cpu::set_gemm_f32_avx512(avx);
+    for (const C& c : {C{{700, 40}, 70}, C{{3, 5, 33}, 17}, C{{1, 4}, 1}, C{{64, 9}, 300}})
+      for (int which = 0; which < 3; ++which) {  // both, weight only, bias only
+        const int64_t in_f = c.x.back();
+        Shape ys = c.x;
+        ys.back() = c.out_f;
+        Tensor gy = rnd(ys, DType::Float64, 94);
+        auto run = [&](DType dt) {
+          Tensor x = rnd(c.x, DType::Float64, 91).to(dt).requires_grad_(),
+                 w = rnd({c.out_f, in_f}, DType::Float64, 92).to(dt).requires_grad_(which != 2),
+                 b = (rnd({c.out_f}, DType::Float64, 93) + 2.0).to(dt).requires_grad_(which != 1);
+          (linear(x, w, b) * gy.to(dt)).sum().backward();
+          return std::vector<Tensor>{x.grad(), w.grad(), b.grad()};
+        };
+        const std::vector<Tensor> got = run(DType::Float32), want = run(DType::Float64);
+        const std::string what = shape_str(c.x) + " out_f " + std::to_string(c.out_f) + " case " +
+                                 std::to_string(which) + (avx ? " avx512" : " eigen");
+        for (int t = 0; t < 3; ++t) {
+          ASSERT_EQ(got[t].defined(), want[t].defined()) << what << " grad " << t;
+          if (got[t].defined())
+            EXPECT_TRUE(tensors_near(got[t].to(DType::Float64), want[t], 2e-5 * std::sqrt(double(c.x[0]) + 1)))
+                << what << " grad " << t;
+        }
+      }
+  }
+  cpu::set_gemm_f32_avx512(true);
 }
 
 TEST(Matmul, LinearFusedBiasGradients) {
