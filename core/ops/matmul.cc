@@ -315,22 +315,18 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
 
 namespace {
 
-// dW = g^T x and, when wanted, db = g summed over rows: one kernel where the
-// device registers mm_row_sums, else matmul and sum_to. g (rows, out_f), x (rows,
-// in_f); either result may be skipped (undefined x: no dW).
-std::pair<Tensor, Tensor> weight_and_bias_grad(const char* op, const char* node, const Tensor& g, const Tensor& x,
-                                               bool need_b) {
+// dW = g^T x and db = g summed over rows from one kernel, where the device
+// registers mm_row_sums for g's dtype and x has it too; false (nothing
+// computed) otherwise, and the caller runs matmul and a sum. g (rows, out_f),
+// x (rows, in_f).
+bool fused_weight_and_bias_grad(const Tensor& g, const Tensor& x, Tensor& dw, Tensor& db) {
   const Device dev = g.device();
   const DType dt = g.dtype();
-  if (x.defined() && need_b && mm_row_sums_table().has(dev.type, dt) && x.dtype() == dt && x.device() == dev) {
-    Tensor dw = empty({g.size(1), x.size(1)}, {dt, dev});  // (out_f, in_f)
-    Tensor db = empty({g.size(1)}, {dt, dev});             // (out_f)
-    mm_row_sums_table()(dev, dt, dw, db, mT(g), x);
-    return {dw, db};
-  }
-  Tensor dw = x.defined() ? matmul_nd(op, node, mT(g), x) : Tensor();
-  Tensor db = need_b ? sum_to(g, {g.size(1)}) : Tensor();
-  return {dw, db};
+  if (!x.defined() || !mm_row_sums_table().has(dev.type, dt) || x.dtype() != dt || x.device() != dev) return false;
+  dw = empty({g.size(1), x.size(1)}, {dt, dev});  // (out_f, in_f)
+  db = empty({g.size(1)}, {dt, dev});             // (out_f)
+  mm_row_sums_table()(dev, dt, dw, db, mT(g), x);
+  return true;
 }
 
 }  // namespace
@@ -378,10 +374,15 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   BackwardPart params{
       "LinearWeightBackward", {weight, bias}, [sx, rows, in_f, out_f, need_b](const std::vector<Tensor>& g) {
         Tensor g2 = reshape(g[0], {rows, out_f});  // (rows, out_f)
-        const Tensor x2 =
-            sx.defined() ? reshape(sx.get("LinearWeightBackward"), {rows, in_f}) : Tensor();  // (rows, in_f)
-        auto [dw, db] =
-            weight_and_bias_grad("linear", "LinearWeightBackward", g2, x2, need_b);  // (out_f, in_f), (out_f)
+        Tensor dw, db;
+        if (sx.defined() && need_b &&
+            fused_weight_and_bias_grad(g2, reshape(sx.get("LinearWeightBackward"), {rows, in_f}), dw, db))
+          return std::vector<Tensor>{dw, db};
+        if (sx.defined()) {
+          Tensor x2 = reshape(sx.get("LinearWeightBackward"), {rows, in_f});  // (rows, in_f)
+          dw = matmul_nd("linear", "LinearWeightBackward", mT(g2), x2);       // (out_f, in_f)
+        }
+        if (need_b) db = sum_to(g2, {out_f});  // (out_f)
         return std::vector<Tensor>{dw, db};
       }};
   SavedTensor sw = x.requires_grad() ? SavedTensor(weight) : SavedTensor();
@@ -459,13 +460,17 @@ Tensor mlp_gelu_tanh(const Tensor& x_in, const Tensor& w1_in, const Tensor& b1_i
         const char* node = "MlpGeluWeightBackward";
         Tensor g2 = reshape(g[0], {rows, out_f});  // (rows, out_f)
         Tensor dw1, db1, dw2, db2;
-        // (out_f, hid), (out_f)
-        std::tie(dw2, db2) = weight_and_bias_grad("mlp_gelu_tanh", node, g2, need_w2 ? a : Tensor(), need_b2);
+        if (!(need_w2 && need_b2 && fused_weight_and_bias_grad(g2, a, dw2, db2))) {
+          if (need_w2) dw2 = matmul_nd("mlp_gelu_tanh", node, mT(g2), a);  // (out_f, hid)
+          if (need_b2) db2 = sum_to(g2, {out_f});
+        }
         if (need_w1 || need_b1 || need_x) {
           Tensor dh = grad_h(g2, node);  // (rows, hid)
-          // (hid, in_f), (hid)
-          std::tie(dw1, db1) = weight_and_bias_grad("mlp_gelu_tanh", node, dh,
-                                                    need_w1 ? reshape(sx.get(node), {rows, in_f}) : Tensor(), need_b1);
+          if (!(need_w1 && need_b1 && fused_weight_and_bias_grad(dh, reshape(sx.get(node), {rows, in_f}), dw1, db1))) {
+            if (need_w1)
+              dw1 = matmul_nd("mlp_gelu_tanh", node, mT(dh), reshape(sx.get(node), {rows, in_f}));  // (hid, in_f)
+            if (need_b1) db1 = sum_to(dh, {hid});
+          }
           if (need_x) *stash = Stash{g[0], dh};
         }
         return std::vector<Tensor>{dw1, db1, dw2, db2};
