@@ -14,8 +14,6 @@
 #include "core/kernels/matmul.h"
 
 #include <algorithm>
-#include <tuple>
-#include <utility>
 
 #include "core/autocast.h"
 #include "core/autograd_meta.h"
