@@ -15,7 +15,7 @@ using testing::rnd;
 TEST(CudaNorm, LayerNormForwardBackwardMatchesCpu) {
   WEFT_REQUIRE_GPU();
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16})
-    for (Shape s : {Shape{1, 1}, Shape{7, 7}, Shape{5, 1000}, Shape{3, 3000}, Shape{70000, 3}}) {
+    for (Shape s : {Shape{1, 1}, Shape{7, 7}, Shape{5, 1000}, Shape{3, 3000}, Shape{70000, 3}, Shape{2000, 70}}) {
       const int64_t K = s[1];
       Tensor x = rnd(s, dt, 1), w = rnd({K}, dt, 2), b = rnd({K}, dt, 3), g = rnd(s, dt, 4);
       auto fn = [K](const std::vector<Tensor>& in) {
