@@ -157,7 +157,7 @@ void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int
 }
 void gemm_row_sums(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
                    int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, float* row_sums) {
-  if (gemm_f32_uses_avx512()) {
+  if (gemm_f32_uses_avx512() && n > 0 && k > 0) {  // the kernel sums A while packing it
     gemm_avx512_f32_row_sums(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, row_sums);
     return;
   }

@@ -479,14 +479,8 @@ void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int6
   WEFT_CHECK(!epilogue || round16 || (batch == 1 && !accumulate),
              "gemm: the GELU epilogue needs one matrix, not accumulating");
   WEFT_CHECK(!round16 || (!accumulate && !col_bias), "gemm: rounding to bfloat16 takes no bias and no accumulate");
-  WEFT_CHECK(!row_sums || batch == 1, "gemm: A's row sums need one matrix");
-  if (row_sums && (n == 0 || k == 0)) {  // no product packs A: sum it here
-    for (int64_t i = 0; i < m; ++i) {
-      float s = 0;
-      for (int64_t p = 0; p < k; ++p) s += to_float(a[a_off[0] + i * a_rs + p * a_cs]);
-      row_sums[i] = s;
-    }
-  }
+  // (gemm_row_sums sends an empty product, which packs no A, to its other path)
+  WEFT_CHECK(!row_sums || (batch == 1 && n > 0 && k > 0), "gemm: A's row sums need one matrix with n, k > 0");
   if (m == 0 || n == 0 || batch == 0) return;
   if (k == 0 && round16) {  // every product is 0
     for (int64_t x = 0; x < batch; ++x)

@@ -20,21 +20,19 @@ uint64_t fnv1a(const std::string& s) {
   return h >> 1;  // fits int64
 }
 
-std::vector<Tensor> allgather_of(ProcessGroup& g, const Tensor& mine) { return allgather_host(g, mine); }
-
 }  // namespace
 
 std::optional<Disagreement> first_disagreement(ProcessGroup& group, const std::vector<std::string>& descriptions,
                                                const std::string& past_end) {
   const int n = group.size();
   if (n == 1) return std::nullopt;
-  auto counts = allgather_of(group, full({1}, static_cast<int64_t>(descriptions.size()), {DType::Int64}));
+  auto counts = allgather_host(group, full({1}, static_cast<int64_t>(descriptions.size()), {DType::Int64}));
   int64_t most = 1;
   for (auto& c : counts) most = std::max(most, c.item<int64_t>());
   Tensor hashes = full({most}, static_cast<int64_t>(-1), {DType::Int64});  // (most,)
   for (size_t i = 0; i < descriptions.size(); ++i)
     hashes.data_ptr<int64_t>()[i] = static_cast<int64_t>(fnv1a(descriptions[i]));
-  auto all = allgather_of(group, hashes);
+  auto all = allgather_host(group, hashes);
   auto hash = [&](int r, int64_t k) { return all[r].data_ptr<int64_t>()[k]; };
   int64_t first = -1;
   for (int64_t k = 0; k < most && first < 0; ++k)
@@ -49,7 +47,7 @@ std::optional<Disagreement> first_disagreement(ProcessGroup& group, const std::v
   Tensor enc = zeros({kEntryLen}, {DType::Int64});  // (kEntryLen,) one character each
   for (size_t i = 0; i < mine.size() && i + 1 < static_cast<size_t>(kEntryLen); ++i)
     enc.data_ptr<int64_t>()[i] = static_cast<unsigned char>(mine[i]);
-  auto texts = allgather_of(group, enc);
+  auto texts = allgather_host(group, enc);
   Disagreement d;
   d.index = first;
   for (int r = 0; r < n; ++r) {

@@ -259,8 +259,9 @@ TEST(GemmBf16, RoundedOutputIsTheRoundedFloat32Result) {
   const auto bits = [](float f) { return BFloat16(f).x; };
   const std::vector<uint16_t> a1 = {bits(1.0f), bits(1.0f)};
   const float e7 = std::ldexp(1.0f, -7), e8 = std::ldexp(1.0f, -8);
-  const std::vector<uint16_t> b1 = {bits(1.0f), bits(1.0f + e7), bits(-1.0f), bits(3.0f), bits(INFINITY),  // the last column: inf - inf
-                                    bits(e8),   bits(e8),        bits(-e8),   bits(e7),   bits(-INFINITY)};
+  const std::vector<uint16_t> b1 = {
+      bits(1.0f), bits(1.0f + e7), bits(-1.0f), bits(3.0f), bits(INFINITY),  // the last column: inf - inf
+      bits(e8),   bits(e8),        bits(-e8),   bits(e7),   bits(-INFINITY)};
   const uint16_t want[5] = {0x3f80, 0x3f82, 0xbf80, 0x4040, 0x7fc0};  // 1, 1 + 2^-6, -1, 3, NaN
   for (Bf16GemmPath path : paths) {
     std::vector<float> scratch(5);
