@@ -53,12 +53,13 @@ BENCHMARK(BM_softmax_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 // tokens, head dim 64; q, k, v strided views of one (B, T, 3C) tensor), forward
 // and backward; arg 1 = the flash kernels (the CPU's fused path), 0 = the unfused
 // path (two GEMMs around a fused softmax). Counter: GFLOP/s of the full (not
-// causally halved) products, 4 B H T^2 D forward + 8 B H T^2 D backward.
-void BM_attention_gpt(benchmark::State& state) {
+// causally halved) products, 4 B H T^2 D forward + 8 B H T^2 D backward. The
+// bf16 variant takes bfloat16 q, k, v (what CPU autocast passes).
+void attention_gpt(benchmark::State& state, DType dt) {
   const int64_t B = 8, T = 256, H = 6, D = 64, C = H * D;
   cpu::set_flash_attention_enabled(state.range(0) != 0);
-  Tensor qkv = filled({B, T, 3 * C}, -1, 1, 6).requires_grad_();  // (B, T, 3C)
-  Tensor g = filled({B, H, T, D}, -1, 1, 7);                      // (B, H, T, D)
+  Tensor qkv = filled({B, T, 3 * C}, -1, 1, 6).to(dt).requires_grad_();  // (B, T, 3C)
+  Tensor g = filled({B, H, T, D}, -1, 1, 7).to(dt);                      // (B, H, T, D)
   for (auto _ : state) {
     std::vector<Tensor> parts = split(qkv, C, 2);
     auto heads = [&](const Tensor& t) { return t.reshape({B, T, H, D}).transpose(1, 2); };  // (B, H, T, D)
@@ -70,7 +71,10 @@ void BM_attention_gpt(benchmark::State& state) {
   state.counters["GFLOP/s"] =
       benchmark::Counter(12.0 * B * H * T * T * D * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
+void BM_attention_gpt(benchmark::State& state) { attention_gpt(state, DType::Float32); }
+void BM_attention_gpt_bf16(benchmark::State& state) { attention_gpt(state, DType::BFloat16); }
 BENCHMARK(BM_attention_gpt)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_attention_gpt_bf16)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The GPT benchmark's MLP activation, (2048, 1536) float32, forward and
 // backward (bytes: forward reads x and writes y, backward reads x and dy and

@@ -1,11 +1,14 @@
 // AVX-512 helpers shared by the hand-written kernels (core/cpu/gemm_avx512.cc,
 // core/cpu/flash_attention.cc): a 16 x 16 float32 transpose in registers, exp
-// on 16 lanes, and rounding 16 lanes to bfloat16.
+// on 16 lanes, rounding 16 lanes to bfloat16, and 16-lane loads and stores of
+// float32 or bfloat16 elements with float32 lanes.
 // Compiled for AVX-512 whatever -march says; callers run it only where the CPU
 // has AVX-512F.
 #pragma once
 
 #include <immintrin.h>
+
+#include <cstdint>
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")
@@ -23,6 +26,17 @@ inline __m256i round_bf16x16(__m512 v) {
   r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(0x7fc0));
   return _mm512_cvtepi32_epi16(r);
 }
+
+// Operand elements: float, or bfloat16 bits (uint16_t) widened to float32 as
+// they are loaded (exact: a bfloat16 is the top half of a float32). The masked
+// lanes of 16 consecutive elements, the others zero.
+inline __m512 load16(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 load16(__mmask16 m, const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+// The masked lanes of v stored at p: as float, or rounded to bfloat16 bits.
+inline void store16(__mmask16 m, float* p, __m512 v) { _mm512_mask_storeu_ps(p, m, v); }
+inline void store16(__mmask16 m, uint16_t* p, __m512 v) { _mm256_mask_storeu_epi16(p, m, round_bf16x16(v)); }
 
 // r[i] (row i of the block) becomes column i.
 inline void transpose16(__m512 r[16]) {

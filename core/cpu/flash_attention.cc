@@ -1,4 +1,4 @@
-// Flash-style float32 attention on the CPU (contract in core/cpu/flash_attention.h).
+// Flash-style float32 and bfloat16 attention on the CPU (contract in core/cpu/flash_attention.h).
 //
 // Per matrix (one batch, one head), serially, after copying its strided rows of
 // q, v (forward) or q, k, do (backward) contiguous (copy_rows):
@@ -16,7 +16,11 @@
 // with A read by broadcasts (any strides, so p^T and ds^T need no copies) and B
 // by rows of up to 64 floats (four zmm, the last masked), in register tiles of up
 // to 6 rows x 64 columns. Blocks are 64 x 64 floats, so s, p and the running
-// output of a block stay in L1/L2.
+// output of a block stay in L1/L2. bfloat16 operands are widened as they are
+// copied or packed (copy_rows, pack_transposed_panels; o's rows in delta), so all
+// of the above runs on float32 either way; the output is rounded as it is
+// stored, the gradients once per matrix from the thread's float32 scratch (they
+// are accumulated over blocks).
 #include "core/cpu/flash_attention.h"
 
 #include <immintrin.h>
@@ -26,6 +30,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -125,7 +130,8 @@ void tile_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int
 // rather than one (cols x rows) matrix: the rows of a wide matrix lie a power of
 // two apart and share a few L1 sets, so a panel streamed by every register tile
 // of a block would come from L2 each time.
-void pack_transposed_panels(const float* src, int64_t rows, int64_t cols, int64_t rs, float* dst) {
+template <typename E>
+void pack_transposed_panels(const E* src, int64_t rows, int64_t cols, int64_t rs, float* dst) {
   for (int64_t j0 = 0; j0 < rows; j0 += 16) {
     const int64_t jn = std::min<int64_t>(16, rows - j0);
     float* panel = dst + j0 / kB * cols * kB + j0 % kB;
@@ -133,8 +139,7 @@ void pack_transposed_panels(const float* src, int64_t rows, int64_t cols, int64_
       const int64_t dn = std::min<int64_t>(16, cols - d0);
       __m512 r[16];
 #pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j)
-        r[j] = j < jn ? _mm512_maskz_loadu_ps(lanes(dn), src + (j0 + j) * rs + d0) : _mm512_setzero_ps();
+      for (int j = 0; j < 16; ++j) r[j] = j < jn ? load16(lanes(dn), src + (j0 + j) * rs + d0) : _mm512_setzero_ps();
       transpose16(r);
       for (int64_t d = 0; d < dn; ++d) _mm512_mask_storeu_ps(panel + (d0 + d) * kB, lanes(jn), r[d]);
     }
@@ -161,11 +166,12 @@ class Buffer {
 };
 
 // Per-thread buffers, sized for one matrix and kept by each thread between calls
-// (never cleared: every element read is written first).
+// (never cleared: every element read is written first). dq, dk, dv hold the
+// float32 gradients of bfloat16 inputs until they are rounded.
 struct Scratch {
-  Buffer q, k, v, d_o, kt, vt, p, ds, acc, delta;
+  Buffer q, k, v, d_o, kt, vt, p, ds, acc, delta, dq, dk, dv;
 };
-Scratch& scratch(const FlashGeometry& g, bool backward) {
+Scratch& scratch(const FlashGeometry& g, bool backward, bool bf16 = false) {
   static thread_local Scratch w;
   const int64_t panels = (g.S + kB - 1) / kB * kB;  // key rows rounded up to whole blocks
   w.q.fit(g.L * g.D);
@@ -177,6 +183,11 @@ Scratch& scratch(const FlashGeometry& g, bool backward) {
     w.vt.fit(g.Dv * panels);
     w.ds.fit(kB * kB);
     w.delta.fit(g.L);
+    if (bf16) {
+      w.dq.fit(g.L * g.D);
+      w.dk.fit(g.S * g.D);
+      w.dv.fit(g.S * g.Dv);
+    }
   } else {
     w.v.fit(g.S * g.Dv);
     w.acc.fit(kB * g.Dv);
@@ -187,16 +198,35 @@ Scratch& scratch(const FlashGeometry& g, bool backward) {
 // The rows of a strided (rows, cols) operand copied contiguous: rows thousands
 // of bytes apart (q, k, v are views of one (B, T, 3C) tensor) map onto few L1
 // sets and evict each other inside the products.
+// bfloat16 elements are widened to float32 on the way.
 const float* copy_rows(const float* src, int64_t rows, int64_t cols, int64_t rs, const Buffer& dst) {
   for (int64_t r = 0; r < rows; ++r) std::copy(src + r * rs, src + r * rs + cols, dst.data() + r * cols);
   return dst.data();
+}
+const float* copy_rows(const uint16_t* src, int64_t rows, int64_t cols, int64_t rs, const Buffer& dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; c += 16) {
+      const __mmask16 mk = lanes(cols - c);
+      _mm512_mask_storeu_ps(dst.data() + r * cols + c, mk, load16(mk, src + r * rs + c));
+    }
+  return dst.data();
+}
+
+// The contiguous float32 (rows, cols) src rounded to bfloat16 into dst (row stride rs).
+void round_rows(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int64_t rs) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; c += 16) {
+      const __mmask16 mk = lanes(cols - c);
+      store16(mk, dst + r * rs + c, _mm512_maskz_loadu_ps(mk, src + r * cols + c));
+    }
 }
 
 inline float hmax(__m512 v) { return _mm512_reduce_max_ps(v); }
 inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 
-void forward_matrix(const FlashGeometry& g, const float* q_in, const float* k, const float* v_in, float* o, float* lse,
-                    Scratch& w) {
+// E: the element type of q, k, v and o (float, or bfloat16 bits).
+template <typename E>
+void forward_matrix(const FlashGeometry& g, const E* q_in, const E* k, const E* v_in, E* o, float* lse, Scratch& w) {
   const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv;
   const float* q = copy_rows(q_in, L, D, g.q_rs, w.q);   // (L, D)
   const float* v = copy_rows(v_in, S, Dv, g.v_rs, w.v);  // (S, Dv)
@@ -252,16 +282,20 @@ void forward_matrix(const FlashGeometry& g, const float* q_in, const float* k, c
     for (int64_t i = 0; i < br; ++i) {
       const float inv = l_row[i] > 0 ? 1.0f / l_row[i] : 0.0f;  // a row that sees no key: zeros
       const float* arow = acc + i * Dv;
-      float* orow = o + (r0 + i) * g.o_rs;
-      for (int64_t d = 0; d < Dv; ++d) orow[d] = arow[d] * inv;
+      E* orow = o + (r0 + i) * g.o_rs;
+      for (int64_t d = 0; d < Dv; d += 16) {
+        const __mmask16 mk = lanes(Dv - d);
+        store16(mk, orow + d, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, arow + d), _mm512_set1_ps(inv)));
+      }
       lse[r0 + i] = l_row[i] > 0 ? m_row[i] + std::log(l_row[i]) : -std::numeric_limits<float>::infinity();
     }
   }
 }
 
-void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_in, const float* v, const float* o,
-                     const float* lse, const float* do_in, int64_t do_in_rs, float* dq, float* dk, float* dv,
-                     Scratch& w) {
+// E: the element type of q, k, v, o and do; the gradients are float32.
+template <typename E>
+void backward_matrix(const FlashGeometry& g, const E* q_in, const E* k_in, const E* v, const E* o, const float* lse,
+                     const E* do_in, int64_t do_in_rs, float* dq, float* dk, float* dv, Scratch& w) {
   const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv;
   const float* q = copy_rows(q_in, L, D, g.q_rs, w.q);          // (L, D)
   const float* k = copy_rows(k_in, S, D, g.k_rs, w.k);          // (S, D)
@@ -274,11 +308,11 @@ void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_i
   pack_transposed_panels(v, S, Dv, g.v_rs, vt);
   for (int64_t i = 0; i < L; ++i) {
     const float* a = d_o + i * do_rs;
-    const float* b = o + i * g.o_rs;
+    const E* b = o + i * g.o_rs;
     __m512 sum = _mm512_setzero_ps();
     for (int64_t d = 0; d < Dv; d += 16) {
       const __mmask16 mk = lanes(Dv - d);
-      sum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, a + d), _mm512_maskz_loadu_ps(mk, b + d), sum);
+      sum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, a + d), load16(mk, b + d), sum);
     }
     delta[i] = hsum(sum);
   }
@@ -334,10 +368,8 @@ void backward_matrix(const FlashGeometry& g, const float* q_in, const float* k_i
   }
 }
 
-}  // namespace
-
-void flash_attention_forward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v, float* o,
-                                 float* lse) {
+template <typename E>
+void forward_all(const FlashGeometry& g, const E* q, const E* k, const E* v, E* o, float* lse) {
   const int64_t BH = g.batch * g.heads;
   parallel_for(0, BH, 1, [&](int64_t m0, int64_t m1) {
     Scratch& w = scratch(g, false);
@@ -349,20 +381,60 @@ void flash_attention_forward_f32(const FlashGeometry& g, const float* q, const f
   });
 }
 
+// float32 gradients are written in place; bfloat16 ones are computed into the
+// thread's float32 scratch (contiguous) and rounded once per matrix.
+template <typename E>
+void backward_all(const FlashGeometry& g, const E* q, const E* k, const E* v, const E* o, const float* lse,
+                  const E* d_o, int64_t do_sb, int64_t do_sh, int64_t do_rs, E* dq, E* dk, E* dv) {
+  constexpr bool kBf16 = std::is_same_v<E, uint16_t>;
+  const int64_t BH = g.batch * g.heads;
+  parallel_for(0, BH, 1, [&](int64_t m0, int64_t m1) {
+    Scratch& w = scratch(g, true, kBf16);
+    for (int64_t m = m0; m < m1; ++m) {
+      const int64_t b = m / g.heads, h = m % g.heads;
+      E* dqm = dq + b * g.dq_sb + h * g.dq_sh;
+      E* dkm = dk + b * g.dk_sb + h * g.dk_sh;
+      E* dvm = dv + b * g.dv_sb + h * g.dv_sh;
+      auto run = [&](const FlashGeometry& gm, float* gq, float* gk, float* gv) {
+        backward_matrix(gm, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
+                        o + b * g.o_sb + h * g.o_sh, lse + m * g.L, d_o + b * do_sb + h * do_sh, do_rs, gq, gk, gv, w);
+      };
+      if constexpr (kBf16) {
+        FlashGeometry gm = g;
+        gm.dq_rs = g.D, gm.dk_rs = g.D, gm.dv_rs = g.Dv;
+        run(gm, w.dq.data(), w.dk.data(), w.dv.data());
+        round_rows(w.dq.data(), g.L, g.D, dqm, g.dq_rs);
+        round_rows(w.dk.data(), g.S, g.D, dkm, g.dk_rs);
+        round_rows(w.dv.data(), g.S, g.Dv, dvm, g.dv_rs);
+      } else {
+        run(g, dqm, dkm, dvm);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void flash_attention_forward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v, float* o,
+                                 float* lse) {
+  forward_all(g, q, k, v, o, lse);
+}
+
 void flash_attention_backward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v,
                                   const float* o, const float* lse, const float* d_o, int64_t do_sb, int64_t do_sh,
                                   int64_t do_rs, float* dq, float* dk, float* dv) {
-  const int64_t BH = g.batch * g.heads;
-  parallel_for(0, BH, 1, [&](int64_t m0, int64_t m1) {
-    Scratch& w = scratch(g, true);
-    for (int64_t m = m0; m < m1; ++m) {
-      const int64_t b = m / g.heads, h = m % g.heads;
-      backward_matrix(g, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
-                      o + b * g.o_sb + h * g.o_sh, lse + m * g.L, d_o + b * do_sb + h * do_sh, do_rs,
-                      dq + b * g.dq_sb + h * g.dq_sh, dk + b * g.dk_sb + h * g.dk_sh, dv + b * g.dv_sb + h * g.dv_sh,
-                      w);
-    }
-  });
+  backward_all(g, q, k, v, o, lse, d_o, do_sb, do_sh, do_rs, dq, dk, dv);
+}
+
+void flash_attention_forward_bf16(const FlashGeometry& g, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                  uint16_t* o, float* lse) {
+  forward_all(g, q, k, v, o, lse);
+}
+
+void flash_attention_backward_bf16(const FlashGeometry& g, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                   const uint16_t* o, const float* lse, const uint16_t* d_o, int64_t do_sb,
+                                   int64_t do_sh, int64_t do_rs, uint16_t* dq, uint16_t* dk, uint16_t* dv) {
+  backward_all(g, q, k, v, o, lse, d_o, do_sb, do_sh, do_rs, dq, dk, dv);
 }
 
 #pragma GCC diagnostic pop

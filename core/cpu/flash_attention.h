@@ -1,5 +1,5 @@
-// Flash-style float32 attention on the CPU (AVX-512), forward and backward
-// (core/cpu/flash_attention.cc). The CPU entries of the fused attention tables
+// Flash-style attention on the CPU (AVX-512), forward and backward, float32 and
+// bfloat16 (core/cpu/flash_attention.cc). The CPU entries of the fused attention tables
 // (core/kernels/attention.h) call these.
 //
 // Contract: one (batch, head) pair is a "matrix" m = b * heads + h < BH. q (L, D)
@@ -54,5 +54,17 @@ void flash_attention_forward_f32(const FlashGeometry& g, const float* q, const f
 void flash_attention_backward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v,
                                   const float* o, const float* lse, const float* d_o, int64_t do_sb, int64_t do_sh,
                                   int64_t do_rs, float* dq, float* dk, float* dv);
+
+// The same kernels on bfloat16 q, k, v, o and d_o (their bits as uint16_t): each
+// element is widened to float32 as the kernels copy or pack it (they copy every
+// operand anyway), every score, probability, statistic and sum is float32, and
+// the outputs (o; dq, dk, dv) are rounded to bfloat16 (to nearest even) as they
+// are stored. Bit for bit the float32 kernels on the widened inputs with their
+// outputs then rounded, without the widened copies or the float32 outputs.
+void flash_attention_forward_bf16(const FlashGeometry& g, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                  uint16_t* o, float* lse);
+void flash_attention_backward_bf16(const FlashGeometry& g, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                   const uint16_t* o, const float* lse, const uint16_t* d_o, int64_t do_sb,
+                                   int64_t do_sh, int64_t do_rs, uint16_t* dq, uint16_t* dk, uint16_t* dv);
 
 }  // namespace weft::cpu

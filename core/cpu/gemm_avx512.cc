@@ -72,18 +72,14 @@ inline __mmask16 lanes(int64_t n) {
 }
 
 // Operand elements: float, or bfloat16 bits (uint16_t) widened to float32 while
-// packing (exact: a bfloat16 is the top half of a float32).
+// packing (exact: a bfloat16 is the top half of a float32); one at a time here,
+// 16 at a time by load16 (core/cpu/avx512_util.h).
 inline float to_float(float x) { return x; }
 inline float to_float(uint16_t bits) {
   const uint32_t u = static_cast<uint32_t>(bits) << 16;
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
-}
-// The masked lanes of 16 consecutive elements as float32, the others zero.
-inline __m512 load16(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
-inline __m512 load16(__mmask16 m, const uint16_t* p) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
 // vmath::gelu_tanh and gelu_tanh_grad (core/cpu/vec_math.h), 16 lanes at a time.

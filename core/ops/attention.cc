@@ -11,8 +11,8 @@
 // Two paths:
 //  - fused: when q is 4-d on a device whose sdpa_fused_table has a kernel for its
 //    dtype (CUDA float16/bfloat16 through cuDNN, core/cuda/attention_cudnn.cc; CPU
-//    float32 through the flash kernels of core/cpu/flash_attention.h, and CPU
-//    bfloat16 widened to float32 for them, outputs rounded once) and
+//    float32 and bfloat16 through the flash kernels of core/cpu/flash_attention.h,
+//    bfloat16 widened to float32 inside them, outputs rounded once) and
 //    dropout is inactive (dropout_p == 0 or !training), one kernel computes the
 //    output and the per-row logsumexp; autograd records one node,
 //    "ScaledDotProductAttentionBackward", saving q, k, v, o and the statistics, whose
@@ -154,6 +154,17 @@ cpu::FlashGeometry flash_geometry(const Tensor& q, const Tensor& k, const Tensor
   return g;
 }
 
+// The backward's geometry: the forward's, and the strides of dq, dk, dv.
+cpu::FlashGeometry flash_backward_geometry(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q,
+                                           const Tensor& k, const Tensor& v, const Tensor& o, double scale,
+                                           bool causal) {
+  cpu::FlashGeometry g = flash_geometry(q, k, v, o, scale, causal);
+  g.dq_sb = dq.stride(0), g.dq_sh = dq.stride(1), g.dq_rs = dq.stride(2);
+  g.dk_sb = dk.stride(0), g.dk_sh = dk.stride(1), g.dk_rs = dk.stride(2);
+  g.dv_sb = dv.stride(0), g.dv_sh = dv.stride(1), g.dv_rs = dv.stride(2);
+  return g;
+}
+
 bool cpu_sdpa_flash(const Tensor& o, const Tensor& stats, const Tensor& q, const Tensor& k, const Tensor& v,
                     double scale, bool causal) {
   if (!cpu::flash_attention_available()) return false;
@@ -166,10 +177,7 @@ bool cpu_sdpa_flash_backward(const Tensor& dq, const Tensor& dk, const Tensor& d
                              const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& stats, double scale,
                              bool causal) {
   if (!cpu::flash_attention_available()) return false;
-  cpu::FlashGeometry g = flash_geometry(q, k, v, o, scale, causal);
-  g.dq_sb = dq.stride(0), g.dq_sh = dq.stride(1), g.dq_rs = dq.stride(2);
-  g.dk_sb = dk.stride(0), g.dk_sh = dk.stride(1), g.dk_rs = dk.stride(2);
-  g.dv_sb = dv.stride(0), g.dv_sh = dv.stride(1), g.dv_rs = dv.stride(2);
+  const cpu::FlashGeometry g = flash_backward_geometry(dq, dk, dv, q, k, v, o, scale, causal);
   cpu::flash_attention_backward_f32(g, q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
                                     o.data_ptr<float>(), stats.data_ptr<float>(), d_o.data_ptr<float>(), d_o.stride(0),
                                     d_o.stride(1), d_o.stride(2), dq.data_ptr<float>(), dk.data_ptr<float>(),
@@ -177,20 +185,19 @@ bool cpu_sdpa_flash_backward(const Tensor& dq, const Tensor& dk, const Tensor& d
   return true;
 }
 
-// bfloat16 q, k, v (CPU autocast): widened to float32, the float32 flash
-// kernels, the outputs rounded to bfloat16 once; the statistics stay float32.
-// Widening costs O(L D) per matrix against the kernels' O(L S D), and every
-// score, probability and sum is float32 (the unfused path would round the
-// scores and probabilities to bfloat16).
+// bfloat16 q, k, v (CPU autocast): the flash kernels' bfloat16 entries, which
+// widen each element as they copy or pack it and round the outputs once as they
+// store them; the statistics stay float32. Every score, probability and sum is
+// float32 (the unfused path would round the scores and probabilities to
+// bfloat16), and no widened copy or float32 output is made.
+const uint16_t* bf16_bits(const Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<BFloat16>()); }
+uint16_t* bf16_bits_out(const Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<BFloat16>()); }
+
 bool cpu_sdpa_flash_bf16(const Tensor& o, const Tensor& stats, const Tensor& q, const Tensor& k, const Tensor& v,
                          double scale, bool causal) {
   if (!cpu::flash_attention_available()) return false;
-  NoGradGuard no_grad;
-  const Tensor qf = q.to(DType::Float32), kf = k.to(DType::Float32), vf = v.to(DType::Float32);
-  Tensor of = heads_tensor(o.sizes(), {DType::Float32, o.device()});  // (B, H, L, Dv)
-  if (!cpu_sdpa_flash(of, stats, qf.contiguous(), kf.contiguous(), vf.contiguous(), scale, causal)) return false;
-  Tensor out = o;
-  copy_(out, of);
+  cpu::flash_attention_forward_bf16(flash_geometry(q, k, v, o, scale, causal), bf16_bits(q), bf16_bits(k), bf16_bits(v),
+                                    bf16_bits_out(o), stats.data_ptr<float>());
   return true;
 }
 
@@ -198,17 +205,10 @@ bool cpu_sdpa_flash_bf16_backward(const Tensor& dq, const Tensor& dk, const Tens
                                   const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                                   const Tensor& stats, double scale, bool causal) {
   if (!cpu::flash_attention_available()) return false;
-  NoGradGuard no_grad;
-  auto widen = [](const Tensor& t) { return t.to(DType::Float32).contiguous(); };
-  const Tensor qf = widen(q), kf = widen(k), vf = widen(v);
-  Tensor dqf = heads_tensor(dq.sizes(), {DType::Float32, dq.device()}),
-         dkf = heads_tensor(dk.sizes(), {DType::Float32, dk.device()}),
-         dvf = heads_tensor(dv.sizes(), {DType::Float32, dv.device()});
-  if (!cpu_sdpa_flash_backward(dqf, dkf, dvf, widen(d_o), qf, kf, vf, widen(o), stats, scale, causal)) return false;
-  Tensor a = dq, b = dk, c = dv;
-  copy_(a, dqf);
-  copy_(b, dkf);
-  copy_(c, dvf);
+  const cpu::FlashGeometry g = flash_backward_geometry(dq, dk, dv, q, k, v, o, scale, causal);
+  cpu::flash_attention_backward_bf16(g, bf16_bits(q), bf16_bits(k), bf16_bits(v), bf16_bits(o), stats.data_ptr<float>(),
+                                     bf16_bits(d_o), d_o.stride(0), d_o.stride(1), d_o.stride(2), bf16_bits_out(dq),
+                                     bf16_bits_out(dk), bf16_bits_out(dv));
   return true;
 }
 

@@ -7,10 +7,13 @@
 // a non-contiguous output gradient. Also: the same answer as the unfused float32
 // path, bitwise independence of the thread count, and the transformer block's
 // gradients with and without the kernel. bfloat16 q, k, v (CPU autocast) take
-// the same kernels widened: against float64 from the same bfloat16 values, and
-// closer to it than the unfused bfloat16 path. Skipped where the CPU lacks AVX-512.
+// the kernels' bfloat16 entries: bit for bit the float32 kernels on the widened
+// values with rounded outputs; against float64 from the same bfloat16 values,
+// and closer to it than the unfused bfloat16 path. Skipped where the CPU lacks
+// AVX-512.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include <gtest/gtest.h>
@@ -253,6 +256,112 @@ TEST_F(FlashCpu, Bfloat16InputsTakeTheKernelsWidenedToFloat32) {
       cpu::set_flash_attention_enabled(true);
       EXPECT_NE(plain.node, "ScaledDotProductAttentionBackward");
       EXPECT_LE(max_abs_diff(flash.out, ref.out), max_abs_diff(plain.out, ref.out));
+    }
+}
+
+// The bfloat16 entries of the kernels against their definition: the float32
+// kernels run on the widened inputs, o rounded to bfloat16 (the backward reads
+// the rounded o, as the autograd node saves it), the gradients rounded -- bit
+// for bit, with the same statistics. Cases: q, k, v as strided views of one
+// (B, T, 3C) tensor with outputs in the (B, T, H, X) layout and a strided output
+// gradient; a causal L < S (keys no query sees) with Dv != D and sizes off the
+// 16-lane and 64-row grids; L > S with head dims above 64. The bfloat16 outputs
+// start as NaN, so an element a kernel does not write fails the comparison.
+namespace flash_bf16 {
+
+cpu::FlashGeometry geometry(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& dq,
+                            const Tensor& dk, const Tensor& dv, bool causal) {
+  cpu::FlashGeometry g;
+  g.batch = q.size(0), g.heads = q.size(1), g.L = q.size(2), g.S = k.size(2), g.D = q.size(3), g.Dv = v.size(3);
+  g.q_sb = q.stride(0), g.q_sh = q.stride(1), g.q_rs = q.stride(2);
+  g.k_sb = k.stride(0), g.k_sh = k.stride(1), g.k_rs = k.stride(2);
+  g.v_sb = v.stride(0), g.v_sh = v.stride(1), g.v_rs = v.stride(2);
+  g.o_sb = o.stride(0), g.o_sh = o.stride(1), g.o_rs = o.stride(2);
+  g.dq_sb = dq.stride(0), g.dq_sh = dq.stride(1), g.dq_rs = dq.stride(2);
+  g.dk_sb = dk.stride(0), g.dk_sh = dk.stride(1), g.dk_rs = dk.stride(2);
+  g.dv_sb = dv.stride(0), g.dv_sh = dv.stride(1), g.dv_rs = dv.stride(2);
+  g.scale = 1.0f / std::sqrt(static_cast<float>(g.D)), g.causal = causal;
+  return g;
+}
+
+// A (B, H, T, X) tensor laid out (B, T, H, X), filled with `fill`.
+Tensor heads(int64_t B, int64_t H, int64_t T, int64_t X, DType dt, float fill) {
+  return full({B, T, H, X}, fill, TensorOptions{dt}).transpose(1, 2);
+}
+
+const uint16_t* bits(const Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<BFloat16>()); }
+uint16_t* out_bits(const Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<BFloat16>()); }
+
+::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes()) return ::testing::AssertionFailure() << "shapes differ";
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  const uint16_t *px = bits(x), *py = bits(y);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (px[i] != py[i]) {
+      char msg[64];
+      std::snprintf(msg, sizeof msg, ": bits 0x%04x against 0x%04x", unsigned{px[i]}, unsigned{py[i]});
+      return ::testing::AssertionFailure() << "element " << i << msg;
+    }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace flash_bf16
+
+TEST_F(FlashCpu, Bfloat16KernelsAreTheFloat32KernelsOnWidenedInputsRounded) {
+  using namespace flash_bf16;
+  struct BfCase {
+    int64_t B, H, L, S, D, Dv;
+    bool packed;  // q, k, v views of one (B, T, 3C) tensor (needs L == S, D == Dv)
+  };
+  const BfCase cases[] = {{2, 3, 90, 90, 20, 20, true}, {1, 2, 37, 150, 24, 40, false}, {2, 1, 130, 70, 80, 72, false}};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  uint64_t seed = 300;
+  for (const BfCase& c : cases)
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE("L=" + std::to_string(c.L) + " S=" + std::to_string(c.S) + (causal ? " causal" : ""));
+      const DType bf = DType::BFloat16, f32 = DType::Float32;
+      Tensor q, k, v;  // bfloat16, (B, H, T, X)
+      if (c.packed) {
+        Tensor qkv = rnd({c.B, c.L, 3 * c.H * c.D}, bf, seed++) * 2.0;
+        std::vector<Tensor> parts = split(qkv, c.H * c.D, 2);
+        auto view = [&](const Tensor& t) { return t.reshape({c.B, c.L, c.H, c.D}).transpose(1, 2); };
+        q = view(parts[0]), k = view(parts[1]), v = view(parts[2]);
+      } else {
+        q = rnd({c.B, c.H, c.L, c.D}, bf, seed++) * 2.0, k = rnd({c.B, c.H, c.S, c.D}, bf, seed++) * 2.0;
+        v = rnd({c.B, c.H, c.S, c.Dv}, bf, seed++);
+      }
+      const Tensor d_o = rnd({c.B, c.L, c.H, c.Dv}, bf, seed++).transpose(1, 2);  // strided
+      // bfloat16 kernels, outputs prefilled with NaN
+      Tensor o = heads(c.B, c.H, c.L, c.Dv, bf, nan), lse = full({c.B * c.H, c.L}, nan);
+      Tensor dq = heads(c.B, c.H, c.L, c.D, bf, nan), dk = heads(c.B, c.H, c.S, c.D, bf, nan),
+             dv = heads(c.B, c.H, c.S, c.Dv, bf, nan);
+      const cpu::FlashGeometry g = geometry(q, k, v, o, dq, dk, dv, causal);
+      cpu::flash_attention_forward_bf16(g, bits(q), bits(k), bits(v), out_bits(o), lse.data_ptr<float>());
+      cpu::flash_attention_backward_bf16(g, bits(q), bits(k), bits(v), bits(o), lse.data_ptr<float>(), bits(d_o),
+                                         d_o.stride(0), d_o.stride(1), d_o.stride(2), out_bits(dq), out_bits(dk),
+                                         out_bits(dv));
+      // the definition: float32 kernels on the widened values
+      const Tensor qf = q.to(f32).contiguous(), kf = k.to(f32).contiguous(), vf = v.to(f32).contiguous(),
+                   dof = d_o.to(f32).contiguous();
+      Tensor of = heads(c.B, c.H, c.L, c.Dv, f32, 0.0f), lsef = full({c.B * c.H, c.L}, 0.0f);
+      Tensor dqf = heads(c.B, c.H, c.L, c.D, f32, 0.0f), dkf = heads(c.B, c.H, c.S, c.D, f32, 0.0f),
+             dvf = heads(c.B, c.H, c.S, c.Dv, f32, 0.0f);
+      cpu::flash_attention_forward_f32(geometry(qf, kf, vf, of, dqf, dkf, dvf, causal), qf.data_ptr<float>(),
+                                       kf.data_ptr<float>(), vf.data_ptr<float>(), of.data_ptr<float>(),
+                                       lsef.data_ptr<float>());
+      const Tensor o_rounded = of.to(bf), o_widened = o_rounded.to(f32).contiguous();
+      cpu::flash_attention_backward_f32(geometry(qf, kf, vf, o_widened, dqf, dkf, dvf, causal), qf.data_ptr<float>(),
+                                        kf.data_ptr<float>(), vf.data_ptr<float>(), o_widened.data_ptr<float>(),
+                                        lsef.data_ptr<float>(), dof.data_ptr<float>(), dof.stride(0), dof.stride(1),
+                                        dof.stride(2), dqf.data_ptr<float>(), dkf.data_ptr<float>(),
+                                        dvf.data_ptr<float>());
+      EXPECT_TRUE(tensors_near(lse, lsef, 0));
+      EXPECT_TRUE(same_bits(o, o_rounded));
+      EXPECT_TRUE(same_bits(dq, dqf.to(bf)));
+      EXPECT_TRUE(same_bits(dk, dkf.to(bf)));
+      EXPECT_TRUE(same_bits(dv, dvf.to(bf)));
+      if (causal && c.S > c.L)  // keys L.. are hidden from every query: zero gradients
+        EXPECT_EQ(max(abs(dk.narrow(2, c.L, c.S - c.L).to(f32))).item<float>(), 0.0f);
     }
 }
 
