@@ -40,6 +40,7 @@
 #include "core/nn_ops.h"
 #include "core/ops/elementwise_util.h"
 #include "core/parallel.h"
+#include "core/tensor_impl.h"
 
 namespace weft {
 
@@ -132,6 +133,27 @@ WEFT_REGISTER_KERNEL(attn_softmax_backward_table(), DeviceType::CPU, kFloatingTy
 Tensor heads_tensor(const Shape& bhtx, const TensorOptions& options) {
   if (options.device.type != DeviceType::CPU) return empty(bhtx, options);
   return empty({bhtx[0], bhtx[2], bhtx[1], bhtx[3]}, options).transpose(1, 2);
+}
+
+// Gradient tensors for q, k, v that are views of one (B, T, 3C) tensor (q, k, v
+// split from it, as nn::MultiheadAttention does): dq, dk, dv become the same
+// views of one new (B, T, 3, H, D) buffer, so the split's backward joins them
+// without a copy (Note [split backward views] in core/ops/join.cc). False for
+// any other layout.
+bool qkv_grads(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& dq, Tensor& dk, Tensor& dv) {
+  if (q.device().type != DeviceType::CPU || q.dim() != 4 || q.sizes() != k.sizes() || q.sizes() != v.sizes())
+    return false;
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), C = H * D;
+  const Shape strides{T * 3 * C, D, 3 * C, 1};
+  const bool packed = q.impl()->storage() == k.impl()->storage() && q.impl()->storage() == v.impl()->storage() &&
+                      q.strides() == strides && k.strides() == strides && v.strides() == strides &&
+                      k.storage_offset() == q.storage_offset() + C && v.storage_offset() == q.storage_offset() + 2 * C;
+  if (!packed) return false;
+  Tensor buf = empty({B, T, 3, H, D}, q.options());
+  dq = make_view(buf, q.sizes(), strides, 0);
+  dk = make_view(buf, q.sizes(), strides, C);
+  dv = make_view(buf, q.sizes(), strides, 2 * C);
+  return true;
 }
 
 // The CPU's fused attention: float32 through the flash kernels (core/cpu/
@@ -291,8 +313,12 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double
                              st = ss.get(node);
                       Tensor g = grads[0].detach().to(os.dtype());
                       if (g.stride(-1) != 1) g = g.contiguous();
-                      Tensor dq = heads_tensor(qs.sizes(), qs.options()), dk = heads_tensor(ks.sizes(), ks.options()),
-                             dv = heads_tensor(vs.sizes(), vs.options());
+                      Tensor dq, dk, dv;
+                      if (!qkv_grads(qs, ks, vs, dq, dk, dv)) {
+                        dq = heads_tensor(qs.sizes(), qs.options());
+                        dk = heads_tensor(ks.sizes(), ks.options());
+                        dv = heads_tensor(vs.sizes(), vs.options());
+                      }
                       const auto& bwd = sdpa_fused_backward_table();
                       if (bwd.has(os.device().type, os.dtype()) &&
                           bwd(os.device(), os.dtype(), dq, dk, dv, g, qs, ks, vs, os, st, scale, causal))

@@ -7,12 +7,14 @@
 // split/chunk return narrow() views of the input that share one node,
 // "SplitBackward", whose backward is the cat of the pieces' gradients (zeros for
 // pieces that got none): one allocation, where a node per piece would give
-// each piece a zero-filled input-sized gradient and sum them.
+// each piece a zero-filled input-sized gradient and sum them; none when the
+// gradients already lie side by side in one buffer (Note [split backward views]).
 #include <numeric>
 
 #include "core/autograd_meta.h"
 #include "core/ops.h"
 #include "core/ops/elementwise_util.h"
+#include "core/tensor_impl.h"
 
 namespace weft {
 
@@ -87,6 +89,28 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 
 namespace {
 // Views of consecutive pieces of `sizes` along dim d, recorded as one node.
+// Note [split backward views]: the pieces' gradients already lying side by
+// side in one storage, in order along d (the CPU attention writes dq, dk, dv
+// of q, k, v split from one (B, T, 3C) tensor into one such buffer), are
+// joined as a view of that storage instead of copied by cat. Gradients are
+// summed out of place (autograd/engine.cc), so the alias is never written.
+Tensor join_grads(const std::vector<Tensor>& g, int64_t d) {
+  bool adjacent = !g.empty();
+  int64_t total = 0;
+  for (size_t i = 0; adjacent && i < g.size(); ++i) {
+    const Tensor& t = g[i];
+    adjacent = t.defined() && t.dim() == g[0].dim() && t.dtype() == g[0].dtype() &&
+               t.impl()->storage() == g[0].impl()->storage() && t.strides() == g[0].strides() &&
+               t.storage_offset() == g[0].storage_offset() + total * g[0].stride(d);
+    for (int64_t k = 0; adjacent && k < t.dim(); ++k) adjacent = k == d || t.size(k) == g[0].size(k);
+    if (adjacent) total += t.size(d);
+  }
+  if (!adjacent) return cat(g, d);
+  Shape sizes = g[0].sizes();
+  sizes[d] = total;
+  return make_view(g[0], sizes, g[0].strides(), g[0].storage_offset());
+}
+
 std::vector<Tensor> split_views(const Tensor& a, int64_t d, const std::vector<int64_t>& sizes) {
   std::vector<Tensor> out;
   {
@@ -99,7 +123,7 @@ std::vector<Tensor> split_views(const Tensor& a, int64_t d, const std::vector<in
   }
   if (any_requires_grad({a}))
     record_function("SplitBackward", {a}, out,
-                    [d](const std::vector<Tensor>& g) { return std::vector<Tensor>{cat(g, d)}; });
+                    [d](const std::vector<Tensor>& g) { return std::vector<Tensor>{join_grads(g, d)}; });
   return out;
 }
 }  // namespace

@@ -125,6 +125,40 @@ TEST(Join, SplitPiecesShareOneNodeWhoseBackwardIsACat) {
   EXPECT_TRUE(tensor_near(b.grad(), {0, 0, 3, 0, 0, 3}, 0));
 }
 
+// Note [split backward views]: gradients of the pieces that lie side by side
+// in one buffer, in order, come back joined as a view of that buffer; in any
+// other arrangement (swapped, from different buffers) they are copied by cat.
+// Hooks on the pieces hand the split's backward views of a prepared buffer.
+TEST(Join, SplitBackwardJoinsAdjacentGradientsWithoutACopy) {
+  Tensor buf = f64({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 6});
+  Tensor other = f64({-1, -2, -3, -4, -5, -6}, {2, 3});
+  struct Arrangement {
+    Tensor g0, g1;
+    bool view;
+    std::vector<double> expected;
+  };
+  const Arrangement cases[] = {
+      {narrow(buf, 1, 0, 3), narrow(buf, 1, 3, 3), true, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
+      {narrow(buf, 1, 3, 3), narrow(buf, 1, 0, 3), false, {4, 5, 6, 1, 2, 3, 10, 11, 12, 7, 8, 9}},
+      {narrow(buf, 1, 0, 3), other, false, {1, 2, 3, -1, -2, -3, 7, 8, 9, -4, -5, -6}},
+  };
+  for (const Arrangement& c : cases) {
+    Tensor x = f64({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {2, 6}).requires_grad_();
+    Tensor y = x * 1.0;  // a non-leaf whose incoming gradient the hook sees as is
+    std::vector<Tensor> p = split(y, 3, 1);
+    p[0].register_hook([&](const Tensor&) { return c.g0; });
+    p[1].register_hook([&](const Tensor&) { return c.g1; });
+    const void* seen = nullptr;
+    y.register_hook([&](const Tensor& g) {
+      seen = g.raw_data();
+      return Tensor();
+    });
+    (p[0].sum() + p[1].sum()).backward();
+    EXPECT_EQ(seen == buf.raw_data(), c.view);
+    EXPECT_TRUE(tensor_near(x.grad(), c.expected, 0));
+  }
+}
+
 TEST(Join, CatBackwardConvertsDtype) {
   Tensor a = tensor({1, 2}).requires_grad_();  // float32
   Tensor b = f64({3}).requires_grad_();        // float64

@@ -108,6 +108,44 @@ TEST_F(FlashCpu, StridedViewsOfOneQkvTensorAndAStridedGradient) {
   }
 }
 
+// q, k, v split from one (B, T, 3C) tensor, as nn::MultiheadAttention does: the
+// kernels write dq, dk, dv into one buffer laid out like that tensor, so the
+// split's backward hands it on as a view (Note [split backward views]): the
+// gradient reaching the (B, T, 3C) tensor is the very memory dq was written to.
+// Its values match float64 through the unfused path (split, cat and all), in
+// float32 and in bfloat16.
+TEST_F(FlashCpu, SplitQkvGradientReachesTheQkvTensorWithoutACopy) {
+  const int64_t B = 2, T = 90, H = 3, D = 20, C = H * D;
+  for (DType dt : {DType::Float32, DType::BFloat16}) {
+    SCOPED_TRACE(dt == DType::Float32 ? "float32" : "bfloat16");
+    auto grad_of_qkv = [&](const Tensor& x0, const Tensor& g, const void** dq_mem, const void** qkv_mem) {
+      Tensor x = x0.detach().requires_grad_();
+      Tensor qkv = x * 1.0;  // a non-leaf: its hook sees the incoming gradient as is
+      std::vector<Tensor> parts = split(qkv, C, 2);
+      auto heads = [&](const Tensor& t) { return t.reshape({B, T, H, D}).transpose(1, 2); };
+      if (dq_mem) {
+        parts[0].register_hook([dq_mem](const Tensor& gq) {
+          *dq_mem = gq.raw_data();
+          return Tensor();
+        });
+        qkv.register_hook([qkv_mem](const Tensor& gx) {
+          *qkv_mem = gx.raw_data();
+          return Tensor();
+        });
+      }
+      scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), true).backward(g);
+      return x.grad();
+    };
+    Tensor x = rnd({B, T, 3 * C}, dt, 140), g = rnd({B, H, T, D}, dt, 141);
+    const void *dq_mem = nullptr, *qkv_mem = nullptr;
+    Tensor fused = grad_of_qkv(x, g, &dq_mem, &qkv_mem);
+    ASSERT_NE(dq_mem, nullptr);
+    EXPECT_EQ(dq_mem, qkv_mem);
+    Tensor ref = grad_of_qkv(f64(x), f64(g), nullptr, nullptr);
+    EXPECT_TRUE(tensors_near(fused, ref, dt == DType::Float32 ? 2e-5 : 1e-2));
+  }
+}
+
 TEST_F(FlashCpu, AgreesWithTheUnfusedFloat32Path) {
   Tensor q = rnd({2, 2, 96, 32}, DType::Float32, 60), k = rnd({2, 2, 96, 32}, DType::Float32, 61),
          v = rnd({2, 2, 96, 32}, DType::Float32, 62), g = rnd({2, 2, 96, 32}, DType::Float32, 63);
@@ -194,9 +232,10 @@ TEST_F(FlashCpu, TransformerBlockGradientsMatchWithoutTheKernel) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(tensors_near(a[i], b[i], 2e-5)) << "tensor " << i;
 }
 
-// The output and the gradients come laid out (B, T, H, D): transpose(1, 2) of
-// them is contiguous, so the reshape to (B, T, H * D) after attention, and the
-// same steps back, are views.
+// The output comes laid out (B, T, H, D): transpose(1, 2) of it is contiguous,
+// so the reshape to (B, T, H * D) after attention is a view. So are the same
+// steps back on the gradients: dq here is laid out like q, a view of the
+// (B, T, 3C) tensor (rows 3C apart), which reshapes without a copy too.
 TEST_F(FlashCpu, OutputAndGradientsAreLaidOutTokensThenHeads) {
   const int64_t B = 2, T = 33, H = 3, D = 16;
   Tensor qkv = rnd({B, T, 3 * H * D}, DType::Float32, 95).requires_grad_();
@@ -212,7 +251,7 @@ TEST_F(FlashCpu, OutputAndGradientsAreLaidOutTokensThenHeads) {
   EXPECT_TRUE(y.transpose(1, 2).is_contiguous());
   y.transpose(1, 2).reshape({B, T, H * D}).sum().backward();
   ASSERT_TRUE(dq.defined());
-  EXPECT_TRUE(dq.transpose(1, 2).is_contiguous());
+  EXPECT_EQ(dq.transpose(1, 2).reshape({B, T, H * D}).raw_data(), dq.raw_data());
   Result ref =
       run(f64(heads(parts[0])), f64(heads(parts[1])), f64(heads(parts[2])), ones({B, H, T, D}, DType::Float64), true);
   EXPECT_TRUE(tensors_near(y, ref.out, 2e-6));
