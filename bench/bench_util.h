@@ -1,9 +1,14 @@
-// Shared helpers for weft's benchmarks: deterministic input tensors and the byte
+// Shared helpers for weft's benchmarks: deterministic input tensors, the byte
 // and flop counts each workload is measured by (the torch peer in
-// bench/ops_vs_torch.py uses the same counts, so the numbers compare).
+// bench/ops_vs_torch.py uses the same counts, so the numbers compare), and the
+// process's peak resident memory.
 #pragma once
 
 #include <cstdint>
+#include <fstream>
+#include <string>
+
+#include <sys/resource.h>
 
 #include "core/ops.h"
 
@@ -32,5 +37,19 @@ inline constexpr int64_t kSoftmaxCols = 4096;
 inline double gemm_flops() { return 2.0 * kGemmN * kGemmN * kGemmN; }
 inline double add_bytes() { return 3.0 * kAddN * sizeof(float); }                            // read a, b; write out
 inline double softmax_bytes() { return 2.0 * kSoftmaxRows * kSoftmaxCols * sizeof(float); }  // read x; write out
+
+// Peak resident memory of this process in MiB: VmHWM of /proc/self/status, the
+// high-water mark of the program's own address space. Not getrusage's
+// ru_maxrss: Linux carries that across execve, so a benchmark started by a
+// large parent (the Python drivers import torch before they start weft)
+// would report at least the parent's size. ru_maxrss only where /proc is missing.
+inline double peak_rss_mb() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // "VmHWM:   12345 kB"
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;
+}
 
 }  // namespace weft::bench

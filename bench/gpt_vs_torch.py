@@ -16,9 +16,14 @@ same weights and data, each step's loss should agree to float32 rounding.
 autocast on both sides (<workload>_bf16): weft's --amp bf16 against
 torch.autocast("cpu", dtype=torch.bfloat16), float32 weights and optimizer
 state on both; their losses agree to bfloat16 rounding, not float32's.
+With --repeat N > 1 each line is printed N times (weft and torch alternated),
+then once per row a summary: the median speedup and the range,
+  <workload>: median speedup=<m> over N runs (range <lo> - <hi>)
+since on a shared machine single runs of either side move by several per cent.
 """
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,6 +40,15 @@ import torch.nn.functional as F
 path, layers, dim, heads, context, steps, warmup, threads = sys.argv[1], *map(int, sys.argv[2:9])
 amp = sys.argv[9] == "bf16"
 torch.set_num_threads(threads)
+def peak_rss_mb():  # VmHWM: ru_maxrss would include the parent's size (Linux keeps it across execve)
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 def load_safetensors(path):
     with open(path, "rb") as f:
@@ -118,7 +132,7 @@ for _ in range(steps):
     step()
 secs = time.perf_counter() - t0
 print(json.dumps({"tokens_per_second": steps * idx.numel() / secs,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+                  "peak_rss_mb": peak_rss_mb(),
                   "params": sum(p.numel() for p in params), "threads": torch.get_num_threads(),
                   "torch": torch.__version__, "losses": losses}))
 '''
@@ -146,6 +160,7 @@ def main():
             init = os.path.join(tmp, f"gpt_{layers}.safetensors")
             shape = [str(layers), str(args.dim), str(args.heads), str(args.context)]
             common = [str(args.steps), str(args.warmup), str(args.threads)]
+            ratios = {}  # row name -> speedups of its runs
             for precision, _ in [(p, r) for p in args.precisions.split(",") for r in range(args.repeat)]:
                 if precision not in ("fp32", "bf16"):
                     sys.exit(f"gpt_vs_torch: --precisions takes fp32 and bf16, got {precision!r}")
@@ -165,6 +180,11 @@ def main():
                       f"(peak RSS weft={w['peak_rss_mb']:.0f}MB torch={t['peak_rss_mb']:.0f}MB; "
                       f"{w['params'] / 1e6:.2f}M params; max |loss difference| over {len(w['losses'])} steps="
                       f"{diff:.2e}, last loss {w['losses'][-1]:.4f})", flush=True)
+                ratios.setdefault(name, []).append(w["tokens_per_second"] / t["tokens_per_second"])
+            for name, r in ratios.items():
+                if len(r) > 1:
+                    print(f"{name}: median speedup={statistics.median(r):.2f} over {len(r)} runs "
+                          f"(range {min(r):.2f} - {max(r):.2f})", flush=True)
 
 
 if __name__ == "__main__":

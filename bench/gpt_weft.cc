@@ -16,8 +16,7 @@
 #include <map>
 #include <string>
 
-#include <sys/resource.h>
-
+#include "bench/bench_util.h"
 #include "core/autocast.h"
 #include "core/autograd_meta.h"
 #include "core/nn_ops.h"
@@ -99,8 +98,7 @@ int run(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   for (int s = 0; s < steps; ++s) step();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
+  const double rss = bench::peak_rss_mb();
   std::string ls;
   for (double l : losses) {
     char buf[32];
@@ -110,8 +108,8 @@ int run(int argc, char** argv) {
   std::printf(
       "{\"tokens_per_second\": %.1f, \"peak_rss_mb\": %.1f, \"params\": %lld, \"threads\": %d, "
       "\"losses\": [%s]}\n",
-      static_cast<double>(batch * T) * steps / secs, ru.ru_maxrss / 1024.0,
-      static_cast<long long>(examples::gpt::parameter_count(c)), get_num_threads(), ls.c_str());
+      static_cast<double>(batch * T) * steps / secs, rss, static_cast<long long>(examples::gpt::parameter_count(c)),
+      get_num_threads(), ls.c_str());
   return 0;
 }
 

@@ -17,8 +17,7 @@
 #include <map>
 #include <string>
 
-#include <sys/resource.h>
-
+#include "bench/bench_util.h"
 #include "core/nn_ops.h"
 #include "core/parallel.h"
 #include "core/rng.h"
@@ -89,9 +88,7 @@ int main(int argc, char** argv) {
     ctx.world().barrier()->wait();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     auto events = pp::gather_trace(ctx.world(), pipe.runner().last_trace());
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    Tensor rss = full({1}, static_cast<double>(ru.ru_maxrss) / 1024.0, DType::Float64);  // MiB
+    Tensor rss = full({1}, bench::peak_rss_mb(), DType::Float64);  // MiB
     ctx.world().allreduce(rss, {parallel::ReduceOp::Max})->wait();
     if (ctx.rank() == 0) {
       int64_t first = std::numeric_limits<int64_t>::max(), last = 0;

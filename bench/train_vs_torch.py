@@ -28,6 +28,15 @@ import torch.nn as nn
 model_name, steps, warmup, threads, batch, data = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 torch.set_num_threads(threads)
 torch.manual_seed(0)
+def peak_rss_mb():  # VmHWM: ru_maxrss would include the parent's size (Linux keeps it across execve)
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 def idx(path):
     with gzip.open(path, "rb") as f:
         b = f.read()
@@ -58,7 +67,7 @@ for s in range(steps):
     last = step(warmup + s)
 secs = time.perf_counter() - t0
 print(json.dumps({"model": model_name, "images_per_second": steps * batch / secs,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+                  "peak_rss_mb": peak_rss_mb(),
                   "final_loss": last, "torch": torch.__version__, "threads": torch.get_num_threads()}))
 '''
 

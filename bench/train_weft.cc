@@ -8,8 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include <sys/resource.h>
-
+#include "bench/bench_util.h"
 #include "core/nn_ops.h"
 #include "core/parallel.h"
 #include "core/rng.h"
@@ -52,12 +51,10 @@ int main(int argc, char** argv) {
     double last = 0;
     for (int s = 0; s < steps; ++s) last = step(warmup + s);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
     std::printf(
         "{\"model\": \"%s\", \"images_per_second\": %.1f, \"peak_rss_mb\": %.1f, \"final_loss\": %.4f, "
         "\"threads\": %d}\n",
-        model_name.c_str(), steps * batch / secs, ru.ru_maxrss / 1024.0, last, get_num_threads());
+        model_name.c_str(), steps * batch / secs, bench::peak_rss_mb(), last, get_num_threads());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_weft: error: %s\n", e.what());
     return 1;
