@@ -29,7 +29,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import last_json  # noqa: E402
+from bench_util import CHILD_PRELUDE, last_json  # noqa: E402
 
 TORCH_CHILD = r'''
 import json, resource, struct, sys, time
@@ -40,15 +40,6 @@ import torch.nn.functional as F
 path, layers, dim, heads, context, steps, warmup, threads = sys.argv[1], *map(int, sys.argv[2:9])
 amp = sys.argv[9] == "bf16"
 torch.set_num_threads(threads)
-def peak_rss_mb():  # VmHWM: ru_maxrss would include the parent's size (Linux keeps it across execve)
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 def load_safetensors(path):
     with open(path, "rb") as f:
@@ -169,8 +160,9 @@ def main():
                     [args.weft_bin, "--layers", shape[0], "--dim", shape[1], "--heads", shape[2], "--context", shape[3],
                      "--batch", str(args.batch), "--steps", common[0], "--warmup", common[1], "--threads", common[2],
                      "--init", init, "--amp", amp], check=True, capture_output=True, text=True).stdout)
-                t = last_json(subprocess.run([sys.executable, "-c", TORCH_CHILD, init] + shape + common + [amp],
-                                             check=True, capture_output=True, text=True).stdout)
+                t = last_json(subprocess.run(
+                    [sys.executable, "-c", CHILD_PRELUDE + TORCH_CHILD, init] + shape + common + [amp],
+                    check=True, capture_output=True, text=True).stdout)
                 if w["params"] != t["params"]:
                     sys.exit(f"gpt_vs_torch: parameter counts differ: weft {w['params']}, torch {t['params']}")
                 diff = max(abs(a - b) for a, b in zip(w["losses"], t["losses"]))

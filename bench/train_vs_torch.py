@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import last_json  # noqa: E402
+from bench_util import CHILD_PRELUDE, last_json  # noqa: E402
 
 DATA = "/usr/share/datasets/fashion-mnist"
 
@@ -28,15 +28,6 @@ import torch.nn as nn
 model_name, steps, warmup, threads, batch, data = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 torch.set_num_threads(threads)
 torch.manual_seed(0)
-def peak_rss_mb():  # VmHWM: ru_maxrss would include the parent's size (Linux keeps it across execve)
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 def idx(path):
     with gzip.open(path, "rb") as f:
         b = f.read()
@@ -88,7 +79,7 @@ def main():
         w = last_json(subprocess.run([args.weft_bin, "--model", model, "--steps", common[0], "--warmup", common[1],
                                       "--threads", common[2], "--batch", common[3]],
                                      check=True, capture_output=True, text=True).stdout)
-        t = last_json(subprocess.run([sys.executable, "-c", TORCH_CHILD, model] + common + [DATA],
+        t = last_json(subprocess.run([sys.executable, "-c", CHILD_PRELUDE + TORCH_CHILD, model] + common + [DATA],
                                      check=True, capture_output=True, text=True).stdout)
         print(f"{model}: weft={w['images_per_second']:.0f} torch={t['images_per_second']:.0f} img/s "
               f"speedup={w['images_per_second'] / t['images_per_second']:.2f} "
