@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_util import CHILD_PRELUDE, last_json  # noqa: E402
 
 TORCH_CHILD = r'''
-import json, resource, struct, sys, time
+import json, struct, sys, time
 import numpy as np
 import torch
 import torch.nn as nn

@@ -21,7 +21,7 @@ from bench_util import CHILD_PRELUDE, last_json  # noqa: E402
 DATA = "/usr/share/datasets/fashion-mnist"
 
 TORCH_CHILD = r'''
-import gzip, json, resource, sys, time
+import gzip, json, sys, time
 import numpy as np
 import torch
 import torch.nn as nn

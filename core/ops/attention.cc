@@ -156,8 +156,8 @@ bool qkv_grads(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& dq, Te
   return true;
 }
 
-// The CPU's fused attention: float32 through the flash kernels (core/cpu/
-// flash_attention.h); they decline where the CPU lacks AVX-512.
+// The CPU's fused attention: float32 and bfloat16 through the flash kernels
+// (core/cpu/flash_attention.h); they decline where the CPU lacks AVX-512.
 cpu::FlashGeometry flash_geometry(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, double scale,
                                   bool causal) {
   cpu::FlashGeometry g;

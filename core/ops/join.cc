@@ -88,7 +88,6 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 namespace {
-// Views of consecutive pieces of `sizes` along dim d, recorded as one node.
 // Note [split backward views]: the pieces' gradients already lying side by
 // side in one storage, in order along d (the CPU attention writes dq, dk, dv
 // of q, k, v split from one (B, T, 3C) tensor into one such buffer), are
@@ -111,6 +110,7 @@ Tensor join_grads(const std::vector<Tensor>& g, int64_t d) {
   return make_view(g[0], sizes, g[0].strides(), g[0].storage_offset());
 }
 
+// Views of consecutive pieces of `sizes` along dim d, recorded as one node.
 std::vector<Tensor> split_views(const Tensor& a, int64_t d, const std::vector<int64_t>& sizes) {
   std::vector<Tensor> out;
   {
