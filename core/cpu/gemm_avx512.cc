@@ -474,15 +474,19 @@ void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int6
   const bool round16 = epilogue && epilogue->kind == GemmEpilogue::Kind::kRoundBf16;
   WEFT_CHECK(!epilogue || round16 || (batch == 1 && !accumulate),
              "gemm: the GELU epilogue needs one matrix, not accumulating");
-  WEFT_CHECK(!round16 || (!accumulate && !col_bias), "gemm: rounding to bfloat16 takes no bias and no accumulate");
+  WEFT_CHECK(!round16 || !accumulate, "gemm: rounding to bfloat16 cannot be combined with accumulate");
   // (gemm_row_sums sends an empty product, which packs no A, to its other path)
   WEFT_CHECK(!row_sums || (batch == 1 && n > 0 && k > 0), "gemm: A's row sums need one matrix with n, k > 0");
   if (m == 0 || n == 0 || batch == 0) return;
-  if (k == 0 && round16) {  // every product is 0
+  if (k == 0 && round16) {  // every product is 0: the bias (or 0) rounded
     for (int64_t x = 0; x < batch; ++x)
       for (int64_t i = 0; i < m; ++i) {
         uint16_t* row = epilogue->out16 + x * c_stride + i * epilogue->ld_out16;
-        std::fill(row, row + n, uint16_t(0));
+        for (int64_t j = 0; j < n; j += 16) {
+          const __mmask16 mk = lanes(n - j);
+          const __m512 v = col_bias ? _mm512_maskz_loadu_ps(mk, col_bias + j) : _mm512_setzero_ps();
+          _mm256_mask_storeu_epi16(row + j, mk, round_bf16x16(v));
+        }
       }
     return;
   }
@@ -581,12 +585,13 @@ void gemm_avx512_f32_row_sums(int64_t m, int64_t n, int64_t k, const float* a, i
 
 void gemm_avx512_bf16_widened(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n,
                               int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b, int64_t b_rs,
-                              int64_t b_cs, float* c, int64_t c_stride, int64_t ldc, uint16_t* c16) {
+                              int64_t b_cs, float* c, int64_t c_stride, int64_t ldc, uint16_t* c16,
+                              const float* col_bias) {
   GemmEpilogue round;
   round.kind = GemmEpilogue::Kind::kRoundBf16;
   round.out16 = c16;
   round.ld_out16 = ldc;
-  gemm_driver<uint16_t>(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, false, nullptr,
+  gemm_driver<uint16_t>(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, false, col_bias,
                         c16 ? &round : nullptr);
 }
 

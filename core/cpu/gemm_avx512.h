@@ -45,9 +45,11 @@ void gemm_avx512_f32_row_sums(int64_t m, int64_t n, int64_t k, const float* a, i
 // widened to float32 as it is packed: C_i = A_i * B_i in float32, bit for bit
 // what gemm_avx512_f32 gives on the widened operands, with no widened copy.
 // With c16, the results go there rounded to bfloat16 (kRoundBf16 of Note [gemm
-// epilogue]; same layout as C), C holding only partial sums.
+// epilogue]; same layout as C), C holding only partial sums. With col_bias (n
+// values) the sums start from it, as in gemm_avx512_f32.
 void gemm_avx512_bf16_widened(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n,
                               int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b, int64_t b_rs,
-                              int64_t b_cs, float* c, int64_t c_stride, int64_t ldc, uint16_t* c16 = nullptr);
+                              int64_t b_cs, float* c, int64_t c_stride, int64_t ldc, uint16_t* c16 = nullptr,
+                              const float* col_bias = nullptr);
 
 }  // namespace weft::cpu

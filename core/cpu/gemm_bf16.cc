@@ -112,13 +112,13 @@ namespace {
 float widen(uint16_t bits) { return BFloat16::from_bits(bits); }
 
 void gemm_widened(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-                  int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
+                  int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const float* bias) {
   std::vector<float> af(static_cast<size_t>(m * k)), bf(static_cast<size_t>(k * n));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t p = 0; p < k; ++p) af[i * k + p] = widen(a[i * a_rs + p * a_cs]);
   for (int64_t p = 0; p < k; ++p)
     for (int64_t j = 0; j < n; ++j) bf[p * n + j] = widen(b[p * b_rs + j * b_cs]);
-  gemm<float>(m, n, k, af.data(), k, 1, bf.data(), n, 1, c, ldc);
+  gemm<float>(m, n, k, af.data(), k, 1, bf.data(), n, 1, c, ldc, false, bias);
 }
 
 // Steps 2p and 2p + 1 of a row of A or a column of B (element q at s[q * stride]),
@@ -216,14 +216,17 @@ inline __m512 pair_dot(__m512 acc, __m512i a, __m512i b) {
 }
 
 // C (mr x nr at c) = or += the A panel (kp pairs x kMR words) times the B panel
-// (kp pairs x kNR words); with c16 (the last K block of a bfloat16 result), the
-// sums go there rounded instead (same leading dimension).
+// (kp pairs x kNR words); with `bias` (the tile's nr columns of the column bias,
+// first K block only) the sums start from it; with c16 (the last K block of a
+// bfloat16 result), the sums go there rounded instead (same leading dimension).
 template <bool kNative>
 void micro_kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __restrict bp, float* __restrict c,
-                  int64_t ldc, int mr, int nr, bool load_c, uint16_t* __restrict c16) {
+                  int64_t ldc, int mr, int nr, bool load_c, uint16_t* __restrict c16, const float* __restrict bias) {
+  const __m512 init0 = bias ? _mm512_maskz_loadu_ps(lanes(nr), bias) : _mm512_setzero_ps();
+  const __m512 init1 = bias ? _mm512_maskz_loadu_ps(lanes(nr - 16), bias + 16) : _mm512_setzero_ps();
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
-  for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int i = 0; i < kMR; ++i) acc[i][0] = init0, acc[i][1] = init1;
   for (int64_t p = 0; p < kp; ++p) {
     const __m512i b0 = _mm512_load_si512(bp), b1 = _mm512_load_si512(bp + 16);
 #pragma GCC unroll 12
@@ -250,7 +253,7 @@ void micro_kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __r
 // C (m x n) over one thread: the Goto/BLIS loops of the file comment.
 template <bool kNative>
 void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16) {
+                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16, const float* bias) {
   static thread_local PackBuffers buf(kMC * kKP, kKP * kNC);
   uint32_t* apack = buf.a.get();
   uint32_t* bpack = buf.b.get();
@@ -269,7 +272,8 @@ void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs
             micro_kernel<kNative>(kp, apack + i * kMR * kp, bpack + jr * kp, c + at, ldc,
                                   static_cast<int>(std::min<int64_t>(kMR, mc - i * kMR)),
                                   static_cast<int>(std::min<int64_t>(kNR, nc - jr)), p0 > 0,
-                                  c16 && p0 + kp == pairs ? c16 + at : nullptr);
+                                  c16 && p0 + kp == pairs ? c16 + at : nullptr,
+                                  bias && p0 == 0 ? bias + jc + jr : nullptr);
           }
       }
     }
@@ -278,9 +282,10 @@ void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs
 
 template <bool kNative>
 void gemm_pairs(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16) {
+                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16, const float* bias) {
   over_column_slabs(m, n, k, kNR, [&](int64_t j0, int64_t j1) {
-    pairs_tile<kNative>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc, c16 ? c16 + j0 : nullptr);
+    pairs_tile<kNative>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc, c16 ? c16 + j0 : nullptr,
+                        bias ? bias + j0 : nullptr);
   });
 }
 
@@ -418,7 +423,7 @@ void pack_amx_rows(const uint16_t* a, int64_t rs, int64_t cs, int64_t rows, int6
 // C (m x n) over one thread, tile state `Tiles`.
 template <typename Tiles>
 void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16) {
+              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16, const float* bias) {
   static thread_local PackBuffers buf(kAmxMC * kAmxKP, kAmxKP * kAmxNC);
   uint32_t* apack = buf.a.get();
   uint32_t* bpack = buf.b.get();
@@ -446,6 +451,9 @@ void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, 
             tiles.store(scratch);
             const int cols = static_cast<int>(std::min<int64_t>(32, nc - j0));
             const bool round = c16 && p0 + kpb >= pairs;  // the last K block of a bfloat16 result
+            if (bias && p0 == 0)                          // the first K block's sums plus the bias
+              for (int i = 0; i < rows; ++i)
+                for (int j = 0; j < cols; ++j) scratch[i * 32 + j] += bias[jc + j0 + j];
             for (int i = 0; i < rows; ++i) {
               const int64_t at = (ic + r0 + i) * ldc + jc + j0;
               float* crow = c + at;
@@ -466,9 +474,10 @@ void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, 
 
 template <typename Tiles>
 void gemm_amx(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16) {
+              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16, const float* bias) {
   over_column_slabs(m, n, k, 32, [&](int64_t j0, int64_t j1) {
-    amx_tile<Tiles>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc, c16 ? c16 + j0 : nullptr);
+    amx_tile<Tiles>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc, c16 ? c16 + j0 : nullptr,
+                    bias ? bias + j0 : nullptr);
   });
 }
 
@@ -482,11 +491,13 @@ void gemm_bf16(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_
 
 void gemm_bf16_batched(Bf16GemmPath path, int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m,
                        int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-                       int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride, int64_t ldc, uint16_t* c16) {
+                       int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride, int64_t ldc, uint16_t* c16,
+                       const float* col_bias) {
   WEFT_CHECK(bf16_gemm_path_available(path), "gemm_bf16: this CPU cannot run the ", bf16_gemm_path_name(path), " path");
   if (m == 0 || n == 0 || batch == 0) return;
   if (path == Bf16GemmPath::kFloat32 && gemm_f32_uses_avx512())
-    return gemm_avx512_bf16_widened(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, c16);
+    return gemm_avx512_bf16_widened(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, c16,
+                                    col_bias);
   for (int64_t x = 0; x < batch; ++x) {
     const uint16_t* ax = a + a_off[x];
     const uint16_t* bx = b + b_off[x];
@@ -495,19 +506,22 @@ void gemm_bf16_batched(Bf16GemmPath path, int64_t batch, const int64_t* a_off, c
     // the paths without a rounding store of their own (Eigen's, and K = 0) round in a pass
     bool pass = k == 0 || path == Bf16GemmPath::kFloat32;
     if (k == 0) {
-      for (int64_t i = 0; i < m; ++i) std::fill(cx + i * ldc, cx + i * ldc + n, 0.0f);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) cx[i * ldc + j] = col_bias ? col_bias[j] : 0.0f;
     } else {
       switch (path) {
-        case Bf16GemmPath::kFloat32: gemm_widened(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc); break;
+        case Bf16GemmPath::kFloat32: gemm_widened(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, col_bias); break;
         case Bf16GemmPath::kAvx512Emulated:
-          gemm_pairs<false>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x);
+          gemm_pairs<false>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x, col_bias);
           break;
-        case Bf16GemmPath::kAvx512Bf16: gemm_pairs<true>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x); break;
+        case Bf16GemmPath::kAvx512Bf16:
+          gemm_pairs<true>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x, col_bias);
+          break;
         case Bf16GemmPath::kAmxEmulated:
-          gemm_amx<EmulatedTiles>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x);
+          gemm_amx<EmulatedTiles>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x, col_bias);
           break;
         case Bf16GemmPath::kAmxBf16:
-          gemm_amx<NativeTiles>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x);
+          gemm_amx<NativeTiles>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x, col_bias);
           break;
       }
     }

@@ -57,9 +57,14 @@ void gemm_bf16(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_
 // to nearest even, as BFloat16(float)) by each kernel as it stores the last K
 // block (Note [gemm epilogue] in gemm.h); C then holds only partial sums (or
 // nothing, with one K block): a bfloat16 matmul needs no pass over a float32
-// result.
+// result. With col_bias (n float32 values, the same for every matrix), C_i =
+// col_bias + A_i * B_i, the bias added in float32 before any rounding (a
+// bfloat16 linear rounds once, as PyTorch's CPU autocast does): the float32
+// and VDPBF16PS kernels start their sums from it, the AMX kernels add it to
+// their first K block's tile sums.
 void gemm_bf16_batched(Bf16GemmPath path, int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m,
                        int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-                       int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride, int64_t ldc, uint16_t* c16 = nullptr);
+                       int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride, int64_t ldc, uint16_t* c16 = nullptr,
+                       const float* col_bias = nullptr);
 
 }  // namespace weft::cpu

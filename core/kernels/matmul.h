@@ -23,7 +23,8 @@ MatmulKernel& matmul_table();
 // a and b 2-D, any strides; bias 1-D, any stride; same dtype and device. Optional:
 // linear looks it up only where the device registers it (`has`) and otherwise
 // runs matmul then adds the bias. The CPU registers float32 and float64 (the
-// GEMM's column bias, core/cpu/gemm.h).
+// GEMM's column bias, core/cpu/gemm.h) and bfloat16 (the bias summed in float32
+// before the one rounding, core/cpu/gemm_bf16.h).
 using AddmmKernel = KernelTable<void(const Tensor& out, const Tensor& bias, const Tensor& a, const Tensor& b)>;
 
 AddmmKernel& addmm_table();

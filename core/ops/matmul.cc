@@ -160,20 +160,33 @@ void cpu_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
 WEFT_REGISTER_KERNEL(matmul_table(), DeviceType::CPU, kNumericTypes, cpu_matmul);
 
 // out (M, N) = bias + a @ b in one GEMM: the bias is the GEMM's column bias
-// (core/cpu/gemm.h), written with C instead of in a second pass over it.
+// (core/cpu/gemm.h), written with C instead of in a second pass over it. In
+// bfloat16 the bias (widened to float32) joins the float32 sums before the one
+// rounding into out (gemm_bf16_batched), where matmul + add would round twice.
 template <typename T>
 void cpu_addmm(const Tensor& out, const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in) {
+  NoGradGuard ng;
+  Tensor a = gemm_ready(a_in), b = gemm_ready(b_in);
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    Tensor a = gemm_ready(a_in), b = gemm_ready(b_in), bias = bias_in.contiguous();
-    const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+    Tensor bias = bias_in.contiguous();
     cpu::gemm<T>(M, N, K, a.data_ptr<T>(), a.stride(0), a.stride(1), b.data_ptr<T>(), b.stride(0), b.stride(1),
                  out.data_ptr<T>(), N, false, bias.data_ptr<T>());
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    Tensor bias = bias_in.to(DType::Float32).contiguous();           // (N)
+    Tensor partial = empty({M, N}, {DType::Float32, out.device()});  // (M, N) partial sums of a K cut into blocks
+    const int64_t zero = 0;
+    cpu::gemm_bf16_batched(
+        cpu::bf16_gemm_path(), 1, &zero, &zero, M, N, K, reinterpret_cast<const uint16_t*>(a.data_ptr<BFloat16>()),
+        a.stride(0), a.stride(1), reinterpret_cast<const uint16_t*>(b.data_ptr<BFloat16>()), b.stride(0), b.stride(1),
+        partial.data_ptr<float>(), 0, N, reinterpret_cast<uint16_t*>(out.data_ptr<BFloat16>()), bias.data_ptr<float>());
   } else {
     WEFT_CHECK(false, "addmm: no CPU kernel for dtype ", dtype_of<T>);
   }
 }
-constexpr uint32_t kGemmTypes = (1u << int(DType::Float32)) | (1u << int(DType::Float64));
-WEFT_REGISTER_KERNEL(addmm_table(), DeviceType::CPU, kGemmTypes, cpu_addmm);
+constexpr uint32_t kAddmmTypes =
+    (1u << int(DType::Float32)) | (1u << int(DType::Float64)) | (1u << int(DType::BFloat16));
+WEFT_REGISTER_KERNEL(addmm_table(), DeviceType::CPU, kAddmmTypes, cpu_addmm);
 
 // The GELU epilogues (Note [gemm epilogue] in core/cpu/gemm.h), float32:
 // out = [bias +] a @ b, then `ep` with its pointer rows as long as out's.

@@ -14,7 +14,8 @@
 // AVX-512 kernel switched off it still meets the bound. The AMX kernel runs
 // here through its tile emulation (amx_emulated, every CPU) and, where the CPU
 // has AMX, in hardware, against the same bound. A bfloat16 output (c16) is,
-// bit for bit, the float32 result rounded, on every path.
+// bit for bit, the float32 result rounded, on every path, with a column bias
+// summed in float32 before that rounding.
 #include "core/cpu/gemm_bf16.h"
 
 #include <algorithm>
@@ -270,6 +271,83 @@ TEST(GemmBf16, RoundedOutputIsTheRoundedFloat32Result) {
     cpu::gemm_bf16_batched(path, 1, &zero, &zero, 1, 5, 2, a1.data(), 2, 1, b1.data(), 5, 1, scratch.data(), 5, 5,
                            c16.data());
     for (int j = 0; j < 5; ++j) EXPECT_EQ(c16[j], want[j]) << cpu::bf16_gemm_path_name(path) << " column " << j;
+  }
+}
+
+// A column bias joins the float32 sums before the one rounding: on every path,
+// C = bias + A * B within the summation bound of the float64 result (one more
+// addition; the bias is 2 + [-2, 2], so a dropped or doubled bias is off by far
+// more), with one and several K blocks, edge tiles, a broadcast batch, K = 0
+// and Eigen's path; the bfloat16 output is BFloat16(float) of that C bit for
+// bit; and a hand-computed case that rounding twice gets wrong: 1 + 2^-8 (a
+// tie, to even: 1) + 2^-9 rounds once to 1 + 2^-7 (0x3f81).
+TEST(GemmBf16, ColumnBiasJoinsTheFloat32SumsBeforeTheRounding) {
+  auto check = [](Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b,
+                  int64_t batch) -> ::testing::AssertionResult {
+    std::vector<float> bias(static_cast<size_t>(n));
+    for (float& v : bias) v = 2.0f + static_cast<float>(value(next_bf16()));
+    std::vector<uint16_t> a3;  // batch copies of A over one B (broadcast offsets)
+    std::vector<int64_t> ao, bo(static_cast<size_t>(batch), 0);
+    const int64_t sz = static_cast<int64_t>(a.data.size());
+    for (int64_t x = 0; x < batch; ++x) {
+      a3.insert(a3.end(), a.data.begin(), a.data.end());
+      ao.push_back(x * sz);
+    }
+    std::vector<float> c(static_cast<size_t>(batch * m * n), -1.0f), scratch(c.size(), -1.0f);
+    std::vector<uint16_t> c16(c.size(), 0x1234);
+    cpu::gemm_bf16_batched(path, batch, ao.data(), bo.data(), m, n, k, a3.data(), a.rs, a.cs, b.data.data(), b.rs, b.cs,
+                           c.data(), m * n, n, nullptr, bias.data());
+    cpu::gemm_bf16_batched(path, batch, ao.data(), bo.data(), m, n, k, a3.data(), a.rs, a.cs, b.data.data(), b.rs, b.cs,
+                           scratch.data(), m * n, n, c16.data(), bias.data());
+    for (int64_t x = 0; x < batch; ++x)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double ref = bias[j], mag = std::fabs(bias[j]);
+          for (int64_t p = 0; p < k; ++p) {
+            const double t = value(a.at(i, p)) * value(b.at(p, j));
+            ref += t;
+            mag += std::fabs(t);
+          }
+          const size_t e = static_cast<size_t>((x * m + i) * n + j);
+          const double err = std::fabs(c[e] - ref), bound = (k + 2) * std::ldexp(1.0, -24) * mag;
+          if (!(err <= bound))
+            return ::testing::AssertionFailure() << "matrix " << x << " C(" << i << ", " << j << ") = " << c[e]
+                                                 << ", reference " << ref << ": error " << err << " over " << bound;
+          if (c16[e] != BFloat16(c[e]).x)
+            return ::testing::AssertionFailure() << "matrix " << x << " (" << i << ", " << j << "): " << c16[e]
+                                                 << " for " << c[e] << " (rounds to " << BFloat16(c[e]).x << ")";
+        }
+    return ::testing::AssertionSuccess();
+  };
+  struct S {
+    int64_t m, n, k;
+  };
+  for (Bf16GemmPath path : paths())
+    for (const S& s : {S{1, 40, 7}, S{25, 65, 63}, S{30, 40, 601}, S{13, 17, 0}, S{40, 70, 1100}, S{3, 1, 5}}) {
+      SCOPED_TRACE(std::string(cpu::bf16_gemm_path_name(path)) + " " + std::to_string(s.m) + "x" + std::to_string(s.n) +
+                   "x" + std::to_string(s.k));
+      const Operand a = make(s.m, std::max<int64_t>(s.k, 1), 0), b = make(std::max<int64_t>(s.k, 1), s.n, 1);
+      EXPECT_TRUE(check(path, s.m, s.n, s.k, a, b, 1));
+      EXPECT_TRUE(check(path, s.m, s.n, s.k, a, b, 3));
+    }
+  const bool was = cpu::gemm_f32_uses_avx512();
+  cpu::set_gemm_f32_avx512(false);
+  {
+    SCOPED_TRACE("Eigen's path");
+    const Operand a = make(45, 77, 1), b = make(77, 50, 0);
+    EXPECT_TRUE(check(Bf16GemmPath::kFloat32, 45, 50, 77, a, b, 2));
+  }
+  cpu::set_gemm_f32_avx512(was);
+  const auto bits = [](float f) { return BFloat16(f).x; };
+  const std::vector<uint16_t> a1 = {bits(1.0f), bits(1.0f)}, b1 = {bits(1.0f), bits(std::ldexp(1.0f, -8))};
+  const float bias1 = std::ldexp(1.0f, -9);
+  for (Bf16GemmPath path : paths()) {
+    float scratch = 0;
+    uint16_t c16 = 0;
+    const int64_t zero = 0;
+    cpu::gemm_bf16_batched(path, 1, &zero, &zero, 1, 1, 2, a1.data(), 2, 1, b1.data(), 1, 1, &scratch, 1, 1, &c16,
+                           &bias1);
+    EXPECT_EQ(c16, 0x3f81) << cpu::bf16_gemm_path_name(path);
   }
 }
 

@@ -11,6 +11,7 @@
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
 #include "core/cpu/gemm.h"
+#include "core/cpu/gemm_bf16.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "tests/testing.h"
@@ -210,15 +211,58 @@ TEST(Matmul, LinearFusedBiasVsReference) {
       }
   }
   cpu::set_gemm_f32_avx512(true);
-  // other dtypes take matmul + add
+  // float16 takes matmul + add
   Tensor x = rnd({6, 5}, DType::Float32, 64), w = rnd({4, 5}, DType::Float32, 65),
          b = rnd({4}, DType::Float32, 66) + 2.0;
-  for (DType dt : {DType::BFloat16, DType::Float16}) {
-    EXPECT_FALSE(addmm_table().has(DeviceType::CPU, dt));
-    Tensor y = linear(x.to(dt), w.to(dt), b.to(dt));
-    EXPECT_EQ(y.dtype(), dt);
-    EXPECT_TRUE(tensors_near(y.to(DType::Float32), linear(x, w, b), 3e-2)) << dt;
+  EXPECT_FALSE(addmm_table().has(DeviceType::CPU, DType::Float16));
+  Tensor y16 = linear(x.to(DType::Float16), w.to(DType::Float16), b.to(DType::Float16));
+  EXPECT_EQ(y16.dtype(), DType::Float16);
+  EXPECT_TRUE(tensors_near(y16.to(DType::Float32), linear(x, w, b), 3e-2));
+}
+
+// bfloat16 linear with a bias runs addmm: the bias joins the float32 sums and the
+// result is rounded once. On the float32 path (operands widened as they are
+// packed) that is, bit for bit, the float32 linear of the widened tensors
+// rounded to bfloat16, where matmul + add would round twice; on the other paths
+// it is within one bfloat16 rounding of it (a float32 summation order of their
+// own). Shapes: one and several K blocks, ragged columns, a 3-D input, a
+// transposed input. Gradients are those of matmul + add (within bfloat16).
+TEST(Matmul, Bfloat16LinearRoundsOnceWithItsBias) {
+  EXPECT_TRUE(addmm_table().has(DeviceType::CPU, DType::BFloat16));
+  struct C {
+    Shape x;
+    int64_t out_f;
+  };
+  for (const C& c : {C{{7, 5}, 3}, C{{2, 9, 40}, 33}, C{{33, 700}, 17}, C{{40, 64}, 130}}) {
+    const int64_t in_f = c.x.back();
+    Tensor x = rnd(c.x, DType::Float32, 71).to(DType::BFloat16),
+           w = rnd({c.out_f, in_f}, DType::Float32, 72).to(DType::BFloat16),
+           b = (rnd({c.out_f}, DType::Float32, 73) + 2.0).to(DType::BFloat16);
+    Tensor want = linear(x.to(DType::Float32), w.to(DType::Float32), b.to(DType::Float32));
+    Tensor y = linear(x, w, b);
+    ASSERT_EQ(y.dtype(), DType::BFloat16);
+    if (cpu::bf16_gemm_path() == cpu::Bf16GemmPath::kFloat32 && cpu::gemm_f32_uses_avx512()) {
+      EXPECT_TRUE(tensors_near(y.to(DType::Float32), want.to(DType::BFloat16).to(DType::Float32), 0.0))
+          << shape_str(c.x);
+    }
+    // within one bfloat16 rounding (2^-8 relative) of the float32 result, whatever the path
+    EXPECT_TRUE(tensors_near(y.to(DType::Float32), want, 1.0 / 256)) << shape_str(c.x);
   }
+  // a transposed (non-contiguous) input, and gradients against matmul + add
+  Tensor xt = rnd({12, 10}, DType::Float32, 74).to(DType::BFloat16).t().requires_grad_();  // (10, 12)
+  Tensor w = rnd({6, 12}, DType::Float32, 75).to(DType::BFloat16).requires_grad_();
+  Tensor b = (rnd({6}, DType::Float32, 76) + 2.0).to(DType::BFloat16).requires_grad_();
+  Tensor y = linear(xt, w, b);
+  Tensor g = rnd({10, 6}, DType::Float32, 77).to(DType::BFloat16);
+  (y * g).sum().backward();
+  Tensor x2 = xt.detach().clone().requires_grad_(), w2 = w.detach().clone().requires_grad_(),
+         b2 = b.detach().clone().requires_grad_();
+  Tensor y2 = matmul(x2, w2.t()) + b2;
+  (y2 * g).sum().backward();
+  EXPECT_TRUE(tensors_near(y.to(DType::Float32), y2.to(DType::Float32), 1.0 / 128));
+  EXPECT_TRUE(tensors_near(xt.grad().to(DType::Float32), x2.grad().to(DType::Float32), 1.0 / 128));
+  EXPECT_TRUE(tensors_near(w.grad().to(DType::Float32), w2.grad().to(DType::Float32), 1.0 / 128));
+  EXPECT_TRUE(tensors_near(b.grad().to(DType::Float32), b2.grad().to(DType::Float32), 1.0 / 128));
 }
 
 // linear's weight and bias gradients come from one kernel where the device
