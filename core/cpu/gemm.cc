@@ -15,6 +15,7 @@
 #include "core/cpu/gemm_avx512.h"
 #include "core/cpu/vec_math.h"
 #include "core/error.h"
+#include "core/half.h"
 #include "core/parallel.h"
 
 namespace weft::cpu {
@@ -172,9 +173,33 @@ void gemm_row_sums(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs
   });
 }
 
+void apply_epilogue(const GemmEpilogue& ep, float* cp, float r, int64_t i, int64_t j) {
+  using Kind = GemmEpilogue::Kind;
+  switch (ep.kind) {
+    case Kind::kGeluForward:
+      *cp = r;
+      ep.act[i * ep.ld_act + j] = vmath::gelu_tanh(r);
+      break;
+    case Kind::kGeluBackward: *cp = r * vmath::gelu_tanh_grad(ep.pre[i * ep.ld_pre + j]); break;
+    case Kind::kRoundBf16: ep.out16[i * ep.ld_out16 + j] = BFloat16(r).x; break;
+    case Kind::kGeluForwardBf16: {
+      const BFloat16 h(r);
+      ep.out16[i * ep.ld_out16 + j] = h.x;
+      ep.act16[i * ep.ld_act16 + j] = BFloat16(vmath::gelu_tanh(static_cast<float>(h))).x;
+      break;
+    }
+    case Kind::kGeluBackwardBf16: {
+      const float pre = BFloat16::from_bits(ep.pre16[i * ep.ld_pre16 + j]);
+      ep.out16[i * ep.ld_out16 + j] = BFloat16(r * vmath::gelu_tanh_grad(pre)).x;
+      break;
+    }
+  }
+}
+
 void gemm_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
                     int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const float* col_bias, const GemmEpilogue& ep) {
-  WEFT_CHECK(ep.kind != GemmEpilogue::Kind::kRoundBf16, "gemm_gelu_tanh: takes a GELU epilogue");
+  WEFT_CHECK(ep.kind == GemmEpilogue::Kind::kGeluForward || ep.kind == GemmEpilogue::Kind::kGeluBackward,
+             "gemm_gelu_tanh: takes a float32 GELU epilogue");
   if (gemm_f32_uses_avx512()) {
     gemm_avx512_f32_gelu_tanh(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, col_bias, ep);
     return;
@@ -183,16 +208,8 @@ void gemm_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
   const int64_t zero = 0;
   gemm_eigen<float>(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, col_bias);
   parallel_for(0, m, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0; i < r1; ++i) {
-      float* crow = c + i * ldc;
-      if (ep.kind == GemmEpilogue::Kind::kGeluForward) {
-        float* arow = ep.act + i * ep.ld_act;
-        for (int64_t j = 0; j < n; ++j) arow[j] = vmath::gelu_tanh(crow[j]);
-      } else {
-        const float* prow = ep.pre + i * ep.ld_pre;
-        for (int64_t j = 0; j < n; ++j) crow[j] *= vmath::gelu_tanh_grad(prow[j]);
-      }
-    }
+    for (int64_t i = r0; i < r1; ++i)
+      for (int64_t j = 0; j < n; ++j) apply_epilogue(ep, c + i * ldc + j, c[i * ldc + j], i, j);
   });
 }
 

@@ -63,22 +63,55 @@ void gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_c
 //              c_stride) instead of C, which then only holds the partial sums
 //              of earlier K blocks (untouched when K is one block): a
 //              bfloat16 matmul's float32 result never makes a pass of its own.
+//   kGeluForwardBf16, kGeluBackwardBf16: the GELU kinds of a bfloat16 MLP,
+//              writing bfloat16 instead of C (which, as for kRoundBf16, only
+//              holds partial sums). Forward: h = col_bias + A B rounded goes to
+//              `out16`, and gelu_tanh of that rounded h, rounded, to `act16`
+//              (the activation is the GELU of the pre-activation the backward
+//              will read). Backward: (A B) * gelu_tanh'(pre16), rounded, to
+//              `out16`. The float32 product is rounded once, never before the
+//              GELU factor.
 // The GELU kinds:
 // gelu_tanh(x) = x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))), as the unary
-// kernels compute it (core/ops/unary.cc); the AVX-512 kernel evaluates it on
-// the accumulators with its own exp, so it agrees with the unfused ops to a few
-// ulp rather than bit for bit. Not with `accumulate`; `act` and `pre` must not
-// overlap A, B or C.
+// kernels compute it (core/ops/unary.cc); the AVX-512 kernels evaluate it on
+// the accumulators with their own exp, so they agree with the unfused ops to a
+// few ulp rather than bit for bit. Not with `accumulate`; the epilogue's
+// pointers must not overlap A, B or C.
 struct GemmEpilogue {
-  enum class Kind { kGeluForward, kGeluBackward, kRoundBf16 };
+  enum class Kind { kGeluForward, kGeluBackward, kRoundBf16, kGeluForwardBf16, kGeluBackwardBf16 };
   Kind kind = Kind::kGeluForward;
   float* act = nullptr;  // kGeluForward
   int64_t ld_act = 0;
   const float* pre = nullptr;  // kGeluBackward
   int64_t ld_pre = 0;
-  uint16_t* out16 = nullptr;  // kRoundBf16
+  uint16_t* out16 = nullptr;  // kRoundBf16 and the bfloat16 GELU kinds
   int64_t ld_out16 = 0;
+  uint16_t* act16 = nullptr;  // kGeluForwardBf16
+  int64_t ld_act16 = 0;
+  const uint16_t* pre16 = nullptr;  // kGeluBackwardBf16
+  int64_t ld_pre16 = 0;
+
+  // Writes bfloat16 instead of C.
+  bool bf16_out() const {
+    return kind == Kind::kRoundBf16 || kind == Kind::kGeluForwardBf16 || kind == Kind::kGeluBackwardBf16;
+  }
+  // The same epilogue for the block of C whose first element is (r0, c0).
+  GemmEpilogue at(int64_t r0, int64_t c0) const {
+    GemmEpilogue t = *this;
+    if (t.act) t.act += r0 * t.ld_act + c0;
+    if (t.pre) t.pre += r0 * t.ld_pre + c0;
+    if (t.out16) t.out16 += r0 * t.ld_out16 + c0;
+    if (t.act16) t.act16 += r0 * t.ld_act16 + c0;
+    if (t.pre16) t.pre16 += r0 * t.ld_pre16 + c0;
+    return t;
+  }
 };
+
+// The epilogue on one finished value r of C at (i, j) from ep's first element
+// (cp is C's element there), with the scalar formulas of the unary kernels:
+// the paths without an AVX-512 store of their own (Eigen's, the AMX kernels).
+void apply_epilogue(const GemmEpilogue& ep, float* cp, float r, int64_t i, int64_t j);
+
 // One float32 matrix: C (m, n) = [col_bias +] A (m, k) * B (k, n), then a GELU
 // epilogue. Threads and determinism as gemm (Note [gemm determinism]).
 void gemm_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,

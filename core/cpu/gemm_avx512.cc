@@ -34,11 +34,12 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "core/cpu/avx512_util.h"
-#include "core/cpu/vec_math.h"
+#include "core/cpu/gemm_epilogue_avx512.h"
 #include "core/error.h"
 #include "core/parallel.h"
 
@@ -82,40 +83,6 @@ inline float to_float(uint16_t bits) {
   return f;
 }
 
-// vmath::gelu_tanh and gelu_tanh_grad (core/cpu/vec_math.h), 16 lanes at a time.
-constexpr float kSqrt2OverPi = static_cast<float>(vmath::kSqrt2OverPi);
-constexpr float kGeluCubic = static_cast<float>(vmath::kGeluCubic);
-inline __m512 gelu_tanh_exp(__m512 x) {  // exp(-2 sqrt(2/pi) (x + 0.044715 x^3))
-  const __m512 u = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(kGeluCubic), _mm512_mul_ps(x, x)), x, x);
-  return exp512(_mm512_mul_ps(_mm512_set1_ps(-2 * kSqrt2OverPi), u));
-}
-inline __m512 gelu_tanh16(__m512 x) { return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), gelu_tanh_exp(x))); }
-inline __m512 gelu_tanh_grad16(__m512 x) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 sg = _mm512_div_ps(one, _mm512_add_ps(one, gelu_tanh_exp(x)));
-  const __m512 dinner = _mm512_mul_ps(_mm512_set1_ps(kSqrt2OverPi),
-                                      _mm512_fmadd_ps(_mm512_set1_ps(3 * kGeluCubic), _mm512_mul_ps(x, x), one));
-  const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_add_ps(x, x), _mm512_sub_ps(one, sg)), dinner);
-  return _mm512_mul_ps(sg, _mm512_add_ps(one, t));
-}
-
-// Stores 16 finished values r of C (lanes mk) at cp, through the epilogue of
-// Note [gemm epilogue] when there is one, its pointers at C's first element
-// and (i, j) the values' row and column from there.
-inline void store_c(float* cp, __mmask16 mk, __m512 r, const GemmEpilogue* ep, int64_t i, int64_t j) {
-  if (!ep) {
-    _mm512_mask_storeu_ps(cp, mk, r);
-  } else if (ep->kind == GemmEpilogue::Kind::kGeluForward) {
-    _mm512_mask_storeu_ps(cp, mk, r);
-    _mm512_mask_storeu_ps(ep->act + i * ep->ld_act + j, mk, gelu_tanh16(r));
-  } else if (ep->kind == GemmEpilogue::Kind::kRoundBf16) {
-    _mm256_mask_storeu_epi16(ep->out16 + i * ep->ld_out16 + j, mk, round_bf16x16(r));
-  } else {
-    const __m512 h = _mm512_maskz_loadu_ps(mk, ep->pre + i * ep->ld_pre + j);
-    _mm512_mask_storeu_ps(cp, mk, _mm512_mul_ps(r, gelu_tanh_grad16(h)));
-  }
-}
-
 // C (R x 16V tile at c, leading dimension ldc) = or += A panel (kc steps of kMR
 // floats, first R used) * B panel (kc steps of 16V floats). `last` masks the
 // columns of the last zmm of each row. With `bias` (the tile's 16V columns of the
@@ -133,20 +100,8 @@ void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restric
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 2
     for (int v = 0; v < V; ++v) acc[i][v] = init[v];
-  if (ep) {  // the epilogue's rows (read or written after the k loop) are fetched while it runs
-    const bool round = ep->kind == GemmEpilogue::Kind::kRoundBf16;
-    for (int i = 0; i < R; ++i) {
-      const char* e = round ? reinterpret_cast<const char*>(ep->out16 + i * ep->ld_out16)
-                            : reinterpret_cast<const char*>(ep->kind == GemmEpilogue::Kind::kGeluForward
-                                                                ? ep->act + i * ep->ld_act
-                                                                : ep->pre + i * ep->ld_pre);
-      __builtin_prefetch(e, 1, 3);
-      __builtin_prefetch(e + (round ? 2 : 4) * (16 * V - 1), 1, 3);
-      if (round && !load_c) continue;  // C is neither read nor written
-      __builtin_prefetch(c + i * ldc, 1, 3);
-      __builtin_prefetch(c + i * ldc + 16 * V - 1, 1, 3);
-    }
-  }
+  // the epilogue's rows (read or written after the k loop) are fetched while it runs
+  if (ep) prefetch_epilogue_rows(*ep, c, ldc, R, 16 * V, load_c);
   for (int64_t p = 0; p < kc; ++p) {
     __m512 bv[V];
 #pragma GCC unroll 2
@@ -364,15 +319,6 @@ inline void add_row_sums(float* s, __mmask16 mm, __m512 sum, bool first) {
   _mm512_mask_storeu_ps(s, mm, sum);
 }
 
-// The epilogue of a block of C whose first element is (r0, c0) of the whole.
-inline GemmEpilogue moved(const GemmEpilogue& e, int64_t r0, int64_t c0) {
-  GemmEpilogue t = e;
-  if (t.act) t.act += r0 * t.ld_act + c0;
-  if (t.pre) t.pre += r0 * t.ld_pre + c0;
-  if (t.out16) t.out16 += r0 * t.ld_out16 + c0;
-  return t;
-}
-
 // C (m x n at c, leading dimension ldc) = or += A (m x k) * B (k x n), one thread;
 // = bias (n values, or nullptr) + A * B when not accumulating; then the
 // epilogue (or nullptr) on the last K block.
@@ -454,7 +400,7 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, floa
             const int v = nr > 16 ? 2 : 1;
             pf.next();
             GemmEpilogue et;
-            if (ep_k) et = moved(*ep_k, ic + row0(i), jc + jr);
+            if (ep_k) et = ep_k->at(ic + row0(i), jc + jr);
             kKernels[mr - 1][v - 1](kc, ap, bpack + jr * kc, crow + jr, ldc, lanes(nr - 16 * (v - 1)), load_c,
                                     bias_k ? bias_k + jc + jr : nullptr, ep_k ? &et : nullptr);
           }
@@ -475,6 +421,9 @@ void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int6
   WEFT_CHECK(!epilogue || round16 || (batch == 1 && !accumulate),
              "gemm: the GELU epilogue needs one matrix, not accumulating");
   WEFT_CHECK(!round16 || !accumulate, "gemm: rounding to bfloat16 cannot be combined with accumulate");
+  constexpr bool kBf16Operands = std::is_same_v<S, uint16_t>;
+  WEFT_CHECK(!epilogue || epilogue->bf16_out() == kBf16Operands,
+             "gemm: a bfloat16 epilogue needs bfloat16 operands, a float32 one float32 operands");
   // (gemm_row_sums sends an empty product, which packs no A, to its other path)
   WEFT_CHECK(!row_sums || (batch == 1 && n > 0 && k > 0), "gemm: A's row sums need one matrix with n, k > 0");
   if (m == 0 || n == 0 || batch == 0) return;
@@ -542,7 +491,7 @@ void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int6
       const S* pb = b + b_off[x];
       float* pc = c + x * c_stride;
       GemmEpilogue ep;
-      if (epilogue) ep = split_n ? moved(*epilogue, 0, s0) : moved(*epilogue, s0, 0);
+      if (epilogue) ep = split_n ? epilogue->at(0, s0) : epilogue->at(s0, 0);
       if (round16) ep.out16 += x * c_stride;  // matrix x of the batch, laid out as C
       const GemmEpilogue* pep = epilogue ? &ep : nullptr;
       // A's row sums: from the slab that starts at column 0 (every slab packs all
@@ -581,6 +530,13 @@ void gemm_avx512_f32_row_sums(int64_t m, int64_t n, int64_t k, const float* a, i
   const int64_t zero = 0;
   gemm_driver<float>(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, nullptr, nullptr,
                      row_sums);
+}
+
+void gemm_avx512_bf16_widened_gelu(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
+                                   const uint16_t* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc,
+                                   const float* col_bias, const GemmEpilogue& epilogue) {
+  const int64_t zero = 0;
+  gemm_driver<uint16_t>(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, col_bias, &epilogue);
 }
 
 void gemm_avx512_bf16_widened(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n,

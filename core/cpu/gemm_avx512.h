@@ -52,4 +52,11 @@ void gemm_avx512_bf16_widened(int64_t batch, const int64_t* a_off, const int64_t
                               int64_t b_cs, float* c, int64_t c_stride, int64_t ldc, uint16_t* c16 = nullptr,
                               const float* col_bias = nullptr);
 
+// One matrix of bfloat16 operands widened as they are packed, with a bfloat16
+// GELU epilogue (kGeluForwardBf16 or kGeluBackwardBf16 of Note [gemm epilogue]);
+// C holds only partial sums.
+void gemm_avx512_bf16_widened_gelu(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
+                                   const uint16_t* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc,
+                                   const float* col_bias, const GemmEpilogue& epilogue);
+
 }  // namespace weft::cpu

@@ -36,6 +36,7 @@
 #include "core/cpu/avx512_util.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/gemm_avx512.h"
+#include "core/cpu/gemm_epilogue_avx512.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/parallel.h"
@@ -190,6 +191,9 @@ void over_column_slabs(int64_t m, int64_t n, int64_t k, int64_t tile_cols, const
 // Everything below runs only where bf16_gemm_path_available() said so.
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,avx2,fma")
+// (GCC 12's shift intrinsics start from an undefined vector: see gemm_avx512.cc)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 constexpr int kMR = 12;       // rows of C per micro-tile
 constexpr int kNR = 32;       // columns of C per micro-tile (two zmm)
@@ -217,11 +221,12 @@ inline __m512 pair_dot(__m512 acc, __m512i a, __m512i b) {
 
 // C (mr x nr at c) = or += the A panel (kp pairs x kMR words) times the B panel
 // (kp pairs x kNR words); with `bias` (the tile's nr columns of the column bias,
-// first K block only) the sums start from it; with c16 (the last K block of a
-// bfloat16 result), the sums go there rounded instead (same leading dimension).
+// first K block only) the sums start from it; with `ep` (the last K block; its
+// pointers at the tile's first element) the finished sums go through the
+// epilogue (store_c, core/cpu/gemm_epilogue_avx512.h).
 template <bool kNative>
 void micro_kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __restrict bp, float* __restrict c,
-                  int64_t ldc, int mr, int nr, bool load_c, uint16_t* __restrict c16, const float* __restrict bias) {
+                  int64_t ldc, int mr, int nr, bool load_c, const GemmEpilogue* ep, const float* __restrict bias) {
   const __m512 init0 = bias ? _mm512_maskz_loadu_ps(lanes(nr), bias) : _mm512_setzero_ps();
   const __m512 init1 = bias ? _mm512_maskz_loadu_ps(lanes(nr - 16), bias + 16) : _mm512_setzero_ps();
   __m512 acc[kMR][2];
@@ -245,15 +250,14 @@ void micro_kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __r
       float* cp = c + i * ldc + 16 * v;
       __m512 r = acc[i][v];
       if (load_c) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mk, cp));
-      if (c16) _mm256_mask_storeu_epi16(c16 + i * ldc + 16 * v, mk, round_bf16x16(r));
-      else _mm512_mask_storeu_ps(cp, mk, r);
+      store_c(cp, mk, r, ep, i, 16 * v);
     }
 }
 
 // C (m x n) over one thread: the Goto/BLIS loops of the file comment.
 template <bool kNative>
 void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16, const float* bias) {
+                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const GemmEpilogue* ep, const float* bias) {
   static thread_local PackBuffers buf(kMC * kKP, kKP * kNC);
   uint32_t* apack = buf.a.get();
   uint32_t* bpack = buf.b.get();
@@ -269,10 +273,12 @@ void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs
         for (int64_t i = 0; i < panels; ++i)
           for (int64_t jr = 0; jr < nc; jr += kNR) {
             const int64_t at = (ic + i * kMR) * ldc + jc + jr;
+            GemmEpilogue et;
+            const bool last = ep && p0 + kp == pairs;
+            if (last) et = ep->at(ic + i * kMR, jc + jr);
             micro_kernel<kNative>(kp, apack + i * kMR * kp, bpack + jr * kp, c + at, ldc,
                                   static_cast<int>(std::min<int64_t>(kMR, mc - i * kMR)),
-                                  static_cast<int>(std::min<int64_t>(kNR, nc - jr)), p0 > 0,
-                                  c16 && p0 + kp == pairs ? c16 + at : nullptr,
+                                  static_cast<int>(std::min<int64_t>(kNR, nc - jr)), p0 > 0, last ? &et : nullptr,
                                   bias && p0 == 0 ? bias + jc + jr : nullptr);
           }
       }
@@ -282,13 +288,16 @@ void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs
 
 template <bool kNative>
 void gemm_pairs(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16, const float* bias) {
+                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const GemmEpilogue* ep, const float* bias) {
   over_column_slabs(m, n, k, kNR, [&](int64_t j0, int64_t j1) {
-    pairs_tile<kNative>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc, c16 ? c16 + j0 : nullptr,
+    GemmEpilogue e;
+    if (ep) e = ep->at(0, j0);
+    pairs_tile<kNative>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc, ep ? &e : nullptr,
                         bias ? bias + j0 : nullptr);
   });
 }
 
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 
 // ---- AMX ----
@@ -423,7 +432,7 @@ void pack_amx_rows(const uint16_t* a, int64_t rs, int64_t cs, int64_t rows, int6
 // C (m x n) over one thread, tile state `Tiles`.
 template <typename Tiles>
 void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16, const float* bias) {
+              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const GemmEpilogue* ep, const float* bias) {
   static thread_local PackBuffers buf(kAmxMC * kAmxKP, kAmxKP * kAmxNC);
   uint32_t* apack = buf.a.get();
   uint32_t* bpack = buf.b.get();
@@ -450,16 +459,17 @@ void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, 
               tiles.step(ap + q, ap + 16 * kpp + q, kpp * 4, bp + q * 32, bp + q * 32 + 16, 32 * 4);
             tiles.store(scratch);
             const int cols = static_cast<int>(std::min<int64_t>(32, nc - j0));
-            const bool round = c16 && p0 + kpb >= pairs;  // the last K block of a bfloat16 result
-            if (bias && p0 == 0)                          // the first K block's sums plus the bias
+            const bool last = ep && p0 + kpb >= pairs;  // the last K block goes through the epilogue
+            if (bias && p0 == 0)                        // the first K block's sums plus the bias
               for (int i = 0; i < rows; ++i)
                 for (int j = 0; j < cols; ++j) scratch[i * 32 + j] += bias[jc + j0 + j];
             for (int i = 0; i < rows; ++i) {
-              const int64_t at = (ic + r0 + i) * ldc + jc + j0;
+              const int64_t r = ic + r0 + i, at = r * ldc + jc + j0;
               float* crow = c + at;
               const float* srow = scratch + i * 32;
-              if (round)
-                for (int j = 0; j < cols; ++j) c16[at + j] = BFloat16(p0 > 0 ? crow[j] + srow[j] : srow[j]).x;
+              if (last)
+                for (int j = 0; j < cols; ++j)
+                  apply_epilogue(*ep, crow + j, p0 > 0 ? crow[j] + srow[j] : srow[j], r, jc + j0 + j);
               else if (p0 > 0)
                 for (int j = 0; j < cols; ++j) crow[j] += srow[j];
               else
@@ -474,9 +484,11 @@ void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, 
 
 template <typename Tiles>
 void gemm_amx(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
-              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, uint16_t* c16, const float* bias) {
+              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const GemmEpilogue* ep, const float* bias) {
   over_column_slabs(m, n, k, 32, [&](int64_t j0, int64_t j1) {
-    amx_tile<Tiles>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc, c16 ? c16 + j0 : nullptr,
+    GemmEpilogue e;
+    if (ep) e = ep->at(0, j0);
+    amx_tile<Tiles>(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc, ep ? &e : nullptr,
                     bias ? bias + j0 : nullptr);
   });
 }
@@ -489,6 +501,42 @@ void gemm_bf16(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_
   gemm_bf16_batched(path, 1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc);
 }
 
+namespace {
+
+// One matrix on `path` (not the AVX-512 widened one), finished through `ep`
+// (or stored in C): the paths without a store of their own (Eigen's, and K =
+// 0) apply the epilogue in a pass over C.
+void gemm_one(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
+              const uint16_t* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const GemmEpilogue* ep,
+              const float* col_bias) {
+  const bool pass = k == 0 || path == Bf16GemmPath::kFloat32;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = col_bias ? col_bias[j] : 0.0f;
+  } else {
+    switch (path) {
+      case Bf16GemmPath::kFloat32: gemm_widened(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, col_bias); break;
+      case Bf16GemmPath::kAvx512Emulated:
+        gemm_pairs<false>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, ep, col_bias);
+        break;
+      case Bf16GemmPath::kAvx512Bf16:
+        gemm_pairs<true>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, ep, col_bias);
+        break;
+      case Bf16GemmPath::kAmxEmulated:
+        gemm_amx<EmulatedTiles>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, ep, col_bias);
+        break;
+      case Bf16GemmPath::kAmxBf16:
+        gemm_amx<NativeTiles>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, ep, col_bias);
+        break;
+    }
+  }
+  if (ep && pass)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) apply_epilogue(*ep, c + i * ldc + j, c[i * ldc + j], i, j);
+}
+
+}  // namespace
+
 void gemm_bf16_batched(Bf16GemmPath path, int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m,
                        int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
                        int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride, int64_t ldc, uint16_t* c16,
@@ -499,36 +547,26 @@ void gemm_bf16_batched(Bf16GemmPath path, int64_t batch, const int64_t* a_off, c
     return gemm_avx512_bf16_widened(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, c16,
                                     col_bias);
   for (int64_t x = 0; x < batch; ++x) {
-    const uint16_t* ax = a + a_off[x];
-    const uint16_t* bx = b + b_off[x];
-    float* cx = c + x * c_stride;
-    uint16_t* c16x = c16 ? c16 + x * c_stride : nullptr;
-    // the paths without a rounding store of their own (Eigen's, and K = 0) round in a pass
-    bool pass = k == 0 || path == Bf16GemmPath::kFloat32;
-    if (k == 0) {
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) cx[i * ldc + j] = col_bias ? col_bias[j] : 0.0f;
-    } else {
-      switch (path) {
-        case Bf16GemmPath::kFloat32: gemm_widened(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, col_bias); break;
-        case Bf16GemmPath::kAvx512Emulated:
-          gemm_pairs<false>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x, col_bias);
-          break;
-        case Bf16GemmPath::kAvx512Bf16:
-          gemm_pairs<true>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x, col_bias);
-          break;
-        case Bf16GemmPath::kAmxEmulated:
-          gemm_amx<EmulatedTiles>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x, col_bias);
-          break;
-        case Bf16GemmPath::kAmxBf16:
-          gemm_amx<NativeTiles>(m, n, k, ax, a_rs, a_cs, bx, b_rs, b_cs, cx, ldc, c16x, col_bias);
-          break;
-      }
-    }
-    if (c16x && pass)
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) c16x[i * ldc + j] = BFloat16(cx[i * ldc + j]).x;
+    GemmEpilogue round;
+    round.kind = GemmEpilogue::Kind::kRoundBf16;
+    round.out16 = c16 ? c16 + x * c_stride : nullptr;
+    round.ld_out16 = ldc;
+    gemm_one(path, m, n, k, a + a_off[x], a_rs, a_cs, b + b_off[x], b_rs, b_cs, c + x * c_stride, ldc,
+             c16 ? &round : nullptr, col_bias);
   }
+}
+
+void gemm_bf16_gelu_tanh(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs,
+                         int64_t a_cs, const uint16_t* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc,
+                         const float* col_bias, const GemmEpilogue& epilogue) {
+  WEFT_CHECK(
+      epilogue.kind == GemmEpilogue::Kind::kGeluForwardBf16 || epilogue.kind == GemmEpilogue::Kind::kGeluBackwardBf16,
+      "gemm_bf16_gelu_tanh: takes a bfloat16 GELU epilogue");
+  WEFT_CHECK(bf16_gemm_path_available(path), "gemm_bf16: this CPU cannot run the ", bf16_gemm_path_name(path), " path");
+  if (m == 0 || n == 0) return;
+  if (path == Bf16GemmPath::kFloat32 && gemm_f32_uses_avx512())
+    return gemm_avx512_bf16_widened_gelu(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, col_bias, epilogue);
+  gemm_one(path, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, &epilogue, col_bias);
 }
 
 }  // namespace weft::cpu

@@ -40,6 +40,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/cpu/gemm.h"
+
 namespace weft::cpu {
 
 enum class Bf16GemmPath { kFloat32, kAvx512Emulated, kAvx512Bf16, kAmxEmulated, kAmxBf16 };
@@ -66,5 +68,13 @@ void gemm_bf16_batched(Bf16GemmPath path, int64_t batch, const int64_t* a_off, c
                        int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
                        int64_t b_rs, int64_t b_cs, float* c, int64_t c_stride, int64_t ldc, uint16_t* c16 = nullptr,
                        const float* col_bias = nullptr);
+
+// One matrix with a bfloat16 GELU epilogue (kGeluForwardBf16: h and gelu(h) of
+// an MLP's first linear, with col_bias; kGeluBackwardBf16: the gradient of h,
+// no bias), on `path`, threads and determinism as above; C (float32, leading
+// dimension ldc) holds only partial sums.
+void gemm_bf16_gelu_tanh(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs,
+                         int64_t a_cs, const uint16_t* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc,
+                         const float* col_bias, const GemmEpilogue& epilogue);
 
 }  // namespace weft::cpu

@@ -32,7 +32,8 @@ AddmmKernel& addmm_table();
 // The transformer MLP's first linear with its tanh GELU fused (Note [gemm
 // epilogue] in core/cpu/gemm.h), both optional like addmm (mlp_gelu_tanh looks
 // them up with `has` and otherwise composes linear and gelu). The CPU registers
-// float32.
+// float32 and bfloat16 (float32 sums; pre, act and out rounded as stored, act
+// the GELU of the rounded pre).
 //   addmm_gelu_tanh:          pre (M, N) = bias + a (M, K) @ b (K, N) and
 //                             act (M, N) = gelu_tanh(pre); pre and act contiguous.
 //   mm_gelu_tanh_backward:    out (M, N) = (a (M, K) @ b (K, N)) * gelu_tanh'(pre),

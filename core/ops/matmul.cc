@@ -188,28 +188,62 @@ constexpr uint32_t kAddmmTypes =
     (1u << int(DType::Float32)) | (1u << int(DType::Float64)) | (1u << int(DType::BFloat16));
 WEFT_REGISTER_KERNEL(addmm_table(), DeviceType::CPU, kAddmmTypes, cpu_addmm);
 
-// The GELU epilogues (Note [gemm epilogue] in core/cpu/gemm.h), float32:
-// out = [bias +] a @ b, then `ep` with its pointer rows as long as out's.
+// The GELU epilogues (Note [gemm epilogue] in core/cpu/gemm.h): out = [bias +]
+// a @ b, then `ep` with its pointer rows as long as out's. float32 writes out
+// (and act); bfloat16 sums in float32 (a scratch C for the partial sums of a K
+// cut into blocks) and writes the rounded results, the bias widened.
 void gemm_gelu(const Tensor& out, const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in, cpu::GemmEpilogue ep) {
-  Tensor a = gemm_ready(a_in), b = gemm_ready(b_in), bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
+  NoGradGuard ng;
+  Tensor a = gemm_ready(a_in), b = gemm_ready(b_in);
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  ep.ld_act = ep.ld_pre = N;
-  cpu::gemm_gelu_tanh(M, N, K, a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(), b.stride(0),
-                      b.stride(1), out.data_ptr<float>(), N, bias.defined() ? bias.data_ptr<float>() : nullptr, ep);
+  ep.ld_act = ep.ld_pre = ep.ld_out16 = ep.ld_act16 = ep.ld_pre16 = N;
+  if (out.dtype() == DType::Float32) {
+    Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
+    cpu::gemm_gelu_tanh(M, N, K, a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(), b.stride(0),
+                        b.stride(1), out.data_ptr<float>(), N, bias.defined() ? bias.data_ptr<float>() : nullptr, ep);
+    return;
+  }
+  Tensor bias = bias_in.defined() ? bias_in.to(DType::Float32).contiguous() : Tensor();  // (N)
+  Tensor partial = empty({M, N}, {DType::Float32, out.device()});                        // (M, N)
+  cpu::gemm_bf16_gelu_tanh(cpu::bf16_gemm_path(), M, N, K, reinterpret_cast<const uint16_t*>(a.data_ptr<BFloat16>()),
+                           a.stride(0), a.stride(1), reinterpret_cast<const uint16_t*>(b.data_ptr<BFloat16>()),
+                           b.stride(0), b.stride(1), partial.data_ptr<float>(), N,
+                           bias.defined() ? bias.data_ptr<float>() : nullptr, ep);
 }
+uint16_t* bits16(const Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<BFloat16>()); }
 template <typename T>
 void cpu_addmm_gelu_tanh(const Tensor& pre, const Tensor& act, const Tensor& bias, const Tensor& a, const Tensor& b) {
-  WEFT_CHECK((std::is_same_v<T, float>), "addmm_gelu_tanh: no CPU kernel for dtype ", dtype_of<T>);
-  gemm_gelu(pre, bias, a, b, {cpu::GemmEpilogue::Kind::kGeluForward, act.data_ptr<float>(), 0, nullptr, 0});
+  cpu::GemmEpilogue ep;
+  if constexpr (std::is_same_v<T, float>) {
+    ep.kind = cpu::GemmEpilogue::Kind::kGeluForward;
+    ep.act = act.data_ptr<float>();
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    ep.kind = cpu::GemmEpilogue::Kind::kGeluForwardBf16;
+    ep.out16 = bits16(pre);
+    ep.act16 = bits16(act);
+  } else {
+    WEFT_CHECK(false, "addmm_gelu_tanh: no CPU kernel for dtype ", dtype_of<T>);
+  }
+  gemm_gelu(pre, bias, a, b, ep);
 }
 template <typename T>
 void cpu_mm_gelu_tanh_backward(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& pre) {
-  WEFT_CHECK((std::is_same_v<T, float>), "mm_gelu_tanh_backward: no CPU kernel for dtype ", dtype_of<T>);
-  gemm_gelu(out, Tensor(), a, b, {cpu::GemmEpilogue::Kind::kGeluBackward, nullptr, 0, pre.data_ptr<float>(), 0});
+  cpu::GemmEpilogue ep;
+  if constexpr (std::is_same_v<T, float>) {
+    ep.kind = cpu::GemmEpilogue::Kind::kGeluBackward;
+    ep.pre = pre.data_ptr<float>();
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    ep.kind = cpu::GemmEpilogue::Kind::kGeluBackwardBf16;
+    ep.out16 = bits16(out);
+    ep.pre16 = bits16(pre);
+  } else {
+    WEFT_CHECK(false, "mm_gelu_tanh_backward: no CPU kernel for dtype ", dtype_of<T>);
+  }
+  gemm_gelu(out, Tensor(), a, b, ep);
 }
-constexpr uint32_t kFloat32Only = 1u << int(DType::Float32);
-WEFT_REGISTER_KERNEL(addmm_gelu_tanh_table(), DeviceType::CPU, kFloat32Only, cpu_addmm_gelu_tanh);
-WEFT_REGISTER_KERNEL(mm_gelu_tanh_backward_table(), DeviceType::CPU, kFloat32Only, cpu_mm_gelu_tanh_backward);
+constexpr uint32_t kGeluGemmTypes = (1u << int(DType::Float32)) | (1u << int(DType::BFloat16));
+WEFT_REGISTER_KERNEL(addmm_gelu_tanh_table(), DeviceType::CPU, kGeluGemmTypes, cpu_addmm_gelu_tanh);
+WEFT_REGISTER_KERNEL(mm_gelu_tanh_backward_table(), DeviceType::CPU, kGeluGemmTypes, cpu_mm_gelu_tanh_backward);
 
 template <typename T>
 void cpu_mm_row_sums(const Tensor& out, const Tensor& sums, const Tensor& a_in, const Tensor& b_in) {
@@ -219,6 +253,7 @@ void cpu_mm_row_sums(const Tensor& out, const Tensor& sums, const Tensor& a_in, 
   cpu::gemm_row_sums(M, N, K, a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(), b.stride(0),
                      b.stride(1), out.data_ptr<float>(), N, sums.data_ptr<float>());
 }
+constexpr uint32_t kFloat32Only = 1u << int(DType::Float32);
 WEFT_REGISTER_KERNEL(mm_row_sums_table(), DeviceType::CPU, kFloat32Only, cpu_mm_row_sums);
 
 Shape batch_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); }
@@ -416,8 +451,11 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 // (what linear, gelu, linear save). The backward is two nodes (Note [parameters
 // first]): "MlpGeluWeightBackward" (dw2 = g^T a, db2, dh, dw1 = dh^T x, db1),
 // then "MlpGeluInputBackward" (dx = dh w1), which reuses the first node's dh when
-// both run on the same gradient. Elsewhere (other devices or dtypes, autocast to
-// a lower precision) it composes the three ops, with their errors.
+// both run on the same gradient. The CPU fuses float32 and bfloat16 (autocast's
+// dtype: h and a are rounded as the GEMM stores them, a from the rounded h, and
+// dh rounds (g w2) * gelu'(h) once where the composed ops round g w2 first).
+// Elsewhere (other devices or dtypes) it composes the three ops, with their
+// errors.
 Tensor mlp_gelu_tanh(const Tensor& x_in, const Tensor& w1_in, const Tensor& b1_in, const Tensor& w2_in,
                      const Tensor& b2_in) {
   detail::check_devices("mlp_gelu_tanh", {x_in, w1_in, b1_in, w2_in, b2_in});

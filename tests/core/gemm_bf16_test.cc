@@ -351,6 +351,84 @@ TEST(GemmBf16, ColumnBiasJoinsTheFloat32SumsBeforeTheRounding) {
   }
 }
 
+// The bfloat16 GELU epilogues (Note [gemm epilogue]) on every path. Forward: h
+// is, bit for bit, BFloat16(float) of the path's own float32 sum with the bias
+// (gemm_bf16_batched), and act is gelu_tanh of that rounded h, rounded: within
+// one bfloat16 step of the float64 GELU of h (the kernels' float32 GELU is a
+// few ulp off the exact one, so a value near a rounding boundary may land on
+// either side). Backward: (A B) * gelu_tanh'(pre) rounded once, within one
+// bfloat16 step of the float64 product of the path's float32 sum and the
+// derivative. Shapes: one and several K blocks, edge tiles, K = 0, pre-
+// activations large enough to saturate the GELU, and Eigen's path.
+TEST(GemmBf16, GeluEpiloguesRoundOnceFromTheFloat32Sums) {
+  // one bfloat16 step at |v|: the spacing of bfloat16 numbers there (2^-7 relative, normal range)
+  const auto step = [](double v) {
+    return std::ldexp(1.0, std::max(std::ilogb(std::max(std::fabs(v), 1e-30)), -126) - 7);
+  };
+  const auto gelu = [](double x) {
+    return x / (1 + std::exp(-2 * 0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+  };
+  const auto gelu_grad = [](double x) {
+    const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x), sg = 1 / (1 + std::exp(-2 * u));
+    return sg * (1 + 2 * x * (1 - sg) * 0.79788456080286535588 * (1 + 3 * 0.044715 * x * x));
+  };
+  auto check = [&](Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b,
+                   float scale) -> ::testing::AssertionResult {
+    std::vector<float> bias(static_cast<size_t>(n));
+    for (float& v : bias) v = scale * static_cast<float>(value(next_bf16()));
+    std::vector<uint16_t> pre(static_cast<size_t>(m * n));
+    for (uint16_t& v : pre) v = BFloat16(scale * static_cast<float>(value(next_bf16()))).x;
+    const size_t mn = static_cast<size_t>(m * n);
+    std::vector<float> sum_b(mn), sum(mn), scratch(mn, -1.0f);
+    const int64_t zero = 0;
+    cpu::gemm_bf16_batched(path, 1, &zero, &zero, m, n, k, a.data.data(), a.rs, a.cs, b.data.data(), b.rs, b.cs,
+                           sum_b.data(), 0, n, nullptr, bias.data());
+    cpu::gemm_bf16(path, m, n, k, a.data.data(), a.rs, a.cs, b.data.data(), b.rs, b.cs, sum.data(), n);
+    std::vector<uint16_t> h(mn, 0x1234), act(mn, 0x1234), dh(mn, 0x1234);
+    cpu::GemmEpilogue fwd;
+    fwd.kind = cpu::GemmEpilogue::Kind::kGeluForwardBf16;
+    fwd.out16 = h.data(), fwd.act16 = act.data(), fwd.ld_out16 = fwd.ld_act16 = n;
+    cpu::gemm_bf16_gelu_tanh(path, m, n, k, a.data.data(), a.rs, a.cs, b.data.data(), b.rs, b.cs, scratch.data(), n,
+                             bias.data(), fwd);
+    cpu::GemmEpilogue bwd;
+    bwd.kind = cpu::GemmEpilogue::Kind::kGeluBackwardBf16;
+    bwd.out16 = dh.data(), bwd.pre16 = pre.data(), bwd.ld_out16 = bwd.ld_pre16 = n;
+    cpu::gemm_bf16_gelu_tanh(path, m, n, k, a.data.data(), a.rs, a.cs, b.data.data(), b.rs, b.cs, scratch.data(), n,
+                             nullptr, bwd);
+    for (size_t e = 0; e < mn; ++e) {
+      if (h[e] != BFloat16(sum_b[e]).x)
+        return ::testing::AssertionFailure() << "h[" << e << "] = " << h[e] << ", want " << BFloat16(sum_b[e]).x;
+      const double hv = value(h[e]), want_a = gelu(hv), got_a = value(act[e]);
+      if (!(std::fabs(got_a - want_a) <= step(want_a)))
+        return ::testing::AssertionFailure()
+               << "act[" << e << "] = " << got_a << " for h " << hv << ", want " << want_a;
+      const double want_d = static_cast<double>(sum[e]) * gelu_grad(value(pre[e])), got_d = value(dh[e]);
+      if (!(std::fabs(got_d - want_d) <= step(want_d)))
+        return ::testing::AssertionFailure() << "dh[" << e << "] = " << got_d << ", want " << want_d;
+    }
+    return ::testing::AssertionSuccess();
+  };
+  struct S {
+    int64_t m, n, k;
+    float scale;
+  };
+  for (Bf16GemmPath path : paths())
+    for (const S& s : {S{1, 40, 7, 1}, S{25, 65, 63, 1}, S{30, 40, 601, 1}, S{13, 17, 0, 1}, S{20, 33, 9, 30}}) {
+      SCOPED_TRACE(std::string(cpu::bf16_gemm_path_name(path)) + " " + std::to_string(s.m) + "x" + std::to_string(s.n) +
+                   "x" + std::to_string(s.k) + " scale " + std::to_string(s.scale));
+      const Operand a = make(s.m, std::max<int64_t>(s.k, 1), 0), b = make(std::max<int64_t>(s.k, 1), s.n, 1);
+      EXPECT_TRUE(check(path, s.m, s.n, s.k, a, b, s.scale));
+    }
+  const bool was = cpu::gemm_f32_uses_avx512();
+  cpu::set_gemm_f32_avx512(false);
+  {
+    SCOPED_TRACE("Eigen's path");
+    const Operand a = make(45, 77, 1), b = make(77, 50, 0);
+    EXPECT_TRUE(check(Bf16GemmPath::kFloat32, 45, 50, 77, a, b, 1));
+  }
+  cpu::set_gemm_f32_avx512(was);
+}
+
 TEST(GemmBf16, TheChosenPathIsOneThisCpuRuns) {
   const Bf16GemmPath p = cpu::bf16_gemm_path();
   std::printf("bfloat16 matmuls take the %s path\n", cpu::bf16_gemm_path_name(p));

@@ -4,9 +4,9 @@
 // on both float32 GEMM paths (AVX-512 kernel, Eigen) and on shapes whose rows,
 // hidden width and K (in_features forward, out_features backward) cut the
 // kernel's tiles and K blocks unevenly; parts of the inputs requiring grad; a
-// second backward through the same graph with another gradient; the fallbacks
-// (float64, bfloat16 autocast); and TransformerBlock taking the fused op unless
-// a forward hook must see the modules.
+// second backward through the same graph with another gradient; bfloat16 (fused
+// on the CPU) against float64; the float64 fallback; and TransformerBlock taking
+// the fused op unless a forward hook must see the modules.
 #include <gtest/gtest.h>
 
 #include "core/autocast.h"
@@ -153,13 +153,55 @@ TEST_F(MlpFused, OtherDtypesComposeTheOps) {
   Tensor y = mlp_gelu_tanh(in[0], in[1], in[2].requires_grad_(), in[3], in[4]);
   EXPECT_NE(y.grad_fn()->name(), "MlpGeluBackward");
   EXPECT_TRUE(tensors_near(y, composed(in[0], in[1], in[2], in[3], in[4]), 0));
-  {
-    AutocastGuard amp(DeviceType::CPU, DType::BFloat16);
-    std::vector<Tensor> f = inputs({6, 8}, 12, 5, 61);
-    Tensor z = mlp_gelu_tanh(f[0], f[1].requires_grad_(), f[2], f[3], f[4]);
-    EXPECT_EQ(z.dtype(), DType::BFloat16);
-    EXPECT_NE(z.grad_fn()->name(), "MlpGeluBackward");
+}
+
+// bfloat16 (what autocast gives it) is fused on the CPU: its output and five
+// gradients against the ops composed in float64 on the same bfloat16 values,
+// normwise within 2^-6 (a few bfloat16 roundings, 2^-8 relative each, of h, a,
+// y and dh, then sums over them), on the shapes of the float32 test; the
+// composed bfloat16 ops meet the same bound. Under autocast (float32 inputs)
+// the op is the fused one and its gradients reach the float32 leaves.
+TEST_F(MlpFused, Bfloat16IsFusedAndMatchesFloat64) {
+  auto near16 = [](const Tensor& a, const Tensor& ref) -> ::testing::AssertionResult {
+    const double scale = 1.0 + max(abs(ref)).item<double>();
+    const double diff = max(abs(sub(a.to(DType::Float64), ref.to(DType::Float64)))).item<double>();
+    if (diff <= scale / 64) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "max |difference| " << diff << " > 2^-6 x " << scale;
+  };
+  struct Case {
+    Shape x;
+    int64_t hid, out;
+  };
+  for (const Case& c : {Case{{3, 7, 40}, 70, 450}, Case{{50, 400}, 37, 20}, Case{{1, 5}, 33, 3}}) {
+    SCOPED_TRACE(shape_str(c.x));
+    std::vector<Tensor> in = inputs(c.x, c.hid, c.out, 80 + c.hid);
+    for (Tensor& t : in) t = t.to(DType::BFloat16);
+    Shape gs = c.x;
+    gs.back() = c.out;
+    const Tensor g = rnd(gs, DType::Float32, 81).to(DType::BFloat16);
+    const Grads ref = run(composed, f64(in), g.to(DType::Float64));
+    for (bool fused_op : {true, false}) {
+      const Grads r = fused_op ? run(mlp_gelu_tanh, in, g) : run(composed, in, g);
+      if (fused_op) EXPECT_EQ(r.node, "MlpGeluBackward");
+      EXPECT_EQ(r.y.dtype(), DType::BFloat16);
+      SCOPED_TRACE(fused_op ? "fused" : "composed bfloat16 ops");
+      EXPECT_TRUE(near16(r.y, ref.y)) << "y";
+      EXPECT_TRUE(near16(r.dx, ref.dx)) << "dx";
+      EXPECT_TRUE(near16(r.dw1, ref.dw1)) << "dw1";
+      EXPECT_TRUE(near16(r.db1, ref.db1)) << "db1";
+      EXPECT_TRUE(near16(r.dw2, ref.dw2)) << "dw2";
+      EXPECT_TRUE(near16(r.db2, ref.db2)) << "db2";
+    }
   }
+  AutocastGuard amp(DeviceType::CPU, DType::BFloat16);
+  std::vector<Tensor> f = inputs({6, 8}, 12, 5, 61);
+  Tensor w1 = f[1].requires_grad_();
+  Tensor z = mlp_gelu_tanh(f[0], w1, f[2], f[3], f[4]);
+  EXPECT_EQ(z.dtype(), DType::BFloat16);
+  EXPECT_EQ(z.grad_fn()->name(), "MlpGeluWeightBackward");  // only a weight requires grad
+  z.to(DType::Float32).sum().backward();
+  ASSERT_TRUE(w1.grad().defined());
+  EXPECT_EQ(w1.grad().dtype(), DType::Float32);
 }
 
 TEST_F(MlpFused, TransformerBlockFusesUnlessAHookMustSeeTheModules) {
