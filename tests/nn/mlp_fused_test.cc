@@ -60,20 +60,20 @@ std::vector<Tensor> f64(const std::vector<Tensor>& in) {
 // the tensor's largest values, so float32 rounding (2^-24 per step, growing with
 // sqrt(steps)) is measured against that scale, not against a small element left
 // after cancellation; a wrong GELU or a missing term is far outside it.
-::testing::AssertionResult near(const Tensor& a, const Tensor& ref) {
+::testing::AssertionResult near(const Tensor& a, const Tensor& ref, double tol = 4e-6) {
   const double scale = 1.0 + max(abs(ref)).item<double>();
   const double diff = max(abs(sub(a.to(DType::Float64), ref.to(DType::Float64)))).item<double>();
-  if (diff <= 4e-6 * scale) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "max |difference| " << diff << " > 4e-6 x " << scale;
+  if (diff <= tol * scale) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "max |difference| " << diff << " > " << tol << " x " << scale;
 }
 
-void expect_close(const Grads& a, const Grads& ref) {
-  EXPECT_TRUE(near(a.y, ref.y)) << "y";
-  EXPECT_TRUE(near(a.dx, ref.dx)) << "dx";
-  EXPECT_TRUE(near(a.dw1, ref.dw1)) << "dw1";
-  EXPECT_TRUE(near(a.db1, ref.db1)) << "db1";
-  EXPECT_TRUE(near(a.dw2, ref.dw2)) << "dw2";
-  EXPECT_TRUE(near(a.db2, ref.db2)) << "db2";
+void expect_close(const Grads& a, const Grads& ref, double tol = 4e-6) {
+  EXPECT_TRUE(near(a.y, ref.y, tol)) << "y";
+  EXPECT_TRUE(near(a.dx, ref.dx, tol)) << "dx";
+  EXPECT_TRUE(near(a.dw1, ref.dw1, tol)) << "dw1";
+  EXPECT_TRUE(near(a.db1, ref.db1, tol)) << "db1";
+  EXPECT_TRUE(near(a.dw2, ref.dw2, tol)) << "dw2";
+  EXPECT_TRUE(near(a.db2, ref.db2, tol)) << "db2";
 }
 
 class MlpFused : public ::testing::Test {
@@ -162,12 +162,6 @@ TEST_F(MlpFused, OtherDtypesComposeTheOps) {
 // composed bfloat16 ops meet the same bound. Under autocast (float32 inputs)
 // the op is the fused one and its gradients reach the float32 leaves.
 TEST_F(MlpFused, Bfloat16IsFusedAndMatchesFloat64) {
-  auto near16 = [](const Tensor& a, const Tensor& ref) -> ::testing::AssertionResult {
-    const double scale = 1.0 + max(abs(ref)).item<double>();
-    const double diff = max(abs(sub(a.to(DType::Float64), ref.to(DType::Float64)))).item<double>();
-    if (diff <= scale / 64) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "max |difference| " << diff << " > 2^-6 x " << scale;
-  };
   struct Case {
     Shape x;
     int64_t hid, out;
@@ -185,12 +179,7 @@ TEST_F(MlpFused, Bfloat16IsFusedAndMatchesFloat64) {
       if (fused_op) EXPECT_EQ(r.node, "MlpGeluBackward");
       EXPECT_EQ(r.y.dtype(), DType::BFloat16);
       SCOPED_TRACE(fused_op ? "fused" : "composed bfloat16 ops");
-      EXPECT_TRUE(near16(r.y, ref.y)) << "y";
-      EXPECT_TRUE(near16(r.dx, ref.dx)) << "dx";
-      EXPECT_TRUE(near16(r.dw1, ref.dw1)) << "dw1";
-      EXPECT_TRUE(near16(r.db1, ref.db1)) << "db1";
-      EXPECT_TRUE(near16(r.dw2, ref.dw2)) << "dw2";
-      EXPECT_TRUE(near16(r.db2, ref.db2)) << "db2";
+      expect_close(r, ref, 1.0 / 64);
     }
   }
   AutocastGuard amp(DeviceType::CPU, DType::BFloat16);
