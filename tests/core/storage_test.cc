@@ -6,6 +6,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include "core/ops.h"
 
@@ -32,11 +33,26 @@ std::string vm_flags_at(uintptr_t a) {
   return "";
 }
 
-bool kernel_has_thp() { return std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled").good(); }
+// Why this process cannot observe the advice, or "" if it can: a kernel without
+// transparent huge pages, one that refuses MADV_HUGEPAGE, or a /proc without
+// VmFlags (some sandboxes).
+std::string why_unobservable() {
+  if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled").good())
+    return "this kernel has no transparent huge pages (no /sys/kernel/mm/transparent_hugepage)";
+  const size_t len = size_t{4} << 20;
+  void* probe = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (probe == MAP_FAILED) return "mmap of a 4 MiB probe failed";
+  const int rc = madvise(probe, len, MADV_HUGEPAGE);
+  const std::string flags = vm_flags_at(reinterpret_cast<uintptr_t>(probe));
+  munmap(probe, len);
+  if (rc != 0) return "the kernel refuses madvise(MADV_HUGEPAGE)";
+  if (flags.empty()) return "/proc/self/smaps shows no VmFlags here";
+  return "";
+}
 
 TEST(Storage, WholeHugePagesOfALargeBlockAreAdvisedHuge) {
-  if (!kernel_has_thp())
-    GTEST_SKIP() << "this kernel has no transparent huge pages (no /sys/kernel/mm/transparent_hugepage)";
+  const std::string why = why_unobservable();
+  if (!why.empty()) GTEST_SKIP() << why;
   Tensor t = zeros({3 << 20});  // 12 MiB: at least five whole huge pages wherever malloc puts it
   const auto p = reinterpret_cast<uintptr_t>(t.raw_data());
   const uintptr_t first = (p + kHugePage - 1) / kHugePage * kHugePage;
