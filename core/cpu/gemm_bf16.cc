@@ -205,6 +205,79 @@ inline __mmask16 lanes(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(n, 0)) - 1);
 }
 
+// pack_pairs (same contract) with AVX-512 where steps are contiguous (a
+// row-major A, a column-major B) or lines are (a column-major A, a row-major
+// B): blocks of up to 16 lines x 16 whole pairs go through zmm registers, 16
+// 32-bit words a line (steps contiguous: one load per line) or a pair (lines
+// contiguous: the two steps' rows interleaved), turned by transpose16 where
+// the panel layout wants the other; pairs past the last whole block of 16 go
+// through pair(). Other strides take pack_pairs.
+template <int W>
+void pack_pairs_avx512(const uint16_t* src, int64_t line_stride, int64_t step_stride, int64_t lines, int64_t p0,
+                       int64_t kp, int64_t k, uint32_t* dst) {
+  const bool steps = step_stride == 1, across = line_stride == 1;
+  if (!steps && !across) return pack_pairs<W>(src, line_stride, step_stride, lines, p0, kp, k, dst);
+  constexpr int kLB = W == 12 ? 12 : 16;  // lines per block: one 12-line panel, half a 32-line one, or 16 1-line ones
+  const int64_t whole = std::clamp<int64_t>((k - 2 * p0) / 2, 0, kp), pw = whole / 16 * 16;
+  // Word (line l, pair p) of the packing.
+  auto at = [&](int64_t l, int64_t p) -> uint32_t* { return dst + (l / W) * W * kp + p * W + l % W; };
+  for (int64_t l0 = 0; l0 < lines; l0 += kLB) {
+    const int lb = static_cast<int>(std::min<int64_t>(kLB, lines - l0));
+    const __mmask16 mk = lanes(lb);
+    for (int64_t p = 0; p < pw; p += 16) {
+      __m512 v[16];
+      if (steps) {  // v[i]: line l0 + i, pairs p..p+15
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i)
+          v[i] = i < lb ? _mm512_loadu_ps(src + (l0 + i) * line_stride + 2 * (p0 + p)) : _mm512_setzero_ps();
+      } else {  // v[j]: pair p + j, lines l0..l0+15
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) {
+          const uint16_t* s = src + 2 * (p0 + p + j) * step_stride + l0;
+          const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, s));
+          const __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, s + step_stride));
+          v[j] = _mm512_castsi512_ps(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
+      }
+      if ((W == 1) != steps) transpose16(v);
+      if constexpr (W == 1) {
+        for (int i = 0; i < lb; ++i) _mm512_storeu_ps(dst + (l0 + i) * kp + p, v[i]);
+      } else {
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(at(l0, p + j), mk, v[j]);
+      }
+    }
+    for (int i = 0; i < lb; ++i)
+      for (int64_t p = pw; p < kp; ++p) *at(l0 + i, p) = pair(src + (l0 + i) * line_stride, step_stride, p0 + p, k);
+  }
+  if constexpr (W > 1) {
+    const int64_t padded = (lines + W - 1) / W * W;
+    for (int64_t l = lines; l < padded; ++l)
+      for (int64_t p = 0; p < kp; ++p) *at(l, p) = 0;
+  }
+}
+
+// A finished 32 x 32 block of tile sums (s, row-major) into C: rows x cols at
+// c (leading dimension ldc), plus the column bias (the first K block's), plus
+// C (later K blocks), through the epilogue on the last K block (ep's pointers
+// at the slab's first element, (i0, j0) the block's row and column there).
+// Used by the native AMX kernel, which runs only where AVX-512 is.
+void finish_amx_block(const float* s, int rows, int cols, float* c, int64_t ldc, bool load_c, const float* bias,
+                      const GemmEpilogue* ep, int64_t i0, int64_t j0) {
+  const __mmask16 mk[2] = {lanes(cols), lanes(cols - 16)};
+  const __m512 b0 = bias ? _mm512_maskz_loadu_ps(mk[0], bias) : _mm512_setzero_ps();
+  const __m512 b1 = bias ? _mm512_maskz_loadu_ps(mk[1], bias + 16) : _mm512_setzero_ps();
+  for (int i = 0; i < rows; ++i)
+    for (int v = 0; v < 2; ++v) {
+      if (mk[v] == 0) continue;
+      float* cp = c + i * ldc + 16 * v;
+      __m512 r = _mm512_load_ps(s + i * 32 + 16 * v);
+      if (bias) r = _mm512_add_ps(r, v ? b1 : b0);
+      if (load_c) r = _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], cp), r);
+      store_c(cp, mk[v], r, ep, i0 + i, j0 + 16 * v);
+    }
+}
+
 // Note [bf16 pair order]: the odd step's product, then the even one's.
 template <bool kNative>
 inline __m512 pair_dot(__m512 acc, __m512i a, __m512i b) {
@@ -266,10 +339,10 @@ void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs
     const int64_t kp = std::min(kpb, pairs - p0);
     for (int64_t ic = 0; ic < m; ic += kMC) {
       const int64_t mc = std::min(kMC, m - ic), panels = (mc + kMR - 1) / kMR;
-      pack_pairs<kMR>(a + ic * a_rs, a_rs, a_cs, mc, p0, kp, k, apack);
+      pack_pairs_avx512<kMR>(a + ic * a_rs, a_rs, a_cs, mc, p0, kp, k, apack);
       for (int64_t jc = 0; jc < n; jc += kNC) {
         const int64_t nc = std::min(kNC, n - jc);
-        pack_pairs<kNR>(b + jc * b_cs, b_cs, b_rs, nc, p0, kp, k, bpack);
+        pack_pairs_avx512<kNR>(b + jc * b_cs, b_cs, b_rs, nc, p0, kp, k, bpack);
         for (int64_t i = 0; i < panels; ++i)
           for (int64_t jr = 0; jr < nc; jr += kNR) {
             const int64_t at = (ic + i * kMR) * ldc + jc + jr;
@@ -325,6 +398,7 @@ constexpr int kAmxT = 16;  // tile rows, and pairs (32-bit words) per tile row
 // bf16_gemm_path_available(kAmxBf16)).
 class NativeTiles {
  public:
+  static constexpr bool kAvx512 = true;  // every CPU with AMX has AVX-512: packing and stores use it
   NativeTiles() {
     Config cfg{};
     cfg.palette = 1;
@@ -382,6 +456,7 @@ class NativeTiles {
 // 16 pairs in order, += the even steps' product, then += the odd steps'.
 class EmulatedTiles {
  public:
+  static constexpr bool kAvx512 = false;  // any CPU: scalar packing and stores
   void zero() {
     for (auto& t : acc_)
       for (auto& row : t) std::fill(std::begin(row), std::end(row), 0.0f);
@@ -423,9 +498,11 @@ class EmulatedTiles {
 // Pairs [p0, p0 + kpp) of `rows` rows of A (row r's step q at a[r * rs + q * cs])
 // as dst[r * kpp + p] for r < 32 (panels one row wide; rows past `rows`, and
 // pairs past k, zero).
+template <bool kAvx512>
 void pack_amx_rows(const uint16_t* a, int64_t rs, int64_t cs, int64_t rows, int64_t p0, int64_t kpp, int64_t k,
                    uint32_t* dst) {
-  pack_pairs<1>(a, rs, cs, rows, p0, kpp, k, dst);
+  if constexpr (kAvx512) pack_pairs_avx512<1>(a, rs, cs, rows, p0, kpp, k, dst);
+  else pack_pairs<1>(a, rs, cs, rows, p0, kpp, k, dst);
   std::fill(dst + rows * kpp, dst + 32 * kpp, 0u);
 }
 
@@ -445,10 +522,12 @@ void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, 
     for (int64_t ic = 0; ic < m; ic += kAmxMC) {
       const int64_t mc = std::min(kAmxMC, m - ic);
       for (int64_t r0 = 0; r0 < mc; r0 += 32)
-        pack_amx_rows(a + (ic + r0) * a_rs, a_rs, a_cs, std::min<int64_t>(32, mc - r0), p0, kpp, k, apack + r0 * kpp);
+        pack_amx_rows<Tiles::kAvx512>(a + (ic + r0) * a_rs, a_rs, a_cs, std::min<int64_t>(32, mc - r0), p0, kpp, k,
+                                      apack + r0 * kpp);
       for (int64_t jc = 0; jc < n; jc += kAmxNC) {
         const int64_t nc = std::min(kAmxNC, n - jc);
-        pack_pairs<32>(b + jc * b_cs, b_cs, b_rs, nc, p0, kpp, k, bpack);
+        if constexpr (Tiles::kAvx512) pack_pairs_avx512<32>(b + jc * b_cs, b_cs, b_rs, nc, p0, kpp, k, bpack);
+        else pack_pairs<32>(b + jc * b_cs, b_cs, b_rs, nc, p0, kpp, k, bpack);
         for (int64_t r0 = 0; r0 < mc; r0 += 32) {
           const uint32_t* ap = apack + r0 * kpp;
           const int rows = static_cast<int>(std::min<int64_t>(32, mc - r0));
@@ -460,7 +539,12 @@ void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, 
             tiles.store(scratch);
             const int cols = static_cast<int>(std::min<int64_t>(32, nc - j0));
             const bool last = ep && p0 + kpb >= pairs;  // the last K block goes through the epilogue
-            if (bias && p0 == 0)                        // the first K block's sums plus the bias
+            if constexpr (Tiles::kAvx512) {
+              finish_amx_block(scratch, rows, cols, c + (ic + r0) * ldc + jc + j0, ldc, p0 > 0,
+                               bias && p0 == 0 ? bias + jc + j0 : nullptr, last ? ep : nullptr, ic + r0, jc + j0);
+              continue;
+            }
+            if (bias && p0 == 0)  // the first K block's sums plus the bias
               for (int i = 0; i < rows; ++i)
                 for (int j = 0; j < cols; ++j) scratch[i * 32 + j] += bias[jc + j0 + j];
             for (int i = 0; i < rows; ++i) {
