@@ -67,6 +67,17 @@ bool amx_usable() {
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
+// CPUID leaf 0's vendor string is "GenuineIntel".
+bool cpu_is_intel() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  return std::string(vendor) == "GenuineIntel";
+}
+
 }  // namespace
 
 bool bf16_gemm_path_available(Bf16GemmPath path) {
@@ -83,16 +94,20 @@ bool bf16_gemm_path_available(Bf16GemmPath path) {
   return false;
 }
 
+Bf16GemmPath default_bf16_gemm_path(bool amx, bool avx512_bf16, bool intel) {
+  if (amx) return Bf16GemmPath::kAmxBf16;
+  if (avx512_bf16 && !intel) return Bf16GemmPath::kAvx512Bf16;
+  return Bf16GemmPath::kFloat32;
+}
+
 Bf16GemmPath bf16_gemm_path() {
   static const Bf16GemmPath chosen = [] {
     const Bf16GemmPath all[] = {Bf16GemmPath::kAmxBf16, Bf16GemmPath::kAmxEmulated, Bf16GemmPath::kAvx512Bf16,
                                 Bf16GemmPath::kAvx512Emulated, Bf16GemmPath::kFloat32};
     const char* env = std::getenv("WEFT_CPU_BF16");
-    if (env == nullptr || *env == '\0') {
-      for (Bf16GemmPath p : {Bf16GemmPath::kAmxBf16, Bf16GemmPath::kAvx512Bf16})
-        if (bf16_gemm_path_available(p)) return p;
-      return Bf16GemmPath::kFloat32;
-    }
+    if (env == nullptr || *env == '\0')
+      return default_bf16_gemm_path(bf16_gemm_path_available(Bf16GemmPath::kAmxBf16),
+                                    bf16_gemm_path_available(Bf16GemmPath::kAvx512Bf16), cpu_is_intel());
     std::string has;
     for (Bf16GemmPath p : all)
       if (bf16_gemm_path_available(p)) has += std::string(has.empty() ? "" : ", ") + bf16_gemm_path_name(p);

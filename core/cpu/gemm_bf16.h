@@ -26,8 +26,15 @@
 //   (VDPBF16PS flushes denormals to zero); the AMX emulation follows
 //   TDPBF16PS's documented order (even step, then odd, 16 pairs per tile
 //   instruction), which the hardware need not match bit for bit.
-// - bf16_gemm_path(): the path bfloat16 matmuls take: kAmxBf16 where the CPU
-//   has AMX-BF16, else kAvx512Bf16 where it has AVX512-BF16, else kFloat32;
+// - bf16_gemm_path(): the path bfloat16 matmuls take (default_bf16_gemm_path):
+//   kAmxBf16 where the CPU has AMX-BF16 and the kernel grants the tile state,
+//   else kAvx512Bf16 where it has AVX512-BF16 and is not an Intel CPU, else
+//   kFloat32. Intel cores issue VDPBF16PS at half the rate of their two FMA
+//   ports (a 12-chain loop on an Emerald Rapids Xeon: 80 against 170 GFLOP/s,
+//   the GPT's GEMMs 77-81 against 131-154), so there an Intel CPU without
+//   usable AMX (an older kernel refusing the tile state, Cooper Lake) keeps the
+//   float32 path; AMD's Zen 4 and 5, whose 512-bit FMAs issue as two halves,
+//   take VDPBF16PS;
 //   the environment variable WEFT_CPU_BF16 (read once: "amx_bf16",
 //   "amx_emulated", "avx512_bf16", "avx512_emulated", "float32") forces one,
 //   so a machine's tests can run every path it supports; asking for one the
@@ -49,6 +56,9 @@ enum class Bf16GemmPath { kFloat32, kAvx512Emulated, kAvx512Bf16, kAmxEmulated, 
 const char* bf16_gemm_path_name(Bf16GemmPath path);  // "float32", "avx512_emulated", "avx512_bf16", "amx_..."
 bool bf16_gemm_path_available(Bf16GemmPath path);    // the CPU can run it
 Bf16GemmPath bf16_gemm_path();
+// The default for a CPU that has usable AMX-BF16 (amx), AVX512-BF16
+// (avx512_bf16) and is an Intel one (intel): the rule above, as a function.
+Bf16GemmPath default_bf16_gemm_path(bool amx, bool avx512_bf16, bool intel);
 
 void gemm_bf16(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
                const uint16_t* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc);

@@ -5,9 +5,9 @@
 // with >= 2 dims whose batch dims (all but the last two) broadcast. Its CPU
 // kernel reads strided operands; float32/float64 use the GEMM in core/cpu/gemm.h
 // without copying plain transposes, float16 computes in float32, bfloat16 takes
-// cpu::bf16_gemm_path() (core/cpu/gemm_bf16.h: AMX tiles or VDPBF16PS where the
-// CPU has them, else widened to float32 while packing; float32 sums either
-// way), integers use a simple
+// cpu::bf16_gemm_path() (core/cpu/gemm_bf16.h: AMX tiles where the CPU has
+// them, VDPBF16PS on AMD CPUs with AVX512-BF16, else widened to float32 while
+// packing; float32 sums either way), integers use a simple
 // loop. Backward: dA = sum_to(dC B^T, A), dB = sum_to(A^T dC, B), so
 // broadcast batch dims are summed back (Note [grad layout] for 2-D transposes).
 // Under autocast (core/autocast.h) the public entry points cast their operands first.

@@ -2,9 +2,10 @@
 # The bfloat16 matmul tests (matmul_test, autocast_test) once more on every
 # bfloat16 GEMM path this CPU has besides its default (WEFT_CPU_BF16,
 # core/cpu/gemm_bf16.h), so a machine checks all of them whichever it is:
-# amx_emulated everywhere, avx512_bf16 where the CPU has it and the default
-# is AMX, avx512_emulated where it has AVX-512, float32 where the default is
-# a tile or pair path. Prints the paths it ran.
+# amx_emulated everywhere, avx512_bf16 where the CPU has it and it is not
+# the default (AMX, or an Intel CPU's float32), avx512_emulated where it has
+# AVX-512, float32 where the default is a tile or pair path. Prints the paths
+# it ran.
 # Usage: bf16_paths_test.sh GEMM_BF16_TEST MATMUL_TEST AUTOCAST_TEST
 set -uo pipefail
 probe="$1"; shift

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -36,6 +37,21 @@ namespace weft {
 namespace {
 
 using cpu::Bf16GemmPath;
+
+// The CPU's vendor string from /proc/cpuinfo (independent of the library's CPUID read).
+std::string cpu_vendor() {
+  FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (f == nullptr) return "";
+  char line[256];
+  std::string vendor;
+  while (vendor.empty() && std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "vendor_id", 9) == 0) {
+      const char* colon = std::strchr(line, ':');
+      if (colon) vendor = std::string(colon + 2, std::strcspn(colon + 2, "\n"));
+    }
+  std::fclose(f);
+  return vendor;
+}
 
 uint64_t g_state = 7;
 uint16_t next_bf16() {  // a normal bfloat16 in about [-2, 2]
@@ -435,6 +451,23 @@ TEST(GemmBf16, TheChosenPathIsOneThisCpuRuns) {
   EXPECT_TRUE(cpu::bf16_gemm_path_available(p)) << cpu::bf16_gemm_path_name(p);
   EXPECT_TRUE(cpu::bf16_gemm_path_available(Bf16GemmPath::kFloat32));
   EXPECT_STREQ(cpu::bf16_gemm_path_name(Bf16GemmPath::kAvx512Bf16), "avx512_bf16");
+  // With WEFT_CPU_BF16 unset, the choice is the rule for this CPU.
+  if (std::getenv("WEFT_CPU_BF16") == nullptr)
+    EXPECT_EQ(p, cpu::default_bf16_gemm_path(cpu::bf16_gemm_path_available(Bf16GemmPath::kAmxBf16),
+                                             cpu::bf16_gemm_path_available(Bf16GemmPath::kAvx512Bf16),
+                                             std::string(cpu_vendor()) == "GenuineIntel"));
+}
+
+// AMX first; VDPBF16PS only off Intel, whose cores issue it at half their FMA
+// rate; else the float32 path.
+TEST(GemmBf16, DefaultPathRule) {
+  using P = Bf16GemmPath;
+  EXPECT_EQ(cpu::default_bf16_gemm_path(true, true, true), P::kAmxBf16);
+  EXPECT_EQ(cpu::default_bf16_gemm_path(true, true, false), P::kAmxBf16);
+  EXPECT_EQ(cpu::default_bf16_gemm_path(false, true, true), P::kFloat32);
+  EXPECT_EQ(cpu::default_bf16_gemm_path(false, true, false), P::kAvx512Bf16);
+  EXPECT_EQ(cpu::default_bf16_gemm_path(false, false, true), P::kFloat32);
+  EXPECT_EQ(cpu::default_bf16_gemm_path(false, false, false), P::kFloat32);
 }
 
 }  // namespace
