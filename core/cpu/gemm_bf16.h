@@ -40,8 +40,9 @@
 //   so a machine's tests can run every path it supports; asking for one the
 //   CPU lacks is an error naming what it has.
 // - Determinism (Note [gemm determinism] in gemm.h): K is cut into blocks
-//   chosen from K alone and threads share out whole column slabs, so the
-//   result does not depend on the thread count.
+//   chosen from K alone and threads share out whole slabs of columns (or, in
+//   the AMX kernel where C has more rows than columns, of rows), so the result
+//   does not depend on the thread count.
 #pragma once
 
 #include <cstdint>

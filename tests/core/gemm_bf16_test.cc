@@ -152,7 +152,8 @@ TEST(GemmBf16, PairPathsAgreeAndIgnoreTheThreadCount) {
 }
 
 // The AMX kernel's loops through its tile emulation: more rows than one packed
-// A block (1536), several 32-column slabs over 3 threads, K blocks of whole
+// A block (1536), split over 3 threads in 32-row slabs (m > n) or 32-column
+// ones, K blocks of whole
 // tiles with the padding after the last step only (k = 1100: 550 pairs in
 // blocks of 192, 192, 166 + 10 zero pairs), odd K; then the hardware against it.
 TEST(GemmBf16, AmxKernelBlocksAndThreads) {
@@ -255,7 +256,8 @@ TEST(GemmBf16, RoundedOutputIsTheRoundedFloat32Result) {
     int64_t m, n, k;
   };
   for (Bf16GemmPath path : paths)
-    for (const S& s : {S{1, 40, 7}, S{25, 65, 63}, S{30, 40, 601}, S{130, 300, 129}, S{13, 17, 0}, S{40, 70, 1100}}) {
+    for (const S& s : {S{1, 40, 7}, S{25, 65, 63}, S{30, 40, 601}, S{130, 300, 129}, S{13, 17, 0}, S{40, 70, 1100},
+                       S{300, 40, 129}}) {
       SCOPED_TRACE(std::string(cpu::bf16_gemm_path_name(path)) + " " + std::to_string(s.m) + "x" + std::to_string(s.n) +
                    "x" + std::to_string(s.k));
       const Operand a = make(s.m, std::max<int64_t>(s.k, 1), 0), b = make(std::max<int64_t>(s.k, 1), s.n, 1);
@@ -339,7 +341,8 @@ TEST(GemmBf16, ColumnBiasJoinsTheFloat32SumsBeforeTheRounding) {
     int64_t m, n, k;
   };
   for (Bf16GemmPath path : paths())
-    for (const S& s : {S{1, 40, 7}, S{25, 65, 63}, S{30, 40, 601}, S{13, 17, 0}, S{40, 70, 1100}, S{3, 1, 5}}) {
+    for (const S& s :
+         {S{1, 40, 7}, S{25, 65, 63}, S{30, 40, 601}, S{13, 17, 0}, S{40, 70, 1100}, S{3, 1, 5}, S{300, 40, 129}}) {
       SCOPED_TRACE(std::string(cpu::bf16_gemm_path_name(path)) + " " + std::to_string(s.m) + "x" + std::to_string(s.n) +
                    "x" + std::to_string(s.k));
       const Operand a = make(s.m, std::max<int64_t>(s.k, 1), 0), b = make(std::max<int64_t>(s.k, 1), s.n, 1);
@@ -429,7 +432,8 @@ TEST(GemmBf16, GeluEpiloguesRoundOnceFromTheFloat32Sums) {
     float scale;
   };
   for (Bf16GemmPath path : paths())
-    for (const S& s : {S{1, 40, 7, 1}, S{25, 65, 63, 1}, S{30, 40, 601, 1}, S{13, 17, 0, 1}, S{20, 33, 9, 30}}) {
+    for (const S& s :
+         {S{1, 40, 7, 1}, S{25, 65, 63, 1}, S{30, 40, 601, 1}, S{13, 17, 0, 1}, S{20, 33, 9, 30}, S{300, 40, 129, 1}}) {
       SCOPED_TRACE(std::string(cpu::bf16_gemm_path_name(path)) + " " + std::to_string(s.m) + "x" + std::to_string(s.n) +
                    "x" + std::to_string(s.k) + " scale " + std::to_string(s.scale));
       const Operand a = make(s.m, std::max<int64_t>(s.k, 1), 0), b = make(std::max<int64_t>(s.k, 1), s.n, 1);
