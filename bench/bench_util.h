@@ -33,8 +33,13 @@ inline constexpr int64_t kGemmN = 1024;             // sgemm (N, N) x (N, N)
 inline constexpr int64_t kAddN = int64_t{1} << 24;  // elementwise add of 2^24 floats
 inline constexpr int64_t kSoftmaxRows = 4096;       // softmax over the last dim of (R, C)
 inline constexpr int64_t kSoftmaxCols = 4096;
+// bfloat16 matmuls at the GPT benchmark's MLP sizes (tokens T = 8 x 256, width
+// C = 384, hidden 4C): its forward x (T, C) . W^T (W: (4C, C)), and its weight
+// gradient g^T (4C, T) . x (T, C).
+inline constexpr int64_t kBgemmTokens = 2048, kBgemmWidth = 384, kBgemmHidden = 1536;
 
 inline double gemm_flops() { return 2.0 * kGemmN * kGemmN * kGemmN; }
+inline double bgemm_flops() { return 2.0 * kBgemmTokens * kBgemmWidth * kBgemmHidden; }      // either product
 inline double add_bytes() { return 3.0 * kAddN * sizeof(float); }                            // read a, b; write out
 inline double softmax_bytes() { return 2.0 * kSoftmaxRows * kSoftmaxCols * sizeof(float); }  // read x; write out
 

@@ -6,8 +6,11 @@ the equivalent torch code, each with warm-up and the median of several timed
 repetitions, and prints one line per workload:
   <workload>: weft=<value> torch=<value> <unit> speedup=<weft/torch>
 Units are higher-is-better (GFLOP/s, GB/s), so speedup > 1 means weft is faster.
-Work counts match bench/bench_util.h: sgemm 2 N^3 flops; add 3 arrays of 2^24
-floats moved; softmax reads and writes a (4096, 4096) float32 array.
+Work counts match bench/bench_util.h: sgemm 2 N^3 flops; bgemm_fc1 and
+bgemm_fc1_wgrad, bfloat16 matmuls at the GPT benchmark's MLP sizes (x W^T with
+x (2048, 384) and W (1536, 384); g^T x with g (2048, 1536)), 2 T C 4C flops;
+add 3 arrays of 2^24 floats moved; softmax reads and writes a (4096, 4096)
+float32 array.
 """
 import argparse
 import json
@@ -23,10 +26,13 @@ GEMM_N = 1024
 ADD_N = 1 << 24
 SM_ROWS, SM_COLS = 4096, 4096
 F32 = 4
+BG_T, BG_C, BG_H = 2048, 384, 1536  # bfloat16 matmuls at the GPT benchmark's MLP sizes
 
 WORKLOADS = [
     # name, unit, work per call (flops or bytes)
     ("sgemm_1024", "GFLOP/s", 2.0 * GEMM_N ** 3),
+    ("bgemm_fc1", "GFLOP/s", 2.0 * BG_T * BG_C * BG_H),
+    ("bgemm_fc1_wgrad", "GFLOP/s", 2.0 * BG_T * BG_C * BG_H),
     ("add_large", "GB/s", 3.0 * ADD_N * F32),
     ("softmax_4096", "GB/s", 2.0 * SM_ROWS * SM_COLS * F32),
 ]
@@ -43,8 +49,13 @@ def torch_runs(torch):
     x = filled(torch, (ADD_N,), -1, 1, 3)
     y = filled(torch, (ADD_N,), -1, 1, 4)
     s = filled(torch, (SM_ROWS, SM_COLS), -3, 3, 5)
+    bx = filled(torch, (BG_T, BG_C), -1, 1, 6).bfloat16()  # (T, C)
+    bw = filled(torch, (BG_H, BG_C), -1, 1, 7).bfloat16()  # (4C, C)
+    bg = filled(torch, (BG_T, BG_H), -1, 1, 8).bfloat16()  # (T, 4C)
     return {
         "sgemm_1024": lambda: torch.matmul(a, b),
+        "bgemm_fc1": lambda: torch.matmul(bx, bw.t()),
+        "bgemm_fc1_wgrad": lambda: torch.matmul(bg.t(), bx),
         "add_large": lambda: torch.add(x, y),
         "softmax_4096": lambda: torch.softmax(s, dim=-1),
     }

@@ -63,7 +63,7 @@ int run_main(int argc, char** argv) {
   if (threads < 1) threads = 1;
   set_num_threads(threads);
 
-  Tensor ga, gb, aa, ab, sx, out;
+  Tensor ga, gb, aa, ab, sx, bx, bw, bg, out;
   std::vector<Workload> workloads = {
       {"sgemm_1024", "GFLOP/s", gemm_flops(),
        [&] {
@@ -71,6 +71,18 @@ int run_main(int argc, char** argv) {
          gb = filled({kGemmN, kGemmN}, -1, 1, 2);  // (N, N)
        },
        [&] { out = matmul(ga, gb); }},
+      {"bgemm_fc1", "GFLOP/s", bgemm_flops(),
+       [&] {
+         bx = filled({kBgemmTokens, kBgemmWidth}, -1, 1, 6).to(DType::BFloat16);  // (T, C)
+         bw = filled({kBgemmHidden, kBgemmWidth}, -1, 1, 7).to(DType::BFloat16);  // (4C, C)
+       },
+       [&] { out = matmul(bx, bw.t()); }},  // (T, 4C)
+      {"bgemm_fc1_wgrad", "GFLOP/s", bgemm_flops(),
+       [&] {
+         bg = filled({kBgemmTokens, kBgemmHidden}, -1, 1, 8).to(DType::BFloat16);  // (T, 4C)
+         bx = filled({kBgemmTokens, kBgemmWidth}, -1, 1, 6).to(DType::BFloat16);   // (T, C)
+       },
+       [&] { out = matmul(bg.t(), bx); }},  // (4C, C)
       {"add_large", "GB/s", add_bytes(),
        [&] {
          aa = filled({kAddN}, -1, 1, 3);  // (2^24,)
