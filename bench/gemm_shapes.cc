@@ -8,7 +8,8 @@
 // disturbed by other processes on a shared machine), else wall time.
 // Layout letters: A then B, N = row-major, T = a transposed (col-major) view.
 // First it measures the machine's float32 FMA peak (fma_peak) and gives each
-// shape's AVX-512 rate as a share of it; then the GPT's shapes with bfloat16
+// shape's AVX-512 rate as a share of it (and, where the CPU has AVX512-BF16,
+// the same loop's rate with VDPBF16PS); then the GPT's shapes with bfloat16
 // operands on every bfloat16 GEMM path the CPU runs (core/cpu/gemm_bf16.h).
 #include <immintrin.h>
 #include <time.h>
@@ -67,6 +68,31 @@ __attribute__((target("avx512f"))) double fma_peak_avx512() {
 
 double fma_peak() { return __builtin_cpu_supports("avx512f") ? fma_peak_avx512() : 0; }
 
+// The same loop with VDPBF16PS (AVX512-BF16: 16 lanes x 2 bfloat16 products a
+// lane, 64 flops an instruction), to compare its rate with the FMAs' on this
+// core (the default bfloat16 path follows from it: core/cpu/gemm_bf16.h).
+__attribute__((target("avx512f,avx512bf16"))) double dpbf16_peak_avx512() {
+  double best = 0;
+  for (int run = 0; run < 5; ++run) {
+    __m512 acc[12];
+    __m512i pair = _mm512_set1_epi32(0x3f803f80);  // (1, 1)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+    constexpr int64_t kIters = 20000000;
+    const double t0 = now(true);
+    for (int64_t it = 0; it < kIters; ++it) {
+#pragma GCC unroll 12
+      for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)pair, (__m512bh)pair);
+      asm volatile("" : "+v"(pair));  // not hoisted
+    }
+    const double t = now(true) - t0;
+    float sink = 0;
+    for (int i = 0; i < 12; ++i) sink += _mm512_reduce_add_ps(acc[i]);
+    if (sink == 42.0f) std::printf(" ");
+    best = std::max(best, 12.0 * 16 * 4 * kIters / t / 1e9);
+  }
+  return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,6 +138,9 @@ int main(int argc, char** argv) {
   const double peak = fma_peak() * weft::get_num_threads();
   std::printf("measured float32 FMA peak: %.1f GFLOP/s (%d thread(s) x 12 AVX-512 FMA chains)\n", peak,
               weft::get_num_threads());
+  if (__builtin_cpu_supports("avx512bf16"))
+    std::printf("measured VDPBF16PS peak: %.1f GFLOP/s (1 thread, 12 chains; the FMA peak on 1 thread: %.1f)\n",
+                dpbf16_peak_avx512(), peak / weft::get_num_threads());
   std::printf("threads=%d (best of %d, %s time)\n%-20s %6s %6s %6s %10s %7s %10s\n", weft::get_num_threads(), reps,
               cpu_time ? "thread CPU" : "wall", "case", "m", "n", "k", "avx512", "%peak", "eigen");
   for (const Case& cs : cases) {

@@ -29,16 +29,16 @@
 // - bf16_gemm_path(): the path bfloat16 matmuls take (default_bf16_gemm_path):
 //   kAmxBf16 where the CPU has AMX-BF16 and the kernel grants the tile state,
 //   else kAvx512Bf16 where it has AVX512-BF16 and is not an Intel CPU, else
-//   kFloat32. Intel cores issue VDPBF16PS at half the rate of their two FMA
-//   ports (a 12-chain loop on an Emerald Rapids Xeon: 80 against 170 GFLOP/s,
-//   the GPT's GEMMs 77-81 against 131-154), so there an Intel CPU without
-//   usable AMX (an older kernel refusing the tile state, Cooper Lake) keeps the
-//   float32 path; AMD's Zen 4 and 5, whose 512-bit FMAs issue as two halves,
-//   take VDPBF16PS;
-//   the environment variable WEFT_CPU_BF16 (read once: "amx_bf16",
-//   "amx_emulated", "avx512_bf16", "avx512_emulated", "float32") forces one,
-//   so a machine's tests can run every path it supports; asking for one the
-//   CPU lacks is an error naming what it has.
+//   kFloat32. Intel cores issue VDPBF16PS at about half the rate of their two
+//   FMA ports (bench/gemm_shapes on an Emerald Rapids Xeon: 12 chains, 85-87
+//   against 124-152 GFLOP/s; the GPT's GEMMs 77-81 against 131-154), so there
+//   an Intel CPU without usable AMX (an older kernel refusing the tile state,
+//   Cooper Lake) keeps the float32 path; AMD's Zen 4 and 5, whose 512-bit FMAs
+//   issue as two halves, take VDPBF16PS; the environment variable
+//   WEFT_CPU_BF16 (read once: "amx_bf16", "amx_emulated", "avx512_bf16",
+//   "avx512_emulated", "float32") forces one, so a machine's tests can run
+//   every path it supports; asking for one the CPU lacks is an error naming
+//   what it has.
 // - Determinism (Note [gemm determinism] in gemm.h): K is cut into blocks
 //   chosen from K alone and threads share out whole slabs of columns (or, in
 //   the AMX kernel where C has more rows than columns, of rows), so the result
