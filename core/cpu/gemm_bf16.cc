@@ -185,9 +185,11 @@ struct PackBuffers {
   }
 };
 
-// Runs tile(j0, j1) over column slabs of C made of whole `tile_cols`-column
-// tiles, one slab per thread (each thread packs A once per block); small
-// products run on the calling thread. Any split gives the same bits.
+// Runs tile(s0, s1) over slabs [s0, s1) of [0, extent) made of whole
+// `unit`-wide tiles (columns of C, or rows), one slab per thread; products of
+// less than 2^18 multiply-adds (`work`) run on the calling thread. Any split
+// gives the same bits. over_column_slabs: slabs of columns (each thread packs
+// all of A).
 template <typename Tile>
 void over_slabs(int64_t extent, double work, int64_t unit, const Tile& tile) {
   const int64_t tiles = (extent + unit - 1) / unit;
@@ -403,25 +405,25 @@ void gemm_pairs(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs
 //
 // The same Goto/BLIS loops over pairs of k steps, with tiles: each thread owns
 // a slab of whole 32-column tiles of C, or of 32-row tiles where C has more
-// rows than columns (each thread packs all of the operand it does not split,
-// so the smaller one is repacked: as the float32 kernel); K is cut into blocks of up to kAmxKP
-// pairs, every block but the last a multiple of 16 pairs (one tile's depth),
-// so zero padding only ever follows the last step of K. A is packed in panels
-// of 32 rows in tile order: per 16 pairs, the 32 rows' 16 words (two 1 KiB
-// tiles, each read in order); B in panels of 16 columns, each pair step's 16
-// columns contiguous (b[p][j], the VNNI layout TDPBF16PS reads: a tile is 16
-// pair steps, 1 KiB in order). In-order tiles measured 3-7% faster than rows
-// kpp words apart (A) or interleaved 32-column panels (B), and the native
-// kernel packs whole 16 x 16 blocks with AVX-512 (pack_pairs_avx512), which
-// took the bfloat16 GPT step from 1,710 to 3,700 tokens/s on a 2-core Xeon
-// with AMX. The micro-kernel computes a 32 x 32 block of C in four
+// rows than columns (each thread packs all of the operand it does not split, so
+// the smaller one is repacked, as in the float32 kernel); K is cut into blocks
+// of up to kAmxKP pairs, every block but the last a multiple of 16 pairs (one
+// tile's depth), so zero padding only ever follows the last step of K. A is
+// packed in panels of 32 rows in tile order: per 16 pairs, the 32 rows' 16
+// words (two 1 KiB tiles, each read in order); B in panels of 16 columns, each
+// pair step's 16 columns contiguous (b[p][j], the VNNI layout TDPBF16PS reads:
+// a tile is 16 pair steps, 1 KiB in order). In-order tiles measured 3-7% faster
+// than rows kpp words apart (A) or interleaved 32-column panels (B), and the
+// native kernel packs whole 16 x 16 blocks with AVX-512 (pack_pairs_avx512),
+// which took the bfloat16 GPT step from 1,710 to 3,700 tokens/s on a 2-core
+// Xeon with AMX. The micro-kernel computes a 32 x 32 block of C in four
 // accumulator tiles (tmm0-3: rows 0-15 / 16-31 x columns 0-15 / 16-31), per 16
 // pairs loading two A tiles (tmm4-5) and two B tiles (tmm6-7) and issuing four
 // TDPBF16PS; the block goes through a 32 x 32 float scratch into C (masked at
 // the edges, added to C after the first K block; the native kernel does this
 // and the epilogue with AVX-512, finish_amx_block). Rows and columns past the
-// matrix are zero in the packing. The emulated tiles pack and store with
-// scalar code into the same layout, so every CPU checks that code too.
+// matrix are zero in the packing. The emulated tiles pack and store with scalar
+// code into the same layout, so every CPU checks that code too.
 
 constexpr int64_t kAmxKP = 256;  // max pairs per K block (512 k steps): A and B panels 32 KiB each
 constexpr int64_t kAmxMC = 1536;
