@@ -547,6 +547,20 @@ void pack_amx_rows(const uint16_t* a, int64_t rs, int64_t cs, int64_t rows, int6
   for (int64_t p = 0; p < kpp; p += 16) std::fill(dst + p * 32 + rows * 16, dst + p * 32 + 512, 0u);
 }
 
+// finish_amx_block element by element, through the scalar epilogue (the
+// emulated tiles' stores, for any CPU).
+void finish_amx_block_scalar(const float* s, int rows, int cols, float* c, int64_t ldc, bool load_c, const float* bias,
+                             const GemmEpilogue* ep, int64_t i0, int64_t j0) {
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) {
+      float* cp = c + i * ldc + j;
+      float r = bias ? s[i * 32 + j] + bias[j] : s[i * 32 + j];
+      if (load_c) r = *cp + r;
+      if (ep) apply_epilogue(*ep, cp, r, i0 + i, j0 + j);
+      else *cp = r;
+    }
+}
+
 // C (m x n) over one thread, tile state `Tiles`.
 template <typename Tiles>
 void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
@@ -581,26 +595,12 @@ void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, 
             tiles.store(scratch);
             const int cols = static_cast<int>(std::min<int64_t>(32, nc - j0));
             const bool last = ep && p0 + kpb >= pairs;  // the last K block goes through the epilogue
-            if constexpr (Tiles::kAvx512) {
-              finish_amx_block(scratch, rows, cols, c + (ic + r0) * ldc + jc + j0, ldc, p0 > 0,
-                               bias && p0 == 0 ? bias + jc + j0 : nullptr, last ? ep : nullptr, ic + r0, jc + j0);
-              continue;
-            }
-            if (bias && p0 == 0)  // the first K block's sums plus the bias
-              for (int i = 0; i < rows; ++i)
-                for (int j = 0; j < cols; ++j) scratch[i * 32 + j] += bias[jc + j0 + j];
-            for (int i = 0; i < rows; ++i) {
-              const int64_t r = ic + r0 + i, at = r * ldc + jc + j0;
-              float* crow = c + at;
-              const float* srow = scratch + i * 32;
-              if (last)
-                for (int j = 0; j < cols; ++j)
-                  apply_epilogue(*ep, crow + j, p0 > 0 ? crow[j] + srow[j] : srow[j], r, jc + j0 + j);
-              else if (p0 > 0)
-                for (int j = 0; j < cols; ++j) crow[j] += srow[j];
-              else
-                for (int j = 0; j < cols; ++j) crow[j] = srow[j];
-            }
+            float* cb = c + (ic + r0) * ldc + jc + j0;
+            const float* bb = bias && p0 == 0 ? bias + jc + j0 : nullptr;  // the first K block's sums plus the bias
+            if constexpr (Tiles::kAvx512)
+              finish_amx_block(scratch, rows, cols, cb, ldc, p0 > 0, bb, last ? ep : nullptr, ic + r0, jc + j0);
+            else
+              finish_amx_block_scalar(scratch, rows, cols, cb, ldc, p0 > 0, bb, last ? ep : nullptr, ic + r0, jc + j0);
           }
         }
       }
