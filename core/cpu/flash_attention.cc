@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -368,16 +369,28 @@ void backward_matrix(const FlashGeometry& g, const E* q_in, const E* k_in, const
   }
 }
 
+// Runs f(w, m) for every matrix m < n, w the running thread's scratch: the
+// matrices go one at a time to whichever thread is free, not in equal shares,
+// since threads need not run at one speed (Note [gemm balance] in
+// core/cpu/thread_balance.h). A matrix's results do not depend on its thread.
+template <typename F>
+void over_matrices(int64_t n, const FlashGeometry& g, bool backward, bool bf16, const F& f) {
+  std::atomic<int64_t> next{0};
+  parallel_for(0, std::min<int64_t>(n, get_num_threads()), 1, [&](int64_t, int64_t) {
+    Scratch& w = scratch(g, backward, bf16);
+    for (int64_t m = next.fetch_add(1, std::memory_order_relaxed); m < n;
+         m = next.fetch_add(1, std::memory_order_relaxed))
+      f(w, m);
+  });
+}
+
 template <typename E>
 void forward_all(const FlashGeometry& g, const E* q, const E* k, const E* v, E* o, float* lse) {
   const int64_t BH = g.batch * g.heads;
-  parallel_for(0, BH, 1, [&](int64_t m0, int64_t m1) {
-    Scratch& w = scratch(g, false);
-    for (int64_t m = m0; m < m1; ++m) {
-      const int64_t b = m / g.heads, h = m % g.heads;
-      forward_matrix(g, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
-                     o + b * g.o_sb + h * g.o_sh, lse + m * g.L, w);
-    }
+  over_matrices(BH, g, false, false, [&](Scratch& w, int64_t m) {
+    const int64_t b = m / g.heads, h = m % g.heads;
+    forward_matrix(g, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
+                   o + b * g.o_sb + h * g.o_sh, lse + m * g.L, w);
   });
 }
 
@@ -388,27 +401,24 @@ void backward_all(const FlashGeometry& g, const E* q, const E* k, const E* v, co
                   const E* d_o, int64_t do_sb, int64_t do_sh, int64_t do_rs, E* dq, E* dk, E* dv) {
   constexpr bool kBf16 = std::is_same_v<E, uint16_t>;
   const int64_t BH = g.batch * g.heads;
-  parallel_for(0, BH, 1, [&](int64_t m0, int64_t m1) {
-    Scratch& w = scratch(g, true, kBf16);
-    for (int64_t m = m0; m < m1; ++m) {
-      const int64_t b = m / g.heads, h = m % g.heads;
-      E* dqm = dq + b * g.dq_sb + h * g.dq_sh;
-      E* dkm = dk + b * g.dk_sb + h * g.dk_sh;
-      E* dvm = dv + b * g.dv_sb + h * g.dv_sh;
-      auto run = [&](const FlashGeometry& gm, float* gq, float* gk, float* gv) {
-        backward_matrix(gm, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
-                        o + b * g.o_sb + h * g.o_sh, lse + m * g.L, d_o + b * do_sb + h * do_sh, do_rs, gq, gk, gv, w);
-      };
-      if constexpr (kBf16) {
-        FlashGeometry gm = g;
-        gm.dq_rs = g.D, gm.dk_rs = g.D, gm.dv_rs = g.Dv;
-        run(gm, w.dq.data(), w.dk.data(), w.dv.data());
-        round_rows(w.dq.data(), g.L, g.D, dqm, g.dq_rs);
-        round_rows(w.dk.data(), g.S, g.D, dkm, g.dk_rs);
-        round_rows(w.dv.data(), g.S, g.Dv, dvm, g.dv_rs);
-      } else {
-        run(g, dqm, dkm, dvm);
-      }
+  over_matrices(BH, g, true, kBf16, [&](Scratch& w, int64_t m) {
+    const int64_t b = m / g.heads, h = m % g.heads;
+    E* dqm = dq + b * g.dq_sb + h * g.dq_sh;
+    E* dkm = dk + b * g.dk_sb + h * g.dk_sh;
+    E* dvm = dv + b * g.dv_sb + h * g.dv_sh;
+    auto run = [&](const FlashGeometry& gm, float* gq, float* gk, float* gv) {
+      backward_matrix(gm, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
+                      o + b * g.o_sb + h * g.o_sh, lse + m * g.L, d_o + b * do_sb + h * do_sh, do_rs, gq, gk, gv, w);
+    };
+    if constexpr (kBf16) {
+      FlashGeometry gm = g;
+      gm.dq_rs = g.D, gm.dk_rs = g.D, gm.dv_rs = g.Dv;
+      run(gm, w.dq.data(), w.dk.data(), w.dv.data());
+      round_rows(w.dq.data(), g.L, g.D, dqm, g.dq_rs);
+      round_rows(w.dk.data(), g.S, g.D, dkm, g.dk_rs);
+      round_rows(w.dv.data(), g.S, g.Dv, dvm, g.dv_rs);
+    } else {
+      run(g, dqm, dkm, dvm);
     }
   });
 }

@@ -40,6 +40,7 @@
 
 #include "core/cpu/avx512_util.h"
 #include "core/cpu/gemm_epilogue_avx512.h"
+#include "core/cpu/thread_balance.h"
 #include "core/error.h"
 #include "core/parallel.h"
 
@@ -469,8 +470,9 @@ void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int6
     return;
   }
   // Thread tiling: each matrix is cut into `parts` slabs of whole micro-tiles along
-  // N (or M), so that batch * parts shares out evenly. Any tiling gives the same
-  // bits (Note [gemm determinism]); this one only decides speed.
+  // N (or M), so that batch * parts shares out evenly; a single matrix's slabs
+  // are sized by the threads' measured speeds (Note [gemm balance]). Any tiling
+  // gives the same bits (Note [gemm determinism]); this one only decides speed.
   const int nt = in_parallel_region() ? 1 : get_num_threads();
   const double work = static_cast<double>(m) * n * k * batch;
   int64_t parts = 1;
@@ -480,29 +482,36 @@ void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int6
   // whose other operand is smaller, if it has enough tiles.
   bool split_n = (m <= n && ntl >= parts) || mt < parts;
   parts = std::min(parts, split_n ? ntl : mt);
+  const int64_t tiles = split_n ? ntl : mt, unit = split_n ? kNR : kMR, extent = split_n ? n : m;
+  // Columns [s0, s1) (split_n) or rows [s0, s1) of matrix x.
+  auto slab = [&](int64_t x, int64_t s0, int64_t s1) {
+    const S* pa = a + a_off[x];
+    const S* pb = b + b_off[x];
+    float* pc = c + x * c_stride;
+    GemmEpilogue ep;
+    if (epilogue) ep = split_n ? epilogue->at(0, s0) : epilogue->at(s0, 0);
+    if (round16) ep.out16 += x * c_stride;  // matrix x of the batch, laid out as C
+    const GemmEpilogue* pep = epilogue ? &ep : nullptr;
+    // A's row sums: from the slab that starts at column 0 (every slab packs all
+    // of A when N is split), else from each slab's own rows
+    float* sums = row_sums ? (split_n ? (s0 == 0 ? row_sums : nullptr) : row_sums + s0) : nullptr;
+    if (split_n)
+      gemm_tile<S>(m, s1 - s0, k, {pa, a_rs, a_cs}, {pb + s0 * b_cs, b_rs, b_cs}, pc + s0, ldc, accumulate,
+                   col_bias ? col_bias + s0 : nullptr, pep, sums);
+    else
+      gemm_tile<S>(s1 - s0, n, k, {pa + s0 * a_rs, a_rs, a_cs}, {pb, b_rs, b_cs}, pc + s0 * ldc, ldc, accumulate,
+                   col_bias, pep, sums);
+  };
+  if (batch == 1) {
+    over_balanced_slabs(extent, work, unit, [&](int64_t s0, int64_t s1) { slab(0, s0, s1); });
+    return;
+  }
   auto body = [&](int64_t w0, int64_t w1) {
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t x = w / parts, q = w % parts;
-      const int64_t tiles = split_n ? ntl : mt, unit = split_n ? kNR : kMR, extent = split_n ? n : m;
       const int64_t s0 = std::min(extent, tiles * q / parts * unit),
                     s1 = std::min(extent, tiles * (q + 1) / parts * unit);
-      if (s0 >= s1) continue;
-      const S* pa = a + a_off[x];
-      const S* pb = b + b_off[x];
-      float* pc = c + x * c_stride;
-      GemmEpilogue ep;
-      if (epilogue) ep = split_n ? epilogue->at(0, s0) : epilogue->at(s0, 0);
-      if (round16) ep.out16 += x * c_stride;  // matrix x of the batch, laid out as C
-      const GemmEpilogue* pep = epilogue ? &ep : nullptr;
-      // A's row sums: from the slab that starts at column 0 (every slab packs all
-      // of A when N is split), else from each slab's own rows
-      float* sums = row_sums ? (split_n ? (s0 == 0 ? row_sums : nullptr) : row_sums + s0) : nullptr;
-      if (split_n)
-        gemm_tile<S>(m, s1 - s0, k, {pa, a_rs, a_cs}, {pb + s0 * b_cs, b_rs, b_cs}, pc + s0, ldc, accumulate,
-                     col_bias ? col_bias + s0 : nullptr, pep, sums);
-      else
-        gemm_tile<S>(s1 - s0, n, k, {pa + s0 * a_rs, a_rs, a_cs}, {pb, b_rs, b_cs}, pc + s0 * ldc, ldc, accumulate,
-                     col_bias, pep, sums);
+      if (s0 < s1) slab(x, s0, s1);
     }
   };
   // small products run inline: a thread hand-off costs more than they do

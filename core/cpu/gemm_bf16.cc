@@ -37,6 +37,7 @@
 #include "core/cpu/gemm.h"
 #include "core/cpu/gemm_avx512.h"
 #include "core/cpu/gemm_epilogue_avx512.h"
+#include "core/cpu/thread_balance.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/parallel.h"
@@ -185,27 +186,11 @@ struct PackBuffers {
   }
 };
 
-// Runs tile(s0, s1) over slabs [s0, s1) of [0, extent) made of whole
-// `unit`-wide tiles (columns of C, or rows), one slab per thread; products of
-// less than 2^18 multiply-adds (`work`) run on the calling thread. Any split
-// gives the same bits. over_column_slabs: slabs of columns (each thread packs
-// all of A).
-template <typename Tile>
-void over_slabs(int64_t extent, double work, int64_t unit, const Tile& tile) {
-  const int64_t tiles = (extent + unit - 1) / unit;
-  const int64_t parts =
-      work >= double(1 << 18) && !in_parallel_region() ? std::min<int64_t>(get_num_threads(), tiles) : 1;
-  parallel_for(0, parts, 1, [&](int64_t q0, int64_t q1) {
-    for (int64_t q = q0; q < q1; ++q) {
-      const int64_t s0 = std::min(extent, tiles * q / parts * unit),
-                    s1 = std::min(extent, tiles * (q + 1) / parts * unit);
-      if (s0 < s1) tile(s0, s1);
-    }
-  });
-}
+// Slabs of columns of C (each thread packs all of A), one per thread, shared by
+// the threads' speeds: over_balanced_slabs (core/cpu/thread_balance.h).
 template <typename Tile>
 void over_column_slabs(int64_t m, int64_t n, int64_t k, int64_t tile_cols, const Tile& tile) {
-  over_slabs(n, static_cast<double>(m) * n * k, tile_cols, tile);
+  over_balanced_slabs(n, static_cast<double>(m) * n * k, tile_cols, tile);
 }
 
 // Everything below runs only where bf16_gemm_path_available() said so.
@@ -612,7 +597,7 @@ template <typename Tiles>
 void gemm_amx(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
               int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const GemmEpilogue* ep, const float* bias) {
   if (m > n) {  // slabs of rows: B, the smaller, is the operand packed twice (the GPT's GEMMs, 2 threads: +7%)
-    over_slabs(m, static_cast<double>(m) * n * k, 32, [&](int64_t i0, int64_t i1) {
+    over_balanced_slabs(m, static_cast<double>(m) * n * k, 32, [&](int64_t i0, int64_t i1) {
       GemmEpilogue e;
       if (ep) e = ep->at(i0, 0);
       amx_tile<Tiles>(i1 - i0, n, k, a + i0 * a_rs, a_rs, a_cs, b, b_rs, b_cs, c + i0 * ldc, ldc, ep ? &e : nullptr,
