@@ -6,6 +6,10 @@ the equivalent torch code, each with warm-up and the median of several timed
 repetitions, and prints one line per workload:
   <workload>: weft=<value> torch=<value> <unit> speedup=<weft/torch>
 Units are higher-is-better (GFLOP/s, GB/s), so speedup > 1 means weft is faster.
+With --rounds R (R > 1) weft and torch take turns R times (weft's binary, then
+torch, then weft's again, ...): values are the medians over the rounds, speedup
+the median of the rounds' own ratios, and `rounds=lo..hi` gives their range. On
+a host whose neighbours' load moves, one round can read far off the next.
 Work counts match bench/bench_util.h: sgemm 2 N^3 flops; bgemm_fc1 and
 bgemm_fc1_wgrad, bfloat16 matmuls at the GPT benchmark's MLP sizes (x W^T with
 x (2048, 384) and W (1536, 384); g^T x with g (2048, 1536)), 2 T C 4C flops;
@@ -100,6 +104,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--only", default="", help="comma-separated workload names")
+    ap.add_argument("--rounds", type=int, default=1, help="weft and torch take turns this many times")
     args = ap.parse_args()
 
     names = [w[0] for w in WORKLOADS]
@@ -107,7 +112,8 @@ def main():
         names = [n for n in names if n in args.only.split(",")]
 
     # weft first, in its own process, so the two never compete for cores.
-    weft = run_weft(args.weft_bin, args.threads, args.warmup, args.reps, names)
+    rounds = max(1, args.rounds)
+    weft_rounds = [run_weft(args.weft_bin, args.threads, args.warmup, args.reps, names)]
 
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import torch  # after OMP_NUM_THREADS, so its pools start at the right size
@@ -123,24 +129,34 @@ def main():
         pass
     print(f"torch {torch.__version__} ({os.path.dirname(os.path.dirname(torch.__file__))}) {blas}; "
           f"threads={args.threads} (torch.get_num_threads()={torch.get_num_threads()}) on "
-          f"{platform.machine()} with {os.cpu_count()} cores; median of {args.reps} after {args.warmup} warm-up")
+          f"{platform.machine()} with {os.cpu_count()} cores; median of {args.reps} after {args.warmup} warm-up"
+          + (f"; {rounds} rounds, weft and torch in turn" if rounds > 1 else ""))
+
+    torch_rounds = []
+    with torch.no_grad():
+        for r in range(rounds):
+            if r > 0:
+                weft_rounds.append(run_weft(args.weft_bin, args.threads, args.warmup, args.reps, names))
+            torch_rounds.append({name: work * 1e-9 / (time_torch(runs[name], args.warmup, args.reps) * 1e-3)
+                                 for name, unit, work in WORKLOADS if name in names})
 
     failed = False
-    with torch.no_grad():
-        for name, unit, work in WORKLOADS:
-            if name not in names:
-                continue
-            t_ms = time_torch(runs[name], args.warmup, args.reps)
-            torch_val = work * 1e-9 / (t_ms * 1e-3)
-            w = weft.get(name, {})
-            if "value" in w:
-                weft_val = float(w["value"])
-                print(f"{name}: weft={weft_val:.2f} torch={torch_val:.2f} {unit} "
-                      f"speedup={weft_val / torch_val:.2f}")
-            else:
-                failed = True
-                why = w.get("error", "no result from ops_weft")
-                print(f"{name}: weft=n/a torch={torch_val:.2f} {unit} speedup=n/a ({why})")
+    for name, unit, work in WORKLOADS:
+        if name not in names:
+            continue
+        torch_vals = [t[name] for t in torch_rounds]
+        torch_val = statistics.median(torch_vals)
+        missing = [w.get(name, {}) for w in weft_rounds if "value" not in w.get(name, {})]
+        if missing:
+            failed = True
+            why = missing[0].get("error", "no result from ops_weft")
+            print(f"{name}: weft=n/a torch={torch_val:.2f} {unit} speedup=n/a ({why})")
+            continue
+        weft_vals = [float(w[name]["value"]) for w in weft_rounds]
+        ratios = [wv / tv for wv, tv in zip(weft_vals, torch_vals)]
+        spread = f" rounds={min(ratios):.2f}..{max(ratios):.2f}" if rounds > 1 else ""
+        print(f"{name}: weft={statistics.median(weft_vals):.2f} torch={torch_val:.2f} {unit} "
+              f"speedup={statistics.median(ratios):.2f}{spread}")
     return 1 if failed else 0
 
 

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "core/cpu/avx512_util.h"
+#include "core/cpu/thread_balance.h"
 #include "core/parallel.h"
 
 namespace weft::cpu {
@@ -375,6 +376,13 @@ void backward_matrix(const FlashGeometry& g, const E* q_in, const E* k_in, const
 // core/cpu/thread_balance.h). A matrix's results do not depend on its thread.
 template <typename F>
 void over_matrices(int64_t n, const FlashGeometry& g, bool backward, bool bf16, const F& f) {
+  if (!thread_balance_enabled()) {  // equal shares (benchmarks comparing the two)
+    parallel_for(0, n, 1, [&](int64_t m0, int64_t m1) {
+      Scratch& w = scratch(g, backward, bf16);
+      for (int64_t m = m0; m < m1; ++m) f(w, m);
+    });
+    return;
+  }
   std::atomic<int64_t> next{0};
   parallel_for(0, std::min<int64_t>(n, get_num_threads()), 1, [&](int64_t, int64_t) {
     Scratch& w = scratch(g, backward, bf16);

@@ -5,11 +5,22 @@
 
 namespace weft::cpu {
 
+namespace {
+std::atomic<bool> g_enabled{true};
+}
+
+void set_thread_balance_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
+bool thread_balance_enabled() { return g_enabled.load(std::memory_order_relaxed); }
+
 void ThreadBalance::reset() {
   for (auto& w : w_) w.store(1.0f, std::memory_order_relaxed);
 }
 
 void ThreadBalance::split(int parts, int64_t units, int64_t* s) const {
+  if (!thread_balance_enabled()) {
+    for (int q = 0; q <= parts; ++q) s[q] = units * q / parts;
+    return;
+  }
   double total = 0;
   for (int q = 0; q < parts; ++q) total += weight(q);
   double cum = 0;
@@ -22,7 +33,7 @@ void ThreadBalance::split(int parts, int64_t units, int64_t* s) const {
 }
 
 void ThreadBalance::record(int parts, const int64_t* units, const double* secs) {
-  if (parts < 2 || parts > kMaxThreads) return;
+  if (parts < 2 || parts > kMaxThreads || !thread_balance_enabled()) return;
   std::array<double, kMaxThreads> rate{};
   double total = 0;
   for (int q = 0; q < parts; ++q) {

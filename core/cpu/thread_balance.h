@@ -44,16 +44,25 @@ class ThreadBalance {
   // Every weight back to 1 (equal shares).
   void reset();
   // Boundaries s[0] = 0 <= s[1] <= ... <= s[parts] = units of the parts' shares
-  // (s has parts + 1 entries; parts <= kMaxThreads).
+  // (s has parts + 1 entries; parts <= kMaxThreads); equal shares while the
+  // balance is off (set_thread_balance_enabled below).
   void split(int parts, int64_t units, int64_t* s) const;
   // Part q ran units[q] units and ended secs[q] seconds after the call began.
-  // Ignored unless every part ran some units in a positive time.
+  // Ignored unless every part ran some units in a positive time, and while the
+  // balance is off.
   void record(int parts, const int64_t* units, const double* secs);
   double weight(int q) const { return q < kMaxThreads ? w_[q].load(std::memory_order_relaxed) : 1.0; }
 
  private:
   std::array<std::atomic<float>, kMaxThreads> w_;
 };
+
+// On (the default): the GEMMs size their slabs by ThreadBalance and flash
+// attention hands out its matrices one at a time. Off: equal shares and no
+// learning, as if threads ran at one speed. For benchmarks comparing the two
+// (//bench:balance_ab); not thread-safe against products running meanwhile.
+void set_thread_balance_enabled(bool on);
+bool thread_balance_enabled();
 
 // The balance shared by the CPU GEMMs (float32, bfloat16): a thread's speed is
 // its core's, whatever it multiplies.

@@ -110,6 +110,21 @@ TEST(ThreadBalance, IgnoresRecordsItCannotUse) {
   EXPECT_EQ(b.weight(1), 1.0);
 }
 
+TEST(ThreadBalance, SwitchedOffItSplitsEquallyAndLearnsNothing) {
+  ThreadBalance b;
+  const int64_t units[] = {16, 16};
+  const double secs[] = {1.0, 2.0};
+  b.record(2, units, secs);
+  const float w0 = b.weight(0);
+  cpu::set_thread_balance_enabled(false);
+  EXPECT_FALSE(cpu::thread_balance_enabled());
+  EXPECT_EQ(split(b, 2, 120), (std::vector<int64_t>{0, 60, 120}));
+  b.record(2, units, secs);
+  EXPECT_EQ(b.weight(0), w0);
+  cpu::set_thread_balance_enabled(true);
+  EXPECT_EQ(split(b, 2, 120), (std::vector<int64_t>{0, 65, 120}));
+}
+
 // Skews the GEMMs' weights: thread 0 `ratio` times faster than the others.
 void skew_gemm_balance(int threads, double ratio) {
   ThreadBalance& b = cpu::gemm_thread_balance();
