@@ -17,7 +17,7 @@ void ThreadBalance::reset() {
 }
 
 void ThreadBalance::split(int parts, int64_t units, int64_t* s) const {
-  if (!thread_balance_enabled()) {
+  if (!thread_balance_enabled() || parts > kMaxThreads) {
     for (int q = 0; q <= parts; ++q) s[q] = units * q / parts;
     return;
   }

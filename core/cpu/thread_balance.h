@@ -29,6 +29,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <vector>
 
 #include "core/parallel.h"
 
@@ -44,8 +45,8 @@ class ThreadBalance {
   // Every weight back to 1 (equal shares).
   void reset();
   // Boundaries s[0] = 0 <= s[1] <= ... <= s[parts] = units of the parts' shares
-  // (s has parts + 1 entries; parts <= kMaxThreads); equal shares while the
-  // balance is off (set_thread_balance_enabled below).
+  // (s has parts + 1 entries); equal shares while the balance is off
+  // (set_thread_balance_enabled below) or for more than kMaxThreads parts.
   void split(int parts, int64_t units, int64_t* s) const;
   // Part q ran units[q] units and ended secs[q] seconds after the call began.
   // Ignored unless every part ran some units in a positive time, and while the
@@ -77,15 +78,15 @@ template <typename Tile>
 void over_balanced_slabs(int64_t extent, double work, int64_t unit, const Tile& tile) {
   const int64_t tiles = (extent + unit - 1) / unit;
   const int parts = work >= double(1 << 18) && !in_parallel_region()
-                        ? static_cast<int>(std::min<int64_t>({get_num_threads(), tiles, ThreadBalance::kMaxThreads}))
+                        ? static_cast<int>(std::min<int64_t>(get_num_threads(), tiles))
                         : 1;
   if (parts <= 1) {
     if (extent > 0) tile(0, extent);
     return;
   }
   ThreadBalance& balance = gemm_thread_balance();
-  std::array<int64_t, ThreadBalance::kMaxThreads + 1> bounds{};
-  std::array<double, ThreadBalance::kMaxThreads> ends{};
+  std::vector<int64_t> bounds(parts + 1);
+  std::vector<double> ends(parts);
   balance.split(parts, tiles, bounds.data());
   const auto start = std::chrono::steady_clock::now();
   // parallel_for hands out one chunk per thread in order: part q runs on thread q
@@ -97,7 +98,7 @@ void over_balanced_slabs(int64_t extent, double work, int64_t unit, const Tile& 
     }
   });
   if (work >= double(1 << 23)) {
-    std::array<int64_t, ThreadBalance::kMaxThreads> units{};
+    std::vector<int64_t> units(parts);
     for (int q = 0; q < parts; ++q) units[q] = bounds[q + 1] - bounds[q];
     balance.record(parts, units.data(), ends.data());
   }

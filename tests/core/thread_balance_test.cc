@@ -93,6 +93,19 @@ TEST(ThreadBalance, AVerySlowThreadKeepsAShare) {
   EXPECT_GT(s[2] - s[1], 10);  // 100 * 0.25 / (0.25 + ~2)
 }
 
+// More parts than weights (a machine of more than kMaxThreads threads): equal
+// shares whatever the first threads' weights.
+TEST(ThreadBalance, SplitsEquallyBeyondItsWeights) {
+  ThreadBalance b;
+  const int64_t units[] = {10, 10};
+  const double secs[] = {1.0, 4.0};
+  for (int call = 0; call < 20; ++call) b.record(2, units, secs);
+  ASSERT_GT(b.weight(0), 1.4);
+  const int parts = ThreadBalance::kMaxThreads + 6;
+  const auto s = split(b, parts, 10 * parts);
+  for (int q = 0; q <= parts; ++q) EXPECT_EQ(s[q], 10 * q);
+}
+
 TEST(ThreadBalance, IgnoresRecordsItCannotUse) {
   ThreadBalance b;
   const double nan = std::numeric_limits<double>::quiet_NaN();
