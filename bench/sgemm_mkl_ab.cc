@@ -1,0 +1,136 @@
+// sgemm_mkl_ab: weft's float32 GEMM against MKL's sgemm in one process, the
+// two taking turns so that both see the same host (on a shared machine the
+// speed of a core moves by 10-20% within seconds, more than the gap measured).
+//   sgemm_mkl_ab --mkl-lib PATH [--threads 1] [--rounds 15] [--reps 5]
+// (./bazelw run //bench:sgemm_vs_mkl -- [flags] finds PATH itself)
+// PATH is a shared library exporting MKL's Fortran `sgemm` and
+// `MKL_Set_Num_Threads_Local`: PyTorch's libtorch_cpu.so on x86 (the PyPI
+// wheels link MKL into it), found by //bench:sgemm_vs_mkl's wrapper. Per
+// shape (sgemm 1024 and the GPT block's forward and weight-gradient
+// products, bench/balance_ab.cc's list): `rounds` rounds, each timing `reps`
+// calls of weft and of MKL after one untimed call, which one goes first
+// alternating by round. Prints both medians in GFLOP/s, the median of the
+// rounds' weft / MKL ratios with their range, and the largest difference
+// between the two results relative to the largest |C| (a check that both
+// computed the same product).
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/cpu/gemm.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "examples/flags.h"
+
+namespace weft {
+namespace {
+
+// Fortran BLAS: column-major, every argument by pointer.
+using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*, const float*, const float*,
+                         const int*, const float*, const int*, const float*, float*, const int*);
+using SetThreadsFn = int (*)(int);
+
+struct Mkl {
+  SgemmFn sgemm = nullptr;
+  SetThreadsFn set_threads = nullptr;
+  explicit Mkl(const std::string& path) {
+    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      const char* why = dlerror();
+      WEFT_CHECK(false, "cannot load --mkl-lib ", path, ": ", why ? why : "unknown error");
+    }
+    sgemm = reinterpret_cast<SgemmFn>(dlsym(lib, "sgemm"));
+    set_threads = reinterpret_cast<SetThreadsFn>(dlsym(lib, "MKL_Set_Num_Threads_Local"));
+    WEFT_CHECK(sgemm && set_threads, path,
+               " does not export MKL's sgemm and MKL_Set_Num_Threads_Local (a PyTorch built without MKL?)");
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int run(int argc, char** argv) {
+  int threads = 1, rounds = 15, reps = 5;
+  std::string mkl_lib;
+  examples::FlagParser flags("usage: sgemm_mkl_ab --mkl-lib PATH [flags]");
+  flags.add("--mkl-lib PATH", &mkl_lib, "library exporting MKL's sgemm (PyTorch's libtorch_cpu.so)")
+      .add("--threads N", &threads, "threads for both")
+      .add("--rounds N", &rounds, "rounds per shape")
+      .add("--reps N", &reps, "timed calls per round and side");
+  if (auto status = flags.parse_in_main(argc, argv, "sgemm_mkl_ab")) return *status;
+  WEFT_FLAG_CHECK(!mkl_lib.empty(), "--mkl-lib is required");
+  WEFT_FLAG_CHECK(rounds > 0 && reps > 0 && threads > 0, "--threads, --rounds and --reps must be positive");
+  Mkl mkl(mkl_lib);
+  set_num_threads(threads);
+  mkl.set_threads(threads);
+
+  struct Shape {
+    const char* name;
+    int m, n, k;
+    bool a_transposed;  // A read column-major (a weight gradient's g^T)
+  };
+  const Shape shapes[] = {{"sgemm 1024", 1024, 1024, 1024, false}, {"qkv  x.Wt", 2048, 1152, 384, false},
+                          {"fc1  x.Wt", 2048, 1536, 384, false},   {"fc2  x.Wt", 2048, 384, 1536, false},
+                          {"proj x.Wt", 2048, 384, 384, false},    {"fc1  gt.x", 1536, 384, 2048, true},
+                          {"qkv  gt.x", 1152, 384, 2048, true}};
+  const int64_t most = 2048 * 2048;
+  std::vector<float> a(most), b(most), c(most), c_mkl(most);
+  uint64_t s = 1;
+  for (float* p : {a.data(), b.data()})
+    for (int64_t i = 0; i < most; ++i) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      p[i] = static_cast<float>((s >> 40) % 2001) / 1000.0f - 1.0f;
+    }
+  std::printf("threads=%d, %d rounds of %d calls per side\n", threads, rounds, reps);
+  std::printf("%-11s %11s %11s %8s %15s %10s\n", "case", "weft GF/s", "MKL GF/s", "ratio", "rounds", "max diff");
+  for (const Shape& sh : shapes) {
+    // row-major C (m, n) = A B is column-major C^T (n, m) = B^T A^T
+    const int64_t a_rs = sh.a_transposed ? 1 : sh.k, a_cs = sh.a_transposed ? sh.m : 1;
+    const int lda_f = sh.n, ldb_f = sh.a_transposed ? sh.m : sh.k, ldc_f = sh.n;
+    const char* trans_a = sh.a_transposed ? "T" : "N";
+    const float one = 1, zero = 0;
+    auto weft_call = [&] {
+      cpu::gemm<float>(sh.m, sh.n, sh.k, a.data(), a_rs, a_cs, b.data(), sh.n, 1, c.data(), sh.n);
+    };
+    auto mkl_call = [&] {
+      mkl.sgemm("N", trans_a, &sh.n, &sh.m, &sh.k, &one, b.data(), &lda_f, a.data(), &ldb_f, &zero, c_mkl.data(),
+                &ldc_f);
+    };
+    const double gflop = 2e-9 * sh.m * sh.n * sh.k * reps;
+    auto rate = [&](const auto& call) {
+      call();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < reps; ++i) call();
+      return gflop / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    std::vector<double> w, m, ratio;
+    for (int r = 0; r < rounds; ++r) {
+      double rw, rm;
+      if (r % 2 == 0) rw = rate(weft_call), rm = rate(mkl_call);
+      else rm = rate(mkl_call), rw = rate(weft_call);
+      w.push_back(rw), m.push_back(rm), ratio.push_back(rw / rm);
+    }
+    double diff = 0, top = 0;
+    for (int64_t i = 0; i < int64_t{sh.m} * sh.n; ++i)
+      diff = std::max(diff, double(std::fabs(c[i] - c_mkl[i]))), top = std::max(top, double(std::fabs(c_mkl[i])));
+    const auto [lo, hi] = std::minmax_element(ratio.begin(), ratio.end());
+    std::printf("%-11s %11.1f %11.1f %7.3fx %7.2f - %5.2f %10.1e\n", sh.name, median(w), median(m), median(ratio), *lo,
+                *hi, top > 0 ? diff / top : diff);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace weft
+
+int main(int argc, char** argv) {
+  return weft::examples::run_main("sgemm_mkl_ab", [&] { return weft::run(argc, argv); });
+}
