@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "core/autocast.h"
 #include "core/autograd_meta.h"
 #include "core/cpu/gemm.h"
@@ -59,30 +60,16 @@ std::pair<double, double> alternate(int rounds, int calls, int untimed, const st
 }
 
 void gemms(int rounds) {
-  struct Shape {
-    const char* name;
-    int64_t m, n, k;
-    bool a_transposed;  // A read column-major (a weight gradient's g^T)
-  };
-  const Shape shapes[] = {{"sgemm 1024", 1024, 1024, 1024, false}, {"qkv  x.Wt", 2048, 1152, 384, false},
-                          {"fc1  x.Wt", 2048, 1536, 384, false},   {"fc2  x.Wt", 2048, 384, 1536, false},
-                          {"proj x.Wt", 2048, 384, 384, false},    {"fc1  gt.x", 1536, 384, 2048, true},
-                          {"qkv  gt.x", 1152, 384, 2048, true}};
-  const int64_t most = 2048 * 2048;
-  std::vector<float> a(most), b(most), c(most);
-  uint64_t s = 1;
-  for (float* p : {a.data(), b.data()})
-    for (int64_t i = 0; i < most; ++i) {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      p[i] = static_cast<float>((s >> 40) % 2001) / 1000.0f - 1.0f;
-    }
+  const int64_t most = bench::kGptGemmMostElements;
+  const std::vector<float> a = bench::lcg_floats(most, 1), b = bench::lcg_floats(most, 2);
+  std::vector<float> c(most);
   std::vector<uint16_t> a16(most), b16(most);
   for (int64_t i = 0; i < most; ++i) a16[i] = BFloat16(a[i]).x, b16[i] = BFloat16(b[i]).x;
   const cpu::Bf16GemmPath path = cpu::bf16_gemm_path();
   std::printf("%-12s %-10s %10s %10s %8s\n", "dtype", "case", "off ms", "on ms", "off/on");
   for (int bf16 = 0; bf16 < 2; ++bf16) {
     double sum[2] = {0, 0};
-    for (const Shape& sh : shapes) {
+    for (const bench::GemmCase& sh : bench::kGptGemmCases) {
       const int64_t a_rs = sh.a_transposed ? 1 : sh.k, a_cs = sh.a_transposed ? sh.m : 1;
       auto [off, on] = alternate(rounds, 5, 2, [&] {
         if (bf16) cpu::gemm_bf16(path, sh.m, sh.n, sh.k, a16.data(), a_rs, a_cs, b16.data(), sh.n, 1, c.data(), sh.n);

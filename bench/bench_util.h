@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <sys/resource.h>
 
@@ -42,6 +43,32 @@ inline double gemm_flops() { return 2.0 * kGemmN * kGemmN * kGemmN; }
 inline double bgemm_flops() { return 2.0 * kBgemmTokens * kBgemmWidth * kBgemmHidden; }      // either product
 inline double add_bytes() { return 3.0 * kAddN * sizeof(float); }                            // read a, b; write out
 inline double softmax_bytes() { return 2.0 * kSoftmaxRows * kSoftmaxCols * sizeof(float); }  // read x; write out
+
+// sgemm 1024 and the GPT block's float32 GEMMs (tokens 8 x 256, width 384):
+// the forward products x W^T and the weight gradients g^T x, the latter with A
+// read column-major. //bench:balance_ab and //bench:sgemm_mkl_ab time these.
+struct GemmCase {
+  const char* name;
+  int64_t m, n, k;
+  bool a_transposed;  // A read column-major (a weight gradient's g^T)
+};
+inline constexpr GemmCase kGptGemmCases[] = {
+    {"sgemm 1024", 1024, 1024, 1024, false}, {"qkv  x.Wt", 2048, 1152, 384, false},
+    {"fc1  x.Wt", 2048, 1536, 384, false},   {"fc2  x.Wt", 2048, 384, 1536, false},
+    {"proj x.Wt", 2048, 384, 384, false},    {"fc1  gt.x", 1536, 384, 2048, true},
+    {"qkv  gt.x", 1152, 384, 2048, true}};
+inline constexpr int64_t kGptGemmMostElements = 2048 * 2048;  // the largest operand of those cases
+
+// n floats in [-1, 1] from a fixed LCG started at `seed`, in steps of 1/1000.
+inline std::vector<float> lcg_floats(int64_t n, uint64_t seed) {
+  std::vector<float> v(n);
+  uint64_t s = seed;
+  for (float& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<float>((s >> 40) % 2001) / 1000.0f - 1.0f;
+  }
+  return v;
+}
 
 // Peak resident memory of this process in MiB: VmHWM of /proc/self/status, the
 // high-water mark of the program's own address space. Not getrusage's

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "core/cpu/gemm.h"
 #include "core/error.h"
 #include "core/parallel.h"
@@ -72,37 +73,23 @@ int run(int argc, char** argv) {
   set_num_threads(threads);
   mkl.set_threads(threads);
 
-  struct Shape {
-    const char* name;
-    int m, n, k;
-    bool a_transposed;  // A read column-major (a weight gradient's g^T)
-  };
-  const Shape shapes[] = {{"sgemm 1024", 1024, 1024, 1024, false}, {"qkv  x.Wt", 2048, 1152, 384, false},
-                          {"fc1  x.Wt", 2048, 1536, 384, false},   {"fc2  x.Wt", 2048, 384, 1536, false},
-                          {"proj x.Wt", 2048, 384, 384, false},    {"fc1  gt.x", 1536, 384, 2048, true},
-                          {"qkv  gt.x", 1152, 384, 2048, true}};
-  const int64_t most = 2048 * 2048;
-  std::vector<float> a(most), b(most), c(most), c_mkl(most);
-  uint64_t s = 1;
-  for (float* p : {a.data(), b.data()})
-    for (int64_t i = 0; i < most; ++i) {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      p[i] = static_cast<float>((s >> 40) % 2001) / 1000.0f - 1.0f;
-    }
+  const int64_t most = bench::kGptGemmMostElements;
+  const std::vector<float> a = bench::lcg_floats(most, 1), b = bench::lcg_floats(most, 2);
+  std::vector<float> c(most), c_mkl(most);
   std::printf("threads=%d, %d rounds of %d calls per side\n", threads, rounds, reps);
   std::printf("%-11s %11s %11s %8s %15s %10s\n", "case", "weft GF/s", "MKL GF/s", "ratio", "rounds", "max diff");
-  for (const Shape& sh : shapes) {
+  for (const bench::GemmCase& sh : bench::kGptGemmCases) {
+    const int m = static_cast<int>(sh.m), n = static_cast<int>(sh.n), k = static_cast<int>(sh.k);
     // row-major C (m, n) = A B is column-major C^T (n, m) = B^T A^T
     const int64_t a_rs = sh.a_transposed ? 1 : sh.k, a_cs = sh.a_transposed ? sh.m : 1;
-    const int lda_f = sh.n, ldb_f = sh.a_transposed ? sh.m : sh.k, ldc_f = sh.n;
+    const int lda_f = n, ldb_f = sh.a_transposed ? m : k, ldc_f = n;
     const char* trans_a = sh.a_transposed ? "T" : "N";
     const float one = 1, zero = 0;
     auto weft_call = [&] {
       cpu::gemm<float>(sh.m, sh.n, sh.k, a.data(), a_rs, a_cs, b.data(), sh.n, 1, c.data(), sh.n);
     };
     auto mkl_call = [&] {
-      mkl.sgemm("N", trans_a, &sh.n, &sh.m, &sh.k, &one, b.data(), &lda_f, a.data(), &ldb_f, &zero, c_mkl.data(),
-                &ldc_f);
+      mkl.sgemm("N", trans_a, &n, &m, &k, &one, b.data(), &lda_f, a.data(), &ldb_f, &zero, c_mkl.data(), &ldc_f);
     };
     const double gflop = 2e-9 * sh.m * sh.n * sh.k * reps;
     auto rate = [&](const auto& call) {
@@ -111,19 +98,19 @@ int run(int argc, char** argv) {
       for (int i = 0; i < reps; ++i) call();
       return gflop / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
-    std::vector<double> w, m, ratio;
+    std::vector<double> rates_weft, rates_mkl, ratio;
     for (int r = 0; r < rounds; ++r) {
       double rw, rm;
       if (r % 2 == 0) rw = rate(weft_call), rm = rate(mkl_call);
       else rm = rate(mkl_call), rw = rate(weft_call);
-      w.push_back(rw), m.push_back(rm), ratio.push_back(rw / rm);
+      rates_weft.push_back(rw), rates_mkl.push_back(rm), ratio.push_back(rw / rm);
     }
     double diff = 0, top = 0;
-    for (int64_t i = 0; i < int64_t{sh.m} * sh.n; ++i)
+    for (int64_t i = 0; i < sh.m * sh.n; ++i)
       diff = std::max(diff, double(std::fabs(c[i] - c_mkl[i]))), top = std::max(top, double(std::fabs(c_mkl[i])));
     const auto [lo, hi] = std::minmax_element(ratio.begin(), ratio.end());
-    std::printf("%-11s %11.1f %11.1f %7.3fx %7.2f - %5.2f %10.1e\n", sh.name, median(w), median(m), median(ratio), *lo,
-                *hi, top > 0 ? diff / top : diff);
+    std::printf("%-11s %11.1f %11.1f %7.3fx %7.2f - %5.2f %10.1e\n", sh.name, median(rates_weft), median(rates_mkl),
+                median(ratio), *lo, *hi, top > 0 ? diff / top : diff);
   }
   return 0;
 }
