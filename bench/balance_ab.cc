@@ -34,11 +34,6 @@
 namespace weft {
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -56,7 +51,7 @@ std::pair<double, double> alternate(int rounds, int calls, int untimed, const st
       }
     }
   cpu::set_thread_balance_enabled(true);
-  return {median(t[0]), median(t[1])};
+  return {bench::median(t[0]), bench::median(t[1])};
 }
 
 void gemms(int rounds) {
@@ -140,10 +135,5 @@ int run(int argc, char** argv) {
 }  // namespace weft
 
 int main(int argc, char** argv) {
-  try {
-    return weft::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "balance_ab: error: %s\n", e.what());
-    return 1;
-  }
+  return weft::examples::run_main("balance_ab", [&] { return weft::run(argc, argv); });
 }

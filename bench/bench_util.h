@@ -4,6 +4,7 @@
 // process's peak resident memory.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -43,6 +44,14 @@ inline double gemm_flops() { return 2.0 * kGemmN * kGemmN * kGemmN; }
 inline double bgemm_flops() { return 2.0 * kBgemmTokens * kBgemmWidth * kBgemmHidden; }      // either product
 inline double add_bytes() { return 3.0 * kAddN * sizeof(float); }                            // read a, b; write out
 inline double softmax_bytes() { return 2.0 * kSoftmaxRows * kSoftmaxCols * sizeof(float); }  // read x; write out
+
+// The median of v (the mean of the middle two when v has an even count; 0 when empty).
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 // sgemm 1024 and the GPT block's float32 GEMMs (tokens 8 x 256, width 384):
 // the forward products x W^T and the weight gradients g^T x, the latter with A

@@ -42,12 +42,6 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int run_main(int argc, char** argv) {
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   int reps = 15, warmup = 3;

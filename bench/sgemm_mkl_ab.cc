@@ -53,11 +53,6 @@ struct Mkl {
   }
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 int run(int argc, char** argv) {
   int threads = 1, rounds = 15, reps = 5;
   std::string mkl_lib;
@@ -109,8 +104,8 @@ int run(int argc, char** argv) {
     for (int64_t i = 0; i < sh.m * sh.n; ++i)
       diff = std::max(diff, double(std::fabs(c[i] - c_mkl[i]))), top = std::max(top, double(std::fabs(c_mkl[i])));
     const auto [lo, hi] = std::minmax_element(ratio.begin(), ratio.end());
-    std::printf("%-11s %11.1f %11.1f %7.3fx %7.2f - %5.2f %10.1e\n", sh.name, median(rates_weft), median(rates_mkl),
-                median(ratio), *lo, *hi, top > 0 ? diff / top : diff);
+    std::printf("%-11s %11.1f %11.1f %7.3fx %7.2f - %5.2f %10.1e\n", sh.name, bench::median(rates_weft),
+                bench::median(rates_mkl), bench::median(ratio), *lo, *hi, top > 0 ? diff / top : diff);
   }
   return 0;
 }
