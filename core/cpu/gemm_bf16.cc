@@ -4,7 +4,9 @@
 // Goto/BLIS structure (core/cpu/gemm_avx512.cc) over pairs of k steps: a packed
 // 32-bit word holds steps 2p and 2p + 1 of one row of A or one column of B,
 // the even step in the low 16 bits (VDPBF16PS's layout). Each thread owns a
-// slab of whole 32-column tiles of C:
+// slab of whole 32-column tiles of C, or of 12-row panels where C has more rows
+// than columns (each thread packs all of the operand it does not split, so the
+// smaller one is repacked):
 //   for pc over K in blocks of up to kKP pairs (from K alone)
 //     for ic over the rows in blocks of kMC: pack A in panels of kMR rows
 //       for jc over the slab in blocks of kNC: pack B in panels of kNR columns
@@ -375,6 +377,15 @@ void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs
 template <bool kNative>
 void gemm_pairs(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
                 int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const GemmEpilogue* ep, const float* bias) {
+  if (m > n) {  // slabs of rows: B, the smaller, is packed twice (GPT GEMMs, 2 Zen 4 threads: +4%)
+    over_balanced_slabs(m, static_cast<double>(m) * n * k, kMR, [&](int64_t i0, int64_t i1) {
+      GemmEpilogue e;
+      if (ep) e = ep->at(i0, 0);
+      pairs_tile<kNative>(i1 - i0, n, k, a + i0 * a_rs, a_rs, a_cs, b, b_rs, b_cs, c + i0 * ldc, ldc, ep ? &e : nullptr,
+                          bias);
+    });
+    return;
+  }
   over_column_slabs(m, n, k, kNR, [&](int64_t j0, int64_t j1) {
     GemmEpilogue e;
     if (ep) e = ep->at(0, j0);

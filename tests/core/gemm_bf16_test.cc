@@ -133,20 +133,29 @@ TEST(GemmBf16, EveryPathEveryLayoutVsFloat64) {
 
 TEST(GemmBf16, PairPathsAgreeAndIgnoreTheThreadCount) {
   if (!cpu::bf16_gemm_path_available(Bf16GemmPath::kAvx512Emulated)) GTEST_SKIP() << "no AVX-512 on this CPU";
-  const int64_t m = 70, n = 600, k = 777;  // several slabs of columns and K blocks
-  const Operand a = make(m, k, 0), b = make(k, n, 1);
+  struct S {
+    int64_t m, n, k;
+  };
+  // slabs of columns and several K blocks; slabs of rows (m > n) with more
+  // rows than one packed A block (1536)
+  const S shapes[] = {{70, 600, 777}, {1600, 40, 300}};
   const int threads = get_num_threads();
-  set_num_threads(1);
-  const std::vector<float> one = run(Bf16GemmPath::kAvx512Emulated, m, n, k, a, b);
-  set_num_threads(3);
-  const std::vector<float> three = run(Bf16GemmPath::kAvx512Emulated, m, n, k, a, b);
-  EXPECT_EQ(std::memcmp(one.data(), three.data(), one.size() * sizeof(float)), 0);
-  if (cpu::bf16_gemm_path_available(Bf16GemmPath::kAvx512Bf16)) {  // VDPBF16PS against its emulation
-    const std::vector<float> native = run(Bf16GemmPath::kAvx512Bf16, m, n, k, a, b);
-    size_t same = 0;
-    for (size_t i = 0; i < one.size(); ++i) same += native[i] == one[i];
-    EXPECT_TRUE(near_reference(native, m, n, k, a, b));
-    std::printf("avx512_bf16 and avx512_emulated: %zu of %zu elements bitwise equal\n", same, one.size());
+  for (const S& s : shapes) {
+    SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k));
+    const Operand a = make(s.m, s.k, 0), b = make(s.k, s.n, 1);
+    set_num_threads(1);
+    const std::vector<float> one = run(Bf16GemmPath::kAvx512Emulated, s.m, s.n, s.k, a, b);
+    set_num_threads(3);
+    const std::vector<float> three = run(Bf16GemmPath::kAvx512Emulated, s.m, s.n, s.k, a, b);
+    EXPECT_TRUE(near_reference(one, s.m, s.n, s.k, a, b));
+    EXPECT_EQ(std::memcmp(one.data(), three.data(), one.size() * sizeof(float)), 0);
+    if (cpu::bf16_gemm_path_available(Bf16GemmPath::kAvx512Bf16)) {  // VDPBF16PS against its emulation
+      const std::vector<float> native = run(Bf16GemmPath::kAvx512Bf16, s.m, s.n, s.k, a, b);
+      size_t same = 0;
+      for (size_t i = 0; i < one.size(); ++i) same += native[i] == one[i];
+      EXPECT_TRUE(near_reference(native, s.m, s.n, s.k, a, b));
+      std::printf("avx512_bf16 and avx512_emulated: %zu of %zu elements bitwise equal\n", same, one.size());
+    }
   }
   set_num_threads(threads);
 }
