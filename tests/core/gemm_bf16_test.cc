@@ -131,33 +131,37 @@ TEST(GemmBf16, EveryPathEveryLayoutVsFloat64) {
         }
 }
 
+// One shape through an emulated path on 1 and 3 threads (the same bits, both
+// near the float64 reference), then through the hardware path it emulates
+// where the CPU has it (near the reference; how many elements equal the
+// emulation's is printed). The layouts: make()'s.
+void threads_then_hardware(Bf16GemmPath emulated, Bf16GemmPath hardware, int64_t m, int64_t n, int64_t k, int la,
+                           int lb) {
+  SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
+  const Operand a = make(m, k, la), b = make(k, n, lb);
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  const std::vector<float> one = run(emulated, m, n, k, a, b);
+  set_num_threads(3);
+  const std::vector<float> three = run(emulated, m, n, k, a, b);
+  set_num_threads(threads);
+  EXPECT_TRUE(near_reference(one, m, n, k, a, b));
+  EXPECT_EQ(std::memcmp(one.data(), three.data(), one.size() * sizeof(float)), 0);
+  if (!cpu::bf16_gemm_path_available(hardware)) return;
+  const std::vector<float> native = run(hardware, m, n, k, a, b);
+  EXPECT_TRUE(near_reference(native, m, n, k, a, b));
+  size_t same = 0;
+  for (size_t i = 0; i < one.size(); ++i) same += native[i] == one[i];
+  std::printf("%s and %s: %zu of %zu elements bitwise equal\n", cpu::bf16_gemm_path_name(hardware),
+              cpu::bf16_gemm_path_name(emulated), same, one.size());
+}
+
+// The pair kernel: slabs of columns and several K blocks; slabs of rows
+// (m > n) with more rows than one packed A block (1536); then VDPBF16PS.
 TEST(GemmBf16, PairPathsAgreeAndIgnoreTheThreadCount) {
   if (!cpu::bf16_gemm_path_available(Bf16GemmPath::kAvx512Emulated)) GTEST_SKIP() << "no AVX-512 on this CPU";
-  struct S {
-    int64_t m, n, k;
-  };
-  // slabs of columns and several K blocks; slabs of rows (m > n) with more
-  // rows than one packed A block (1536)
-  const S shapes[] = {{70, 600, 777}, {1600, 40, 300}};
-  const int threads = get_num_threads();
-  for (const S& s : shapes) {
-    SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k));
-    const Operand a = make(s.m, s.k, 0), b = make(s.k, s.n, 1);
-    set_num_threads(1);
-    const std::vector<float> one = run(Bf16GemmPath::kAvx512Emulated, s.m, s.n, s.k, a, b);
-    set_num_threads(3);
-    const std::vector<float> three = run(Bf16GemmPath::kAvx512Emulated, s.m, s.n, s.k, a, b);
-    EXPECT_TRUE(near_reference(one, s.m, s.n, s.k, a, b));
-    EXPECT_EQ(std::memcmp(one.data(), three.data(), one.size() * sizeof(float)), 0);
-    if (cpu::bf16_gemm_path_available(Bf16GemmPath::kAvx512Bf16)) {  // VDPBF16PS against its emulation
-      const std::vector<float> native = run(Bf16GemmPath::kAvx512Bf16, s.m, s.n, s.k, a, b);
-      size_t same = 0;
-      for (size_t i = 0; i < one.size(); ++i) same += native[i] == one[i];
-      EXPECT_TRUE(near_reference(native, s.m, s.n, s.k, a, b));
-      std::printf("avx512_bf16 and avx512_emulated: %zu of %zu elements bitwise equal\n", same, one.size());
-    }
-  }
-  set_num_threads(threads);
+  threads_then_hardware(Bf16GemmPath::kAvx512Emulated, Bf16GemmPath::kAvx512Bf16, 70, 600, 777, 0, 1);
+  threads_then_hardware(Bf16GemmPath::kAvx512Emulated, Bf16GemmPath::kAvx512Bf16, 1600, 40, 300, 0, 1);
 }
 
 // The AMX kernel's loops through its tile emulation: more rows than one packed
@@ -166,30 +170,9 @@ TEST(GemmBf16, PairPathsAgreeAndIgnoreTheThreadCount) {
 // tiles with the padding after the last step only (k = 1100: 550 pairs in
 // blocks of 192, 192, 166 + 10 zero pairs), odd K; then the hardware against it.
 TEST(GemmBf16, AmxKernelBlocksAndThreads) {
-  struct S {
-    int64_t m, n, k;
-    int la, lb;
-  };
-  const S shapes[] = {{1540, 33, 31, 0, 1}, {40, 200, 1100, 1, 0}, {33, 97, 1, 2, 2}};
-  const int threads = get_num_threads();
-  for (const S& s : shapes) {
-    SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k));
-    const Operand a = make(s.m, s.k, s.la), b = make(s.k, s.n, s.lb);
-    set_num_threads(1);
-    const std::vector<float> one = run(Bf16GemmPath::kAmxEmulated, s.m, s.n, s.k, a, b);
-    set_num_threads(3);
-    const std::vector<float> three = run(Bf16GemmPath::kAmxEmulated, s.m, s.n, s.k, a, b);
-    EXPECT_TRUE(near_reference(one, s.m, s.n, s.k, a, b));
-    EXPECT_EQ(std::memcmp(one.data(), three.data(), one.size() * sizeof(float)), 0);
-    if (cpu::bf16_gemm_path_available(Bf16GemmPath::kAmxBf16)) {
-      const std::vector<float> native = run(Bf16GemmPath::kAmxBf16, s.m, s.n, s.k, a, b);
-      EXPECT_TRUE(near_reference(native, s.m, s.n, s.k, a, b));
-      size_t same = 0;
-      for (size_t i = 0; i < one.size(); ++i) same += native[i] == one[i];
-      std::printf("amx_bf16 and amx_emulated: %zu of %zu elements bitwise equal\n", same, one.size());
-    }
-  }
-  set_num_threads(threads);
+  threads_then_hardware(Bf16GemmPath::kAmxEmulated, Bf16GemmPath::kAmxBf16, 1540, 33, 31, 0, 1);
+  threads_then_hardware(Bf16GemmPath::kAmxEmulated, Bf16GemmPath::kAmxBf16, 40, 200, 1100, 1, 0);
+  threads_then_hardware(Bf16GemmPath::kAmxEmulated, Bf16GemmPath::kAmxBf16, 33, 97, 1, 2, 2);
 }
 
 TEST(GemmBf16, Float32PathEqualsTheFloat32GemmOnWidenedOperands) {
