@@ -1,8 +1,8 @@
 // gemm_shapes: GFLOP/s of cpu::gemm (the CPU GEMM under matmul) per shape and
 // operand layout, for the AVX-512 kernel and for Eigen, at a given thread count.
 // Shapes: the DDP benchmark's MLP (784-2048-2048-10, batch 64) forward and
-// backward products, the train benchmark's MLP (batch 128), sgemm 1024 and the
-// GPT benchmark's linear layers.
+// backward products, sgemm 1024, the GPT benchmark's linear layers and the
+// Fashion-MNIST CNN's conv (im2col) and fc1 products at batch 128.
 //   gemm_shapes [--threads N] [--reps R]
 // Times are the best of R; at 1 thread they are the thread's CPU time (less
 // disturbed by other processes on a shared machine), else wall time.
@@ -133,6 +133,18 @@ int main(int argc, char** argv) {
       {"gpt fc2  gt.x", 384, 1536, 2048, true, false},
       {"gpt head x.Wt", 2048, 256, 384, false, true},
       {"gpt head gt.x", 256, 384, 2048, true, false},
+      {"gpt head g.W", 2048, 384, 256, false, false},
+      // The Fashion-MNIST CNN at batch 128 (examples/models.h): conv as im2col +
+      // GEMM per chunk of images (core/ops/conv2d.cc: conv1 one 28x28 image, 784
+      // columns; conv2 two 14x14 images, 392 columns), then fc1 (3136 -> 128).
+      {"cnn conv1 W.cols", 32, 784, 9, false, false},
+      {"cnn conv1 g.colsT", 32, 9, 784, false, true},
+      {"cnn conv2 W.cols", 64, 392, 288, false, false},
+      {"cnn conv2 g.colsT", 64, 288, 392, false, true},
+      {"cnn conv2 Wt.g", 288, 392, 64, true, false},
+      {"cnn fc1  x.Wt", 128, 128, 3136, false, true},
+      {"cnn fc1  g.W", 128, 3136, 128, false, false},
+      {"cnn fc1  gt.x", 128, 3136, 128, true, false},
   };
   const bool cpu_time = weft::get_num_threads() == 1;
   const double peak = fma_peak() * weft::get_num_threads();

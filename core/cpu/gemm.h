@@ -18,7 +18,9 @@
 // products chained in k order, block sums added to C in block order; the Eigen
 // path computes blocks of C chosen from the shape, each by one single-threaded
 // product. A column bias comes first on both paths: the AVX-512 kernel starts
-// the first K block's accumulators from it, the Eigen path writes it into its
+// the first K block's accumulators from it (a C of 2..15 columns, computed
+// transposed by Note [narrow gemm] in gemm_avx512.cc, gets it written first
+// and the first block's sum added onto it), the Eigen path writes it into its
 // block of C and adds the block's product onto it. Threads only share out whole
 // tiles of C, so the result does not depend on the thread count.
 #pragma once

@@ -259,6 +259,61 @@ TEST(Gemm, BitwiseIdenticalAcrossThreadCounts) {
   });
 }
 
+// Note [narrow gemm] (gemm_avx512.cc): a C with 2..15 columns is computed
+// transposed. Each element is the same FMA chain over the same K blocks as in a
+// wider product, so the narrow C must equal, bit for bit, the first n columns of
+// the product with B widened to 40 columns (the direct path), also when
+// accumulating, batched, with a padded C and on 1 and 3 threads; and it must
+// agree with the float64 reference (with a bias too).
+TEST(Gemm, NarrowProductsEqualTheColumnsOfAWideOne) {
+  struct S {
+    int64_t m, n, k;
+    Kind ka, kb;
+  };
+  const S shapes[] = {{32, 9, 784, kRow, kCol},
+                      {64, 10, 2048, kRow, kCol},
+                      {16, 2, 5, kCol, kRow},
+                      {100, 15, 390, kCol, kRow},
+                      {37, 7, 1000, kRowPadded, kColPadded},
+                      {1700, 3, 60, kRow, kRow}};
+  const int64_t wide = 40, batch = 2, pad = 3;
+  const int prev = get_num_threads();
+  for (const S& s : shapes) {
+    SCOPED_TRACE("m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
+    Mat<float> A = make<float>(batch * s.m, s.k, s.ka), B = make<float>(s.k, wide, s.kb);
+    // matrix x of the batch: rows [x m, (x + 1) m) of A, the same B
+    const int64_t a_off[] = {A.off, A.off + s.m * A.rs}, b_off[] = {B.off, B.off};
+    std::vector<float> init(batch * s.m * wide);
+    for (float& v : init) v = next_value();
+    for (bool acc : {false, true}) {
+      std::vector<float> cw = init;  // (batch, m, wide)
+      cpu::gemm_batched(batch, a_off, b_off, s.m, wide, s.k, A.data.data(), A.rs, A.cs, B.data.data(), B.rs, B.cs,
+                        cw.data(), s.m * wide, wide, acc);
+      for (int threads : {1, 3}) {
+        set_num_threads(threads);
+        const int64_t ldc = s.n + pad;
+        std::vector<float> cn(batch * s.m * ldc);  // (batch, m, n + pad)
+        for (int64_t x = 0; x < batch; ++x)
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < ldc; ++j)
+              cn[(x * s.m + i) * ldc + j] = j < s.n ? init[(x * s.m + i) * wide + j] : 77.0f;
+        cpu::gemm_batched(batch, a_off, b_off, s.m, s.n, s.k, A.data.data(), A.rs, A.cs, B.data.data(), B.rs, B.cs,
+                          cn.data(), s.m * ldc, ldc, acc);
+        for (int64_t x = 0; x < batch; ++x)
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < ldc; ++j) {
+              const float want = j < s.n ? cw[(x * s.m + i) * wide + j] : 77.0f;
+              ASSERT_EQ(cn[(x * s.m + i) * ldc + j], want)
+                  << "matrix " << x << " C(" << i << ", " << j << ")" << (acc ? " accumulate" : "") << ", " << threads
+                  << " threads";
+            }
+      }
+      set_num_threads(prev);
+    }
+    for (bool bias : {false, true}) EXPECT_TRUE(check_gemm<float>(s.m, s.n, s.k, s.ka, s.kb, !bias, 2, bias));
+  }
+}
+
 // The fused column bias (gemm.h): C = bias + A B. Ragged shapes (m, n not
 // multiples of the 12 x 32 micro-tile or of 16), n = 1 (the transposed
 // matrix-vector path when C is contiguous, the plain one when it is padded),
