@@ -54,10 +54,20 @@ BENCHMARK(BM_softmax_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 // and backward; arg 1 = the flash kernels (the CPU's fused path), 0 = the unfused
 // path (two GEMMs around a fused softmax). Counter: GFLOP/s of the full (not
 // causally halved) products, 4 B H T^2 D forward + 8 B H T^2 D backward. The
-// bf16 variant takes bfloat16 q, k, v (what CPU autocast passes).
+// bf16 variant takes bfloat16 q, k, v (what CPU autocast passes); there arg 1
+// is the flash kernels with this CPU's default bfloat16 products, 2 with
+// float32 products, 3 with VDPBF16PS pairs (cpu::FlashBf16Products; skipped
+// where the CPU lacks them).
 void attention_gpt(benchmark::State& state, DType dt) {
   const int64_t B = 8, T = 256, H = 6, D = 64, C = H * D;
-  cpu::set_flash_attention_enabled(state.range(0) != 0);
+  const int64_t arg = state.range(0);
+  if (arg == 3 && !cpu::flash_bf16_products_available(cpu::FlashBf16Products::kPairs)) {
+    state.SkipWithError("this CPU has no AVX512-BF16");
+    return;
+  }
+  cpu::set_flash_attention_enabled(arg != 0);
+  if (arg >= 2)
+    cpu::set_flash_bf16_products(arg == 2 ? cpu::FlashBf16Products::kFloat32 : cpu::FlashBf16Products::kPairs);
   Tensor qkv = filled({B, T, 3 * C}, -1, 1, 6).to(dt).requires_grad_();  // (B, T, 3C)
   Tensor g = filled({B, H, T, D}, -1, 1, 7).to(dt);                      // (B, H, T, D)
   for (auto _ : state) {
@@ -68,13 +78,14 @@ void attention_gpt(benchmark::State& state, DType dt) {
     qkv.zero_grad();
   }
   cpu::set_flash_attention_enabled(true);
+  cpu::set_flash_bf16_products(std::nullopt);
   state.counters["GFLOP/s"] =
       benchmark::Counter(12.0 * B * H * T * T * D * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 void BM_attention_gpt(benchmark::State& state) { attention_gpt(state, DType::Float32); }
 void BM_attention_gpt_bf16(benchmark::State& state) { attention_gpt(state, DType::BFloat16); }
 BENCHMARK(BM_attention_gpt)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_attention_gpt_bf16)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_attention_gpt_bf16)->Arg(1)->Arg(2)->Arg(3)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The GPT benchmark's MLP activation, (2048, 1536) float32, forward and
 // backward (bytes: forward reads x and writes y, backward reads x and dy and

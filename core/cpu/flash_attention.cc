@@ -12,15 +12,16 @@
 //             each query block that sees it, p is recomputed from lse, then
 //             dv += p^T do, dp = do v^T, ds = scale * p * (dp - delta),
 //             dq += ds k, dk += ds^T q (delta = rowsum(do * o), computed first).
-// Every product is one routine, tile_gemm: C (m x n) = or += A (m x k) B (k x n)
-// with A read by broadcasts (any strides, so p^T and ds^T need no copies) and B
-// by rows of up to 64 floats (four zmm, the last masked), in register tiles of up
-// to 6 rows x 64 columns. Blocks are 64 x 64 floats, so s, p and the running
-// output of a block stay in L1/L2. bfloat16 operands are widened as they are
-// copied or packed (copy_rows, pack_transposed_panels; o's rows in delta), so all
-// of the above runs on float32 either way; the output is rounded as it is
-// stored, the gradients once per matrix from the thread's float32 scratch (they
-// are accumulated over blocks).
+// The products are register-tiled (core/cpu/flash_tiles.h), ForwardF32 and
+// BackwardF32 with float32 FMAs, A read by broadcasts (any strides, so p^T and
+// ds^T need no copies) and B by rows of up to 64 floats, in tiles of up to 6
+// rows x 64 columns. Blocks are 64 x 64 floats, so s, p and the running output
+// of a block stay in L1/L2. bfloat16 operands are widened as they are copied
+// or packed (copy_rows, pack_transposed_panels; o's rows in delta), so all of
+// the above runs on float32 either way -- unless the products take bfloat16
+// pairs (ForwardPairs, BackwardPairs: Note [flash pair products]). The output
+// is rounded as it is stored, the gradients once per matrix from the thread's
+// float32 scratch (they are accumulated over blocks).
 #include "core/cpu/flash_attention.h"
 
 #include <immintrin.h>
@@ -31,18 +32,23 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "core/cpu/avx512_util.h"
+#include "core/cpu/flash_tiles.h"
+#include "core/cpu/gemm_bf16.h"
 #include "core/cpu/thread_balance.h"
+#include "core/error.h"
 #include "core/parallel.h"
 
 namespace weft::cpu {
 
 namespace {
 bool g_enabled = true;
+std::atomic<int> g_products{-1};  // a forced FlashBf16Products, or -1: follow the bfloat16 GEMM path
 }  // namespace
 
 bool flash_attention_available() {
@@ -51,6 +57,36 @@ bool flash_attention_available() {
 }
 
 void set_flash_attention_enabled(bool enabled) { g_enabled = enabled; }
+
+const char* flash_bf16_products_name(FlashBf16Products p) {
+  switch (p) {
+    case FlashBf16Products::kFloat32: return "float32";
+    case FlashBf16Products::kPairsEmulated: return "pairs_emulated";
+    case FlashBf16Products::kPairs: return "pairs";
+  }
+  return "?";
+}
+
+bool flash_bf16_products_available(FlashBf16Products p) {
+  return p == FlashBf16Products::kPairs ? bf16_gemm_path_available(Bf16GemmPath::kAvx512Bf16)
+                                        : __builtin_cpu_supports("avx512f") != 0;
+}
+
+FlashBf16Products flash_bf16_products() {
+  const int forced = g_products.load(std::memory_order_relaxed);
+  if (forced >= 0) return static_cast<FlashBf16Products>(forced);
+  switch (bf16_gemm_path()) {
+    case Bf16GemmPath::kAvx512Bf16: return FlashBf16Products::kPairs;
+    case Bf16GemmPath::kAvx512Emulated: return FlashBf16Products::kPairsEmulated;
+    default: return FlashBf16Products::kFloat32;
+  }
+}
+
+void set_flash_bf16_products(std::optional<FlashBf16Products> p) {
+  WEFT_CHECK(!p || flash_bf16_products_available(*p), "flash attention: bfloat16 products '",
+             flash_bf16_products_name(*p), "' need a CPU with AVX512-BF16");
+  g_products.store(p ? static_cast<int>(*p) : -1, std::memory_order_relaxed);
+}
 
 // Everything below is compiled for AVX-512 whatever -march says; it only runs
 // when flash_attention_available().
@@ -61,91 +97,10 @@ void set_flash_attention_enabled(bool enabled) { g_enabled = enabled; }
 
 namespace {
 
-constexpr int64_t kB = 64;  // queries and keys per block
-constexpr int kTileRows = 6;
-constexpr int kTileVecs = 4;  // 64 columns
+using flash::kB;
 
 inline __mmask16 lanes(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(n, 0)) - 1);
-}
-
-// C (R x 16V, last zmm of a row masked by `last`) = or += A (R x k) B (k x 16V).
-template <int R, int V>
-void tile(int64_t k, const float* a, int64_t ars, int64_t acs, const float* b, int64_t ldb, float* c, int64_t ldc,
-          __mmask16 last, bool accumulate) {
-  __m512 acc[R][V];
-#pragma GCC unroll 6
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) {
-      const __mmask16 mk = v == V - 1 ? last : __mmask16(0xFFFF);
-      acc[i][v] = accumulate ? _mm512_maskz_loadu_ps(mk, c + i * ldc + 16 * v) : _mm512_setzero_ps();
-    }
-  for (int64_t p = 0; p < k; ++p) {
-    __m512 bv[V];
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) bv[v] = _mm512_maskz_loadu_ps(v == V - 1 ? last : __mmask16(0xFFFF), b + 16 * v);
-#pragma GCC unroll 6
-    for (int i = 0; i < R; ++i) {
-      const __m512 av = _mm512_set1_ps(a[i * ars]);
-#pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
-    }
-    a += acs;
-    b += ldb;
-  }
-#pragma GCC unroll 6
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v)
-      _mm512_mask_storeu_ps(c + i * ldc + 16 * v, v == V - 1 ? last : __mmask16(0xFFFF), acc[i][v]);
-}
-
-using TileFn = void (*)(int64_t, const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, __mmask16,
-                        bool);
-
-template <int... R>
-constexpr std::array<std::array<TileFn, kTileVecs>, sizeof...(R)> tile_table(std::integer_sequence<int, R...>) {
-  return {{{&tile<R + 1, 1>, &tile<R + 1, 2>, &tile<R + 1, 3>, &tile<R + 1, 4>}...}};
-}
-constexpr auto kTiles = tile_table(std::make_integer_sequence<int, kTileRows>{});
-
-// C (m x n, row stride ldc) = or += A (m x k; element (i, p) at a[i * ars + p * acs])
-// times B (k x n; row p at b + p * ldb, unit column stride).
-void tile_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b, int64_t ldb,
-               float* c, int64_t ldc, bool accumulate) {
-  for (int64_t j = 0; j < n; j += 16 * kTileVecs) {
-    const int64_t nc = std::min<int64_t>(16 * kTileVecs, n - j);
-    const int v = static_cast<int>((nc + 15) / 16);
-    const __mmask16 last = lanes(nc - 16 * (v - 1));
-    for (int64_t i = 0; i < m; i += kTileRows) {
-      const int r = static_cast<int>(std::min<int64_t>(kTileRows, m - i));
-      kTiles[r - 1][v - 1](k, a + i * ars, ars, acs, b + j, ldb, c + i * ldc + j, ldc, last, accumulate);
-    }
-  }
-}
-
-// The transpose of src (rows x cols, row stride rs) in panels of kB rows: the
-// rows of block b = j / kB become a contiguous (cols x kB) panel at
-// dst + b * cols * kB, so dst[b * cols * kB + d * kB + j % kB] = src[j * rs + d]
-// (columns past the last row are left unset; the products mask them). Panels
-// rather than one (cols x rows) matrix: the rows of a wide matrix lie a power of
-// two apart and share a few L1 sets, so a panel streamed by every register tile
-// of a block would come from L2 each time.
-template <typename E>
-void pack_transposed_panels(const E* src, int64_t rows, int64_t cols, int64_t rs, float* dst) {
-  for (int64_t j0 = 0; j0 < rows; j0 += 16) {
-    const int64_t jn = std::min<int64_t>(16, rows - j0);
-    float* panel = dst + j0 / kB * cols * kB + j0 % kB;
-    for (int64_t d0 = 0; d0 < cols; d0 += 16) {
-      const int64_t dn = std::min<int64_t>(16, cols - d0);
-      __m512 r[16];
-#pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j) r[j] = j < jn ? load16(lanes(dn), src + (j0 + j) * rs + d0) : _mm512_setzero_ps();
-      transpose16(r);
-      for (int64_t d = 0; d < dn; ++d) _mm512_mask_storeu_ps(panel + (d0 + d) * kB, lanes(jn), r[d]);
-    }
-  }
 }
 
 // Keys of block [c0, c0 + bc) visible to query row r: a prefix of the block.
@@ -153,7 +108,9 @@ inline int64_t visible(const FlashGeometry& g, int64_t r, int64_t c0, int64_t bc
   return g.causal ? std::clamp<int64_t>(r - c0 + 1, 0, bc) : bc;
 }
 
-// A float buffer that only grows, its contents uninitialised.
+// A buffer that only grows, its contents uninitialised; float32 elements, or
+// bfloat16 bits and 32-bit pair words in the same storage (read and written
+// only through vector loads and stores, and memcpy).
 class Buffer {
  public:
   float* fit(int64_t n) {
@@ -161,6 +118,8 @@ class Buffer {
     return data_.get();
   }
   float* data() const { return data_.get(); }
+  uint16_t* h() const { return reinterpret_cast<uint16_t*>(data_.get()); }
+  uint32_t* words() const { return reinterpret_cast<uint32_t*>(data_.get()); }
 
  private:
   std::unique_ptr<float[]> data_;
@@ -169,19 +128,28 @@ class Buffer {
 
 // Per-thread buffers, sized for one matrix and kept by each thread between calls
 // (never cleared: every element read is written first). dq, dk, dv hold the
-// float32 gradients of bfloat16 inputs until they are rounded.
+// float32 gradients of bfloat16 inputs until they are rounded. With pair
+// products: q16, k16, v16, do16 are the operands' rows as bfloat16 (even row
+// lengths), kt and vt their transposes as word panels, and v2, do2, k2, q2
+// their rows paired (Note [flash pair products]); p16, p2, ds16, ds2 hold one
+// block's p and ds rounded, as rows or with rows paired.
 struct Scratch {
   Buffer q, k, v, d_o, kt, vt, p, ds, acc, delta, dq, dk, dv;
+  Buffer q16, k16, v16, do16, v2, do2, k2, q2, p16, p2, ds16, ds2;
 };
-Scratch& scratch(const FlashGeometry& g, bool backward, bool bf16 = false) {
+Scratch& scratch(const FlashGeometry& g, bool backward, bool bf16, bool pairs) {
   static thread_local Scratch w;
   const int64_t panels = (g.S + kB - 1) / kB * kB;  // key rows rounded up to whole blocks
-  w.q.fit(g.L * g.D);
+  const int64_t D2 = (g.D + 1) / 2, Dv2 = (g.Dv + 1) / 2, L2 = (g.L + 1) / 2, S2 = (g.S + 1) / 2;
   w.kt.fit(g.D * panels);
   w.p.fit(kB * kB);
+  if (pairs) {
+    w.q16.fit(g.L * D2);
+    w.k16.fit(g.S * D2);
+  } else {
+    w.q.fit(g.L * g.D);
+  }
   if (backward) {
-    w.k.fit(g.S * g.D);
-    w.d_o.fit(g.L * g.Dv);
     w.vt.fit(g.Dv * panels);
     w.ds.fit(kB * kB);
     w.delta.fit(g.L);
@@ -190,9 +158,27 @@ Scratch& scratch(const FlashGeometry& g, bool backward, bool bf16 = false) {
       w.dk.fit(g.S * g.D);
       w.dv.fit(g.S * g.Dv);
     }
+    if (pairs) {
+      w.v16.fit(g.S * Dv2);
+      w.do16.fit(g.L * Dv2);
+      w.do2.fit(L2 * g.Dv);
+      w.k2.fit(S2 * g.D);
+      w.q2.fit(L2 * g.D);
+      w.p2.fit(kB * kB / 2);
+      w.ds16.fit(kB * kB / 2);
+      w.ds2.fit(kB * kB / 2);
+    } else {
+      w.k.fit(g.S * g.D);
+      w.d_o.fit(g.L * g.Dv);
+    }
   } else {
-    w.v.fit(g.S * g.Dv);
     w.acc.fit(kB * g.Dv);
+    if (pairs) {
+      w.v2.fit(S2 * g.Dv);
+      w.p16.fit(kB * kB / 2);
+    } else {
+      w.v.fit(g.S * g.Dv);
+    }
   }
   return w;
 }
@@ -223,17 +209,84 @@ void round_rows(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int
     }
 }
 
-inline float hmax(__m512 v) { return _mm512_reduce_max_ps(v); }
-inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+// rowsum(a * b) over n elements, a and b float32 or bfloat16 bits.
+template <typename A, typename B>
+float dot_row(const A* a, const B* b, int64_t n) {
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t d = 0; d < n; d += 16) {
+    const __mmask16 mk = lanes(n - d);
+    sum = _mm512_fmadd_ps(load16(mk, a + d), load16(mk, b + d), sum);
+  }
+  return _mm512_reduce_add_ps(sum);
+}
 
-// E: the element type of q, k, v and o (float, or bfloat16 bits).
-template <typename E>
-void forward_matrix(const FlashGeometry& g, const E* q_in, const E* k, const E* v_in, E* o, float* lse, Scratch& w) {
-  const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv;
-  const float* q = copy_rows(q_in, L, D, g.q_rs, w.q);   // (L, D)
-  const float* v = copy_rows(v_in, S, Dv, g.v_rs, w.v);  // (S, Dv)
-  float* kt = w.kt.data();                               // (S / kB, D, kB): k^T by key block
-  pack_transposed_panels(k, S, D, g.k_rs, kt);
+// Note [flash pair products]: with bfloat16 inputs on a CPU whose bfloat16
+// matmuls take VDPBF16PS (FlashBf16Products::kPairs, flash_attention.h), every
+// block product runs on pairs of bfloat16 steps (flash::pair_tile_gemm) at
+// twice the float32 FMA rate on a Zen 4. q k^T and do v^T pair their inputs
+// along the head dimension (rows as words, the other operand's transpose
+// packed word by word); p v, p^T do, ds k and ds^T q pair along keys or
+// queries, so p and ds are rounded to bfloat16 (to nearest even) for them, as
+// PyTorch's CPU flash attention rounds them for its bfloat16 GEMMs, and the
+// other operand's rows are paired (v2, do2, k2, q2). The softmax statistics,
+// p's row sums, ds itself and every accumulator stay float32. An odd count of
+// keys, queries or head dimensions is padded with a zero step.
+
+// The forward's two block products, float32 (bfloat16 inputs widened as they
+// are copied and packed; bit for bit the float32 kernels on widened inputs).
+class ForwardF32 {
+ public:
+  template <typename E>
+  ForwardF32(const FlashGeometry& g, const E* q, const E* k, const E* v, Scratch& w)
+      : D_(g.D), Dv_(g.Dv), q_(copy_rows(q, g.L, g.D, g.q_rs, w.q)), v_(copy_rows(v, g.S, g.Dv, g.v_rs, w.v)) {
+    flash::pack_transposed_panels(k, g.S, g.D, g.k_rs, w.kt.data());  // (S / kB, D, kB): k^T by key block
+    kt_ = w.kt.data();
+  }
+  // s (br x bc, row stride kB) = q k^T for queries [r0, r0 + br), keys [c0, c0 + bc)
+  void scores(int64_t r0, int64_t br, int64_t c0, int64_t bc, float* s) const {
+    flash::tile_gemm(br, bc, D_, q_ + r0 * D_, D_, 1, kt_ + c0 * D_, kB, s, kB, false);
+  }
+  // acc (br x Dv) += p v, p (br x bc, row stride kB)
+  void add_pv(int64_t br, int64_t c0, int64_t bc, const float* p, float* acc) const {
+    flash::tile_gemm(br, Dv_, bc, p, kB, 1, v_ + c0 * Dv_, Dv_, acc, Dv_, true);
+  }
+
+ private:
+  int64_t D_, Dv_;
+  const float *q_, *v_, *kt_ = nullptr;
+};
+
+// The forward's products on bfloat16 pairs (Note [flash pair products]).
+class ForwardPairs {
+ public:
+  ForwardPairs(const FlashGeometry& g, const uint16_t* q, const uint16_t* k, const uint16_t* v, Scratch& w, bool native)
+      : native_(native), D2_((g.D + 1) / 2), Dv_(g.Dv), w_(w) {
+    flash::copy_rows16(q, g.L, g.D, g.q_rs, w.q16.h(), 2 * D2_);              // (L, 2 D2)
+    flash::copy_rows16(k, g.S, g.D, g.k_rs, w.k16.h(), 2 * D2_);              // (S, 2 D2)
+    flash::pack_transposed_panels(w.k16.data(), g.S, D2_, D2_, w.kt.data());  // (S / kB, D2, kB) words
+    flash::pair_rows(v, g.S, g.Dv, g.v_rs, w.v2.words(), g.Dv);               // (S / 2, Dv) words
+  }
+  void scores(int64_t r0, int64_t br, int64_t c0, int64_t bc, float* s) const {
+    flash::pair_tile_gemm(native_, br, bc, D2_, w_.q16.words() + r0 * D2_, D2_, 1, w_.kt.words() + c0 * D2_, kB, s, kB,
+                          false);
+  }
+  void add_pv(int64_t br, int64_t c0, int64_t bc, const float* p, float* acc) const {
+    const int64_t bp = (bc + 1) / 2;
+    flash::copy_rows16(p, br, bc, kB, w_.p16.h(), 2 * bp);  // p rounded, (br, 2 bp)
+    flash::pair_tile_gemm(native_, br, Dv_, bp, w_.p16.words(), bp, 1, w_.v2.words() + c0 / 2 * Dv_, Dv_, acc, Dv_,
+                          true);
+  }
+
+ private:
+  bool native_;
+  int64_t D2_, Dv_;
+  const Scratch& w_;
+};
+
+// E: the element type of o (float, or bfloat16 bits).
+template <typename E, typename Products>
+void forward_matrix(const FlashGeometry& g, const Products& prod, E* o, float* lse, Scratch& w) {
+  const int64_t L = g.L, S = g.S, Dv = g.Dv;
   float* s = w.p.data();      // (kB, kB)
   float* acc = w.acc.data();  // (kB, Dv)
   const __m512 scale = _mm512_set1_ps(g.scale);
@@ -247,7 +300,7 @@ void forward_matrix(const FlashGeometry& g, const E* q_in, const E* k, const E* 
     std::fill(l_row, l_row + br, 0.0f);
     for (int64_t c0 = 0; c0 < kend; c0 += kB) {
       const int64_t bc = std::min(kB, kend - c0);
-      tile_gemm(br, bc, D, q + r0 * D, D, 1, kt + c0 * D, kB, s, kB, false);  // (br, bc)
+      prod.scores(r0, br, c0, bc, s);  // (br, bc)
       for (int64_t i = 0; i < br; ++i) {
         float* srow = s + i * kB;
         const int64_t n = visible(g, r0 + i, c0, bc);
@@ -256,7 +309,7 @@ void forward_matrix(const FlashGeometry& g, const E* q_in, const E* k, const E* 
           const __mmask16 mk = lanes(n - j);
           mx = _mm512_mask_max_ps(mx, mk, mx, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, srow + j), scale));
         }
-        const float m_new = std::max(m_row[i], n > 0 ? hmax(mx) : m_row[i]);
+        const float m_new = std::max(m_row[i], n > 0 ? _mm512_reduce_max_ps(mx) : m_row[i]);
         __m512 sum = _mm512_setzero_ps();
         const __m512 mv = _mm512_set1_ps(m_new);
         for (int64_t j = 0; j < bc; j += 16) {
@@ -268,7 +321,7 @@ void forward_matrix(const FlashGeometry& g, const E* q_in, const E* k, const E* 
         }
         if (n == 0) continue;
         const float alpha = std::exp(m_row[i] - m_new);  // 0 on the first visible block
-        l_row[i] = l_row[i] * alpha + hsum(sum);
+        l_row[i] = l_row[i] * alpha + _mm512_reduce_add_ps(sum);
         m_row[i] = m_new;
         if (alpha != 1.0f) {
           float* arow = acc + i * Dv;
@@ -279,7 +332,7 @@ void forward_matrix(const FlashGeometry& g, const E* q_in, const E* k, const E* 
           }
         }
       }
-      tile_gemm(br, Dv, bc, s, kB, 1, v + c0 * Dv, Dv, acc, Dv, true);  // acc += p v
+      prod.add_pv(br, c0, bc, s, acc);  // acc += p v
     }
     for (int64_t i = 0; i < br; ++i) {
       const float inv = l_row[i] > 0 ? 1.0f / l_row[i] : 0.0f;  // a row that sees no key: zeros
@@ -294,30 +347,105 @@ void forward_matrix(const FlashGeometry& g, const E* q_in, const E* k, const E* 
   }
 }
 
-// E: the element type of q, k, v, o and do; the gradients are float32.
-template <typename E>
-void backward_matrix(const FlashGeometry& g, const E* q_in, const E* k_in, const E* v, const E* o, const float* lse,
-                     const E* do_in, int64_t do_in_rs, float* dq, float* dk, float* dv, Scratch& w) {
-  const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv;
-  const float* q = copy_rows(q_in, L, D, g.q_rs, w.q);          // (L, D)
-  const float* k = copy_rows(k_in, S, D, g.k_rs, w.k);          // (S, D)
-  const float* d_o = copy_rows(do_in, L, Dv, do_in_rs, w.d_o);  // (L, Dv)
-  const int64_t do_rs = Dv;
-  float* kt = w.kt.data();  // (S / kB, D, kB): k^T by key block
-  float* vt = w.vt.data();  // (S / kB, Dv, kB)
-  float* delta = w.delta.data();
-  pack_transposed_panels(k, S, D, D, kt);
-  pack_transposed_panels(v, S, Dv, g.v_rs, vt);
-  for (int64_t i = 0; i < L; ++i) {
-    const float* a = d_o + i * do_rs;
-    const E* b = o + i * g.o_rs;
-    __m512 sum = _mm512_setzero_ps();
-    for (int64_t d = 0; d < Dv; d += 16) {
-      const __mmask16 mk = lanes(Dv - d);
-      sum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, a + d), load16(mk, b + d), sum);
-    }
-    delta[i] = hsum(sum);
+// The backward's five block products, float32 (bfloat16 inputs widened). Each
+// takes queries [r0, r0 + br) and keys [c0, c0 + bc); p, ds and dp are (br x
+// bc) blocks with row stride kB; the gradients' blocks are stored, or added
+// to when `acc`.
+class BackwardF32 {
+ public:
+  template <typename E>
+  BackwardF32(const FlashGeometry& g, const E* q, const E* k, const E* v, const E* d_o, int64_t do_rs, Scratch& w)
+      : D_(g.D),
+        Dv_(g.Dv),
+        q_(copy_rows(q, g.L, g.D, g.q_rs, w.q)),        // (L, D)
+        k_(copy_rows(k, g.S, g.D, g.k_rs, w.k)),        // (S, D)
+        d_o_(copy_rows(d_o, g.L, g.Dv, do_rs, w.d_o)),  // (L, Dv)
+        kt_(w.kt.data()),                               // (S / kB, D, kB): k^T by key block
+        vt_(w.vt.data()) {                              // (S / kB, Dv, kB)
+    flash::pack_transposed_panels(k_, g.S, g.D, g.D, w.kt.data());
+    flash::pack_transposed_panels(v, g.S, g.Dv, g.v_rs, w.vt.data());
   }
+  // rowsum(do * o) of query i, o's row at orow
+  template <typename E>
+  float delta(int64_t i, const E* orow) const {
+    return dot_row(d_o_ + i * Dv_, orow, Dv_);
+  }
+  void scores(int64_t r0, int64_t br, int64_t c0, int64_t bc, float* s) const {
+    flash::tile_gemm(br, bc, D_, q_ + r0 * D_, D_, 1, kt_ + c0 * D_, kB, s, kB, false);
+  }
+  void add_dv(int64_t r0, int64_t br, int64_t c0, int64_t bc, const float* p, float* dv, int64_t ld, bool acc) const {
+    flash::tile_gemm(bc, Dv_, br, p, 1, kB, d_o_ + r0 * Dv_, Dv_, dv + c0 * ld, ld, acc);  // dv += p^T do
+  }
+  void dp(int64_t r0, int64_t br, int64_t c0, int64_t bc, float* out) const {
+    flash::tile_gemm(br, bc, Dv_, d_o_ + r0 * Dv_, Dv_, 1, vt_ + c0 * Dv_, kB, out, kB, false);  // do v^T
+  }
+  void add_dq(int64_t r0, int64_t br, int64_t c0, int64_t bc, const float* ds, float* dq, int64_t ld, bool acc) const {
+    flash::tile_gemm(br, D_, bc, ds, kB, 1, k_ + c0 * D_, D_, dq + r0 * ld, ld, acc);  // dq += ds k
+  }
+  void add_dk(int64_t r0, int64_t br, int64_t c0, int64_t bc, const float* ds, float* dk, int64_t ld, bool acc) const {
+    flash::tile_gemm(bc, D_, br, ds, 1, kB, q_ + r0 * D_, D_, dk + c0 * ld, ld, acc);  // dk += ds^T q
+  }
+
+ private:
+  int64_t D_, Dv_;
+  const float *q_, *k_, *d_o_, *kt_, *vt_;
+};
+
+// The backward's products on bfloat16 pairs (Note [flash pair products]).
+class BackwardPairs {
+ public:
+  BackwardPairs(const FlashGeometry& g, const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* d_o,
+                int64_t do_rs, Scratch& w, bool native)
+      : native_(native), D_(g.D), Dv_(g.Dv), D2_((g.D + 1) / 2), Dv2_((g.Dv + 1) / 2), w_(w) {
+    flash::copy_rows16(q, g.L, g.D, g.q_rs, w.q16.h(), 2 * D2_);                // (L, 2 D2)
+    flash::copy_rows16(k, g.S, g.D, g.k_rs, w.k16.h(), 2 * D2_);                // (S, 2 D2)
+    flash::copy_rows16(v, g.S, g.Dv, g.v_rs, w.v16.h(), 2 * Dv2_);              // (S, 2 Dv2)
+    flash::copy_rows16(d_o, g.L, g.Dv, do_rs, w.do16.h(), 2 * Dv2_);            // (L, 2 Dv2)
+    flash::pack_transposed_panels(w.k16.data(), g.S, D2_, D2_, w.kt.data());    // (S / kB, D2, kB) words
+    flash::pack_transposed_panels(w.v16.data(), g.S, Dv2_, Dv2_, w.vt.data());  // (S / kB, Dv2, kB) words
+    flash::pair_rows(w.do16.h(), g.L, g.Dv, 2 * Dv2_, w.do2.words(), g.Dv);     // (L / 2, Dv) words
+    flash::pair_rows(w.k16.h(), g.S, g.D, 2 * D2_, w.k2.words(), g.D);          // (S / 2, D) words
+    flash::pair_rows(w.q16.h(), g.L, g.D, 2 * D2_, w.q2.words(), g.D);          // (L / 2, D) words
+  }
+  float delta(int64_t i, const uint16_t* orow) const { return dot_row(w_.do16.h() + i * 2 * Dv2_, orow, Dv_); }
+  void scores(int64_t r0, int64_t br, int64_t c0, int64_t bc, float* s) const {
+    flash::pair_tile_gemm(native_, br, bc, D2_, w_.q16.words() + r0 * D2_, D2_, 1, w_.kt.words() + c0 * D2_, kB, s, kB,
+                          false);
+  }
+  void add_dv(int64_t r0, int64_t br, int64_t c0, int64_t bc, const float* p, float* dv, int64_t ld, bool acc) const {
+    flash::pair_rows(p, br, bc, kB, w_.p2.words(), kB);  // p rounded, query rows paired: (br / 2, bc)
+    flash::pair_tile_gemm(native_, bc, Dv_, (br + 1) / 2, w_.p2.words(), 1, kB, w_.do2.words() + r0 / 2 * Dv_, Dv_,
+                          dv + c0 * ld, ld, acc);
+  }
+  void dp(int64_t r0, int64_t br, int64_t c0, int64_t bc, float* out) const {
+    flash::pair_tile_gemm(native_, br, bc, Dv2_, w_.do16.words() + r0 * Dv2_, Dv2_, 1, w_.vt.words() + c0 * Dv2_, kB,
+                          out, kB, false);
+  }
+  void add_dq(int64_t r0, int64_t br, int64_t c0, int64_t bc, const float* ds, float* dq, int64_t ld, bool acc) const {
+    const int64_t bp = (bc + 1) / 2;
+    flash::copy_rows16(ds, br, bc, kB, w_.ds16.h(), 2 * bp);  // ds rounded, (br, 2 bp)
+    flash::pair_tile_gemm(native_, br, D_, bp, w_.ds16.words(), bp, 1, w_.k2.words() + c0 / 2 * D_, D_, dq + r0 * ld,
+                          ld, acc);
+  }
+  void add_dk(int64_t r0, int64_t br, int64_t c0, int64_t bc, const float* ds, float* dk, int64_t ld, bool acc) const {
+    flash::pair_rows(ds, br, bc, kB, w_.ds2.words(), kB);  // ds rounded, query rows paired: (br / 2, bc)
+    flash::pair_tile_gemm(native_, bc, D_, (br + 1) / 2, w_.ds2.words(), 1, kB, w_.q2.words() + r0 / 2 * D_, D_,
+                          dk + c0 * ld, ld, acc);
+  }
+
+ private:
+  bool native_;
+  int64_t D_, Dv_, D2_, Dv2_;
+  const Scratch& w_;
+};
+
+// E: the element type of o; the gradients are float32.
+template <typename E, typename Products>
+void backward_matrix(const FlashGeometry& g, const Products& prod, const E* o, const float* lse, float* dq, float* dk,
+                     float* dv, Scratch& w) {
+  const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv;
+  float* delta = w.delta.data();
+  for (int64_t i = 0; i < L; ++i) delta[i] = prod.delta(i, o + i * g.o_rs);
   // dq, dk, dv are not cleared first: the first product into each block stores
   // (the key block c0 = 0 reaches every query block; a key block's first query
   // block writes its dk, dv), and blocks no product reaches are zeroed here.
@@ -331,8 +459,8 @@ void backward_matrix(const FlashGeometry& g, const E* q_in, const E* k_in, const
     bool first = true;  // no query block has reached these keys yet
     for (int64_t r0 = g.causal ? c0 / kB * kB : 0; r0 < L; r0 += kB) {
       const int64_t br = std::min(kB, L - r0);
-      if (g.causal && r0 + br - 1 < c0) continue;                             // no row of this block sees these keys
-      tile_gemm(br, bc, D, q + r0 * D, D, 1, kt + c0 * D, kB, p, kB, false);  // s (br, bc)
+      if (g.causal && r0 + br - 1 < c0) continue;  // no row of this block sees these keys
+      prod.scores(r0, br, c0, bc, p);              // s (br, bc)
       for (int64_t i = 0; i < br; ++i) {
         float* row = p + i * kB;
         const int64_t n = visible(g, r0 + i, c0, bc);
@@ -344,9 +472,8 @@ void backward_matrix(const FlashGeometry& g, const E* q_in, const E* k_in, const
           _mm512_mask_storeu_ps(row + j, lanes(bc - j), pv);
         }
       }
-      const float* dob = d_o + r0 * do_rs;
-      tile_gemm(bc, Dv, br, p, 1, kB, dob, do_rs, dv + c0 * g.dv_rs, g.dv_rs, !first);  // dv += p^T do
-      tile_gemm(br, bc, Dv, dob, do_rs, 1, vt + c0 * Dv, kB, ds, kB, false);            // dp = do v^T
+      prod.add_dv(r0, br, c0, bc, p, dv, g.dv_rs, !first);  // dv += p^T do
+      prod.dp(r0, br, c0, bc, ds);                          // dp = do v^T
       for (int64_t i = 0; i < br; ++i) {
         const float* prow = p + i * kB;
         float* row = ds + i * kB;
@@ -358,8 +485,8 @@ void backward_matrix(const FlashGeometry& g, const E* q_in, const E* k_in, const
                                 _mm512_mul_ps(scale, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, prow + j), t)));
         }
       }
-      tile_gemm(br, D, bc, ds, kB, 1, k + c0 * D, D, dq + r0 * g.dq_rs, g.dq_rs, c0 > 0);  // dq += ds k
-      tile_gemm(bc, D, br, ds, 1, kB, q + r0 * D, D, dk + c0 * g.dk_rs, g.dk_rs, !first);  // dk += ds^T q
+      prod.add_dq(r0, br, c0, bc, ds, dq, g.dq_rs, c0 > 0);  // dq += ds k
+      prod.add_dk(r0, br, c0, bc, ds, dk, g.dk_rs, !first);  // dk += ds^T q
       first = false;
     }
     if (first)  // keys no query sees (causal, L < S): zero gradients
@@ -375,30 +502,48 @@ void backward_matrix(const FlashGeometry& g, const E* q_in, const E* k_in, const
 // since threads need not run at one speed (Note [gemm balance] in
 // core/cpu/thread_balance.h). A matrix's results do not depend on its thread.
 template <typename F>
-void over_matrices(int64_t n, const FlashGeometry& g, bool backward, bool bf16, const F& f) {
+void over_matrices(int64_t n, const FlashGeometry& g, bool backward, bool bf16, bool pairs, const F& f) {
   if (!thread_balance_enabled()) {  // equal shares (benchmarks comparing the two)
     parallel_for(0, n, 1, [&](int64_t m0, int64_t m1) {
-      Scratch& w = scratch(g, backward, bf16);
+      Scratch& w = scratch(g, backward, bf16, pairs);
       for (int64_t m = m0; m < m1; ++m) f(w, m);
     });
     return;
   }
   std::atomic<int64_t> next{0};
   parallel_for(0, std::min<int64_t>(n, get_num_threads()), 1, [&](int64_t, int64_t) {
-    Scratch& w = scratch(g, backward, bf16);
+    Scratch& w = scratch(g, backward, bf16, pairs);
     for (int64_t m = next.fetch_add(1, std::memory_order_relaxed); m < n;
          m = next.fetch_add(1, std::memory_order_relaxed))
       f(w, m);
   });
 }
 
+// The products bfloat16 inputs take now: pairs (native or emulated) or float32.
+struct PairChoice {
+  bool pairs, native;
+};
+PairChoice pair_choice() {
+  const FlashBf16Products p = flash_bf16_products();
+  return {p != FlashBf16Products::kFloat32, p == FlashBf16Products::kPairs};
+}
+
 template <typename E>
 void forward_all(const FlashGeometry& g, const E* q, const E* k, const E* v, E* o, float* lse) {
+  constexpr bool kBf16 = std::is_same_v<E, uint16_t>;
+  const PairChoice pc = kBf16 ? pair_choice() : PairChoice{false, false};
   const int64_t BH = g.batch * g.heads;
-  over_matrices(BH, g, false, false, [&](Scratch& w, int64_t m) {
+  over_matrices(BH, g, false, kBf16, pc.pairs, [&](Scratch& w, int64_t m) {
     const int64_t b = m / g.heads, h = m % g.heads;
-    forward_matrix(g, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
-                   o + b * g.o_sb + h * g.o_sh, lse + m * g.L, w);
+    const E *qm = q + b * g.q_sb + h * g.q_sh, *km = k + b * g.k_sb + h * g.k_sh, *vm = v + b * g.v_sb + h * g.v_sh;
+    E* om = o + b * g.o_sb + h * g.o_sh;
+    if constexpr (kBf16) {
+      if (pc.pairs) {
+        forward_matrix(g, ForwardPairs(g, qm, km, vm, w, pc.native), om, lse + m * g.L, w);
+        return;
+      }
+    }
+    forward_matrix(g, ForwardF32(g, qm, km, vm, w), om, lse + m * g.L, w);
   });
 }
 
@@ -408,25 +553,29 @@ template <typename E>
 void backward_all(const FlashGeometry& g, const E* q, const E* k, const E* v, const E* o, const float* lse,
                   const E* d_o, int64_t do_sb, int64_t do_sh, int64_t do_rs, E* dq, E* dk, E* dv) {
   constexpr bool kBf16 = std::is_same_v<E, uint16_t>;
+  const PairChoice pc = kBf16 ? pair_choice() : PairChoice{false, false};
   const int64_t BH = g.batch * g.heads;
-  over_matrices(BH, g, true, kBf16, [&](Scratch& w, int64_t m) {
+  over_matrices(BH, g, true, kBf16, pc.pairs, [&](Scratch& w, int64_t m) {
     const int64_t b = m / g.heads, h = m % g.heads;
+    const E *qm = q + b * g.q_sb + h * g.q_sh, *km = k + b * g.k_sb + h * g.k_sh, *vm = v + b * g.v_sb + h * g.v_sh;
+    const E *om = o + b * g.o_sb + h * g.o_sh, *dom = d_o + b * do_sb + h * do_sh;
     E* dqm = dq + b * g.dq_sb + h * g.dq_sh;
     E* dkm = dk + b * g.dk_sb + h * g.dk_sh;
     E* dvm = dv + b * g.dv_sb + h * g.dv_sh;
-    auto run = [&](const FlashGeometry& gm, float* gq, float* gk, float* gv) {
-      backward_matrix(gm, q + b * g.q_sb + h * g.q_sh, k + b * g.k_sb + h * g.k_sh, v + b * g.v_sb + h * g.v_sh,
-                      o + b * g.o_sb + h * g.o_sh, lse + m * g.L, d_o + b * do_sb + h * do_sh, do_rs, gq, gk, gv, w);
-    };
     if constexpr (kBf16) {
       FlashGeometry gm = g;
       gm.dq_rs = g.D, gm.dk_rs = g.D, gm.dv_rs = g.Dv;
-      run(gm, w.dq.data(), w.dk.data(), w.dv.data());
+      if (pc.pairs)
+        backward_matrix(gm, BackwardPairs(g, qm, km, vm, dom, do_rs, w, pc.native), om, lse + m * g.L, w.dq.data(),
+                        w.dk.data(), w.dv.data(), w);
+      else
+        backward_matrix(gm, BackwardF32(g, qm, km, vm, dom, do_rs, w), om, lse + m * g.L, w.dq.data(), w.dk.data(),
+                        w.dv.data(), w);
       round_rows(w.dq.data(), g.L, g.D, dqm, g.dq_rs);
       round_rows(w.dk.data(), g.S, g.D, dkm, g.dk_rs);
       round_rows(w.dv.data(), g.S, g.Dv, dvm, g.dv_rs);
     } else {
-      run(g, dqm, dkm, dvm);
+      backward_matrix(g, BackwardF32(g, qm, km, vm, dom, do_rs, w), om, lse + m * g.L, dqm, dkm, dvm, w);
     }
   });
 }

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 namespace weft::cpu {
 
@@ -55,12 +56,37 @@ void flash_attention_backward_f32(const FlashGeometry& g, const float* q, const 
                                   const float* o, const float* lse, const float* d_o, int64_t do_sb, int64_t do_sh,
                                   int64_t do_rs, float* dq, float* dk, float* dv);
 
-// The same kernels on bfloat16 q, k, v, o and d_o (their bits as uint16_t): each
-// element is widened to float32 as the kernels copy or pack it (they copy every
-// operand anyway), every score, probability, statistic and sum is float32, and
-// the outputs (o; dq, dk, dv) are rounded to bfloat16 (to nearest even) as they
-// are stored. Bit for bit the float32 kernels on the widened inputs with their
-// outputs then rounded, without the widened copies or the float32 outputs.
+// The same kernels on bfloat16 q, k, v, o and d_o (their bits as uint16_t). With
+// float32 products (FlashBf16Products below) each element is widened to float32
+// as the kernels copy or pack it (they copy every operand anyway), every score,
+// probability, statistic and sum is float32, and the outputs (o; dq, dk, dv)
+// are rounded to bfloat16 (to nearest even) as they are stored: bit for bit the
+// float32 kernels on the widened inputs with their outputs then rounded,
+// without the widened copies or the float32 outputs.
+// How the bfloat16 entries compute their block products:
+//   kFloat32: the float32 kernels on the widened inputs (bit for bit their
+//     results, rounded as stored: see below);
+//   kPairs: VDPBF16PS on pairs of bfloat16 steps (AVX512-BF16), with p and ds
+//     rounded to bfloat16 for the four products that take them, as PyTorch's
+//     CPU flash attention does for its bfloat16 GEMMs; softmax statistics,
+//     row sums, ds itself and the accumulators stay float32 (Note [flash pair
+//     products] in flash_attention.cc);
+//   kPairsEmulated: kPairs's layouts and order with each pair product as two
+//     float32 FMAs (any AVX-512 CPU; the same bits as kPairs on normal numbers),
+//     so a CPU without AVX512-BF16 still tests that code.
+// By default they follow the bfloat16 matmuls (bf16_gemm_path() in
+// core/cpu/gemm_bf16.h): kPairs where those take avx512_bf16 (a Zen 4: twice
+// the float32 FMA rate), kPairsEmulated under avx512_emulated, else kFloat32
+// (an Intel CPU issues VDPBF16PS at half its FMA rate, no faster than float32).
+enum class FlashBf16Products { kFloat32, kPairsEmulated, kPairs };
+const char* flash_bf16_products_name(FlashBf16Products p);  // "float32", "pairs_emulated", "pairs"
+bool flash_bf16_products_available(FlashBf16Products p);
+FlashBf16Products flash_bf16_products();
+// Forces one (an error naming it where the CPU cannot run it), or with
+// nullopt goes back to the default. For tests and benchmarks; not thread-safe
+// against attention calls running meanwhile.
+void set_flash_bf16_products(std::optional<FlashBf16Products> p);
+
 void flash_attention_forward_bf16(const FlashGeometry& g, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                                   uint16_t* o, float* lse);
 void flash_attention_backward_bf16(const FlashGeometry& g, const uint16_t* q, const uint16_t* k, const uint16_t* v,

@@ -39,6 +39,7 @@
 #include "core/cpu/gemm.h"
 #include "core/cpu/gemm_avx512.h"
 #include "core/cpu/gemm_epilogue_avx512.h"
+#include "core/cpu/pair_dot.h"
 #include "core/cpu/thread_balance.h"
 #include "core/error.h"
 #include "core/half.h"
@@ -310,20 +311,6 @@ void finish_amx_block(const float* s, int rows, int cols, float* c, int64_t ldc,
       if (load_c) r = _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], cp), r);
       store_c(cp, mk[v], r, ep, i0 + i, j0 + 16 * v);
     }
-}
-
-// Note [bf16 pair order]: the odd step's product, then the even one's.
-template <bool kNative>
-inline __m512 pair_dot(__m512 acc, __m512i a, __m512i b) {
-  if constexpr (kNative) {
-    return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
-  } else {
-    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(a, high)),
-                          _mm512_castsi512_ps(_mm512_and_si512(b, high)), acc);
-    return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(a, 16)), _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)),
-                           acc);
-  }
 }
 
 // C (mr x nr at c) = or += the A panel (kp pairs x kMR words) times the B panel

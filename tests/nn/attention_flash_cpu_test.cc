@@ -7,20 +7,25 @@
 // a non-contiguous output gradient. Also: the same answer as the unfused float32
 // path, bitwise independence of the thread count, and the transformer block's
 // gradients with and without the kernel. bfloat16 q, k, v (CPU autocast) take
-// the kernels' bfloat16 entries: bit for bit the float32 kernels on the widened
-// values with rounded outputs; against float64 from the same bfloat16 values,
-// and closer to it than the unfused bfloat16 path. Skipped where the CPU lacks
-// AVX-512.
+// the kernels' bfloat16 entries: with float32 products bit for bit the float32
+// kernels on the widened values with rounded outputs; with every kind of
+// products (float32, pairs emulated, VDPBF16PS pairs) against float64 from the
+// same bfloat16 values, and closer to it than the unfused bfloat16 path; the
+// pair products independent of the thread count and VDPBF16PS bit for bit its
+// emulation. Skipped where the CPU lacks AVX-512.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "core/autocast.h"
 #include "core/autograd_meta.h"
 #include "core/cpu/flash_attention.h"
+#include "core/error.h"
 #include "core/nn_ops.h"
 #include "core/ops.h"
 #include "core/parallel.h"
@@ -63,7 +68,10 @@ class FlashCpu : public ::testing::Test {
   void SetUp() override {
     if (!cpu::flash_attention_available()) GTEST_SKIP() << "this CPU has no AVX-512F";
   }
-  void TearDown() override { cpu::set_flash_attention_enabled(true); }
+  void TearDown() override {
+    cpu::set_flash_attention_enabled(true);
+    cpu::set_flash_bf16_products(std::nullopt);
+  }
 };
 
 struct Case {
@@ -267,39 +275,57 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 
 // bfloat16 inputs: every score, probability and sum in float32, the output and
 // the gradients rounded to bfloat16 once (relative error 2^-9 each). So the
+// The bfloat16 products this CPU can run (cpu::FlashBf16Products): float32
+// and emulated pairs on any AVX-512 CPU, VDPBF16PS pairs where it has them.
+std::vector<cpu::FlashBf16Products> bf16_products() {
+  std::vector<cpu::FlashBf16Products> out;
+  for (auto p :
+       {cpu::FlashBf16Products::kFloat32, cpu::FlashBf16Products::kPairsEmulated, cpu::FlashBf16Products::kPairs})
+    if (cpu::flash_bf16_products_available(p)) out.push_back(p);
+  return out;
+}
+
 // output is within 2^-8 (relative, tensor_near's 1 + |x| scale) of float64 on
 // the same bfloat16 values; the gradients also carry the rounded output (the
 // backward's rowsum(do * o)) and the cancellation in dp - rowsum, so 1e-2.
-TEST_F(FlashCpu, Bfloat16InputsTakeTheKernelsWidenedToFloat32) {
-  const Case cases[] = {{2, 3, 64, 64, 64, 64}, {1, 2, 130, 130, 64, 64}, {2, 1, 100, 37, 24, 40}};
+// With every kind of bfloat16 products: the pair ones round p and ds to
+// bfloat16 too, which stays within these bounds. Sizes off the 64-row blocks
+// and odd ones (an odd head dim, odd counts of queries and keys) take the pair
+// layouts' zero padding.
+TEST_F(FlashCpu, Bfloat16InputsMatchFloat64WithEveryKindOfProducts) {
+  const Case cases[] = {
+      {2, 3, 64, 64, 64, 64}, {1, 2, 130, 130, 64, 64}, {2, 1, 100, 37, 24, 40}, {1, 2, 71, 99, 23, 17}};
   uint64_t seed = 100;
   for (const Case& c : cases)
-    for (bool causal : {false, true}) {
-      SCOPED_TRACE("L=" + std::to_string(c.L) + " S=" + std::to_string(c.S) + (causal ? " causal" : ""));
-      Tensor q = rnd({c.B, c.H, c.L, c.D}, DType::BFloat16, seed++) * 2.0,
-             k = rnd({c.B, c.H, c.S, c.D}, DType::BFloat16, seed++) * 2.0,
-             v = rnd({c.B, c.H, c.S, c.Dv}, DType::BFloat16, seed++),
-             g = rnd({c.B, c.H, c.L, c.Dv}, DType::BFloat16, seed++);
-      Result flash = run(q, k, v, g, causal);
-      EXPECT_EQ(flash.node, "ScaledDotProductAttentionBackward");
-      EXPECT_EQ(flash.out.dtype(), DType::BFloat16);
-      EXPECT_EQ(flash.dq.dtype(), DType::BFloat16);
-      Result ref = run(f64(q), f64(k), f64(v), f64(g), causal);
-      EXPECT_TRUE(tensors_near(flash.out, ref.out, 1.0 / 256));
-      EXPECT_TRUE(tensors_near(flash.dq, ref.dq, 1e-2));
-      EXPECT_TRUE(tensors_near(flash.dk, ref.dk, 1e-2));
-      EXPECT_TRUE(tensors_near(flash.dv, ref.dv, 1e-2));
-      // the unfused bfloat16 path rounds the scores and probabilities too
-      cpu::set_flash_attention_enabled(false);
-      Result plain = run(q, k, v, g, causal);
-      cpu::set_flash_attention_enabled(true);
-      EXPECT_NE(plain.node, "ScaledDotProductAttentionBackward");
-      EXPECT_LE(max_abs_diff(flash.out, ref.out), max_abs_diff(plain.out, ref.out));
-    }
+    for (bool causal : {false, true})
+      for (cpu::FlashBf16Products products : bf16_products()) {
+        cpu::set_flash_bf16_products(products);
+        SCOPED_TRACE("L=" + std::to_string(c.L) + " S=" + std::to_string(c.S) + " D=" + std::to_string(c.D) +
+                     (causal ? " causal, " : ", ") + cpu::flash_bf16_products_name(products) + " products");
+        Tensor q = rnd({c.B, c.H, c.L, c.D}, DType::BFloat16, seed++) * 2.0,
+               k = rnd({c.B, c.H, c.S, c.D}, DType::BFloat16, seed++) * 2.0,
+               v = rnd({c.B, c.H, c.S, c.Dv}, DType::BFloat16, seed++),
+               g = rnd({c.B, c.H, c.L, c.Dv}, DType::BFloat16, seed++);
+        Result flash = run(q, k, v, g, causal);
+        EXPECT_EQ(flash.node, "ScaledDotProductAttentionBackward");
+        EXPECT_EQ(flash.out.dtype(), DType::BFloat16);
+        EXPECT_EQ(flash.dq.dtype(), DType::BFloat16);
+        Result ref = run(f64(q), f64(k), f64(v), f64(g), causal);
+        EXPECT_TRUE(tensors_near(flash.out, ref.out, 1.0 / 256));
+        EXPECT_TRUE(tensors_near(flash.dq, ref.dq, 1e-2));
+        EXPECT_TRUE(tensors_near(flash.dk, ref.dk, 1e-2));
+        EXPECT_TRUE(tensors_near(flash.dv, ref.dv, 1e-2));
+        // the unfused bfloat16 path rounds the scores and probabilities too
+        cpu::set_flash_attention_enabled(false);
+        Result plain = run(q, k, v, g, causal);
+        cpu::set_flash_attention_enabled(true);
+        EXPECT_NE(plain.node, "ScaledDotProductAttentionBackward");
+        EXPECT_LE(max_abs_diff(flash.out, ref.out), max_abs_diff(plain.out, ref.out));
+      }
 }
 
-// The bfloat16 entries of the kernels against their definition: the float32
-// kernels run on the widened inputs, o rounded to bfloat16 (the backward reads
+// The bfloat16 entries of the kernels with float32 products against their
+// definition: the float32 kernels run on the widened inputs, o rounded to bfloat16 (the backward reads
 // the rounded o, as the autograd node saves it), the gradients rounded -- bit
 // for bit, with the same statistics. Cases: q, k, v as strided views of one
 // (B, T, 3C) tensor with outputs in the (B, T, H, X) layout and a strided output
@@ -348,6 +374,7 @@ uint16_t* out_bits(const Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_
 
 TEST_F(FlashCpu, Bfloat16KernelsAreTheFloat32KernelsOnWidenedInputsRounded) {
   using namespace flash_bf16;
+  cpu::set_flash_bf16_products(cpu::FlashBf16Products::kFloat32);
   struct BfCase {
     int64_t B, H, L, S, D, Dv;
     bool packed;  // q, k, v views of one (B, T, 3C) tensor (needs L == S, D == Dv)
@@ -399,9 +426,71 @@ TEST_F(FlashCpu, Bfloat16KernelsAreTheFloat32KernelsOnWidenedInputsRounded) {
       EXPECT_TRUE(same_bits(dq, dqf.to(bf)));
       EXPECT_TRUE(same_bits(dk, dkf.to(bf)));
       EXPECT_TRUE(same_bits(dv, dvf.to(bf)));
-      if (causal && c.S > c.L)  // keys L.. are hidden from every query: zero gradients
+      if (causal && c.S > c.L) {  // keys L.. are hidden from every query: zero gradients
         EXPECT_EQ(max(abs(dk.narrow(2, c.L, c.S - c.L).to(f32))).item<float>(), 0.0f);
+      }
     }
+}
+
+// Pair products (Note [flash pair products]): the emulated pairs give the same
+// bits on 1 and 3 threads, and VDPBF16PS (where the CPU has it) the same bits
+// as the emulation -- the inputs and every p, ds are normal numbers here, where
+// the two agree (VDPBF16PS flushes denormals). Strided q, k, v views of one
+// tensor, a strided output gradient, causal and not, L < S and L > S, odd
+// sizes (padded pairs) and head dims above 64; outputs prefilled with NaN.
+TEST_F(FlashCpu, PairProductsIgnoreTheThreadCountAndMatchTheirEmulation) {
+  using namespace flash_bf16;
+  struct BfCase {
+    int64_t B, H, L, S, D, Dv;
+    bool packed;
+  };
+  const BfCase cases[] = {{2, 3, 90, 90, 20, 20, true}, {1, 2, 37, 151, 23, 41, false}, {2, 1, 131, 70, 80, 72, false}};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const DType bf = DType::BFloat16;
+  const bool native = cpu::flash_bf16_products_available(cpu::FlashBf16Products::kPairs);
+  const int prev = get_num_threads();
+  uint64_t seed = 500;
+  for (const BfCase& c : cases)
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE("L=" + std::to_string(c.L) + " S=" + std::to_string(c.S) + (causal ? " causal" : ""));
+      Tensor q, k, v;
+      if (c.packed) {
+        Tensor qkv = rnd({c.B, c.L, 3 * c.H * c.D}, bf, seed++) * 2.0;
+        std::vector<Tensor> parts = split(qkv, c.H * c.D, 2);
+        auto view = [&](const Tensor& t) { return t.reshape({c.B, c.L, c.H, c.D}).transpose(1, 2); };
+        q = view(parts[0]), k = view(parts[1]), v = view(parts[2]);
+      } else {
+        q = rnd({c.B, c.H, c.L, c.D}, bf, seed++) * 2.0, k = rnd({c.B, c.H, c.S, c.D}, bf, seed++) * 2.0;
+        v = rnd({c.B, c.H, c.S, c.Dv}, bf, seed++);
+      }
+      const Tensor d_o = rnd({c.B, c.L, c.H, c.Dv}, bf, seed++).transpose(1, 2);
+      auto outputs = [&](cpu::FlashBf16Products products, int threads) {
+        cpu::set_flash_bf16_products(products);
+        set_num_threads(threads);
+        Tensor o = heads(c.B, c.H, c.L, c.Dv, bf, nan), lse = full({c.B * c.H, c.L}, nan);
+        Tensor dq = heads(c.B, c.H, c.L, c.D, bf, nan), dk = heads(c.B, c.H, c.S, c.D, bf, nan),
+               dv = heads(c.B, c.H, c.S, c.Dv, bf, nan);
+        const cpu::FlashGeometry g = geometry(q, k, v, o, dq, dk, dv, causal);
+        cpu::flash_attention_forward_bf16(g, bits(q), bits(k), bits(v), out_bits(o), lse.data_ptr<float>());
+        cpu::flash_attention_backward_bf16(g, bits(q), bits(k), bits(v), bits(o), lse.data_ptr<float>(), bits(d_o),
+                                           d_o.stride(0), d_o.stride(1), d_o.stride(2), out_bits(dq), out_bits(dk),
+                                           out_bits(dv));
+        set_num_threads(prev);
+        return std::vector<Tensor>{o, dq, dk, dv, lse};
+      };
+      const std::vector<Tensor> one = outputs(cpu::FlashBf16Products::kPairsEmulated, 1);
+      const std::vector<Tensor> three = outputs(cpu::FlashBf16Products::kPairsEmulated, 3);
+      for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(same_bits(one[i], three[i])) << "output " << i << ", 1 vs 3 threads";
+      EXPECT_TRUE(tensors_near(one[4], three[4], 0));
+      if (!native) continue;
+      const std::vector<Tensor> hw = outputs(cpu::FlashBf16Products::kPairs, 2);
+      for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(same_bits(hw[i], one[i])) << "output " << i << ", VDPBF16PS";
+      EXPECT_TRUE(tensors_near(hw[4], one[4], 0));
+    }
+  if (!native) {
+    std::printf("this CPU has no AVX512-BF16: the VDPBF16PS pairs were not compared\n");
+    EXPECT_THROW(cpu::set_flash_bf16_products(cpu::FlashBf16Products::kPairs), Error);
+  }
 }
 
 TEST_F(FlashCpu, AutocastSendsFloat32AttentionToTheBfloat16Kernel) {

@@ -1,0 +1,199 @@
+// Block products and operand layouts of the CPU flash attention (contract in
+// core/cpu/flash_tiles.h).
+#include "core/cpu/flash_tiles.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "core/cpu/avx512_util.h"
+#include "core/cpu/pair_dot.h"
+
+namespace weft::cpu::flash {
+
+// Compiled for AVX-512 (and AVX512-BF16, used by the native pair tiles only)
+// whatever -march says.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,avx2,fma")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace {
+
+constexpr int kTileRows = 6;
+constexpr int kTileVecs = 4;  // 64 columns
+
+inline __mmask16 lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(n, 0)) - 1);
+}
+
+// The accumulators of an R x 16V tile of C: loaded (masked by `last` in each
+// row's last zmm) or zero, and stored back.
+template <int R, int V>
+struct Acc {
+  __m512 v[R][V];
+  Acc(const float* c, int64_t ldc, __mmask16 last, bool accumulate) {
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < V; ++j)
+        v[i][j] = accumulate ? _mm512_maskz_loadu_ps(j == V - 1 ? last : __mmask16(0xFFFF), c + i * ldc + 16 * j)
+                             : _mm512_setzero_ps();
+  }
+  void store(float* c, int64_t ldc, __mmask16 last) const {
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < V; ++j)
+        _mm512_mask_storeu_ps(c + i * ldc + 16 * j, j == V - 1 ? last : __mmask16(0xFFFF), v[i][j]);
+  }
+};
+
+// C (R x 16V, last zmm of a row masked by `last`) = or += A (R x k) B (k x 16V).
+template <int R, int V>
+void tile(int64_t k, const float* a, int64_t ars, int64_t acs, const float* b, int64_t ldb, float* c, int64_t ldc,
+          __mmask16 last, bool accumulate) {
+  Acc<R, V> acc(c, ldc, last, accumulate);
+  for (int64_t p = 0; p < k; ++p) {
+    __m512 bv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) bv[v] = _mm512_maskz_loadu_ps(v == V - 1 ? last : __mmask16(0xFFFF), b + 16 * v);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i * ars]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc.v[i][v] = _mm512_fmadd_ps(av, bv[v], acc.v[i][v]);
+    }
+    a += acs;
+    b += ldb;
+  }
+  acc.store(c, ldc, last);
+}
+
+// The pair tile: kp pairs of A's words (broadcast) times B's word rows.
+template <int R, int V, bool kNative>
+void pair_tile(int64_t kp, const uint32_t* a, int64_t ars, int64_t acs, const uint32_t* b, int64_t ldb, float* c,
+               int64_t ldc, __mmask16 last, bool accumulate) {
+  Acc<R, V> acc(c, ldc, last, accumulate);
+  for (int64_t t = 0; t < kp; ++t) {
+    __m512i bv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) bv[v] = _mm512_maskz_loadu_epi32(v == V - 1 ? last : __mmask16(0xFFFF), b + 16 * v);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      uint32_t word;
+      std::memcpy(&word, a + i * ars, sizeof word);
+      const __m512i av = _mm512_set1_epi32(static_cast<int>(word));
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc.v[i][v] = pair_dot<kNative>(acc.v[i][v], av, bv[v]);
+    }
+    a += acs;
+    b += ldb;
+  }
+  acc.store(c, ldc, last);
+}
+
+template <typename T>
+using TileFn = void (*)(int64_t, const T*, int64_t, int64_t, const T*, int64_t, float*, int64_t, __mmask16, bool);
+
+template <int... R>
+constexpr std::array<std::array<TileFn<float>, kTileVecs>, sizeof...(R)> tile_table(std::integer_sequence<int, R...>) {
+  return {{{&tile<R + 1, 1>, &tile<R + 1, 2>, &tile<R + 1, 3>, &tile<R + 1, 4>}...}};
+}
+template <bool kNative, int... R>
+constexpr std::array<std::array<TileFn<uint32_t>, kTileVecs>, sizeof...(R)> pair_tile_table(
+    std::integer_sequence<int, R...>) {
+  return {{{&pair_tile<R + 1, 1, kNative>, &pair_tile<R + 1, 2, kNative>, &pair_tile<R + 1, 3, kNative>,
+            &pair_tile<R + 1, 4, kNative>}...}};
+}
+constexpr auto kTiles = tile_table(std::make_integer_sequence<int, kTileRows>{});
+constexpr auto kPairTiles = pair_tile_table<true>(std::make_integer_sequence<int, kTileRows>{});
+constexpr auto kPairTilesEmulated = pair_tile_table<false>(std::make_integer_sequence<int, kTileRows>{});
+
+// C (m x n) over register tiles of up to kTileRows x 64 columns.
+template <typename T, typename Table>
+void over_tiles(const Table& table, int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b,
+                int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  for (int64_t j = 0; j < n; j += 16 * kTileVecs) {
+    const int64_t nc = std::min<int64_t>(16 * kTileVecs, n - j);
+    const int v = static_cast<int>((nc + 15) / 16);
+    const __mmask16 last = lanes(nc - 16 * (v - 1));
+    for (int64_t i = 0; i < m; i += kTileRows) {
+      const int r = static_cast<int>(std::min<int64_t>(kTileRows, m - i));
+      table[r - 1][v - 1](k, a + i * ars, ars, acs, b + j, ldb, c + i * ldc + j, ldc, last, accumulate);
+    }
+  }
+}
+
+// 16 elements of a row as bfloat16 bits (the masked-off lanes zero).
+inline __m256i bits16(__mmask16 m, const uint16_t* p) { return _mm256_maskz_loadu_epi16(m, p); }
+inline __m256i bits16(__mmask16 m, const float* p) { return round_bf16x16(_mm512_maskz_loadu_ps(m, p)); }
+
+}  // namespace
+
+void tile_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b, int64_t ldb,
+               float* c, int64_t ldc, bool accumulate) {
+  over_tiles(kTiles, m, n, k, a, ars, acs, b, ldb, c, ldc, accumulate);
+}
+
+void pair_tile_gemm(bool native, int64_t m, int64_t n, int64_t kp, const uint32_t* a, int64_t ars, int64_t acs,
+                    const uint32_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  over_tiles(native ? kPairTiles : kPairTilesEmulated, m, n, kp, a, ars, acs, b, ldb, c, ldc, accumulate);
+}
+
+// Panels rather than one (cols x rows) matrix: the rows of a wide matrix lie a
+// power of two apart and share a few L1 sets, so a panel streamed by every
+// register tile of a block would come from L2 each time.
+template <typename E>
+void pack_transposed_panels(const E* src, int64_t rows, int64_t cols, int64_t rs, float* dst) {
+  for (int64_t j0 = 0; j0 < rows; j0 += 16) {
+    const int64_t jn = std::min<int64_t>(16, rows - j0);
+    float* panel = dst + j0 / kB * cols * kB + j0 % kB;
+    for (int64_t d0 = 0; d0 < cols; d0 += 16) {
+      const int64_t dn = std::min<int64_t>(16, cols - d0);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) r[j] = j < jn ? load16(lanes(dn), src + (j0 + j) * rs + d0) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int64_t d = 0; d < dn; ++d) _mm512_mask_storeu_ps(panel + (d0 + d) * kB, lanes(jn), r[d]);
+    }
+  }
+}
+template void pack_transposed_panels<float>(const float*, int64_t, int64_t, int64_t, float*);
+template void pack_transposed_panels<uint16_t>(const uint16_t*, int64_t, int64_t, int64_t, float*);
+
+template <typename E>
+void copy_rows16(const E* src, int64_t rows, int64_t cols, int64_t rs, uint16_t* dst, int64_t ld) {
+  constexpr int64_t kAhead = 8;  // rows
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r + kAhead < rows)
+      for (int64_t c = 0; c < cols; c += 64 / sizeof(E))
+        _mm_prefetch(reinterpret_cast<const char*>(src + (r + kAhead) * rs + c), _MM_HINT_T0);
+    for (int64_t c = 0; c < ld; c += 16)
+      _mm256_mask_storeu_epi16(dst + r * ld + c, lanes(ld - c), bits16(lanes(cols - c), src + r * rs + c));
+  }
+}
+template void copy_rows16<float>(const float*, int64_t, int64_t, int64_t, uint16_t*, int64_t);
+template void copy_rows16<uint16_t>(const uint16_t*, int64_t, int64_t, int64_t, uint16_t*, int64_t);
+
+template <typename E>
+void pair_rows(const E* src, int64_t rows, int64_t cols, int64_t rs, uint32_t* dst, int64_t ldd) {
+  for (int64_t t = 0; 2 * t < rows; ++t)
+    for (int64_t c = 0; c < cols; c += 16) {
+      const __mmask16 mk = lanes(cols - c);
+      const __m512i lo = _mm512_cvtepu16_epi32(bits16(mk, src + 2 * t * rs + c));
+      const __m512i hi =
+          2 * t + 1 < rows ? _mm512_cvtepu16_epi32(bits16(mk, src + (2 * t + 1) * rs + c)) : _mm512_setzero_si512();
+      _mm512_mask_storeu_epi32(dst + t * ldd + c, mk, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
+}
+template void pair_rows<float>(const float*, int64_t, int64_t, int64_t, uint32_t*, int64_t);
+template void pair_rows<uint16_t>(const uint16_t*, int64_t, int64_t, int64_t, uint32_t*, int64_t);
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+}  // namespace weft::cpu::flash
