@@ -30,88 +30,70 @@ inline __mmask16 lanes(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(n, 0)) - 1);
 }
 
-// The accumulators of an R x 16V tile of C: loaded (masked by `last` in each
-// row's last zmm) or zero, and stored back.
-template <int R, int V>
-struct Acc {
-  __m512 v[R][V];
-  Acc(const float* c, int64_t ldc, __mmask16 last, bool accumulate) {
-#pragma GCC unroll 6
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-      for (int j = 0; j < V; ++j)
-        v[i][j] = accumulate ? _mm512_maskz_loadu_ps(j == V - 1 ? last : __mmask16(0xFFFF), c + i * ldc + 16 * j)
-                             : _mm512_setzero_ps();
+// How a tile reads and multiplies its operands: float32 elements and FMAs, or
+// bfloat16 pair words and pair_dot.
+struct F32Op {
+  using T = float;
+  static __m512 load_b(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static __m512 bcast_a(const float* p) { return _mm512_set1_ps(*p); }
+  static __m512 madd(__m512 acc, __m512 a, __m512 b) { return _mm512_fmadd_ps(a, b, acc); }
+};
+template <bool kNative>
+struct PairOp {
+  using T = uint32_t;
+  static __m512i load_b(__mmask16 m, const uint32_t* p) { return _mm512_maskz_loadu_epi32(m, p); }
+  static __m512i bcast_a(const uint32_t* p) {
+    uint32_t word;
+    std::memcpy(&word, p, sizeof word);
+    return _mm512_set1_epi32(static_cast<int>(word));
   }
-  void store(float* c, int64_t ldc, __mmask16 last) const {
-#pragma GCC unroll 6
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-      for (int j = 0; j < V; ++j)
-        _mm512_mask_storeu_ps(c + i * ldc + 16 * j, j == V - 1 ? last : __mmask16(0xFFFF), v[i][j]);
-  }
+  static __m512 madd(__m512 acc, __m512i a, __m512i b) { return pair_dot<kNative>(acc, a, b); }
 };
 
-// C (R x 16V, last zmm of a row masked by `last`) = or += A (R x k) B (k x 16V).
-template <int R, int V>
-void tile(int64_t k, const float* a, int64_t ars, int64_t acs, const float* b, int64_t ldb, float* c, int64_t ldc,
-          __mmask16 last, bool accumulate) {
-  Acc<R, V> acc(c, ldc, last, accumulate);
+// C (R x 16V, last zmm of a row masked by `last`) = or += A (R x k) B (k x 16V),
+// k steps of Op's elements (float32 steps, or pairs of bfloat16 steps).
+template <int R, int V, typename Op>
+void tile(int64_t k, const typename Op::T* a, int64_t ars, int64_t acs, const typename Op::T* b, int64_t ldb, float* c,
+          int64_t ldc, __mmask16 last, bool accumulate) {
+  __m512 acc[R][V];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      acc[i][v] = accumulate ? _mm512_maskz_loadu_ps(v == V - 1 ? last : __mmask16(0xFFFF), c + i * ldc + 16 * v)
+                             : _mm512_setzero_ps();
   for (int64_t p = 0; p < k; ++p) {
-    __m512 bv[V];
+    decltype(Op::load_b(0, b)) bv[V];
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) bv[v] = _mm512_maskz_loadu_ps(v == V - 1 ? last : __mmask16(0xFFFF), b + 16 * v);
+    for (int v = 0; v < V; ++v) bv[v] = Op::load_b(v == V - 1 ? last : __mmask16(0xFFFF), b + 16 * v);
 #pragma GCC unroll 6
     for (int i = 0; i < R; ++i) {
-      const __m512 av = _mm512_set1_ps(a[i * ars]);
+      const auto av = Op::bcast_a(a + i * ars);
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) acc.v[i][v] = _mm512_fmadd_ps(av, bv[v], acc.v[i][v]);
+      for (int v = 0; v < V; ++v) acc[i][v] = Op::madd(acc[i][v], av, bv[v]);
     }
     a += acs;
     b += ldb;
   }
-  acc.store(c, ldc, last);
-}
-
-// The pair tile: kp pairs of A's words (broadcast) times B's word rows.
-template <int R, int V, bool kNative>
-void pair_tile(int64_t kp, const uint32_t* a, int64_t ars, int64_t acs, const uint32_t* b, int64_t ldb, float* c,
-               int64_t ldc, __mmask16 last, bool accumulate) {
-  Acc<R, V> acc(c, ldc, last, accumulate);
-  for (int64_t t = 0; t < kp; ++t) {
-    __m512i bv[V];
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) bv[v] = _mm512_maskz_loadu_epi32(v == V - 1 ? last : __mmask16(0xFFFF), b + 16 * v);
 #pragma GCC unroll 6
-    for (int i = 0; i < R; ++i) {
-      uint32_t word;
-      std::memcpy(&word, a + i * ars, sizeof word);
-      const __m512i av = _mm512_set1_epi32(static_cast<int>(word));
+  for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) acc.v[i][v] = pair_dot<kNative>(acc.v[i][v], av, bv[v]);
-    }
-    a += acs;
-    b += ldb;
-  }
-  acc.store(c, ldc, last);
+    for (int v = 0; v < V; ++v)
+      _mm512_mask_storeu_ps(c + i * ldc + 16 * v, v == V - 1 ? last : __mmask16(0xFFFF), acc[i][v]);
 }
 
 template <typename T>
 using TileFn = void (*)(int64_t, const T*, int64_t, int64_t, const T*, int64_t, float*, int64_t, __mmask16, bool);
 
-template <int... R>
-constexpr std::array<std::array<TileFn<float>, kTileVecs>, sizeof...(R)> tile_table(std::integer_sequence<int, R...>) {
-  return {{{&tile<R + 1, 1>, &tile<R + 1, 2>, &tile<R + 1, 3>, &tile<R + 1, 4>}...}};
-}
-template <bool kNative, int... R>
-constexpr std::array<std::array<TileFn<uint32_t>, kTileVecs>, sizeof...(R)> pair_tile_table(
+template <typename Op, int... R>
+constexpr std::array<std::array<TileFn<typename Op::T>, kTileVecs>, sizeof...(R)> tile_table(
     std::integer_sequence<int, R...>) {
-  return {{{&pair_tile<R + 1, 1, kNative>, &pair_tile<R + 1, 2, kNative>, &pair_tile<R + 1, 3, kNative>,
-            &pair_tile<R + 1, 4, kNative>}...}};
+  return {{{&tile<R + 1, 1, Op>, &tile<R + 1, 2, Op>, &tile<R + 1, 3, Op>, &tile<R + 1, 4, Op>}...}};
 }
-constexpr auto kTiles = tile_table(std::make_integer_sequence<int, kTileRows>{});
-constexpr auto kPairTiles = pair_tile_table<true>(std::make_integer_sequence<int, kTileRows>{});
-constexpr auto kPairTilesEmulated = pair_tile_table<false>(std::make_integer_sequence<int, kTileRows>{});
+constexpr auto kRows = std::make_integer_sequence<int, kTileRows>{};
+constexpr auto kTiles = tile_table<F32Op>(kRows);
+constexpr auto kPairTiles = tile_table<PairOp<true>>(kRows);
+constexpr auto kPairTilesEmulated = tile_table<PairOp<false>>(kRows);
 
 // C (m x n) over register tiles of up to kTileRows x 64 columns.
 template <typename T, typename Table>

@@ -370,42 +370,60 @@ uint16_t* out_bits(const Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_
   return ::testing::AssertionSuccess();
 }
 
+struct BfCase {
+  int64_t B, H, L, S, D, Dv;
+  bool packed;  // q, k, v views of one (B, T, 3C) tensor (needs L == S, D == Dv)
+};
+struct BfInputs {
+  Tensor q, k, v, d_o;  // bfloat16, (B, H, T, X); d_o strided
+};
+BfInputs make_inputs(const BfCase& c, uint64_t& seed) {
+  const DType bf = DType::BFloat16;
+  BfInputs in;
+  if (c.packed) {
+    Tensor qkv = rnd({c.B, c.L, 3 * c.H * c.D}, bf, seed++) * 2.0;
+    std::vector<Tensor> parts = split(qkv, c.H * c.D, 2);
+    auto view = [&](const Tensor& t) { return t.reshape({c.B, c.L, c.H, c.D}).transpose(1, 2); };
+    in.q = view(parts[0]), in.k = view(parts[1]), in.v = view(parts[2]);
+  } else {
+    in.q = rnd({c.B, c.H, c.L, c.D}, bf, seed++) * 2.0, in.k = rnd({c.B, c.H, c.S, c.D}, bf, seed++) * 2.0;
+    in.v = rnd({c.B, c.H, c.S, c.Dv}, bf, seed++);
+  }
+  in.d_o = rnd({c.B, c.L, c.H, c.Dv}, bf, seed++).transpose(1, 2);
+  return in;
+}
+// The bfloat16 kernels forward then backward, their outputs prefilled with NaN
+// (so an element a kernel does not write fails any comparison): {o, dq, dk, dv,
+// lse}, each (B, H, T, X) laid out (B, T, H, X).
+std::vector<Tensor> run_kernels(const BfCase& c, const BfInputs& in, bool causal) {
+  const DType bf = DType::BFloat16;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor o = heads(c.B, c.H, c.L, c.Dv, bf, nan), lse = full({c.B * c.H, c.L}, nan);
+  Tensor dq = heads(c.B, c.H, c.L, c.D, bf, nan), dk = heads(c.B, c.H, c.S, c.D, bf, nan),
+         dv = heads(c.B, c.H, c.S, c.Dv, bf, nan);
+  const cpu::FlashGeometry g = geometry(in.q, in.k, in.v, o, dq, dk, dv, causal);
+  cpu::flash_attention_forward_bf16(g, bits(in.q), bits(in.k), bits(in.v), out_bits(o), lse.data_ptr<float>());
+  cpu::flash_attention_backward_bf16(g, bits(in.q), bits(in.k), bits(in.v), bits(o), lse.data_ptr<float>(),
+                                     bits(in.d_o), in.d_o.stride(0), in.d_o.stride(1), in.d_o.stride(2), out_bits(dq),
+                                     out_bits(dk), out_bits(dv));
+  return {o, dq, dk, dv, lse};
+}
+
 }  // namespace flash_bf16
 
 TEST_F(FlashCpu, Bfloat16KernelsAreTheFloat32KernelsOnWidenedInputsRounded) {
   using namespace flash_bf16;
   cpu::set_flash_bf16_products(cpu::FlashBf16Products::kFloat32);
-  struct BfCase {
-    int64_t B, H, L, S, D, Dv;
-    bool packed;  // q, k, v views of one (B, T, 3C) tensor (needs L == S, D == Dv)
-  };
   const BfCase cases[] = {{2, 3, 90, 90, 20, 20, true}, {1, 2, 37, 150, 24, 40, false}, {2, 1, 130, 70, 80, 72, false}};
-  const float nan = std::numeric_limits<float>::quiet_NaN();
   uint64_t seed = 300;
   for (const BfCase& c : cases)
     for (bool causal : {false, true}) {
       SCOPED_TRACE("L=" + std::to_string(c.L) + " S=" + std::to_string(c.S) + (causal ? " causal" : ""));
       const DType bf = DType::BFloat16, f32 = DType::Float32;
-      Tensor q, k, v;  // bfloat16, (B, H, T, X)
-      if (c.packed) {
-        Tensor qkv = rnd({c.B, c.L, 3 * c.H * c.D}, bf, seed++) * 2.0;
-        std::vector<Tensor> parts = split(qkv, c.H * c.D, 2);
-        auto view = [&](const Tensor& t) { return t.reshape({c.B, c.L, c.H, c.D}).transpose(1, 2); };
-        q = view(parts[0]), k = view(parts[1]), v = view(parts[2]);
-      } else {
-        q = rnd({c.B, c.H, c.L, c.D}, bf, seed++) * 2.0, k = rnd({c.B, c.H, c.S, c.D}, bf, seed++) * 2.0;
-        v = rnd({c.B, c.H, c.S, c.Dv}, bf, seed++);
-      }
-      const Tensor d_o = rnd({c.B, c.L, c.H, c.Dv}, bf, seed++).transpose(1, 2);  // strided
-      // bfloat16 kernels, outputs prefilled with NaN
-      Tensor o = heads(c.B, c.H, c.L, c.Dv, bf, nan), lse = full({c.B * c.H, c.L}, nan);
-      Tensor dq = heads(c.B, c.H, c.L, c.D, bf, nan), dk = heads(c.B, c.H, c.S, c.D, bf, nan),
-             dv = heads(c.B, c.H, c.S, c.Dv, bf, nan);
-      const cpu::FlashGeometry g = geometry(q, k, v, o, dq, dk, dv, causal);
-      cpu::flash_attention_forward_bf16(g, bits(q), bits(k), bits(v), out_bits(o), lse.data_ptr<float>());
-      cpu::flash_attention_backward_bf16(g, bits(q), bits(k), bits(v), bits(o), lse.data_ptr<float>(), bits(d_o),
-                                         d_o.stride(0), d_o.stride(1), d_o.stride(2), out_bits(dq), out_bits(dk),
-                                         out_bits(dv));
+      const BfInputs in = make_inputs(c, seed);
+      const Tensor &q = in.q, &k = in.k, &v = in.v, &d_o = in.d_o;
+      const std::vector<Tensor> out = run_kernels(c, in, causal);
+      const Tensor &o = out[0], &dq = out[1], &dk = out[2], &dv = out[3], &lse = out[4];
       // the definition: float32 kernels on the widened values
       const Tensor qf = q.to(f32).contiguous(), kf = k.to(f32).contiguous(), vf = v.to(f32).contiguous(),
                    dof = d_o.to(f32).contiguous();
@@ -440,43 +458,20 @@ TEST_F(FlashCpu, Bfloat16KernelsAreTheFloat32KernelsOnWidenedInputsRounded) {
 // sizes (padded pairs) and head dims above 64; outputs prefilled with NaN.
 TEST_F(FlashCpu, PairProductsIgnoreTheThreadCountAndMatchTheirEmulation) {
   using namespace flash_bf16;
-  struct BfCase {
-    int64_t B, H, L, S, D, Dv;
-    bool packed;
-  };
   const BfCase cases[] = {{2, 3, 90, 90, 20, 20, true}, {1, 2, 37, 151, 23, 41, false}, {2, 1, 131, 70, 80, 72, false}};
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  const DType bf = DType::BFloat16;
   const bool native = cpu::flash_bf16_products_available(cpu::FlashBf16Products::kPairs);
   const int prev = get_num_threads();
   uint64_t seed = 500;
   for (const BfCase& c : cases)
     for (bool causal : {false, true}) {
       SCOPED_TRACE("L=" + std::to_string(c.L) + " S=" + std::to_string(c.S) + (causal ? " causal" : ""));
-      Tensor q, k, v;
-      if (c.packed) {
-        Tensor qkv = rnd({c.B, c.L, 3 * c.H * c.D}, bf, seed++) * 2.0;
-        std::vector<Tensor> parts = split(qkv, c.H * c.D, 2);
-        auto view = [&](const Tensor& t) { return t.reshape({c.B, c.L, c.H, c.D}).transpose(1, 2); };
-        q = view(parts[0]), k = view(parts[1]), v = view(parts[2]);
-      } else {
-        q = rnd({c.B, c.H, c.L, c.D}, bf, seed++) * 2.0, k = rnd({c.B, c.H, c.S, c.D}, bf, seed++) * 2.0;
-        v = rnd({c.B, c.H, c.S, c.Dv}, bf, seed++);
-      }
-      const Tensor d_o = rnd({c.B, c.L, c.H, c.Dv}, bf, seed++).transpose(1, 2);
+      const BfInputs in = make_inputs(c, seed);
       auto outputs = [&](cpu::FlashBf16Products products, int threads) {
         cpu::set_flash_bf16_products(products);
         set_num_threads(threads);
-        Tensor o = heads(c.B, c.H, c.L, c.Dv, bf, nan), lse = full({c.B * c.H, c.L}, nan);
-        Tensor dq = heads(c.B, c.H, c.L, c.D, bf, nan), dk = heads(c.B, c.H, c.S, c.D, bf, nan),
-               dv = heads(c.B, c.H, c.S, c.Dv, bf, nan);
-        const cpu::FlashGeometry g = geometry(q, k, v, o, dq, dk, dv, causal);
-        cpu::flash_attention_forward_bf16(g, bits(q), bits(k), bits(v), out_bits(o), lse.data_ptr<float>());
-        cpu::flash_attention_backward_bf16(g, bits(q), bits(k), bits(v), bits(o), lse.data_ptr<float>(), bits(d_o),
-                                           d_o.stride(0), d_o.stride(1), d_o.stride(2), out_bits(dq), out_bits(dk),
-                                           out_bits(dv));
+        std::vector<Tensor> out = run_kernels(c, in, causal);
         set_num_threads(prev);
-        return std::vector<Tensor>{o, dq, dk, dv, lse};
+        return out;
       };
       const std::vector<Tensor> one = outputs(cpu::FlashBf16Products::kPairsEmulated, 1);
       const std::vector<Tensor> three = outputs(cpu::FlashBf16Products::kPairsEmulated, 3);
