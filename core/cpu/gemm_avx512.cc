@@ -488,11 +488,16 @@ void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int6
   // accumulated onto, so there the bias is added to the first K block's sum
   // instead of starting it (a rounding difference, still fixed by the shape).
   if (n > 1 && n < 16 && m >= 2 * n && m >= 16 && !epilogue && !row_sums) {
-    // (batch, n, m); kept per thread, as the packing buffers are: the narrow
-    // products of a conv's weight gradient come once per chunk of images
-    thread_local std::vector<float> scratch;
-    scratch.resize(std::max<size_t>(scratch.size(), batch * n * m));
-    float* ct = scratch.data();
+    // (batch, n, m); up to 1 MiB kept per thread, as the packing buffers are
+    // (the narrow products of a conv's weight gradient come once per chunk of
+    // images), a larger one allocated for the call and freed after it
+    constexpr size_t kKept = (1 << 20) / sizeof(float);
+    const size_t need = static_cast<size_t>(batch * n * m);
+    thread_local std::vector<float> kept;
+    std::vector<float> once;
+    if (need <= kKept && kept.size() < need) kept.resize(kKept);
+    if (need > kKept) once.resize(need);
+    float* ct = need <= kKept ? kept.data() : once.data();
     if (accumulate || col_bias)
       for (int64_t x = 0; x < batch; ++x)
         for (int64_t j = 0; j < n; ++j)

@@ -15,10 +15,10 @@
 // caller in gemm.cc): C_i = col_bias + A_i * B_i, the first K block's
 // accumulators starting from the bias (masked load on the last column tile), so
 // the bias is the first term of every element's sum and C is written once.
-// A C of 2..15 columns (and m >= 2n, m >= 16) is computed transposed, C^T = B^T
-// A^T, into a per-thread scratch and copied back (Note [narrow gemm]): the
-// same bits as the direct path; with a bias, the first K block's sum is added
-// to the bias rather than started from it.
+// A C of 2..15 columns (and m >= 2n, m >= 16) is computed transposed, C^T =
+// B^T A^T, into a scratch (kept per thread up to 1 MiB) and copied back (Note
+// [narrow gemm]): the same bits as the direct path; with a bias, the first K
+// block's sum is added to the bias rather than started from it.
 #pragma once
 
 #include <cstdint>

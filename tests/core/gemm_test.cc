@@ -275,7 +275,8 @@ TEST(Gemm, NarrowProductsEqualTheColumnsOfAWideOne) {
                       {16, 2, 5, kCol, kRow},
                       {100, 15, 390, kCol, kRow},
                       {37, 7, 1000, kRowPadded, kColPadded},
-                      {1700, 3, 60, kRow, kRow}};
+                      {1700, 3, 60, kRow, kRow},
+                      {20000, 7, 20, kRow, kCol}};  // a scratch C^T of over 1 MiB: allocated for the call
   const int64_t wide = 40, batch = 2, pad = 3;
   const int prev = get_num_threads();
   for (const S& s : shapes) {
