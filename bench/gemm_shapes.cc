@@ -5,7 +5,10 @@
 // Fashion-MNIST CNN's conv (im2col) and fc1 products at batch 128.
 //   gemm_shapes [--threads N] [--reps R]
 // Times are the best of R; at 1 thread they are the thread's CPU time (less
-// disturbed by other processes on a shared machine), else wall time.
+// disturbed by other processes on a shared machine), else wall time. A sample
+// times enough calls back to back for 2^27 flops (one call for the large
+// shapes): reading a clock costs about a microsecond in a virtual machine,
+// a sixth of a conv1 product.
 // Layout letters: A then B, N = row-major, T = a transposed (col-major) view.
 // First it measures the machine's float32 FMA peak (fma_peak) and gives each
 // shape's AVX-512 rate as a share of it (and, where the CPU has AVX512-BF16,
@@ -93,6 +96,12 @@ __attribute__((target("avx512f,avx512bf16"))) double dpbf16_peak_avx512() {
   return best;
 }
 
+// Calls per timed sample: enough for 2^27 flops.
+int64_t calls_per_sample(const Case& cs) {
+  const double flops = 2.0 * cs.m * cs.n * cs.k;
+  return std::max<int64_t>(1, static_cast<int64_t>(double(1 << 27) / flops));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -160,16 +169,18 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < a.size(); ++i) a[i] = float((i * 7919) % 1000) / 1000.0f - 0.5f;
     for (size_t i = 0; i < b.size(); ++i) b[i] = float((i * 104729) % 1000) / 1000.0f - 0.5f;
     const int64_t ars = cs.at ? 1 : cs.k, acs = cs.at ? cs.m : 1, brs = cs.bt ? 1 : cs.n, bcs = cs.bt ? cs.k : 1;
+    const int64_t calls = calls_per_sample(cs);
     double rate[2];
     for (int path = 0; path < 2; ++path) {
       weft::cpu::set_gemm_f32_avx512(path == 0);
       double best = 1e30;
       for (int r = 0; r < reps + 2; ++r) {
         double t0 = now(cpu_time);
-        weft::cpu::gemm<float>(cs.m, cs.n, cs.k, a.data(), ars, acs, b.data(), brs, bcs, c.data(), cs.n);
+        for (int64_t i = 0; i < calls; ++i)
+          weft::cpu::gemm<float>(cs.m, cs.n, cs.k, a.data(), ars, acs, b.data(), brs, bcs, c.data(), cs.n);
         if (r >= 2) best = std::min(best, now(cpu_time) - t0);
       }
-      rate[path] = 2.0 * cs.m * cs.n * cs.k / best / 1e9;
+      rate[path] = 2.0 * cs.m * cs.n * cs.k * calls / best / 1e9;
     }
     weft::cpu::set_gemm_f32_avx512(true);
     std::printf("%-20s %6ld %6ld %6ld %10.1f %6.0f%% %10.1f\n", cs.what, long(cs.m), long(cs.n), long(cs.k), rate[0],
@@ -194,14 +205,16 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < b.size(); ++i) b[i] = weft::BFloat16(float((i * 104729) % 1000) / 1000.0f - 0.5f).x;
     const int64_t ars = cs.at ? 1 : cs.k, acs = cs.at ? cs.m : 1, brs = cs.bt ? 1 : cs.n, bcs = cs.bt ? cs.k : 1;
     std::printf("%-20s", cs.what);
+    const int64_t calls = calls_per_sample(cs);
     for (Bf16GemmPath p : paths) {
       double best = 1e30;
       for (int r = 0; r < std::max(3, reps / 4) + 1; ++r) {
         double t0 = now(cpu_time);
-        weft::cpu::gemm_bf16(p, cs.m, cs.n, cs.k, a.data(), ars, acs, b.data(), brs, bcs, c.data(), cs.n);
+        for (int64_t i = 0; i < calls; ++i)
+          weft::cpu::gemm_bf16(p, cs.m, cs.n, cs.k, a.data(), ars, acs, b.data(), brs, bcs, c.data(), cs.n);
         if (r >= 1) best = std::min(best, now(cpu_time) - t0);
       }
-      std::printf(" %16.1f", 2.0 * cs.m * cs.n * cs.k / best / 1e9);
+      std::printf(" %16.1f", 2.0 * cs.m * cs.n * cs.k * calls / best / 1e9);
     }
     std::printf("\n");
   }
