@@ -27,15 +27,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <type_traits>
-#include <utility>
-#include <vector>
 
 #include "core/cpu/avx512_util.h"
 #include "core/cpu/flash_tiles.h"
