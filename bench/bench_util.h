@@ -44,6 +44,12 @@ inline double gemm_flops() { return 2.0 * kGemmN * kGemmN * kGemmN; }
 inline double bgemm_flops() { return 2.0 * kBgemmTokens * kBgemmWidth * kBgemmHidden; }      // either product
 inline double add_bytes() { return 3.0 * kAddN * sizeof(float); }                            // read a, b; write out
 inline double softmax_bytes() { return 2.0 * kSoftmaxRows * kSoftmaxCols * sizeof(float); }  // read x; write out
+// One layer of the GPT benchmark's causal self-attention, forward + backward:
+// batch 8, 6 heads, 256 tokens, head dim 64, q, k, v views of one (B, T, 3C)
+// tensor. Flops of the full (not causally halved) products: 4 B H T^2 D
+// forward, 8 B H T^2 D backward.
+inline constexpr int64_t kAttnBatch = 8, kAttnTokens = 256, kAttnHeads = 6, kAttnHeadDim = 64;
+inline double attention_flops() { return 12.0 * kAttnBatch * kAttnHeads * kAttnTokens * kAttnTokens * kAttnHeadDim; }
 
 // The median of v (the mean of the middle two when v has an even count; 0 when empty).
 inline double median(std::vector<double> v) {

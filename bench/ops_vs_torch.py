@@ -14,7 +14,11 @@ Work counts match bench/bench_util.h: sgemm 2 N^3 flops; bgemm_fc1 and
 bgemm_fc1_wgrad, bfloat16 matmuls at the GPT benchmark's MLP sizes (x W^T with
 x (2048, 384) and W (1536, 384); g^T x with g (2048, 1536)), 2 T C 4C flops;
 add 3 arrays of 2^24 floats moved; softmax reads and writes a (4096, 4096)
-float32 array.
+float32 array; attention_gpt and attention_gpt_bf16 are one layer of the GPT
+benchmark's causal self-attention forward + backward (batch 8, 6 heads, 256
+tokens, head dim 64; q, k, v views of one (B, T, 3C) tensor; float32, or
+bfloat16 as CPU autocast passes it), 12 B H T^2 D flops (the full products,
+not causally halved) -- F.scaled_dot_product_attention on the torch side.
 """
 import argparse
 import json
@@ -31,6 +35,7 @@ ADD_N = 1 << 24
 SM_ROWS, SM_COLS = 4096, 4096
 F32 = 4
 BG_T, BG_C, BG_H = 2048, 384, 1536  # bfloat16 matmuls at the GPT benchmark's MLP sizes
+AT_B, AT_T, AT_H, AT_D = 8, 256, 6, 64  # the GPT benchmark's attention
 
 WORKLOADS = [
     # name, unit, work per call (flops or bytes)
@@ -39,6 +44,8 @@ WORKLOADS = [
     ("bgemm_fc1_wgrad", "GFLOP/s", 2.0 * BG_T * BG_C * BG_H),
     ("add_large", "GB/s", 3.0 * ADD_N * F32),
     ("softmax_4096", "GB/s", 2.0 * SM_ROWS * SM_COLS * F32),
+    ("attention_gpt", "GFLOP/s", 12.0 * AT_B * AT_H * AT_T * AT_T * AT_D),
+    ("attention_gpt_bf16", "GFLOP/s", 12.0 * AT_B * AT_H * AT_T * AT_T * AT_D),
 ]
 
 
@@ -56,7 +63,27 @@ def torch_runs(torch):
     bx = filled(torch, (BG_T, BG_C), -1, 1, 6).bfloat16()  # (T, C)
     bw = filled(torch, (BG_H, BG_C), -1, 1, 7).bfloat16()  # (4C, C)
     bg = filled(torch, (BG_T, BG_H), -1, 1, 8).bfloat16()  # (T, 4C)
+    def attention(dtype, seed):
+        c = AT_H * AT_D
+        qkv = filled(torch, (AT_B, AT_T, 3 * c), -1, 1, seed).to(dtype).requires_grad_()  # (B, T, 3C)
+        g = filled(torch, (AT_B, AT_H, AT_T, AT_D), -1, 1, seed + 1).to(dtype)  # (B, H, T, D)
+
+        def heads(t):
+            return t.reshape(AT_B, AT_T, AT_H, AT_D).transpose(1, 2)
+
+        def run():
+            with torch.enable_grad():  # the timing loop runs under no_grad
+                q, k, v = qkv.split(c, dim=2)
+                y = torch.nn.functional.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+                y.backward(g)
+                qkv.grad = None
+            return y
+
+        return run
+
     return {
+        "attention_gpt": attention(torch.float32, 9),
+        "attention_gpt_bf16": attention(torch.bfloat16, 9),
         "sgemm_1024": lambda: torch.matmul(a, b),
         "bgemm_fc1": lambda: torch.matmul(bx, bw.t()),
         "bgemm_fc1_wgrad": lambda: torch.matmul(bg.t(), bx),
