@@ -12,6 +12,7 @@
 
 #include <sys/resource.h>
 
+#include "core/nn_ops.h"
 #include "core/ops.h"
 
 namespace weft::bench {
@@ -50,6 +51,20 @@ inline double softmax_bytes() { return 2.0 * kSoftmaxRows * kSoftmaxCols * sizeo
 // forward, 8 B H T^2 D backward.
 inline constexpr int64_t kAttnBatch = 8, kAttnTokens = 256, kAttnHeads = 6, kAttnHeadDim = 64;
 inline double attention_flops() { return 12.0 * kAttnBatch * kAttnHeads * kAttnTokens * kAttnTokens * kAttnHeadDim; }
+// One such step: qkv (B, T, 3C) split into (B, H, T, D) views of q, k, v, causal
+// attention, backward with grad (B, H, T, D), qkv's gradient cleared. Returns
+// the output. The binary must link //autograd.
+inline Tensor gpt_attention_step(const Tensor& qkv, const Tensor& grad) {
+  const int64_t C = kAttnHeads * kAttnHeadDim;
+  std::vector<Tensor> parts = split(qkv, C, 2);
+  auto heads = [](const Tensor& t) {
+    return t.reshape({kAttnBatch, kAttnTokens, kAttnHeads, kAttnHeadDim}).transpose(1, 2);
+  };
+  Tensor y = scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), true);
+  y.backward(grad);
+  qkv.zero_grad();
+  return y;
+}
 
 // The median of v (the mean of the middle two when v has an even count; 0 when empty).
 inline double median(std::vector<double> v) {

@@ -59,7 +59,6 @@ BENCHMARK(BM_softmax_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 // float32 products, 3 with VDPBF16PS pairs (cpu::FlashBf16Products; skipped
 // where the CPU lacks them).
 void attention_gpt(benchmark::State& state, DType dt) {
-  const int64_t B = 8, T = 256, H = 6, D = 64, C = H * D;
   const int64_t arg = state.range(0);
   if (arg == 3 && !cpu::flash_bf16_products_available(cpu::FlashBf16Products::kPairs)) {
     state.SkipWithError("this CPU has no AVX512-BF16");
@@ -68,19 +67,13 @@ void attention_gpt(benchmark::State& state, DType dt) {
   cpu::set_flash_attention_enabled(arg != 0);
   if (arg >= 2)
     cpu::set_flash_bf16_products(arg == 2 ? cpu::FlashBf16Products::kFloat32 : cpu::FlashBf16Products::kPairs);
-  Tensor qkv = filled({B, T, 3 * C}, -1, 1, 6).to(dt).requires_grad_();  // (B, T, 3C)
-  Tensor g = filled({B, H, T, D}, -1, 1, 7).to(dt);                      // (B, H, T, D)
-  for (auto _ : state) {
-    std::vector<Tensor> parts = split(qkv, C, 2);
-    auto heads = [&](const Tensor& t) { return t.reshape({B, T, H, D}).transpose(1, 2); };  // (B, H, T, D)
-    Tensor y = scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), true);
-    y.backward(g);
-    qkv.zero_grad();
-  }
+  Tensor qkv = filled({kAttnBatch, kAttnTokens, 3 * kAttnHeads * kAttnHeadDim}, -1, 1, 6).to(dt).requires_grad_();
+  Tensor g = filled({kAttnBatch, kAttnHeads, kAttnTokens, kAttnHeadDim}, -1, 1, 7).to(dt);
+  for (auto _ : state) gpt_attention_step(qkv, g);
   cpu::set_flash_attention_enabled(true);
   cpu::set_flash_bf16_products(std::nullopt);
   state.counters["GFLOP/s"] =
-      benchmark::Counter(12.0 * B * H * T * T * D * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+      benchmark::Counter(attention_flops() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 void BM_attention_gpt(benchmark::State& state) { attention_gpt(state, DType::Float32); }
 void BM_attention_gpt_bf16(benchmark::State& state) { attention_gpt(state, DType::BFloat16); }

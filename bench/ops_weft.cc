@@ -16,7 +16,6 @@
 
 #include "bench/bench_util.h"
 #include "core/error.h"
-#include "core/nn_ops.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "examples/flags.h"
@@ -59,21 +58,14 @@ int run_main(int argc, char** argv) {
   set_num_threads(threads);
 
   Tensor ga, gb, aa, ab, sx, bx, bw, bg, qkv, attn_grad, out;
-  // the attention workloads: qkv (B, T, 3C) split into (B, H, T, D) views
-  const int64_t aB = kAttnBatch, aT = kAttnTokens, aH = kAttnHeads, aD = kAttnHeadDim, aC = aH * aD;
+  // the attention workloads: qkv (B, T, 3C), grad (B, H, T, D)
   auto attention_setup = [&](DType dt) {
     return [&, dt] {
-      qkv = filled({aB, aT, 3 * aC}, -1, 1, 9).to(dt).requires_grad_();  // (B, T, 3C)
-      attn_grad = filled({aB, aH, aT, aD}, -1, 1, 10).to(dt);            // (B, H, T, D)
+      qkv = filled({kAttnBatch, kAttnTokens, 3 * kAttnHeads * kAttnHeadDim}, -1, 1, 9).to(dt).requires_grad_();
+      attn_grad = filled({kAttnBatch, kAttnHeads, kAttnTokens, kAttnHeadDim}, -1, 1, 10).to(dt);
     };
   };
-  auto attention_run = [&] {
-    std::vector<Tensor> parts = split(qkv, aC, 2);
-    auto heads = [&](const Tensor& t) { return t.reshape({aB, aT, aH, aD}).transpose(1, 2); };
-    out = scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), true);
-    out.backward(attn_grad);
-    qkv.zero_grad();
-  };
+  auto attention_run = [&] { out = gpt_attention_step(qkv, attn_grad); };
   std::vector<Workload> workloads = {
       {"sgemm_1024", "GFLOP/s", gemm_flops(),
        [&] {

@@ -1,13 +1,15 @@
 // AVX-512 helpers shared by the hand-written kernels (core/cpu/gemm_avx512.cc,
 // core/cpu/flash_attention.cc): a 16 x 16 float32 transpose in registers, exp
-// on 16 lanes, rounding 16 lanes to bfloat16, and 16-lane loads and stores of
-// float32 or bfloat16 elements with float32 lanes.
+// on 16 lanes, rounding 16 lanes to bfloat16, 16-lane loads and stores of
+// float32 or bfloat16 elements with float32 lanes, and the mask of a row's
+// first lanes.
 // Compiled for AVX-512 whatever -march says; callers run it only where the CPU
 // has AVX-512F.
 #pragma once
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #pragma GCC push_options
@@ -16,6 +18,11 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace weft::cpu {
+
+// The mask of the first n of 16 lanes (all 16 from n >= 16, none for n <= 0).
+inline __mmask16 lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(n, 0)) - 1);
+}
 
 // 16 float32 lanes rounded to bfloat16 bits: to nearest even, NaN to the
 // quiet NaN 0x7fc0 (BFloat16(float) in core/half.h, lane by lane).

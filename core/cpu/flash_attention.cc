@@ -96,10 +96,6 @@ namespace {
 
 using flash::kB;
 
-inline __mmask16 lanes(int64_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(n, 0)) - 1);
-}
-
 // Keys of block [c0, c0 + bc) visible to query row r: a prefix of the block.
 inline int64_t visible(const FlashGeometry& g, int64_t r, int64_t c0, int64_t bc) {
   return g.causal ? std::clamp<int64_t>(r - c0 + 1, 0, bc) : bc;

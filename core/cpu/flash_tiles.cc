@@ -26,10 +26,6 @@ namespace {
 constexpr int kTileRows = 6;
 constexpr int kTileVecs = 4;  // 64 columns
 
-inline __mmask16 lanes(int64_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(n, 0)) - 1);
-}
-
 // How a tile reads and multiplies its operands: float32 elements and FMAs, or
 // bfloat16 pair words and pair_dot.
 struct F32Op {

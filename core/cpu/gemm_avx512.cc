@@ -72,10 +72,6 @@ constexpr int64_t kNC = 256;     // columns of B packed at once (kKC x kNC float
 constexpr int64_t kBAhead = 16;  // k steps between fetching a B panel line and reading it (2 KiB)
 static_assert(kMC % kMR == 0 && kNC % kNR == 0);
 
-inline __mmask16 lanes(int64_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(n, 0)) - 1);
-}
-
 // Operand elements: float, or bfloat16 bits (uint16_t) widened to float32 while
 // packing (exact: a bfloat16 is the top half of a float32); one at a time here,
 // 16 at a time by load16 (core/cpu/avx512_util.h).
@@ -495,7 +491,7 @@ void gemm_driver(int64_t batch, const int64_t* a_off, const int64_t* b_off, int6
     const size_t need = static_cast<size_t>(batch * n * m);
     thread_local std::vector<float> kept;
     std::vector<float> once;
-    if (need <= kKept && kept.size() < need) kept.resize(kKept);
+    if (need <= kKept && kept.size() < need) kept.resize(need);
     if (need > kKept) once.resize(need);
     float* ct = need <= kKept ? kept.data() : once.data();
     if (accumulate || col_bias)

@@ -228,10 +228,6 @@ constexpr int64_t kKP = 256;  // max pairs of k steps per block: an A panel (kMR
 constexpr int64_t kMC = 1536;
 constexpr int64_t kNC = 256;
 
-inline __mmask16 lanes(int64_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<int64_t>(n, 0)) - 1);
-}
-
 // pack_pairs (same contract) with AVX-512 where steps are contiguous (a
 // row-major A, a column-major B) or lines are (a column-major A, a row-major
 // B): blocks of up to 16 lines x 16 whole pairs go through zmm registers, 16
