@@ -2,7 +2,8 @@
 // operand layout, for the AVX-512 kernel and for Eigen, at a given thread count.
 // Shapes: the DDP benchmark's MLP (784-2048-2048-10, batch 64) forward and
 // backward products, sgemm 1024, the GPT benchmark's linear layers and the
-// Fashion-MNIST CNN's conv (im2col) and fc1 products at batch 128.
+// Fashion-MNIST CNN's conv (im2col) and fc1 products at batch 128, and the
+// direct convolution conv2d runs for the CNN's first layer.
 //   gemm_shapes [--threads N] [--reps R]
 // Times are the best of R; at 1 thread they are the thread's CPU time (less
 // disturbed by other processes on a shared machine), else wall time. A sample
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu/conv_direct_avx512.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/gemm_bf16.h"
 #include "core/half.h"
@@ -144,8 +146,10 @@ int main(int argc, char** argv) {
       {"gpt head gt.x", 256, 384, 2048, true, false},
       {"gpt head g.W", 2048, 384, 256, false, false},
       // The Fashion-MNIST CNN at batch 128 (examples/models.h): conv as im2col +
-      // GEMM per chunk of images (core/ops/conv2d.cc: conv1 one 28x28 image, 784
+      // GEMM per chunk of images (core/ops/conv.cc: conv1 one 28x28 image, 784
       // columns; conv2 two 14x14 images, 392 columns), then fc1 (3136 -> 128).
+      // conv2d now runs conv1 as a direct convolution (the rows after the
+      // table); its GEMM rows show what im2col + GEMM would give.
       {"cnn conv1 W.cols", 32, 784, 9, false, false},
       {"cnn conv1 g.colsT", 32, 9, 784, false, true},
       {"cnn conv2 W.cols", 64, 392, 288, false, false},
@@ -185,6 +189,37 @@ int main(int argc, char** argv) {
     weft::cpu::set_gemm_f32_avx512(true);
     std::printf("%-20s %6ld %6ld %6ld %10.1f %6.0f%% %10.1f\n", cs.what, long(cs.m), long(cs.n), long(cs.k), rate[0],
                 peak > 0 ? 100.0 * rate[0] / peak : 0.0, rate[1]);
+  }
+  // The CNN's first layer as conv2d runs it on an AVX-512 CPU: the direct
+  // convolution of core/cpu/conv_direct_avx512.h (1 -> 32 channels, 3x3, 28x28).
+  // Both are timed on kConvDirectChunk images (the weight gradient's unit):
+  // each call builds its masks and packs the weights, a microsecond that one
+  // 28x28 image's 4-us output does not hide.
+  const weft::cpu::Conv2dGeom g1{1, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 28, 28};
+  if (weft::cpu::conv_direct_applies(g1, 1)) {
+    const int64_t n = weft::cpu::kConvDirectChunk, cout = 32, L = 28 * 28;
+    std::vector<float> x(n * L), w(cout * 9), bias(cout), y(n * cout * L), gw(cout * 9), gb(cout);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 7919) % 1000) / 1000.0f - 0.5f;
+    for (size_t i = 0; i < y.size(); ++i) y[i] = float((i * 104729) % 1000) / 1000.0f - 0.5f;
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 7) / 7.0f - 0.5f;
+    for (int which = 0; which < 2; ++which) {
+      const int64_t images = n;
+      const double flops = 2.0 * images * cout * 9 * L;
+      const int64_t calls = std::max<int64_t>(1, static_cast<int64_t>(double(1 << 27) / flops));
+      double best = 1e30;
+      for (int r = 0; r < reps + 2; ++r) {
+        double t0 = now(cpu_time);
+        for (int64_t i = 0; i < calls; ++i) {
+          if (which == 0) weft::cpu::conv_direct_forward(n, x.data(), w.data(), bias.data(), cout, g1, y.data());
+          else weft::cpu::conv_direct_weight_grad(n, x.data(), y.data(), cout, g1, gw.data(), gb.data());
+        }
+        if (r >= 2) best = std::min(best, now(cpu_time) - t0);
+      }
+      const double rate = flops * calls / best / 1e9;
+      std::printf("%-20s %6ld %6ld %6ld %10.1f %6.0f%% %10s\n",
+                  which == 0 ? "cnn conv1 direct y" : "cnn conv1 direct dW,db", long(cout), long(images * L), 9L, rate,
+                  peak > 0 ? 100.0 * rate / peak : 0.0, "-");
+    }
   }
   // bfloat16 operands (core/cpu/gemm_bf16.h), every path this CPU runs, on the
   // GPT's shapes (amx_emulated, plain C++ tiles for tests, is left out).

@@ -6,7 +6,11 @@
 // float32/float64 run on the CPU kernels below; float16/bfloat16 are computed in
 // float32 by the front end (through differentiable casts).
 //
-// CPU kernels: im2col + GEMM (core/cpu/im2col.h, core/cpu/gemm.h), parallel over
+// CPU kernels: float32 layers with few taps per output (C * kH * kW <= 32,
+// stride 1, "same" width: an image network's first layer) run the direct
+// AVX-512 kernels of core/cpu/conv_direct_avx512.h for the output and the
+// weight and bias gradients; everything else, and their input gradient, runs
+// im2col + GEMM (core/cpu/im2col.h, core/cpu/gemm.h), parallel over
 // chunks of images (Note [conv image chunks]): each thread unfolds a chunk into
 // a private column buffer and runs one GEMM per (chunk, group). gemm called
 // inside parallel_for runs inline (parallel_for does not nest), so a batch of
@@ -22,6 +26,7 @@
 
 #include "core/autocast.h"
 #include "core/autograd_meta.h"
+#include "core/cpu/conv_direct_avx512.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/im2col.h"
 #include "core/dispatch.h"
@@ -77,6 +82,12 @@ void conv2d_forward_impl(const Tensor& out, const Tensor& x, const Tensor& w, co
   const T* pw = w.data_ptr<T>();
   const T* pb = b.defined() ? b.data_ptr<T>() : nullptr;
   T* po = out.data_ptr<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu::conv_direct_applies(g, G)) {
+      cpu::conv_direct_forward(N, px, pw, pb, Cout, g, po);
+      return;
+    }
+  }
   parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
     std::vector<T> cols(G * Kg * B * L);            // (G * Kg, B * L)
     std::vector<T> cbuf(B > 1 ? Cout * B * L : 0);  // (C_out, B * L)
@@ -117,6 +128,15 @@ void conv2d_backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
   const T* pgo = go.data_ptr<T>();
   T* pgx = gx.defined() ? gx.data_ptr<T>() : nullptr;
   T* pgw = gw.defined() ? gw.data_ptr<T>() : nullptr;
+  bool gb_done = false;
+  if constexpr (std::is_same_v<T, float>) {
+    // few taps (a first layer): the weight and bias gradients in one direct pass
+    if (pgw && cpu::conv_direct_applies(g, G)) {
+      cpu::conv_direct_weight_grad(N, px, pgo, Cout, g, pgw, gb.defined() ? gb.data_ptr<T>() : nullptr);
+      pgw = nullptr;
+      gb_done = true;
+    }
+  }
 
   if (pgx || pgw) {
     // Note [conv weight-grad determinism]: chunk c's partial goes to slot c
@@ -166,7 +186,7 @@ void conv2d_backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
       });
     }
   }
-  if (gb.defined()) {
+  if (gb.defined() && !gb_done) {
     T* pgb = gb.data_ptr<T>();
     parallel_for(0, Cout, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N * L, 1)), [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
