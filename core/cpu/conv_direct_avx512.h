@@ -11,10 +11,10 @@
 // unaligned 16-lane load, whose lanes falling outside the image (rows above or
 // below it, columns that would wrap into the neighbouring row, positions past
 // the plane) are masked to zero by a mask per 16 positions and (ki, kj),
-// computed once per call. No im2col, no packing: a register tile of up to 12
+// computed once per call. No im2col, no packing: a register tile of up to 8
 // output channels x 32 positions sums its taps and is stored once, the bias
-// starting the sums; the weight gradient holds 2 channels x up to 12 taps
-// (plus the 2 bias-gradient sums) in registers over a chunk of images.
+// starting the sums; the weight gradient holds 4 channels x up to 5 taps
+// (plus the 4 bias-gradient sums) in registers over a chunk of images.
 //
 // Note [conv direct determinism]: every sum has one order fixed by the shape:
 // forward, the bias then the taps in order; weight and bias gradients, per
