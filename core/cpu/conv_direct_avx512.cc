@@ -6,13 +6,13 @@
 // panel's weights for that tap (packed tap-major): a GEMM micro-kernel's
 // register tile with B read straight from the image instead of a packed
 // im2col panel. (8 rows ran 2% faster than 11 or 12 on Zen 4.) Full panels of
-// the common first layers (one channel 3x3 or 5x5, RGB 3x3) take
-// forward_fixed, the same tile with the kernel known at compile time.
+// a one-channel 3x3 layer take forward_fixed, the same tile with the kernel
+// known at compile time.
 // Weight gradient: each item is one chunk of images and a run of 4-channel
 // tiles; per tile and block of up to 5 taps, 20 accumulators (plus 4 for the
 // bias gradient) collect go * tap over the chunk's positions, and are reduced
 // across lanes once per chunk (Zen 4, one chunk of the CNN's first layer:
-// 84 GFLOP/s against 80 for 2 channels x 9 taps).
+// 97 GFLOP/s against 80 for 2 channels x 9 taps).
 #include "core/cpu/conv_direct_avx512.h"
 
 #include <immintrin.h>
@@ -139,7 +139,7 @@ void forward_tile(const Plan& p, const float* __restrict x, const float* __restr
 // kernel rows) of KW adjacent taps (a column dilation of 1). The tap loop is
 // unrolled, each of the KR rows is one base pointer and its KW taps fixed
 // displacements from it, and the loop over the tiles is in here. Zen 4, the
-// CNN's first layer: 83 -> 88-93 GFLOP/s. (The same loop with a runtime tap
+// CNN's first layer: 83 -> 88-90 GFLOP/s. (The same loop with a runtime tap
 // count ran up to 8% slower than forward_tile, so the other kernels stay
 // there.)
 template <int KR, int KW>
@@ -189,6 +189,10 @@ void forward_fixed(const Plan& p, const float* __restrict x, const float* __rest
 // chunk's nimg images and positions of go row r * tap t, and gb[r] (when gb
 // is not nullptr) = go row r summed. x and go point at the chunk's first
 // image (go at the tile's first row), gw and gb at the tile's first row.
+// The taps' base pointers are set once per image and the partial last vector
+// is peeled off the position loop, which keeps the loop's addressing in
+// registers (Zen 4, the CNN's first layer: 85 -> 97 GFLOP/s; with a tail mask,
+// a multiply for the mask row and the offsets per vector, it spilled).
 template <int R, int T>
 void weight_grad_tile(const Plan& p, int64_t nimg, const float* __restrict x, const float* __restrict go,
                       int64_t go_image, int64_t t0, float* __restrict gw, float* __restrict gb) {
@@ -199,34 +203,36 @@ void weight_grad_tile(const Plan& p, int64_t nimg, const float* __restrict x, co
 #pragma GCC unroll 12
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   }
-  const int64_t* xoff = p.xoff.data() + t0;
-  const int64_t x_image = p.C * p.hw;
+  const int64_t x_image = p.C * p.hw, L = p.L, taps = p.taps, full = L / 16;
   for (int64_t i = 0; i < nimg; ++i) {
     const float* gi = go + i * go_image;
-    for (int64_t v = 0; v < p.nvec; ++v) {
-      const int64_t q0 = 16 * v;
-      const float* xq = x + i * x_image + q0;
-      const __mmask16 tail = lanes(p.L - q0);
-      const __mmask16* mrow = p.mask.data() + v * p.taps + t0;
+    const float* xt[T];  // the taps' base pointers in image i
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) xt[t] = x + i * x_image + p.xoff[t0 + t];
+    const __mmask16* mrow = p.mask.data() + t0;
+    auto step = [&](int64_t q0, __mmask16 tail) __attribute__((always_inline)) {
       __m512 g[R];
 #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) g[r] = _mm512_maskz_loadu_ps(tail, gi + r * p.L + q0);
+      for (int r = 0; r < R; ++r) g[r] = _mm512_maskz_loadu_ps(tail, gi + r * L + q0);
         // (summed whether or not gb is wanted: a branch here costs the
         // accumulators their registers)
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) bacc[r] = _mm512_add_ps(bacc[r], g[r]);
 #pragma GCC unroll 12
       for (int t = 0; t < T; ++t) {
-        const __m512 xv = _mm512_maskz_loadu_ps(mrow[t], xq + xoff[t]);
+        const __m512 xv = _mm512_maskz_loadu_ps(mrow[t], xt[t] + q0);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(g[r], xv, acc[r][t]);
       }
-    }
+      mrow += taps;
+    };
+    for (int64_t v = 0; v < full; ++v) step(16 * v, __mmask16(0xFFFF));
+    if (full < p.nvec) step(16 * full, lanes(L - 16 * full));
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 12
-    for (int t = 0; t < T; ++t) gw[r * p.taps + t0 + t] = _mm512_reduce_add_ps(acc[r][t]);
+    for (int t = 0; t < T; ++t) gw[r * taps + t0 + t] = _mm512_reduce_add_ps(acc[r][t]);
     if (gb) gb[r] = _mm512_reduce_add_ps(bacc[r]);
   }
 }
@@ -250,14 +256,12 @@ constexpr std::array<std::array<WeightGradFn, kGradRows>, sizeof...(T)> weight_g
 }
 // kForward[r - 1][v - 1]: r channels, v zmm of positions.
 constexpr auto kForward = forward_table(std::make_integer_sequence<int, kRows>{});
-// Full panels of the common first layers, for forward_fixed: one channel
-// 3x3 or 5x5, RGB 3x3.
-struct FixedForward {
-  int64_t C, kH, kW;
-  FixedFn fn;
-};
-constexpr FixedForward kForwardFixed[] = {
-    {1, 3, 3, &forward_fixed<3, 3>}, {1, 5, 5, &forward_fixed<5, 5>}, {3, 3, 3, &forward_fixed<9, 3>}};
+// The kernel forward_fixed runs (a full panel of a one-channel 3x3 layer with
+// a column dilation of 1, the usual first layer), or nullptr. (Fixed kernels
+// for one-channel 5x5 and RGB 3x3 gained under 1% and lost 1.5% on Zen 4.)
+FixedFn fixed_forward(const Conv2dGeom& g) {
+  return g.C == 1 && g.kH == 3 && g.kW == 3 && g.dW == 1 ? &forward_fixed<3, 3> : nullptr;
+}
 // kWeightGrad[t - 1][r - 1]: t taps, r channels.
 constexpr auto kWeightGrad = weight_grad_table(std::make_integer_sequence<int, kTaps>{});
 
@@ -281,6 +285,7 @@ void conv_direct_forward(int64_t n, const float* x, const float* w, const float*
     for (int64_t t = 0; t < p.taps; ++t)
       for (int64_t r = 0; r < rows; ++r) wp[r0 * p.taps + t * rows + r] = w[(r0 + r) * p.taps + t];
   }
+  const FixedFn fixed = fixed_forward(g);
   const double flops = 2.0 * n * cout * p.taps * p.L;
   parallel_for(0, n * panels, flops >= kInlineFlops ? 1 : n * panels, [&](int64_t w0, int64_t w1) {
     for (int64_t item = w0; item < w1; ++item) {
@@ -291,12 +296,10 @@ void conv_direct_forward(int64_t n, const float* x, const float* w, const float*
       const float* bi = bias ? bias + r0 : nullptr;
       const float* wi = wp.data() + r0 * p.taps;
       int64_t v = 0;
-      if (rows == kRows && g.dW == 1)
-        for (const FixedForward& f : kForwardFixed)
-          if (f.C == g.C && f.kH == g.kH && f.kW == g.kW) {
-            v = p.nvec / 2 * 2;
-            f.fn(p, xi, wi, bi, 0, v, oi);
-          }
+      if (rows == kRows && fixed) {
+        v = p.nvec / 2 * 2;
+        fixed(p, xi, wi, bi, 0, v, oi);
+      }
       for (; v < p.nvec; v += 2) {
         const int vv = v + 1 < p.nvec ? 2 : 1;
         kForward[rows - 1][vv - 1](p, xi, wi, bi, v, oi);
@@ -342,8 +345,10 @@ void conv_direct_weight_grad(int64_t n, const float* x, const float* go, int64_t
         const int64_t c0 = kGradRows * pr, rows = std::min<int64_t>(kGradRows, cout - c0);
         for (int64_t b = 0; b < blocks; ++b) {
           const int64_t t0 = tap0(b), taps = tap0(b + 1) - t0;
-          kWeightGrad[taps - 1][rows - 1](p, nimg, x + i0 * p.C * p.hw, go + (i0 * cout + c0) * p.L, cout * p.L, t0,
-                                          pw + c0 * p.taps, b == 0 && pb ? pb + c0 : nullptr);
+          const float* xc = x + i0 * p.C * p.hw;
+          const float* gc = go + (i0 * cout + c0) * p.L;
+          float* bc = b == 0 && pb ? pb + c0 : nullptr;
+          kWeightGrad[taps - 1][rows - 1](p, nimg, xc, gc, cout * p.L, t0, pw + c0 * p.taps, bc);
         }
       }
     }

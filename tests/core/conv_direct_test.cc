@@ -35,8 +35,8 @@ std::vector<Geo> direct_geometries() {
   return {
       {3, 1, 9, 7, 13, 3, 3, 1, 1, 1, 1, true},    // 63 positions (partial vector), 13 channels
       {2, 3, 6, 10, 5, 3, 3, 1, 1, 1, 1, true},    // RGB: 27 taps in several blocks
-      {2, 1, 8, 8, 8, 5, 5, 2, 2, 1, 1, false},    // 5x5, no bias (a compile-time kernel: 8 channels)
-      {2, 3, 7, 9, 16, 3, 3, 1, 1, 1, 1, true},    // RGB 3x3 compile-time, 63 positions in two pairs of zmm
+      {2, 1, 8, 8, 8, 5, 5, 2, 2, 1, 1, false},    // 5x5, no bias
+      {2, 3, 7, 9, 16, 3, 3, 1, 1, 1, 1, true},    // RGB, 16 channels: two full panels
       {2, 1, 9, 11, 8, 3, 3, 2, 1, 2, 1, true},    // 3x3 compile-time with a row dilation of 2
       {2, 1, 7, 8, 8, 3, 3, 1, 2, 1, 2, true},     // column dilation 2: the runtime kernel for 8 channels
       {2, 2, 7, 9, 3, 3, 3, 2, 2, 2, 2, true},     // dilation 2
