@@ -71,6 +71,7 @@ constexpr int64_t kMC = 1536;    // rows of A packed at once (kMC x kKC floats =
 constexpr int64_t kNC = 256;     // columns of B packed at once (kKC x kNC floats = 384 KiB, in L2)
 constexpr int64_t kBAhead = 16;  // k steps between fetching a B panel line and reading it (2 KiB)
 static_assert(kMC % kMR == 0 && kNC % kNR == 0);
+static_assert(kNR == kGemmPanelCols && kKC == 384 && kNC == 256, "GemmPackB's contract in gemm_avx512.h");
 
 // Operand elements: float, or bfloat16 bits (uint16_t) widened to float32 while
 // packing (exact: a bfloat16 is the top half of a float32); one at a time here,
@@ -327,9 +328,10 @@ inline void add_row_sums(float* s, __mmask16 mm, __m512 sum, bool first) {
 // = bias (n values, or nullptr) + A * B when not accumulating; then the
 // epilogue (or nullptr) on the last K block.
 
+// With packb, B's blocks are packed by it (B unused).
 template <typename S>
 void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, float* c, int64_t ldc, bool accumulate,
-               const float* bias, const GemmEpilogue* epilogue, float* row_sums) {
+               const float* bias, const GemmEpilogue* epilogue, float* row_sums, const GemmPackB* packb = nullptr) {
   PackBuffers& buf = buffers();
   float* apack = buf.a.get();
   float* bpack = buf.b.get();
@@ -386,14 +388,15 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, floa
       }
       for (int64_t jc = 0; jc < n; jc += kNC) {
         const int64_t nc = std::min(kNC, n - jc);
-        pack_b_block(B.p + pc * B.rs + jc * B.cs, B.rs, B.cs, kc, nc, bpack);
+        if (packb) packb->pack(pc, kc, jc, nc, bpack);
+        else pack_b_block(B.p + pc * B.rs + jc * B.cs, B.rs, B.cs, kc, nc, bpack);
         // the B block packed next: the next columns, else the first ones of the
         // next row block or K block
         int64_t np = pc, nj = jc + kNC;
         if (nj >= n) nj = 0, np = ic + kMC < m ? pc : pc + kcb;
         const int64_t calls = panels * ((nc + kNR - 1) / kNR);
         BPrefetch<S> pf;
-        if ((B.cs == 1 || B.rs == 1) && mc >= 4 * kMR && np < k)
+        if (!packb && (B.cs == 1 || B.rs == 1) && mc >= 4 * kMR && np < k)
           pf = BPrefetch<S>(B, np, std::min(kcb, k - np), nj, std::min(kNC, n - nj), calls);
         for (int64_t i = 0; i < panels; ++i) {
           const int mr = static_cast<int>(row0(i + 1) - row0(i));
@@ -562,6 +565,18 @@ void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, 
                      int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias) {
   gemm_driver<float>(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate,
                      col_bias);
+}
+
+void gemm_avx512_f32_packed_b(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+                              const GemmPackB& b, float* c, int64_t ldc, bool accumulate) {
+  WEFT_CHECK(n >= 16, "gemm_avx512_f32_packed_b: needs n >= 16 (got ", n, ")");
+  if (m == 0) return;
+  if (k == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return;
+  }
+  gemm_tile<float>(m, n, k, {a, a_rs, a_cs}, {nullptr, 0, 0}, c, ldc, accumulate, nullptr, nullptr, nullptr, &b);
 }
 
 void gemm_avx512_f32_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,

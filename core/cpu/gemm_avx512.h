@@ -34,6 +34,27 @@ void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, 
                      const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
                      int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias = nullptr);
 
+// A B operand that its owner packs (an implicit im2col, say): pack() writes
+// B's rows [p0, p0 + kc) x columns [j0, j0 + nc) to dst (64-byte aligned) as
+// panels of kGemmPanelCols columns, panel jr (columns j0 + jr ...) at
+// dst + jr * kc, with row p of the panel at p * w, where w = 32, or 16 for a
+// last panel of at most 16 columns; columns past nc are zero. kc <= 384 and
+// nc <= 256; the calls come from the calling thread.
+constexpr int64_t kGemmPanelCols = 32;
+class GemmPackB {
+ public:
+  virtual void pack(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) const = 0;
+
+ protected:
+  ~GemmPackB() = default;
+};
+
+// One matrix on the calling thread: C (m, n) = or += A (m, k) * B (k, n), with
+// B packed by `b`. Bit for bit what gemm_avx512_f32 gives on that B; n >= 16
+// (a narrower C is computed transposed there, Note [narrow gemm]).
+void gemm_avx512_f32_packed_b(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+                              const GemmPackB& b, float* c, int64_t ldc, bool accumulate);
+
 // One matrix with the GELU epilogue of Note [gemm epilogue] (core/cpu/gemm.h),
 // evaluated on the accumulators of the last K block before they are stored.
 void gemm_avx512_f32_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,

@@ -14,7 +14,11 @@
 // chunks of images (Note [conv image chunks]): each thread unfolds a chunk into
 // a private column buffer and runs one GEMM per (chunk, group). gemm called
 // inside parallel_for runs inline (parallel_for does not nest), so a batch of
-// one chunk still gets a threaded GEMM.
+// one chunk still gets a threaded GEMM. On AVX-512, float32 stride-1 layers
+// of one group whose output rows are as wide as the input's (3x3 "same"
+// convolutions) skip the column buffer for the output and the weight
+// gradient: the GEMM packs its B panels straight from the images
+// (core/cpu/conv_cols_avx512.h), the same values, so the same bits.
 // Note [conv weight-grad determinism]: grad_weight sums per-chunk products; each
 // chunk's partial lands in its own slot and the slots are summed in chunk
 // order, so the result does not depend on the thread count.
@@ -22,10 +26,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "core/autocast.h"
 #include "core/autograd_meta.h"
+#include "core/cpu/conv_cols_avx512.h"
 #include "core/cpu/conv_direct_avx512.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/im2col.h"
@@ -72,6 +79,19 @@ void gemm1(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_
   cpu::gemm_batched(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc);
 }
 
+// The plan of the implicit column matrix (core/cpu/conv_cols_avx512.h) where
+// the float32 GEMMs can take it, else nullptr (im2col). The chunks' GEMMs then
+// run on their own threads, so it needs a chunk per thread at least: with
+// fewer, im2col + a threaded GEMM keeps the threads busy (same bits either way).
+template <typename T>
+std::unique_ptr<cpu::ConvColsPlan> implicit_cols(const cpu::Conv2dGeom& g, int64_t groups, int64_t chunks) {
+  if constexpr (std::is_same_v<T, float>) {
+    const int nt = in_parallel_region() ? 1 : get_num_threads();
+    if (cpu::conv_cols_applies(g, groups) && chunks >= nt) return std::make_unique<cpu::ConvColsPlan>(g);
+  }
+  return nullptr;
+}
+
 template <typename T>
 void conv2d_forward_impl(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
   const cpu::Conv2dGeom g = geom_of(x, w, out, p);
@@ -88,18 +108,27 @@ void conv2d_forward_impl(const Tensor& out, const Tensor& x, const Tensor& w, co
       return;
     }
   }
+  const std::unique_ptr<cpu::ConvColsPlan> plan = implicit_cols<T>(g, G, chunks);
   parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-    std::vector<T> cols(G * Kg * B * L);            // (G * Kg, B * L)
-    std::vector<T> cbuf(B > 1 ? Cout * B * L : 0);  // (C_out, B * L)
+    std::vector<T> cols(plan ? 0 : G * Kg * B * L);  // (G * Kg, B * L)
+    std::vector<T> cbuf(B > 1 ? Cout * B * L : 0);   // (C_out, B * L)
     for (int64_t ch = c0; ch < c1; ++ch) {
       const int64_t n0 = ch * B, nb = std::min(B, N - n0), ld = nb * L;
-      for (int64_t i = 0; i < nb; ++i)
-        for (int64_t gi = 0; gi < G; ++gi)
-          cpu::im2col(px + (n0 + i) * Cin * HW + gi * g.C * HW, g, cols.data() + gi * Kg * ld + i * L, ld);
       T* dst = nb == 1 ? po + n0 * Cout * L : cbuf.data();
       // out_g (Cog, nb * L) = W_g (Cog, Kg) * cols_g (Kg, nb * L)
-      for (int64_t gi = 0; gi < G; ++gi)
-        gemm1<T>(Cog, ld, Kg, pw + gi * Cog * Kg, Kg, 1, cols.data() + gi * Kg * ld, ld, 1, dst + gi * Cog * ld, ld);
+      if constexpr (std::is_same_v<T, float>) {
+        if (plan) {
+          cpu::gemm_avx512_f32_packed_b(Cout, ld, Kg, pw, Kg, 1, cpu::ConvColsPack(*plan, px + n0 * Cin * HW, nb), dst,
+                                        ld, false);
+        }
+      }
+      if (!plan) {
+        for (int64_t i = 0; i < nb; ++i)
+          for (int64_t gi = 0; gi < G; ++gi)
+            cpu::im2col(px + (n0 + i) * Cin * HW + gi * g.C * HW, g, cols.data() + gi * Kg * ld + i * L, ld);
+        for (int64_t gi = 0; gi < G; ++gi)
+          gemm1<T>(Cog, ld, Kg, pw + gi * Cog * Kg, Kg, 1, cols.data() + gi * Kg * ld, ld, 1, dst + gi * Cog * ld, ld);
+      }
       for (int64_t i = 0; i < nb; ++i)
         for (int64_t c = 0; c < Cout; ++c) {
           T* orow = po + ((n0 + i) * Cout + c) * L;
@@ -142,9 +171,10 @@ void conv2d_backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
     // Note [conv weight-grad determinism]: chunk c's partial goes to slot c
     // (slot 0 is gw itself); slots are summed in order afterwards.
     std::vector<T> partial(pgw ? (chunks - 1) * WN : 0);
+    const std::unique_ptr<cpu::ConvColsPlan> plan = pgw ? implicit_cols<T>(g, G, chunks) : nullptr;
     parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-      std::vector<T> cols(G * Kg * B * L);            // (G * Kg, B * L)
-      std::vector<T> gbuf(B > 1 ? Cout * B * L : 0);  // grad_out of the chunk, (C_out, B * L)
+      std::vector<T> cols(plan && !pgx ? 0 : G * Kg * B * L);  // (G * Kg, B * L)
+      std::vector<T> gbuf(B > 1 ? Cout * B * L : 0);           // grad_out of the chunk, (C_out, B * L)
       for (int64_t ch = c0; ch < c1; ++ch) {
         const int64_t n0 = ch * B, nb = std::min(B, N - n0), ld = nb * L;
         const T* gch = pgo + n0 * Cout * L;
@@ -156,13 +186,21 @@ void conv2d_backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
         }
         if (pgw) {
           T* acc = ch == 0 ? pgw : partial.data() + (ch - 1) * WN;
-          for (int64_t i = 0; i < nb; ++i)
-            for (int64_t gi = 0; gi < G; ++gi)
-              cpu::im2col(px + (n0 + i) * Cin * HW + gi * g.C * HW, g, cols.data() + gi * Kg * ld + i * L, ld);
           // dW_g (Cog, Kg) = go_g (Cog, nb * L) * cols_g^T (nb * L, Kg)
-          for (int64_t gi = 0; gi < G; ++gi)
-            gemm1<T>(Cog, Kg, ld, gch + gi * Cog * ld, ld, 1, cols.data() + gi * Kg * ld, 1, ld, acc + gi * Cog * Kg,
-                     Kg);
+          if constexpr (std::is_same_v<T, float>) {
+            if (plan) {
+              cpu::gemm_avx512_f32_packed_b(Cout, Kg, ld, gch, ld, 1, cpu::ConvColsTPack(*plan, px + n0 * Cin * HW, nb),
+                                            acc, Kg, false);
+            }
+          }
+          if (!plan) {
+            for (int64_t i = 0; i < nb; ++i)
+              for (int64_t gi = 0; gi < G; ++gi)
+                cpu::im2col(px + (n0 + i) * Cin * HW + gi * g.C * HW, g, cols.data() + gi * Kg * ld + i * L, ld);
+            for (int64_t gi = 0; gi < G; ++gi)
+              gemm1<T>(Cog, Kg, ld, gch + gi * Cog * ld, ld, 1, cols.data() + gi * Kg * ld, 1, ld, acc + gi * Cog * Kg,
+                       Kg);
+          }
         }
         if (pgx) {
           // dcols_g (Kg, nb * L) = W_g^T (Kg, Cog) * go_g (Cog, nb * L), then col2im image by image
