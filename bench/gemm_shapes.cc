@@ -2,8 +2,9 @@
 // operand layout, for the AVX-512 kernel and for Eigen, at a given thread count.
 // Shapes: the DDP benchmark's MLP (784-2048-2048-10, batch 64) forward and
 // backward products, sgemm 1024, the GPT benchmark's linear layers and the
-// Fashion-MNIST CNN's conv (im2col) and fc1 products at batch 128, and the
-// direct convolution conv2d runs for the CNN's first layer.
+// Fashion-MNIST CNN's conv (im2col) and fc1 products at batch 128, the
+// direct convolution conv2d runs for the CNN's first layer, and the GEMMs it
+// runs for the second with B packed from the images (one thread).
 //   gemm_shapes [--threads N] [--reps R]
 // Times are the best of R; at 1 thread they are the thread's CPU time (less
 // disturbed by other processes on a shared machine), else wall time. A sample
@@ -25,8 +26,10 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu/conv_cols_avx512.h"
 #include "core/cpu/conv_direct_avx512.h"
 #include "core/cpu/gemm.h"
+#include "core/cpu/gemm_avx512.h"
 #include "core/cpu/gemm_bf16.h"
 #include "core/half.h"
 #include "core/parallel.h"
@@ -218,6 +221,42 @@ int main(int argc, char** argv) {
       const double rate = flops * calls / best / 1e9;
       std::printf("%-20s %6ld %6ld %6ld %10.1f %6.0f%% %10s\n",
                   which == 0 ? "cnn conv1 direct y" : "cnn conv1 direct dW,db", long(cout), long(images * L), 9L, rate,
+                  peak > 0 ? 100.0 * rate / peak : 0.0, "-");
+    }
+  }
+  // The CNN's second layer as conv2d runs it on an AVX-512 CPU (32 -> 64
+  // channels, 3x3, one chunk of two 14x14 images): the output's and the
+  // weight gradient's GEMMs packing B straight from the images
+  // (core/cpu/conv_cols_avx512.h), the packing included; the "cnn conv2" rows
+  // above read a column matrix im2col has already written. One thread only,
+  // as conv2d runs them inside its loop over chunks.
+  const weft::cpu::Conv2dGeom g2{32, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 14, 14};
+  if (cpu_time && weft::cpu::conv_cols_applies(g2, 1)) {
+    const int64_t n = 2, cout = 64, taps = 288, cols = n * 14 * 14;
+    std::vector<float> x(n * 32 * 14 * 14), w(cout * taps), go(cout * cols), y(cout * cols), gw(cout * taps);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 7919) % 1000) / 1000.0f - 0.5f;
+    for (size_t i = 0; i < go.size(); ++i) go[i] = float((i * 104729) % 1000) / 1000.0f - 0.5f;
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 7) / 7.0f - 0.5f;
+    const weft::cpu::ConvColsPlan plan(g2);
+    const weft::cpu::ConvColsPack pack(plan, x.data(), n);
+    const weft::cpu::ConvColsTPack tpack(plan, x.data(), n);
+    for (int which = 0; which < 2; ++which) {
+      const double flops = 2.0 * cout * taps * cols;
+      const int64_t calls = std::max<int64_t>(1, static_cast<int64_t>(double(1 << 27) / flops));
+      double best = 1e30;
+      for (int r = 0; r < reps + 2; ++r) {
+        double t0 = now(cpu_time);
+        for (int64_t i = 0; i < calls; ++i) {
+          if (which == 0)
+            weft::cpu::gemm_avx512_f32_packed_b(cout, cols, taps, w.data(), taps, 1, pack, y.data(), cols, false);
+          else weft::cpu::gemm_avx512_f32_packed_b(cout, taps, cols, go.data(), cols, 1, tpack, gw.data(), taps, false);
+        }
+        if (r >= 2) best = std::min(best, now(cpu_time) - t0);
+      }
+      const double rate = flops * calls / best / 1e9;
+      std::printf("%-20s %6ld %6ld %6ld %10.1f %6.0f%% %10s\n",
+                  which == 0 ? "cnn conv2 implicit y" : "cnn conv2 implicit dW", long(cout),
+                  long(which == 0 ? cols : taps), long(which == 0 ? taps : cols), rate,
                   peak > 0 ? 100.0 * rate / peak : 0.0, "-");
     }
   }
