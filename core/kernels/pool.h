@@ -26,7 +26,17 @@ using AvgPool2dBackwardKernel = KernelTable<void(const Tensor& gx, const Tensor&
 using AdaptivePool2dKernel = KernelTable<void(const Tensor& out, const Tensor& x)>;
 using AdaptivePool2dBackwardKernel = KernelTable<void(const Tensor& gx, const Tensor& go)>;
 
+// max_pool2d with 2x2 windows at stride 2, no padding or dilation (OH <= H / 2,
+// OW <= W / 2), as front ends run it where a device has these tables: the
+// output alone, no indices; the backward recomputes each window's first
+// maximum from x (the forward's ordered selects, NaN winning) and writes all
+// of gx: the gradient at the maximum, +0 elsewhere and past the last window.
+using MaxPool2x2Kernel = KernelTable<void(const Tensor& out, const Tensor& x)>;
+using MaxPool2x2BackwardKernel = KernelTable<void(const Tensor& gx, const Tensor& go, const Tensor& x)>;
+
 MaxPool2dKernel& max_pool2d_table();
+MaxPool2x2Kernel& max_pool2x2_table();
+MaxPool2x2BackwardKernel& max_pool2x2_backward_table();
 MaxPool2dBackwardKernel& max_pool2d_backward_table();
 AvgPool2dKernel& avg_pool2d_table();
 AvgPool2dBackwardKernel& avg_pool2d_backward_table();

@@ -91,6 +91,8 @@ std::vector<testing::TableFacts> core_tables() {
       // pool
       WEFT_T(max_pool2d_table),
       WEFT_T(max_pool2d_backward_table),
+      WEFT_T(max_pool2x2_table),
+      WEFT_T(max_pool2x2_backward_table),
       WEFT_T(avg_pool2d_table),
       WEFT_T(avg_pool2d_backward_table),
       WEFT_T(adaptive_avg_pool2d_table),

@@ -1,6 +1,9 @@
 // max_pool2d / avg_pool2d / adaptive_avg_pool2d against naive references written
 // here and PyTorch golden values (ceil_mode, count_include_pad), max-pool ties
-// and NaN, gradient routing, gradchecks, dtypes, non-contiguous input, errors.
+// and NaN, gradient routing, gradchecks, dtypes, non-contiguous input, errors;
+// the index-free 2x2 / stride-2 kernels against the indexed ones.
+#include "core/kernels/pool.h"
+
 #include <cmath>
 #include <limits>
 
@@ -174,6 +177,62 @@ TEST(MaxPool2d, NonContiguousUnbatchedAndDtypes) {
     EXPECT_EQ(yh.dtype(), dt);
     EXPECT_TRUE(tensor_near(yh, naive_max(xh, c, 3, 4), 0));
   }
+}
+
+// 2x2 windows at stride 2 take the index-free kernels (max_pool2x2_table):
+// the same output, and gradients bit for bit those of the indexed kernels'
+// scatter-add (ties, NaNs, -0 gradients, odd sizes whose last row and column
+// no window covers, rows of under 8 windows, of whole blocks of 8, and of
+// blocks plus a rest).
+TEST(MaxPool2d, TwoByTwoIndexFreeMatchesTheIndexedKernels) {
+  uint64_t seed = 70;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (auto hw : {std::array<int64_t, 2>{8, 8}, {7, 9}, {6, 39}, {5, 35}, {4, 32}, {4, 16}}) {
+      const int64_t P = 6, H = hw[0], W = hw[1], OH = H / 2, OW = W / 2;
+      Tensor x = rnd({2, 3, H, W}, DType::Float64, ++seed);
+      // ties (values rounded to tenths) and a NaN every 13 elements
+      std::vector<double> v = values(x);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = i % 13 == 5 ? nan : std::round(v[i] * 5) / 5;
+      x = tensor(v, {2, 3, H, W}).to(dt).requires_grad_();
+      Tensor y = max_pool2d(x, {2, 2});
+      std::vector<double> gv = values(rnd({2, 3, OH, OW}, DType::Float64, ++seed));
+      for (size_t i = 0; i < gv.size(); i += 7) gv[i] = -0.0;
+      Tensor gy = tensor(gv, {2, 3, OH, OW}).to(dt);
+      y.backward(gy);
+      // the indexed kernels on the same planes
+      Tensor xp = x.detach().contiguous().view({P, H, W});
+      Tensor out = empty({P, OH, OW}, {dt}), idx = empty({P, OH, OW}, {DType::Int64});
+      max_pool2d_table()(kCPU, dt, out, idx, xp, Pool2dParams{2, 2, 2, 2, 0, 0, 1, 1, false});
+      Tensor gx = empty({P, H, W}, {dt});
+      max_pool2d_backward_table()(kCPU, dt, gx, gy.contiguous().view({P, OH, OW}), idx);
+      // the index-free kernels called directly (max_pool2d keeps the indices
+      // for training on rows of under 8 windows)
+      Tensor out2 = empty({P, OH, OW}, {dt}), gx2 = empty({P, H, W}, {dt});
+      max_pool2x2_table()(kCPU, dt, out2, xp);
+      max_pool2x2_backward_table()(kCPU, dt, gx2, gy.contiguous().view({P, OH, OW}), xp);
+      std::vector<double> got = values(y), got2 = values(out2), want = values(out);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i]))) << H << "x" << W << " out " << i;
+        EXPECT_TRUE(got2[i] == want[i] || (std::isnan(got2[i]) && std::isnan(want[i]))) << H << "x" << W << " " << i;
+      }
+      std::vector<double> g1 = values(x.grad()), g2 = values(gx2), g3 = values(gx);
+      for (size_t i = 0; i < g1.size(); ++i) {
+        EXPECT_TRUE(g1[i] == g3[i] && std::signbit(g1[i]) == std::signbit(g3[i])) << H << "x" << W << " grad " << i;
+        EXPECT_TRUE(g2[i] == g3[i] && std::signbit(g2[i]) == std::signbit(g3[i])) << H << "x" << W << " kernel " << i;
+      }
+    }
+}
+
+// The index-free backward reads x again: changing it in place between the
+// forward and the backward is an error, not a wrong gradient.
+TEST(MaxPool2d, TwoByTwoBackwardRefusesAnInputChangedInPlace) {
+  Tensor w = rnd({1, 2, 4, 16}, DType::Float32, 3).requires_grad_();  // 8 windows a row: index-free
+  Tensor h = mul(w, scalar_tensor(2.0, {DType::Float32}));
+  Tensor y = max_pool2d(h, {2, 2});
+  h.add_(1.0);
+  EXPECT_WEFT_ERROR(y.sum().backward(), "MaxPool2dBackward");
 }
 
 TEST(MaxPool2d, Gradcheck) {
