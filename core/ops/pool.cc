@@ -75,6 +75,32 @@ int64_t plane_grain(int64_t plane_elems) {
 }
 
 // ---- max pool ----
+// Window ow of a 2x2 / stride-2 row (input rows r0, r1): its maximum in m and
+// which entry holds it, 0..3 for (0,0) (0,1) (1,0) (1,1), by ordered
+// branch-free selects (random data would mispredict every compare): a later
+// entry wins only if greater or NaN, so the first maximum, NaN propagating.
+template <typename T>
+inline int window_max_2x2(const T* r0, const T* r1, int64_t ow, T& m) {
+  const T cand[4] = {r0[2 * ow], r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]};
+  m = cand[0];
+  int k = 0;
+  for (int e = 1; e < 4; ++e) {
+    const bool c = (cand[e] > m) | (cand[e] != cand[e]);
+    m = c ? cand[e] : m;
+    k = c ? e : k;
+  }
+  return k;
+}
+
+#if defined(__AVX2__)
+// The even and odd entries of 16 floats at p.
+inline void deinterleave8(const float* p, __m256& even, __m256& odd) {
+  __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+  even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+  odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+}
+#endif
+
 // 2x2 / stride-2 windows of one output row, all inside the image. Branch-free
 // selects (random data would mispredict every compare) over restrict pointers so
 // the loop vectorises; window order (0,0) (0,1) (1,0) (1,1), NaN propagates.
@@ -93,11 +119,6 @@ void max_pool_row_2x2(const T* __restrict r0, const T* __restrict r1, T* __restr
     const __m256i lane = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
     const __m256i kone = _mm256_set1_epi32(1), kw = _mm256_set1_epi32(static_cast<int32_t>(W)),
                   kw1 = _mm256_set1_epi32(static_cast<int32_t>(W + 1));
-    auto deinterleave = [](const float* p, __m256& even, __m256& odd) {
-      __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
-      even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
-      odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
-    };
     auto step = [](__m256& m, __m256i& k, __m256 v, __m256i code) {
       __m256 c = _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
       m = _mm256_blendv_ps(m, v, c);
@@ -105,8 +126,8 @@ void max_pool_row_2x2(const T* __restrict r0, const T* __restrict r1, T* __restr
     };
     auto block = [&](const float* a0, const float* a1, float* o, int64_t* id, int64_t b) {
       __m256 a, bb, c, d;
-      deinterleave(a0, a, bb);
-      deinterleave(a1, c, d);
+      deinterleave8(a0, a, bb);
+      deinterleave8(a1, c, d);
       __m256 m = a;
       __m256i k = _mm256_setzero_si256();
       step(m, k, bb, kone);
@@ -144,22 +165,10 @@ void max_pool_row_2x2(const T* __restrict r0, const T* __restrict r1, T* __restr
   }
 #endif
   for (; ow < OW; ++ow) {
-    T m = r0[2 * ow];
-    int64_t k = 0;
-    T v = r0[2 * ow + 1];
-    bool c = (v > m) | (v != v);
-    m = c ? v : m;
-    k = c ? 1 : k;
-    v = r1[2 * ow];
-    c = (v > m) | (v != v);
-    m = c ? v : m;
-    k = c ? W : k;
-    v = r1[2 * ow + 1];
-    c = (v > m) | (v != v);
-    m = c ? v : m;
-    k = c ? W + 1 : k;
+    T m;
+    const int k = window_max_2x2(r0, r1, ow, m);
     orow[ow] = m;
-    if constexpr (kIndices) irow[ow] = base + 2 * ow + k;
+    if constexpr (kIndices) irow[ow] = base + 2 * ow + (k >> 1) * W + (k & 1);
   }
 }
 
@@ -176,11 +185,6 @@ void max_unpool_row_2x2(const T* __restrict r0, const T* __restrict r1, const T*
   int64_t ow = 0;
 #if defined(__AVX2__)
   if constexpr (std::is_same_v<T, float>) {
-    auto deinterleave = [](const float* p, __m256& even, __m256& odd) {
-      __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
-      even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
-      odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
-    };
     auto interleave = [](float* p, __m256 even, __m256 odd) {
       __m256 lo = _mm256_unpacklo_ps(even, odd), hi = _mm256_unpackhi_ps(even, odd);
       _mm256_storeu_ps(p, _mm256_permute2f128_ps(lo, hi, 0x20));
@@ -193,8 +197,8 @@ void max_unpool_row_2x2(const T* __restrict r0, const T* __restrict r1, const T*
     // 8 windows: x rows a0, a1 (16 values each), gradients g (8), out rows o0, o1 (16 each)
     auto block = [&](const float* a0, const float* a1, const float* g8, float* q0, float* q1) {
       __m256 a, b, c, d;
-      deinterleave(a0, a, b);
-      deinterleave(a1, c, d);
+      deinterleave8(a0, a, b);
+      deinterleave8(a1, c, d);
       const __m256 cb = takes(b, a);
       __m256 m = _mm256_blendv_ps(a, b, cb);
       const __m256 cc = takes(c, m);
@@ -218,19 +222,8 @@ void max_unpool_row_2x2(const T* __restrict r0, const T* __restrict r1, const T*
   }
 #endif
   for (; ow < OW; ++ow) {
-    T m = r0[2 * ow];
-    int k = 0;
-    T v = r0[2 * ow + 1];
-    bool c = (v > m) | (v != v);
-    m = c ? v : m;
-    k = c ? 1 : k;
-    v = r1[2 * ow];
-    c = (v > m) | (v != v);
-    m = c ? v : m;
-    k = c ? 2 : k;
-    v = r1[2 * ow + 1];
-    c = (v > m) | (v != v);
-    k = c ? 3 : k;
+    T m;
+    const int k = window_max_2x2(r0, r1, ow, m);
     const T gv = g[ow] + T(0);
     o0[2 * ow] = k == 0 ? gv : T(0);
     o0[2 * ow + 1] = k == 1 ? gv : T(0);
