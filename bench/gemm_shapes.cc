@@ -101,10 +101,26 @@ __attribute__((target("avx512f,avx512bf16"))) double dpbf16_peak_avx512() {
   return best;
 }
 
-// Calls per timed sample: enough for 2^27 flops.
-int64_t calls_per_sample(const Case& cs) {
-  const double flops = 2.0 * cs.m * cs.n * cs.k;
-  return std::max<int64_t>(1, static_cast<int64_t>(double(1 << 27) / flops));
+// GFLOP/s of f (`flops` per call): the best of `reps` samples after `warm`
+// untimed ones, each sample enough calls back to back for 2^27 flops (one call
+// for the large shapes).
+template <typename F>
+double best_rate(double flops, int reps, int warm, bool cpu_time, const F& f) {
+  const int64_t calls = std::max<int64_t>(1, static_cast<int64_t>(double(1 << 27) / flops));
+  double best = 1e30;
+  for (int r = 0; r < reps + warm; ++r) {
+    const double t0 = now(cpu_time);
+    for (int64_t i = 0; i < calls; ++i) f();
+    if (r >= warm) best = std::min(best, now(cpu_time) - t0);
+  }
+  return flops * calls / best / 1e9;
+}
+
+// n test values in [-0.5, 0.5): ((i * mult) % 1000) / 1000 - 0.5.
+std::vector<float> ramp(size_t n, size_t mult) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = float((i * mult) % 1000) / 1000.0f - 0.5f;
+  return v;
 }
 
 }  // namespace
@@ -173,27 +189,26 @@ int main(int argc, char** argv) {
                 dpbf16_peak_avx512(), peak / weft::get_num_threads());
   std::printf("threads=%d (best of %d, %s time)\n%-20s %6s %6s %6s %10s %7s %10s\n", weft::get_num_threads(), reps,
               cpu_time ? "thread CPU" : "wall", "case", "m", "n", "k", "avx512", "%peak", "eigen");
+  // a row of the float32 table; eigen < 0 prints "-" (no Eigen counterpart)
+  auto row = [&](const char* what, int64_t m, int64_t n, int64_t k, double rate, double eigen) {
+    std::printf("%-20s %6ld %6ld %6ld %10.1f %6.0f%% ", what, long(m), long(n), long(k), rate,
+                peak > 0 ? 100.0 * rate / peak : 0.0);
+    if (eigen < 0) std::printf("%10s\n", "-");
+    else std::printf("%10.1f\n", eigen);
+  };
   for (const Case& cs : cases) {
-    std::vector<float> a(cs.m * cs.k), b(cs.k * cs.n), c(cs.m * cs.n);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = float((i * 7919) % 1000) / 1000.0f - 0.5f;
-    for (size_t i = 0; i < b.size(); ++i) b[i] = float((i * 104729) % 1000) / 1000.0f - 0.5f;
+    const std::vector<float> a = ramp(cs.m * cs.k, 7919), b = ramp(cs.k * cs.n, 104729);
+    std::vector<float> c(cs.m * cs.n);
     const int64_t ars = cs.at ? 1 : cs.k, acs = cs.at ? cs.m : 1, brs = cs.bt ? 1 : cs.n, bcs = cs.bt ? cs.k : 1;
-    const int64_t calls = calls_per_sample(cs);
     double rate[2];
     for (int path = 0; path < 2; ++path) {
       weft::cpu::set_gemm_f32_avx512(path == 0);
-      double best = 1e30;
-      for (int r = 0; r < reps + 2; ++r) {
-        double t0 = now(cpu_time);
-        for (int64_t i = 0; i < calls; ++i)
-          weft::cpu::gemm<float>(cs.m, cs.n, cs.k, a.data(), ars, acs, b.data(), brs, bcs, c.data(), cs.n);
-        if (r >= 2) best = std::min(best, now(cpu_time) - t0);
-      }
-      rate[path] = 2.0 * cs.m * cs.n * cs.k * calls / best / 1e9;
+      rate[path] = best_rate(2.0 * cs.m * cs.n * cs.k, reps, 2, cpu_time, [&] {
+        weft::cpu::gemm<float>(cs.m, cs.n, cs.k, a.data(), ars, acs, b.data(), brs, bcs, c.data(), cs.n);
+      });
     }
     weft::cpu::set_gemm_f32_avx512(true);
-    std::printf("%-20s %6ld %6ld %6ld %10.1f %6.0f%% %10.1f\n", cs.what, long(cs.m), long(cs.n), long(cs.k), rate[0],
-                peak > 0 ? 100.0 * rate[0] / peak : 0.0, rate[1]);
+    row(cs.what, cs.m, cs.n, cs.k, rate[0], rate[1]);
   }
   // The CNN's first layer as conv2d runs it on an AVX-512 CPU: the direct
   // convolution of core/cpu/conv_direct_avx512.h (1 -> 32 channels, 3x3, 28x28).
@@ -203,28 +218,18 @@ int main(int argc, char** argv) {
   const weft::cpu::Conv2dGeom g1{1, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 28, 28};
   if (weft::cpu::conv_direct_applies(g1, 1)) {
     const int64_t n = weft::cpu::kConvDirectChunk, cout = 32, L = 28 * 28;
-    std::vector<float> x(n * L), w(cout * 9), bias(cout), y(n * cout * L), gw(cout * 9), gb(cout);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 7919) % 1000) / 1000.0f - 0.5f;
-    for (size_t i = 0; i < y.size(); ++i) y[i] = float((i * 104729) % 1000) / 1000.0f - 0.5f;
+    const std::vector<float> x = ramp(n * L, 7919), bias(cout);
+    std::vector<float> y = ramp(n * cout * L, 104729), w(cout * 9), gw(cout * 9), gb(cout);
     for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 7) / 7.0f - 0.5f;
-    for (int which = 0; which < 2; ++which) {
-      const int64_t images = n;
-      const double flops = 2.0 * images * cout * 9 * L;
-      const int64_t calls = std::max<int64_t>(1, static_cast<int64_t>(double(1 << 27) / flops));
-      double best = 1e30;
-      for (int r = 0; r < reps + 2; ++r) {
-        double t0 = now(cpu_time);
-        for (int64_t i = 0; i < calls; ++i) {
-          if (which == 0) weft::cpu::conv_direct_forward(n, x.data(), w.data(), bias.data(), cout, g1, y.data());
-          else weft::cpu::conv_direct_weight_grad(n, x.data(), y.data(), cout, g1, gw.data(), gb.data());
-        }
-        if (r >= 2) best = std::min(best, now(cpu_time) - t0);
-      }
-      const double rate = flops * calls / best / 1e9;
-      std::printf("%-20s %6ld %6ld %6ld %10.1f %6.0f%% %10s\n",
-                  which == 0 ? "cnn conv1 direct y" : "cnn conv1 direct dW,db", long(cout), long(images * L), 9L, rate,
-                  peak > 0 ? 100.0 * rate / peak : 0.0, "-");
-    }
+    const double flops = 2.0 * n * cout * 9 * L;
+    row("cnn conv1 direct y", cout, n * L, 9,
+        best_rate(flops, reps, 2, cpu_time,
+                  [&] { weft::cpu::conv_direct_forward(n, x.data(), w.data(), bias.data(), cout, g1, y.data()); }),
+        -1);
+    row("cnn conv1 direct dW,db", cout, n * L, 9,
+        best_rate(flops, reps, 2, cpu_time,
+                  [&] { weft::cpu::conv_direct_weight_grad(n, x.data(), y.data(), cout, g1, gw.data(), gb.data()); }),
+        -1);
   }
   // The CNN's second layer as conv2d runs it on an AVX-512 CPU (32 -> 64
   // channels, 3x3, one chunk of two 14x14 images): the output's and the
@@ -235,32 +240,27 @@ int main(int argc, char** argv) {
   const weft::cpu::Conv2dGeom g2{32, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 14, 14};
   if (cpu_time && weft::cpu::conv_cols_applies(g2, 1)) {
     const int64_t n = 2, cout = 64, taps = 288, cols = n * 14 * 14;
-    std::vector<float> x(n * 32 * 14 * 14), w(cout * taps), go(cout * cols), y(cout * cols), gw(cout * taps);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 7919) % 1000) / 1000.0f - 0.5f;
-    for (size_t i = 0; i < go.size(); ++i) go[i] = float((i * 104729) % 1000) / 1000.0f - 0.5f;
+    const std::vector<float> x = ramp(n * 32 * 14 * 14, 7919), go = ramp(cout * cols, 104729);
+    std::vector<float> w(cout * taps), y(cout * cols), gw(cout * taps);
     for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 7) / 7.0f - 0.5f;
     const weft::cpu::ConvColsPlan plan(g2);
-    const weft::cpu::ConvColsPack pack(plan, x.data(), n);
-    const weft::cpu::ConvColsTPack tpack(plan, x.data(), n);
-    for (int which = 0; which < 2; ++which) {
-      const double flops = 2.0 * cout * taps * cols;
-      const int64_t calls = std::max<int64_t>(1, static_cast<int64_t>(double(1 << 27) / flops));
-      double best = 1e30;
-      for (int r = 0; r < reps + 2; ++r) {
-        double t0 = now(cpu_time);
-        for (int64_t i = 0; i < calls; ++i) {
-          if (which == 0)
-            weft::cpu::gemm_avx512_f32_packed_b(cout, cols, taps, w.data(), taps, 1, pack, y.data(), cols, false);
-          else weft::cpu::gemm_avx512_f32_packed_b(cout, taps, cols, go.data(), cols, 1, tpack, gw.data(), taps, false);
-        }
-        if (r >= 2) best = std::min(best, now(cpu_time) - t0);
-      }
-      const double rate = flops * calls / best / 1e9;
-      std::printf("%-20s %6ld %6ld %6ld %10.1f %6.0f%% %10s\n",
-                  which == 0 ? "cnn conv2 implicit y" : "cnn conv2 implicit dW", long(cout),
-                  long(which == 0 ? cols : taps), long(which == 0 ? taps : cols), rate,
-                  peak > 0 ? 100.0 * rate / peak : 0.0, "-");
-    }
+    const weft::cpu::ConvColsPack pack(plan, x.data());
+    const weft::cpu::ConvColsTPack tpack(plan, x.data());
+    const double flops = 2.0 * cout * taps * cols;
+    row("cnn conv2 implicit y", cout, cols, taps,
+        best_rate(flops, reps, 2, cpu_time,
+                  [&] {
+                    weft::cpu::gemm_avx512_f32_packed_b(cout, cols, taps, w.data(), taps, 1, pack, y.data(), cols,
+                                                        false);
+                  }),
+        -1);
+    row("cnn conv2 implicit dW", cout, taps, cols,
+        best_rate(flops, reps, 2, cpu_time,
+                  [&] {
+                    weft::cpu::gemm_avx512_f32_packed_b(cout, taps, cols, go.data(), cols, 1, tpack, gw.data(), taps,
+                                                        false);
+                  }),
+        -1);
   }
   // bfloat16 operands (core/cpu/gemm_bf16.h), every path this CPU runs, on the
   // GPT's shapes (amx_emulated, plain C++ tiles for tests, is left out).
@@ -277,20 +277,15 @@ int main(int argc, char** argv) {
     if (std::string(cs.what).rfind("gpt", 0) != 0) continue;
     std::vector<uint16_t> a(cs.m * cs.k), b(cs.k * cs.n);
     std::vector<float> c(cs.m * cs.n);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = weft::BFloat16(float((i * 7919) % 1000) / 1000.0f - 0.5f).x;
-    for (size_t i = 0; i < b.size(); ++i) b[i] = weft::BFloat16(float((i * 104729) % 1000) / 1000.0f - 0.5f).x;
+    const std::vector<float> af = ramp(a.size(), 7919), bf = ramp(b.size(), 104729);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = weft::BFloat16(af[i]).x;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = weft::BFloat16(bf[i]).x;
     const int64_t ars = cs.at ? 1 : cs.k, acs = cs.at ? cs.m : 1, brs = cs.bt ? 1 : cs.n, bcs = cs.bt ? cs.k : 1;
     std::printf("%-20s", cs.what);
-    const int64_t calls = calls_per_sample(cs);
     for (Bf16GemmPath p : paths) {
-      double best = 1e30;
-      for (int r = 0; r < std::max(3, reps / 4) + 1; ++r) {
-        double t0 = now(cpu_time);
-        for (int64_t i = 0; i < calls; ++i)
-          weft::cpu::gemm_bf16(p, cs.m, cs.n, cs.k, a.data(), ars, acs, b.data(), brs, bcs, c.data(), cs.n);
-        if (r >= 1) best = std::min(best, now(cpu_time) - t0);
-      }
-      std::printf(" %16.1f", 2.0 * cs.m * cs.n * cs.k * calls / best / 1e9);
+      std::printf(" %16.1f", best_rate(2.0 * cs.m * cs.n * cs.k, std::max(3, reps / 4), 1, cpu_time, [&] {
+                    weft::cpu::gemm_bf16(p, cs.m, cs.n, cs.k, a.data(), ars, acs, b.data(), brs, bcs, c.data(), cs.n);
+                  }));
     }
     std::printf("\n");
   }

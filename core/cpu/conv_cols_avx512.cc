@@ -93,7 +93,7 @@ void ConvColsPack::pack(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* d
     float* panel = dst + jr * kc;
     for (int h = 0; h < w / 16; ++h) {
       const int64_t j = j0 + jr + 16 * h, img = j / P.L, q = j - img * P.L;
-      const __mmask16 lim = lanes(std::min(cols - 16 * h, n_ - j));
+      const __mmask16 lim = lanes(cols - 16 * h);
       for (int64_t p = 0; p < kc; ++p) _mm512_store_ps(panel + p * w + 16 * h, load_tap(P, x_, p0 + p, img, q, lim));
     }
   }
@@ -110,7 +110,7 @@ void ConvColsTPack::pack(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* 
       const int ct = static_cast<int>(std::clamp<int64_t>(cols - 16 * h, 0, 16));  // taps in this half
       for (int64_t p = 0; p < kc; p += 16) {
         const int64_t pl = std::min<int64_t>(16, kc - p), j = p0 + p, img = j / P.L, q = j - img * P.L;
-        const __mmask16 lim = lanes(std::min(pl, k_ - j));
+        const __mmask16 lim = lanes(pl);
         // r[i] = tap t0 + i at the 16 positions; transposed, r[e] = position e's 16 taps
         __m512 r[16];
 #pragma GCC unroll 16

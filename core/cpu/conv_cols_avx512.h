@@ -50,28 +50,28 @@ struct ConvColsPlan {
   std::vector<uint8_t> bits;  // per tap, row_bytes bytes: bit q set = position q reads inside the image
 };
 
-// cols (taps, nimg * L) of the chunk of images at x, as GEMM B panels.
+// cols (taps, nimg * L) of a chunk of nimg images at x, side by side, as GEMM
+// B panels (the GEMM's windows stay inside the chunk's nimg * L columns).
 class ConvColsPack final : public GemmPackB {
  public:
-  ConvColsPack(const ConvColsPlan& plan, const float* x, int64_t nimg) : plan_(plan), x_(x), n_(nimg * plan.L) {}
+  ConvColsPack(const ConvColsPlan& plan, const float* x) : plan_(plan), x_(x) {}
   void pack(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) const override;
 
  private:
   const ConvColsPlan& plan_;
   const float* x_;
-  int64_t n_;  // columns
 };
 
-// cols^T (nimg * L, taps) of the chunk of images at x, as GEMM B panels.
+// cols^T (nimg * L, taps) of a chunk of images at x, as GEMM B panels (the
+// GEMM's windows stay inside the chunk's nimg * L rows).
 class ConvColsTPack final : public GemmPackB {
  public:
-  ConvColsTPack(const ConvColsPlan& plan, const float* x, int64_t nimg) : plan_(plan), x_(x), k_(nimg * plan.L) {}
+  ConvColsTPack(const ConvColsPlan& plan, const float* x) : plan_(plan), x_(x) {}
   void pack(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) const override;
 
  private:
   const ConvColsPlan& plan_;
   const float* x_;
-  int64_t k_;  // rows
 };
 
 }  // namespace weft::cpu

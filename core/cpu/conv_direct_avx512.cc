@@ -96,6 +96,38 @@ Plan make_plan(const Conv2dGeom& g) {
   return p;
 }
 
+// The pieces of a forward register tile (R channels x V zmm of positions),
+// shared by forward_tile and forward_fixed: the sums started from the bias (or
+// 0); one tap's V inputs times its R weights (w, R floats) added; the tile
+// stored at positions [q0, q0 + 16 V) of rows r * L, lanes past L masked.
+template <int R, int V>
+__attribute__((always_inline)) inline void tile_start(__m512 (&acc)[R][V], const float* bias) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const __m512 b = bias ? _mm512_set1_ps(bias[r]) : _mm512_setzero_ps();
+#pragma GCC unroll 2
+    for (int u = 0; u < V; ++u) acc[r][u] = b;
+  }
+}
+template <int R, int V>
+__attribute__((always_inline)) inline void tile_tap(__m512 (&acc)[R][V], const __m512 (&xv)[V], const float* w) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const __m512 wv = _mm512_set1_ps(w[r]);
+#pragma GCC unroll 2
+    for (int u = 0; u < V; ++u) acc[r][u] = _mm512_fmadd_ps(wv, xv[u], acc[r][u]);
+  }
+}
+template <int R, int V>
+__attribute__((always_inline)) inline void tile_store(const __m512 (&acc)[R][V], float* out, int64_t L, int64_t q0) {
+#pragma GCC unroll 2
+  for (int u = 0; u < V; ++u) {
+    const __mmask16 mk = lanes(L - q0 - 16 * u);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + r * L + q0 + 16 * u, mk, acc[r][u]);
+  }
+}
+
 // Rows [0, R) of out (row stride L) at positions [16 v0, 16 (v0 + V)) = bias
 // (R values, or nullptr) + sum over taps t of wp[t * R + r] * tap t of image x.
 // wp is the panel's weights packed tap-major, so each tap's R broadcasts read
@@ -104,12 +136,7 @@ template <int R, int V>
 void forward_tile(const Plan& p, const float* __restrict x, const float* __restrict wp, const float* __restrict bias,
                   int64_t v0, float* __restrict out) {
   __m512 acc[R][V];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    const __m512 b = bias ? _mm512_set1_ps(bias[r]) : _mm512_setzero_ps();
-#pragma GCC unroll 2
-    for (int u = 0; u < V; ++u) acc[r][u] = b;
-  }
+  tile_start(acc, bias);
   const int64_t q0 = 16 * v0;
   const float* xq = x + q0;
   const __mmask16* mrow = p.mask.data() + v0 * p.taps;
@@ -118,20 +145,10 @@ void forward_tile(const Plan& p, const float* __restrict x, const float* __restr
     __m512 xv[V];
 #pragma GCC unroll 2
     for (int u = 0; u < V; ++u) xv[u] = _mm512_maskz_loadu_ps(mrow[u * p.taps + t], xq + 16 * u + xoff[t]);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 wv = _mm512_set1_ps(wp[r]);
-#pragma GCC unroll 2
-      for (int u = 0; u < V; ++u) acc[r][u] = _mm512_fmadd_ps(wv, xv[u], acc[r][u]);
-    }
+    tile_tap(acc, xv, wp);
     wp += R;
   }
-#pragma GCC unroll 2
-  for (int u = 0; u < V; ++u) {
-    const __mmask16 mk = lanes(p.L - q0 - 16 * u);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + r * p.L + q0 + 16 * u, mk, acc[r][u]);
-  }
+  tile_store(acc, out, p.L, q0);
 }
 
 // forward_tile for a full panel (kRows channels) over the zmm pairs [v0, v1)
@@ -154,12 +171,7 @@ void forward_fixed(const Plan& p, const float* __restrict x, const float* __rest
   for (int i = 0; i < KR; ++i) xrow[i] = x + p.xoff[i * KW];
   for (int64_t v = v0; v < v1; v += V) {
     __m512 acc[R][V];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 b = bias ? _mm512_set1_ps(bias[r]) : _mm512_setzero_ps();
-#pragma GCC unroll 2
-      for (int u = 0; u < V; ++u) acc[r][u] = b;
-    }
+    tile_start(acc, bias);
     const int64_t q0 = 16 * v;
     const __mmask16* mrow = mask + v * NT;
     const float* w = wp;
@@ -168,20 +180,10 @@ void forward_fixed(const Plan& p, const float* __restrict x, const float* __rest
       __m512 xv[V];
 #pragma GCC unroll 2
       for (int u = 0; u < V; ++u) xv[u] = _mm512_maskz_loadu_ps(mrow[u * NT + t], xrow[t / KW] + q0 + 16 * u + t % KW);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const __m512 wv = _mm512_set1_ps(w[r]);
-#pragma GCC unroll 2
-        for (int u = 0; u < V; ++u) acc[r][u] = _mm512_fmadd_ps(wv, xv[u], acc[r][u]);
-      }
+      tile_tap(acc, xv, w);
       w += R;
     }
-#pragma GCC unroll 2
-    for (int u = 0; u < V; ++u) {
-      const __mmask16 mk = lanes(L - q0 - 16 * u);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + r * L + q0 + 16 * u, mk, acc[r][u]);
-    }
+    tile_store(acc, out, L, q0);
   }
 }
 

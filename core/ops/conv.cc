@@ -118,8 +118,8 @@ void conv2d_forward_impl(const Tensor& out, const Tensor& x, const Tensor& w, co
       // out_g (Cog, nb * L) = W_g (Cog, Kg) * cols_g (Kg, nb * L)
       if constexpr (std::is_same_v<T, float>) {
         if (plan) {
-          cpu::gemm_avx512_f32_packed_b(Cout, ld, Kg, pw, Kg, 1, cpu::ConvColsPack(*plan, px + n0 * Cin * HW, nb), dst,
-                                        ld, false);
+          cpu::gemm_avx512_f32_packed_b(Cout, ld, Kg, pw, Kg, 1, cpu::ConvColsPack(*plan, px + n0 * Cin * HW), dst, ld,
+                                        false);
         }
       }
       if (!plan) {
@@ -189,7 +189,7 @@ void conv2d_backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
           // dW_g (Cog, Kg) = go_g (Cog, nb * L) * cols_g^T (nb * L, Kg)
           if constexpr (std::is_same_v<T, float>) {
             if (plan) {
-              cpu::gemm_avx512_f32_packed_b(Cout, Kg, ld, gch, ld, 1, cpu::ConvColsTPack(*plan, px + n0 * Cin * HW, nb),
+              cpu::gemm_avx512_f32_packed_b(Cout, Kg, ld, gch, ld, 1, cpu::ConvColsTPack(*plan, px + n0 * Cin * HW),
                                             acc, Kg, false);
             }
           }

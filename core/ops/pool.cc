@@ -8,9 +8,10 @@
 // of its window's first maximum (NaN propagates), and backward routes the
 // gradient there; 2x2 windows at stride 2 (rows of 8 windows or more when
 // training) keep no indices: the backward finds each window's first maximum
-// again in the saved input, with the same result. avg_pool2d: divisor is the window clipped to the padded input
-// (count_include_pad) or to the input. adaptive_avg_pool2d: window of output i
-// is [floor(i H / OH), ceil((i + 1) H / OH)). Kernels work plane by plane (one
+// again in the saved input, with the same result. avg_pool2d: divisor is the
+// window clipped to the padded input (count_include_pad) or to the input.
+// adaptive_avg_pool2d: window of output i is [floor(i H / OH),
+// ceil((i + 1) H / OH)). Kernels work plane by plane (one
 // (n, c) image), parallel over planes, so results do not depend on the thread
 // count. float16/bfloat16 are computed in float32 by the front end.
 #include <algorithm>
@@ -93,6 +94,11 @@ inline int window_max_2x2(const T* r0, const T* r1, int64_t ow, T& m) {
 }
 
 #if defined(__AVX2__)
+// The lanes where v takes window_max_2x2's running maximum m: greater, or NaN.
+inline __m256 takes_max8(__m256 v, __m256 m) {
+  return _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
 // The even and odd entries of 16 floats at p.
 inline void deinterleave8(const float* p, __m256& even, __m256& odd) {
   __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
@@ -120,7 +126,7 @@ void max_pool_row_2x2(const T* __restrict r0, const T* __restrict r1, T* __restr
     const __m256i kone = _mm256_set1_epi32(1), kw = _mm256_set1_epi32(static_cast<int32_t>(W)),
                   kw1 = _mm256_set1_epi32(static_cast<int32_t>(W + 1));
     auto step = [](__m256& m, __m256i& k, __m256 v, __m256i code) {
-      __m256 c = _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+      __m256 c = takes_max8(v, m);
       m = _mm256_blendv_ps(m, v, c);
       k = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(k), _mm256_castsi256_ps(code), c));
     };
@@ -190,20 +196,16 @@ void max_unpool_row_2x2(const T* __restrict r0, const T* __restrict r1, const T*
       _mm256_storeu_ps(p, _mm256_permute2f128_ps(lo, hi, 0x20));
       _mm256_storeu_ps(p + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
     };
-    // where v takes the running maximum m: greater, or NaN
-    auto takes = [](__m256 v, __m256 m) {
-      return _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    };
     // 8 windows: x rows a0, a1 (16 values each), gradients g (8), out rows o0, o1 (16 each)
     auto block = [&](const float* a0, const float* a1, const float* g8, float* q0, float* q1) {
       __m256 a, b, c, d;
       deinterleave8(a0, a, b);
       deinterleave8(a1, c, d);
-      const __m256 cb = takes(b, a);
+      const __m256 cb = takes_max8(b, a);
       __m256 m = _mm256_blendv_ps(a, b, cb);
-      const __m256 cc = takes(c, m);
+      const __m256 cc = takes_max8(c, m);
       m = _mm256_blendv_ps(m, c, cc);
-      const __m256 cd = takes(d, m);
+      const __m256 cd = takes_max8(d, m);
       // the last select that fired wins: d, else c, else b, else a
       const __m256 gv = _mm256_add_ps(_mm256_loadu_ps(g8), _mm256_setzero_ps());
       const __m256 vd = _mm256_and_ps(cd, gv), left_c = _mm256_andnot_ps(cd, gv);

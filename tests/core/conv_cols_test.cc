@@ -97,8 +97,8 @@ TEST_F(ConvCols, PanelsAreIm2colsValues) {
     std::vector<float> cols(taps * n);  // the chunk's column matrix, images side by side
     for (int64_t i = 0; i < c.N; ++i) cpu::im2col(px + i * c.C * c.H * c.W, g, cols.data() + i * L, n);
     const cpu::ConvColsPlan plan(g);
-    const cpu::ConvColsPack pack(plan, px, c.N);
-    const cpu::ConvColsTPack tpack(plan, px, c.N);
+    const cpu::ConvColsPack pack(plan, px);
+    const cpu::ConvColsTPack tpack(plan, px);
     auto col = [&](int64_t p, int64_t j) { return cols[p * n + j]; };   // B = cols
     auto colt = [&](int64_t p, int64_t j) { return cols[j * n + p]; };  // B = cols^T
     // (p0, kc, j0, nc) windows of B: whole, then starting mid-image with a
@@ -185,7 +185,7 @@ TEST_F(ConvCols, PackedBNeedsSixteenColumns) {
   const cpu::Conv2dGeom g = geom_of(c);
   Tensor x = rnd({1, 2, 9, 7}, DType::Float32, 3);
   const cpu::ConvColsPlan plan(g);
-  const cpu::ConvColsPack pack(plan, x.data_ptr<float>(), 1);
+  const cpu::ConvColsPack pack(plan, x.data_ptr<float>());
   std::vector<float> a(4 * 18, 1.0f), out(4 * 15);
   try {
     cpu::gemm_avx512_f32_packed_b(4, 15, 18, a.data(), 18, 1, pack, out.data(), 15, false);
