@@ -28,6 +28,7 @@
 
 #include "core/cpu/conv_cols_avx512.h"
 #include "core/cpu/conv_direct_avx512.h"
+#include "core/cpu/conv_lanes_avx512.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/gemm_avx512.h"
 #include "core/cpu/gemm_bf16.h"
@@ -234,7 +235,8 @@ int main(int argc, char** argv) {
   // The CNN's second layer as conv2d runs it on an AVX-512 CPU (32 -> 64
   // channels, 3x3, one chunk of two 14x14 images): the output's and the
   // weight gradient's GEMMs packing B straight from the images
-  // (core/cpu/conv_cols_avx512.h), the packing included; the "cnn conv2" rows
+  // (core/cpu/conv_cols_avx512.h; conv2d runs the output's only for layers of
+  // over 384 taps), the packing included; the "cnn conv2" rows
   // above read a column matrix im2col has already written. One thread only,
   // as conv2d runs them inside its loop over chunks.
   const weft::cpu::Conv2dGeom g2{32, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 14, 14};
@@ -260,6 +262,20 @@ int main(int argc, char** argv) {
                     weft::cpu::gemm_avx512_f32_packed_b(cout, taps, cols, go.data(), cols, 1, tpack, gw.data(), taps,
                                                         false);
                   }),
+        -1);
+  }
+  // conv2d's forward of that layer: the direct kernel with the output channels
+  // in the lanes (core/cpu/conv_lanes_avx512.h), on 16 images (each call packs
+  // the weights, 18 K strided reads that two images' 14 MFLOP would not hide),
+  // copying every image into its padded buffer included.
+  if (cpu_time && weft::cpu::conv_lanes_applies(g2, 1)) {
+    const int64_t n = 16, cout = 64, taps = 288, cols = n * 14 * 14;
+    const std::vector<float> x = ramp(n * 32 * 14 * 14, 7919);
+    std::vector<float> w(cout * taps), y(cout * cols);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 7) / 7.0f - 0.5f;
+    row("cnn conv2 lanes y", cout, cols, taps,
+        best_rate(2.0 * cout * taps * cols, reps, 2, cpu_time,
+                  [&] { weft::cpu::conv_lanes_forward(n, x.data(), w.data(), nullptr, cout, g2, y.data()); }),
         -1);
   }
   // bfloat16 operands (core/cpu/gemm_bf16.h), every path this CPU runs, on the

@@ -71,7 +71,7 @@ constexpr int64_t kMC = 1536;    // rows of A packed at once (kMC x kKC floats =
 constexpr int64_t kNC = 256;     // columns of B packed at once (kKC x kNC floats = 384 KiB, in L2)
 constexpr int64_t kBAhead = 16;  // k steps between fetching a B panel line and reading it (2 KiB)
 static_assert(kMC % kMR == 0 && kNC % kNR == 0);
-static_assert(kNR == kGemmPanelCols && kKC == 384 && kNC == 256, "GemmPackB's contract in gemm_avx512.h");
+static_assert(kNR == kGemmPanelCols && kKC == kGemmMaxKBlock && kNC == 256, "GemmPackB's contract in gemm_avx512.h");
 
 // Operand elements: float, or bfloat16 bits (uint16_t) widened to float32 while
 // packing (exact: a bfloat16 is the top half of a float32); one at a time here,

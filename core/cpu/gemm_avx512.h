@@ -38,9 +38,13 @@ void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, 
 // B's rows [p0, p0 + kc) x columns [j0, j0 + nc) to dst (64-byte aligned) as
 // panels of kGemmPanelCols columns, panel jr (columns j0 + jr ...) at
 // dst + jr * kc, with row p of the panel at p * w, where w = 32, or 16 for a
-// last panel of at most 16 columns; columns past nc are zero. kc <= 384 and
-// nc <= 256; the calls come from the calling thread.
+// last panel of at most 16 columns; columns past nc are zero. kc <=
+// kGemmMaxKBlock and nc <= 256; the calls come from the calling thread.
 constexpr int64_t kGemmPanelCols = 32;
+// The largest K block: a product with K <= kGemmMaxKBlock sums every element
+// of C in one block, its accumulator starting from zero (or the column bias)
+// and taking one FMA per k, in order (Note [gemm determinism], gemm.h).
+constexpr int64_t kGemmMaxKBlock = 384;
 class GemmPackB {
  public:
   virtual void pack(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) const = 0;

@@ -18,7 +18,10 @@
 // of one group whose output rows are as wide as the input's (3x3 "same"
 // convolutions) skip the column buffer for the output and the weight
 // gradient: the GEMM packs its B panels straight from the images
-// (core/cpu/conv_cols_avx512.h), the same values, so the same bits.
+// (core/cpu/conv_cols_avx512.h), the same values, so the same bits; their
+// forward, where it has at most 384 taps per output, runs the direct kernel
+// of core/cpu/conv_lanes_avx512.h (output channels in the vector lanes, no
+// column matrix at all), which sums in the GEMM's order: the same bits again.
 // Note [conv weight-grad determinism]: grad_weight sums per-chunk products; each
 // chunk's partial lands in its own slot and the slots are summed in chunk
 // order, so the result does not depend on the thread count.
@@ -34,6 +37,7 @@
 #include "core/autograd_meta.h"
 #include "core/cpu/conv_cols_avx512.h"
 #include "core/cpu/conv_direct_avx512.h"
+#include "core/cpu/conv_lanes_avx512.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/im2col.h"
 #include "core/dispatch.h"
@@ -107,6 +111,12 @@ void conv2d_forward_impl(const Tensor& out, const Tensor& x, const Tensor& w, co
       cpu::conv_direct_forward(N, px, pw, pb, Cout, g, po);
       return;
     }
+    // (threads split the images: with fewer images than threads the GEMM
+    // paths below keep every thread busy, with the same bits)
+    if (cpu::conv_lanes_applies(g, G) && N >= (in_parallel_region() ? 1 : get_num_threads())) {
+      cpu::conv_lanes_forward(N, px, pw, pb, Cout, g, po);
+      return;
+    }
   }
   const std::unique_ptr<cpu::ConvColsPlan> plan = implicit_cols<T>(g, G, chunks);
   parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
@@ -134,8 +144,11 @@ void conv2d_forward_impl(const Tensor& out, const Tensor& x, const Tensor& w, co
           T* orow = po + ((n0 + i) * Cout + c) * L;
           const T bv = pb ? pb[c] : T(0);
           if (nb > 1) {
+            // (no bias: a copy, so the sums keep their signed zeros as in the nb == 1 case)
             const T* src = dst + c * ld + i * L;
-            for (int64_t l = 0; l < L; ++l) orow[l] = src[l] + bv;
+            if (pb)
+              for (int64_t l = 0; l < L; ++l) orow[l] = src[l] + bv;
+            else std::memcpy(orow, src, L * sizeof(T));
           } else if (pb) {
             for (int64_t l = 0; l < L; ++l) orow[l] += bv;
           }

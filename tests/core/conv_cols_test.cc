@@ -15,6 +15,7 @@
 
 #include "autograd/engine.h"
 #include "core/cpu/conv_cols_avx512.h"
+#include "core/cpu/conv_lanes_avx512.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/gemm_avx512.h"
 #include "core/error.h"
@@ -142,6 +143,9 @@ TEST_F(ConvCols, Conv2dGivesIm2colsBits) {
     Tensor w = rnd({cout, c.C, c.k, c.k}, DType::Float32, ++seed);
     Tensor b = rnd({cout}, DType::Float32, ++seed);
     Tensor gy = rnd({c.N, cout, g.OH, g.OW}, DType::Float32, ++seed);
+    // (the lanes kernel, which takes the forward of these layers, gives the
+    // same bits too: conv_lanes_test; off here, the output is the packer's)
+    cpu::set_conv_lanes_enabled(false);
     cpu::set_conv_cols_enabled(false);
     set_num_threads(1);
     const auto ref = run(c, x, w, b, gy);
@@ -154,6 +158,7 @@ TEST_F(ConvCols, Conv2dGivesIm2colsBits) {
         EXPECT_EQ(values(got[i]), values(ref[i])) << what[i] << ", C " << c.C << " k " << c.k << ", " << threads;
     }
   }
+  cpu::set_conv_lanes_enabled(true);
   set_num_threads(nt);
 }
 

@@ -9,6 +9,7 @@
 
 #include "autograd/engine.h"
 #include "core/cpu/conv_direct_avx512.h"
+#include "core/cpu/conv_lanes_avx512.h"
 #include "core/cpu/gemm.h"
 #include "core/nn_ops.h"
 #include "core/ops.h"
@@ -91,8 +92,10 @@ TEST_F(ConvDirect, AgreesWithTheGemmPath) {
   Tensor b = rnd({10}, DType::Float32, 3), gy = rnd({c.N, 10, 12, 12}, DType::Float32, 4);
   auto direct = run(c, x, w, b, gy);
   cpu::set_conv_direct_enabled(false);
+  cpu::set_conv_lanes_enabled(false);  // (which would take the output next)
   EXPECT_FALSE(cpu::conv_direct_applies(geom_of(c), 1));
   auto gemm = run(c, x, w, b, gy);
+  cpu::set_conv_lanes_enabled(true);
   cpu::set_conv_direct_enabled(true);
   for (size_t i = 0; i < direct.size(); ++i) EXPECT_TRUE(tensors_near(direct[i], gemm[i], 2e-5)) << "result " << i;
 }

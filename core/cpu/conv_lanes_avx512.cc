@@ -1,0 +1,176 @@
+// Direct AVX-512 float32 convolution with the output channels in the vector
+// lanes (contract in core/cpu/conv_lanes_avx512.h).
+#include "core/cpu/conv_lanes_avx512.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "core/cpu/avx512_util.h"
+#include "core/cpu/gemm.h"
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace weft::cpu {
+namespace {
+std::atomic<bool> g_lanes{true};
+}  // namespace
+
+bool conv_lanes_applies(const Conv2dGeom& g, int64_t groups) {
+  return g_lanes.load(std::memory_order_relaxed) && gemm_f32_uses_avx512() && groups == 1 && g.sH == 1 && g.sW == 1 &&
+         g.OW == g.W && g.C * g.kH * g.kW <= kConvLanesMaxTaps;
+}
+
+void set_conv_lanes_enabled(bool enabled) { g_lanes.store(enabled, std::memory_order_relaxed); }
+
+}  // namespace weft::cpu
+
+// Everything below is compiled for AVX-512 whatever -march says; it runs only
+// where conv_lanes_applies() (which checks the CPU).
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")
+// GCC 12's unpack and shuffle intrinsics (transpose16) start from
+// _mm512_undefined_ps(), which the uninitialized-use warnings report.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace weft::cpu {
+namespace {
+
+constexpr int kPanel = 32;  // output channels per tile (two zmm)
+constexpr int kPos = 14;    // output positions per tile, at most (28 accumulators)
+
+// The padded image: per channel a plane of Hp rows x Wp columns, padded row r
+// and column u holding input row r - pH, column u - pW (zero outside the
+// image). Output (oh, ow) reads tap t at toff[t] + oh * Wp + ow.
+struct Layout {
+  int64_t Hp = 0, Wp = 0, plane = 0, taps = 0;
+  std::vector<int64_t> toff;
+};
+
+Layout make_layout(const Conv2dGeom& g) {
+  Layout l;
+  l.Hp = g.OH + g.dH * (g.kH - 1);
+  l.Wp = g.W + g.dW * (g.kW - 1);
+  l.plane = l.Hp * l.Wp;
+  l.taps = g.C * g.kH * g.kW;
+  l.toff.resize(l.taps);
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t ki = 0; ki < g.kH; ++ki)
+      for (int64_t kj = 0; kj < g.kW; ++kj)
+        l.toff[(c * g.kH + ki) * g.kW + kj] = c * l.plane + ki * g.dH * l.Wp + kj * g.dW;
+  return l;
+}
+
+// The data rows of image x (C, H, W) into xp (C planes of the layout). The
+// padding is never written: it stays zero from the buffer's allocation.
+void copy_image(const Conv2dGeom& g, const Layout& l, const float* x, float* xp) {
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t ih = 0; ih < g.H; ++ih)
+      std::memcpy(xp + c * l.plane + (ih + g.pH) * l.Wp + g.pW, x + (c * g.H + ih) * g.W, g.W * sizeof(float));
+}
+
+// Channels [0, rows) of a panel (rows <= 16 V) at P adjacent output positions
+// of one row: xo is the padded image at the first position, wp the panel's
+// weights (tap t's 16 V lanes at wp + 16 V t, zero past rows), out the first
+// position in channel 0's output plane (channel r's at out + r L). Each
+// output is summed over the taps in order from zero (Note [conv lanes
+// bits]), then transposed 16 x 16 and stored with the bias added.
+template <int P, int V>
+void tile(const float* __restrict xo, const int64_t* __restrict toff, int64_t taps, const float* __restrict wp,
+          const float* __restrict bias, int rows, int64_t L, float* __restrict out) {
+  __m512 acc[P][V];
+#pragma GCC unroll 14
+  for (int p = 0; p < P; ++p)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) acc[p][v] = _mm512_setzero_ps();
+  for (int64_t t = 0; t < taps; ++t, wp += 16 * V) {
+    const float* xr = xo + toff[t];
+    __m512 wv[V];
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) wv[v] = _mm512_load_ps(wp + 16 * v);
+#pragma GCC unroll 14
+    for (int p = 0; p < P; ++p) {
+      const __m512 xb = _mm512_set1_ps(xr[p]);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) acc[p][v] = _mm512_fmadd_ps(wv[v], xb, acc[p][v]);
+    }
+  }
+  const __mmask16 m = lanes(P);
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v) {
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) r[i] = i < P ? acc[i][v] : _mm512_setzero_ps();
+    transpose16(r);  // r[i]: channel 16 v + i at the P positions
+    for (int i = 0; i < 16 && 16 * v + i < rows; ++i) {
+      const int c = 16 * v + i;
+      const __m512 y = bias ? _mm512_add_ps(r[i], _mm512_set1_ps(bias[c])) : r[i];
+      _mm512_mask_storeu_ps(out + c * L, m, y);
+    }
+  }
+}
+
+using TileFn = void (*)(const float*, const int64_t*, int64_t, const float*, const float*, int, int64_t, float*);
+
+template <int... I>
+constexpr std::array<std::array<TileFn, 2>, sizeof...(I)> tile_table(std::integer_sequence<int, I...>) {
+  return {{{&tile<I + 1, 1>, &tile<I + 1, 2>}...}};
+}
+// kTile[p - 1][v - 1]: p positions, v zmm of channels.
+constexpr auto kTile = tile_table(std::make_integer_sequence<int, kPos>{});
+
+}  // namespace
+
+void conv_lanes_forward(int64_t n, const float* x, const float* w, const float* bias, int64_t cout, const Conv2dGeom& g,
+                        float* out) {
+  WEFT_CHECK(g.sH == 1 && g.sW == 1 && g.OW == g.W && g.C * g.kH * g.kW <= kConvLanesMaxTaps,
+             "conv_lanes_forward: needs stride 1, OW == W and at most ", kConvLanesMaxTaps, " taps, got ",
+             g.C * g.kH * g.kW);
+  const int64_t L = g.OH * g.W;
+  if (n == 0 || cout == 0 || L == 0) return;
+  const Layout l = make_layout(g);
+  const int64_t taps = l.taps, panels = (cout + kPanel - 1) / kPanel;
+  // Panel pi's weights, tap-major (tap t's kPanel lanes, zero past the
+  // panel's rows), at wp + pi * taps * kPanel, 64-byte aligned.
+  std::vector<float> wbuf(panels * taps * kPanel + 16, 0.0f);
+  float* wp = wbuf.data() + (16 - reinterpret_cast<uintptr_t>(wbuf.data()) / sizeof(float) % 16) % 16;
+  for (int64_t pi = 0; pi < panels; ++pi) {
+    const int64_t c0 = pi * kPanel, rows = std::min<int64_t>(kPanel, cout - c0), width = rows > 16 ? 32 : 16;
+    for (int64_t t = 0; t < taps; ++t)
+      for (int64_t r = 0; r < rows; ++r) wp[pi * taps * kPanel + t * width + r] = w[(c0 + r) * taps + t];
+  }
+  // each output row in near-equal blocks of at most kPos positions
+  const int64_t blocks = (g.W + kPos - 1) / kPos;
+  parallel_for(0, n, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> pad(g.C * l.plane, 0.0f);
+    for (int64_t img = i0; img < i1; ++img) {
+      copy_image(g, l, x + img * g.C * g.H * g.W, pad.data());
+      for (int64_t pi = 0; pi < panels; ++pi) {
+        const int64_t c0 = pi * kPanel;
+        const int rows = static_cast<int>(std::min<int64_t>(kPanel, cout - c0));
+        const int V = rows > 16 ? 2 : 1;
+        const float* wpi = wp + pi * taps * kPanel;
+        const float* bi = bias ? bias + c0 : nullptr;
+        float* oi = out + (img * cout + c0) * L;
+        for (int64_t oh = 0; oh < g.OH; ++oh)
+          for (int64_t b = 0; b < blocks; ++b) {
+            const int64_t ow0 = b * g.W / blocks, P = (b + 1) * g.W / blocks - ow0;
+            kTile[P - 1][V - 1](pad.data() + oh * l.Wp + ow0, l.toff.data(), taps, wpi, bi, rows, L,
+                                oi + oh * g.W + ow0);
+          }
+      }
+    }
+  });
+}
+
+}  // namespace weft::cpu
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options

@@ -1,0 +1,50 @@
+// Direct AVX-512 float32 convolution with the output channels in the vector
+// lanes, for the forward of "same" layers with many taps per output (the
+// CNN's second layer, 32 -> 64 channels, 3x3), used by core/ops/conv.cc in
+// place of the implicit im2col GEMM where conv_lanes_applies().
+//
+// Contract: x (n, C, H, W), w (cout, C, kH, kW), out (n, cout, OH, W), all
+// contiguous float32; stride 1, one group, output rows as wide as the input's
+// (OW == W), any dilation and padding, at most kConvLanesMaxTaps taps per
+// output (C * kH * kW).
+//
+// Each image is copied once into a zero-padded buffer (per channel, OH + dH
+// (kH - 1) rows of W + dW (kW - 1) columns), so every tap of every output is
+// one plain load. A register tile holds 32 output channels (two zmm; one for
+// a last panel of 16 or fewer) x up to 14 positions of one output row: per
+// tap it loads the panel's weights (packed tap-major) and broadcasts the
+// positions' input values, 28 FMAs for 2 loads and 14 broadcasts, the GEMM
+// micro-kernel's ratio, with no column matrix and nothing packed from the
+// images. The finished tile is transposed in registers (16 x 16) and stored
+// as rows of the output planes, the bias added.
+//
+// Note [conv lanes bits]: each output is its taps' products summed in tap
+// order from zero, one FMA each, then the bias added (when there is one):
+// the sums of im2col + the AVX-512 GEMM, which keeps all of at most 384 taps
+// in one K block (kGemmMaxKBlock). So the results are bit for bit those of
+// that path and of the implicit im2col, whatever the thread count.
+#pragma once
+
+#include <cstdint>
+
+#include "core/cpu/gemm_avx512.h"
+#include "core/cpu/im2col.h"
+
+namespace weft::cpu {
+
+constexpr int64_t kConvLanesMaxTaps = kGemmMaxKBlock;  // C * kH * kW
+
+// True when conv_lanes_forward takes this float32 convolution: the float32
+// GEMM runs on AVX-512 (gemm_f32_uses_avx512), the path is enabled, and the
+// geometry is the contract's.
+bool conv_lanes_applies(const Conv2dGeom& g, int64_t groups);
+
+// Tests and benchmarks: false sends conv2d's forward back to the GEMM paths.
+// Not thread-safe against convolutions running meanwhile.
+void set_conv_lanes_enabled(bool enabled);
+
+// out (n, cout, OH, W) = conv(x, w) + bias (cout values, or nullptr: none).
+void conv_lanes_forward(int64_t n, const float* x, const float* w, const float* bias, int64_t cout, const Conv2dGeom& g,
+                        float* out);
+
+}  // namespace weft::cpu

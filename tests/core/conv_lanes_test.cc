@@ -1,0 +1,176 @@
+// The direct convolution with the output channels in the vector lanes
+// (core/cpu/conv_lanes_avx512.h): its output bit for bit that of im2col +
+// GEMM (Note [conv lanes bits]), with and without a bias, at 1 and 3 threads,
+// on geometries that take every kind of tile (output rows of 1 to 30
+// positions, cut into blocks of at most 14; full and partial panels of 32
+// channels, of more and fewer than 16; padding, no row padding, dilation, 1x1
+// and 5x5 kernels, up to 378 taps); against a float64 reference; that conv2d
+// takes it; and the geometries it leaves to the GEMM paths.
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/cpu/conv_cols_avx512.h"
+#include "core/cpu/conv_direct_avx512.h"
+#include "core/cpu/conv_lanes_avx512.h"
+#include "core/cpu/gemm.h"
+#include "core/error.h"
+#include "core/nn_ops.h"
+#include "core/ops.h"
+#include "core/parallel.h"
+#include "tests/testing.h"
+
+namespace weft {
+namespace {
+using testing::rnd;
+
+// A stride-1 layer whose output rows are as wide as its input's (pW = dW (k -
+// 1) / 2, k odd).
+struct Geo {
+  int64_t N, C, H, W, k, pH, dH, dW, cout;
+  int64_t pW() const { return dW * (k - 1) / 2; }
+  int64_t OH() const { return H + 2 * pH - dH * (k - 1); }
+  cpu::Conv2dGeom geom() const { return {C, H, W, k, k, 1, 1, pH, pW(), dH, dW, OH(), W}; }
+};
+
+std::vector<Geo> geometries() {
+  return {
+      {3, 2, 5, 1, 3, 1, 1, 1, 5},      // one position a row (pW = 1: every tap but the middle column is padding)
+      {2, 3, 4, 13, 3, 1, 1, 1, 17},    // 13 positions, a panel of 17 channels (two zmm, one lane used)
+      {2, 4, 6, 15, 3, 0, 1, 1, 33},    // rows of 7 + 8, pH = 0 (OH = H - 2), panels of 32 and 1
+      {2, 1, 7, 30, 5, 2, 1, 1, 16},    // 5x5 over one channel, rows of 10 + 10 + 10, one full zmm
+      {2, 3, 9, 9, 3, 2, 2, 2, 8},      // dilation 2 (pW = 2)
+      {3, 5, 8, 7, 1, 0, 1, 1, 9},      // 1x1
+      {2, 2, 4, 28, 3, 1, 1, 1, 20},    // rows of 14 + 14
+      {2, 32, 14, 14, 3, 1, 1, 1, 64},  // the Fashion-MNIST CNN's second layer
+      {1, 42, 6, 6, 3, 1, 1, 1, 70},    // 378 taps (the limit is 384), panels of 32, 32 and 6
+  };
+}
+
+class ConvLanes : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cpu::gemm_f32_uses_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: conv2d runs im2col + GEMM here";
+  }
+};
+
+// conv2d through im2col + the AVX-512 GEMM (the direct, implicit and lanes
+// paths switched off).
+Tensor im2col_path(const Geo& c, const Tensor& x, const Tensor& w, const Tensor& b) {
+  cpu::set_conv_lanes_enabled(false);
+  cpu::set_conv_direct_enabled(false);
+  cpu::set_conv_cols_enabled(false);
+  Tensor y = conv2d(x, w, b, {1, 1}, {c.pH, c.pW()}, {c.dH, c.dW});
+  cpu::set_conv_lanes_enabled(true);
+  cpu::set_conv_direct_enabled(true);
+  cpu::set_conv_cols_enabled(true);
+  return y;
+}
+
+bool same_bits(const Tensor& a, const std::vector<float>& b) {
+  return a.numel() == static_cast<int64_t>(b.size()) &&
+         std::memcmp(a.data_ptr<float>(), b.data(), b.size() * sizeof(float)) == 0;
+}
+
+TEST_F(ConvLanes, GivesIm2colsBits) {
+  uint64_t seed = 50;
+  const int nt = get_num_threads();
+  for (const Geo& c : geometries()) {
+    const cpu::Conv2dGeom g = c.geom();
+    ASSERT_TRUE(cpu::conv_lanes_applies(g, 1)) << "C " << c.C << " k " << c.k;
+    Tensor x = rnd({c.N, c.C, c.H, c.W}, DType::Float32, ++seed);
+    Tensor w = rnd({c.cout, c.C, c.k, c.k}, DType::Float32, ++seed);
+    Tensor b = rnd({c.cout}, DType::Float32, ++seed);
+    for (bool with_bias : {true, false}) {
+      set_num_threads(1);
+      const Tensor ref = im2col_path(c, x, w, with_bias ? b : Tensor());
+      for (int threads : {1, 3}) {
+        set_num_threads(threads);
+        std::vector<float> out(ref.numel(), -7.0f);
+        cpu::conv_lanes_forward(c.N, x.data_ptr<float>(), w.data_ptr<float>(),
+                                with_bias ? b.data_ptr<float>() : nullptr, c.cout, g, out.data());
+        EXPECT_TRUE(same_bits(ref, out)) << "C " << c.C << " W " << c.W << " k " << c.k << " cout " << c.cout
+                                         << (with_bias ? ", bias" : ", no bias") << ", " << threads << " threads";
+      }
+    }
+  }
+  set_num_threads(nt);
+}
+
+// An independent check of the sums: float64 loops over the definition.
+TEST_F(ConvLanes, MatchesAFloat64Reference) {
+  uint64_t seed = 80;
+  for (const Geo& c : geometries()) {
+    Tensor x = rnd({c.N, c.C, c.H, c.W}, DType::Float32, ++seed);
+    Tensor w = rnd({c.cout, c.C, c.k, c.k}, DType::Float32, ++seed);
+    Tensor b = rnd({c.cout}, DType::Float32, ++seed);
+    const float *px = x.data_ptr<float>(), *pw = w.data_ptr<float>(), *pb = b.data_ptr<float>();
+    const int64_t OH = c.OH(), OW = c.W;
+    std::vector<double> want(c.N * c.cout * OH * OW);
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t o = 0; o < c.cout; ++o)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            double s = pb[o];
+            for (int64_t ci = 0; ci < c.C; ++ci)
+              for (int64_t ki = 0; ki < c.k; ++ki)
+                for (int64_t kj = 0; kj < c.k; ++kj) {
+                  const int64_t ih = oh + ki * c.dH - c.pH, iw = ow + kj * c.dW - c.pW();
+                  if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
+                  s += double(px[((n * c.C + ci) * c.H + ih) * c.W + iw]) * pw[((o * c.C + ci) * c.k + ki) * c.k + kj];
+                }
+            want[((n * c.cout + o) * OH + oh) * OW + ow] = s;
+          }
+    std::vector<float> out(want.size());
+    cpu::conv_lanes_forward(c.N, px, pw, pb, c.cout, c.geom(), out.data());
+    // float32 sums of up to 379 terms of magnitude <= 1: |error| <= 379 * 2^-24 * 379 < 1e-2 in the
+    // worst case; random signs keep it near sqrt(379) * 2^-24 * 20, so 1e-4 has room to spare
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(out[i], want[i], 1e-4) << "element " << i << ", C " << c.C << " W " << c.W << " k " << c.k;
+  }
+}
+
+// conv2d's forward runs it where it applies (same bits as the GEMM paths, so
+// this checks the values conv2d returns, with the output of the kernel
+// itself): the CNN's second layer at batch 4.
+TEST_F(ConvLanes, Conv2dForwardTakesIt) {
+  const Geo c{4, 32, 14, 14, 3, 1, 1, 1, 64};
+  Tensor x = rnd({c.N, c.C, c.H, c.W}, DType::Float32, 7);
+  Tensor w = rnd({c.cout, c.C, 3, 3}, DType::Float32, 8);
+  Tensor b = rnd({c.cout}, DType::Float32, 9);
+  std::vector<float> out(c.N * c.cout * c.H * c.W);
+  cpu::conv_lanes_forward(c.N, x.data_ptr<float>(), w.data_ptr<float>(), b.data_ptr<float>(), c.cout, c.geom(),
+                          out.data());
+  EXPECT_TRUE(same_bits(conv2d(x, w, b, {1, 1}, {1, 1}), out));
+}
+
+TEST_F(ConvLanes, LeavesOtherGeometriesToTheGemmPaths) {
+  const cpu::Conv2dGeom same{4, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, 8};
+  EXPECT_TRUE(cpu::conv_lanes_applies(same, 1));
+  EXPECT_FALSE(cpu::conv_lanes_applies(same, 2)) << "groups";
+  cpu::Conv2dGeom g = same;
+  g.sW = 2, g.OW = 4;
+  EXPECT_FALSE(cpu::conv_lanes_applies(g, 1)) << "stride";
+  g = same;
+  g.pW = 0, g.OW = 6;
+  EXPECT_FALSE(cpu::conv_lanes_applies(g, 1)) << "output narrower than the input";
+  g = same;
+  g.C = 43;  // 387 taps
+  EXPECT_FALSE(cpu::conv_lanes_applies(g, 1)) << "more taps than one K block of the GEMM";
+  cpu::set_conv_lanes_enabled(false);
+  EXPECT_FALSE(cpu::conv_lanes_applies(same, 1)) << "switched off";
+  cpu::set_conv_lanes_enabled(true);
+}
+
+TEST_F(ConvLanes, RefusesOtherGeometriesByName) {
+  cpu::Conv2dGeom g{43, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 4};
+  std::vector<float> x(43 * 16), w(2 * 387), out(2 * 16);
+  EXPECT_WEFT_ERROR(cpu::conv_lanes_forward(1, x.data(), w.data(), nullptr, 2, g, out.data()),
+                    "at most 384 taps, got 387");
+  g = {4, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 2, 2};
+  EXPECT_WEFT_ERROR(cpu::conv_lanes_forward(1, x.data(), w.data(), nullptr, 2, g, out.data()), "needs stride 1");
+}
+
+}  // namespace
+}  // namespace weft
