@@ -264,18 +264,25 @@ int main(int argc, char** argv) {
                   }),
         -1);
   }
-  // conv2d's forward of that layer: the direct kernel with the output channels
-  // in the lanes (core/cpu/conv_lanes_avx512.h), on 16 images (each call packs
-  // the weights, 18 K strided reads that two images' 14 MFLOP would not hide),
-  // copying every image into its padded buffer included.
-  if (cpu_time && weft::cpu::conv_lanes_applies(g2, 1)) {
+  // conv2d's forward and input gradient of that layer: the direct kernel with
+  // the output channels in the lanes (core/cpu/conv_lanes_avx512.h), on 16
+  // images (each call packs the weights, 18 K strided reads that two images'
+  // 14 MFLOP would not hide), copying every image into its padded buffer
+  // included. The input gradient is the same kernel on the output gradient:
+  // 32 channels x 576 taps.
+  if (cpu_time && weft::cpu::conv_lanes_applies(g2, 1, 64) && weft::cpu::conv_lanes_input_grad_applies(g2, 1)) {
     const int64_t n = 16, cout = 64, taps = 288, cols = n * 14 * 14;
     const std::vector<float> x = ramp(n * 32 * 14 * 14, 7919);
-    std::vector<float> w(cout * taps), y(cout * cols);
+    std::vector<float> w(cout * taps), y(cout * cols), gx(x.size());
     for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 7) / 7.0f - 0.5f;
+    const double flops = 2.0 * cout * taps * cols;
     row("cnn conv2 lanes y", cout, cols, taps,
-        best_rate(2.0 * cout * taps * cols, reps, 2, cpu_time,
+        best_rate(flops, reps, 2, cpu_time,
                   [&] { weft::cpu::conv_lanes_forward(n, x.data(), w.data(), nullptr, cout, g2, y.data()); }),
+        -1);
+    row("cnn conv2 lanes dX", 32, cols, cout * 9,
+        best_rate(flops, reps, 2, cpu_time,
+                  [&] { weft::cpu::conv_lanes_input_grad(n, y.data(), w.data(), cout, g2, gx.data()); }),
         -1);
   }
   // bfloat16 operands (core/cpu/gemm_bf16.h), every path this CPU runs, on the

@@ -21,9 +21,21 @@ namespace {
 std::atomic<bool> g_lanes{true};
 }  // namespace
 
-bool conv_lanes_applies(const Conv2dGeom& g, int64_t groups) {
+namespace {
+// The geometry the kernels take (stride 1, one group, OW == W) with `channels`
+// output channels filling at least 3/4 of the lanes they take (16 a zmm).
+bool lanes_geometry(const Conv2dGeom& g, int64_t groups, int64_t channels) {
   return g_lanes.load(std::memory_order_relaxed) && gemm_f32_uses_avx512() && groups == 1 && g.sH == 1 && g.sW == 1 &&
-         g.OW == g.W && g.C * g.kH * g.kW <= kConvLanesMaxTaps;
+         g.OW == g.W && channels >= 16 && 4 * channels >= 3 * 16 * ((channels + 15) / 16);
+}
+}  // namespace
+
+bool conv_lanes_applies(const Conv2dGeom& g, int64_t groups, int64_t cout) {
+  return lanes_geometry(g, groups, cout) && g.C * g.kH * g.kW <= kConvLanesMaxTaps;
+}
+
+bool conv_lanes_input_grad_applies(const Conv2dGeom& g, int64_t groups) {
+  return lanes_geometry(g, groups, g.C) && g.pH <= g.dH * (g.kH - 1);
 }
 
 void set_conv_lanes_enabled(bool enabled) { g_lanes.store(enabled, std::memory_order_relaxed); }
@@ -128,23 +140,25 @@ constexpr auto kTile = tile_table(std::make_integer_sequence<int, kPos>{});
 
 }  // namespace
 
-void conv_lanes_forward(int64_t n, const float* x, const float* w, const float* bias, int64_t cout, const Conv2dGeom& g,
-                        float* out) {
-  WEFT_CHECK(g.sH == 1 && g.sW == 1 && g.OW == g.W && g.C * g.kH * g.kW <= kConvLanesMaxTaps,
-             "conv_lanes_forward: needs stride 1, OW == W and at most ", kConvLanesMaxTaps, " taps, got ",
-             g.C * g.kH * g.kW);
+namespace {
+
+// out (n, cout, OH, W) = bias (or none) + the convolution of x (n, C, H, W)
+// with the weights wt(o, t) (output channel o, tap t = (c, ki, kj) in order).
+template <typename Weights>
+void convolve(int64_t n, const float* x, const Weights& wt, const float* bias, int64_t cout, const Conv2dGeom& g,
+              float* out) {
   const int64_t L = g.OH * g.W;
   if (n == 0 || cout == 0 || L == 0) return;
   const Layout l = make_layout(g);
   const int64_t taps = l.taps, panels = (cout + kPanel - 1) / kPanel;
-  // Panel pi's weights, tap-major (tap t's kPanel lanes, zero past the
+  // Panel pi's weights, tap-major (tap t's 16 or 32 lanes, zero past the
   // panel's rows), at wp + pi * taps * kPanel, 64-byte aligned.
   std::vector<float> wbuf(panels * taps * kPanel + 16, 0.0f);
   float* wp = wbuf.data() + (16 - reinterpret_cast<uintptr_t>(wbuf.data()) / sizeof(float) % 16) % 16;
   for (int64_t pi = 0; pi < panels; ++pi) {
     const int64_t c0 = pi * kPanel, rows = std::min<int64_t>(kPanel, cout - c0), width = rows > 16 ? 32 : 16;
-    for (int64_t t = 0; t < taps; ++t)
-      for (int64_t r = 0; r < rows; ++r) wp[pi * taps * kPanel + t * width + r] = w[(c0 + r) * taps + t];
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t t = 0; t < taps; ++t) wp[pi * taps * kPanel + t * width + r] = wt(c0 + r, t);
   }
   // each output row in near-equal blocks of at most kPos positions
   const int64_t blocks = (g.W + kPos - 1) / kPos;
@@ -168,6 +182,36 @@ void conv_lanes_forward(int64_t n, const float* x, const float* w, const float* 
       }
     }
   });
+}
+
+}  // namespace
+
+void conv_lanes_forward(int64_t n, const float* x, const float* w, const float* bias, int64_t cout, const Conv2dGeom& g,
+                        float* out) {
+  const int64_t taps = g.C * g.kH * g.kW;
+  WEFT_CHECK(g.sH == 1 && g.sW == 1 && g.OW == g.W && taps <= kConvLanesMaxTaps,
+             "conv_lanes_forward: needs stride 1, OW == W and at most ", kConvLanesMaxTaps, " taps, got ", taps);
+  convolve(
+      n, x, [&](int64_t o, int64_t t) { return w[o * taps + t]; }, bias, cout, g, out);
+}
+
+void conv_lanes_input_grad(int64_t n, const float* go, const float* w, int64_t cout, const Conv2dGeom& g, float* gx) {
+  WEFT_CHECK(g.sH == 1 && g.sW == 1 && g.OW == g.W && g.pH <= g.dH * (g.kH - 1),
+             "conv_lanes_input_grad: needs stride 1, OW == W and pH <= dH (kH - 1), got pH ", g.pH);
+  // Note [conv lanes input gradient]: gx is go convolved with w flipped in
+  // both kernel dimensions and its channels swapped, go padded by dH (kH - 1)
+  // - pH rows (and pW columns: 2 pW = dW (kW - 1)), an output as high as the
+  // input. Tap t = (o, ki, kj) of output channel c is w[o, c, kH - 1 - ki,
+  // kW - 1 - kj].
+  const Conv2dGeom gt{cout, g.OH, g.W, g.kH, g.kW, 1, 1, g.dH * (g.kH - 1) - g.pH, g.pW, g.dH, g.dW, g.H, g.W};
+  const int64_t khw = g.kH * g.kW;
+  convolve(
+      n, go,
+      [&](int64_t c, int64_t t) {
+        const int64_t o = t / khw, s = t % khw;
+        return w[(o * g.C + c) * khw + (khw - 1 - s)];
+      },
+      nullptr, g.C, gt, gx);
 }
 
 }  // namespace weft::cpu

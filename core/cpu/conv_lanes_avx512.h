@@ -1,12 +1,14 @@
 // Direct AVX-512 float32 convolution with the output channels in the vector
-// lanes, for the forward of "same" layers with many taps per output (the
-// CNN's second layer, 32 -> 64 channels, 3x3), used by core/ops/conv.cc in
-// place of the implicit im2col GEMM where conv_lanes_applies().
+// lanes, for "same" layers with many taps per output (the CNN's second layer,
+// 32 -> 64 channels, 3x3): used by core/ops/conv.cc for the forward in place
+// of the implicit im2col GEMM where conv_lanes_applies(), and for the input
+// gradient in place of GEMM + col2im where conv_lanes_input_grad_applies().
 //
-// Contract: x (n, C, H, W), w (cout, C, kH, kW), out (n, cout, OH, W), all
-// contiguous float32; stride 1, one group, output rows as wide as the input's
-// (OW == W), any dilation and padding, at most kConvLanesMaxTaps taps per
-// output (C * kH * kW).
+// Contract: x and gx (n, C, H, W), w (cout, C, kH, kW), out and go (n, cout,
+// OH, W), all contiguous float32; stride 1, one group, output rows as wide as
+// the input's (OW == W), any dilation and padding; the forward takes at most
+// kConvLanesMaxTaps taps per output (C * kH * kW). The input gradient runs
+// the same kernel on go (see conv_lanes_input_grad).
 //
 // Each image is copied once into a zero-padded buffer (per channel, OH + dH
 // (kH - 1) rows of W + dW (kW - 1) columns), so every tap of every output is
@@ -21,8 +23,8 @@
 // Note [conv lanes bits]: each output is its taps' products summed in tap
 // order from zero, one FMA each, then the bias added (when there is one):
 // the sums of im2col + the AVX-512 GEMM, which keeps all of at most 384 taps
-// in one K block (kGemmMaxKBlock). So the results are bit for bit those of
-// that path and of the implicit im2col, whatever the thread count.
+// in one K block (kGemmMaxKBlock). So the forward's results are bit for bit
+// those of that path and of the implicit im2col, whatever the thread count.
 #pragma once
 
 #include <cstdint>
@@ -32,19 +34,34 @@
 
 namespace weft::cpu {
 
-constexpr int64_t kConvLanesMaxTaps = kGemmMaxKBlock;  // C * kH * kW
+constexpr int64_t kConvLanesMaxTaps = kGemmMaxKBlock;  // C * kH * kW, forward
 
-// True when conv_lanes_forward takes this float32 convolution: the float32
-// GEMM runs on AVX-512 (gemm_f32_uses_avx512), the path is enabled, and the
-// geometry is the contract's.
-bool conv_lanes_applies(const Conv2dGeom& g, int64_t groups);
+// True when conv2d's forward takes conv_lanes_forward for this float32
+// convolution to cout channels: the float32 GEMM runs on AVX-512
+// (gemm_f32_uses_avx512), the path is enabled, the geometry is the
+// contract's, and the cout channels fill at least 3/4 of the lanes they take
+// (16 a zmm: 16, 24, 32, 48 ..., not 8 or 17).
+bool conv_lanes_applies(const Conv2dGeom& g, int64_t groups, int64_t cout);
 
-// Tests and benchmarks: false sends conv2d's forward back to the GEMM paths.
-// Not thread-safe against convolutions running meanwhile.
+// The same for conv_lanes_input_grad, whose output channels are the layer's
+// input channels (g.C) and which takes any number of taps: the contract's
+// geometry with pH <= dH (kH - 1).
+bool conv_lanes_input_grad_applies(const Conv2dGeom& g, int64_t groups);
+
+// Tests and benchmarks: false sends conv2d back to the GEMM paths. Not
+// thread-safe against convolutions running meanwhile.
 void set_conv_lanes_enabled(bool enabled);
 
 // out (n, cout, OH, W) = conv(x, w) + bias (cout values, or nullptr: none).
 void conv_lanes_forward(int64_t n, const float* x, const float* w, const float* bias, int64_t cout, const Conv2dGeom& g,
                         float* out);
+
+// gx (n, C, H, W) = the gradient of sum(out * go) with respect to x, for go
+// (n, cout, OH, W): the transposed convolution, as a convolution of go with
+// the kernel flipped and its channels swapped (Note [conv lanes input
+// gradient] in the .cc), any number of taps (cout * kH * kW); needs pH <= dH
+// (kH - 1). Its sums run over (output channel, ki, kj) in order from zero, so
+// they differ from GEMM + col2im in rounding, and not with the thread count.
+void conv_lanes_input_grad(int64_t n, const float* go, const float* w, int64_t cout, const Conv2dGeom& g, float* gx);
 
 }  // namespace weft::cpu

@@ -18,10 +18,13 @@
 // of one group whose output rows are as wide as the input's (3x3 "same"
 // convolutions) skip the column buffer for the output and the weight
 // gradient: the GEMM packs its B panels straight from the images
-// (core/cpu/conv_cols_avx512.h), the same values, so the same bits; their
-// forward, where it has at most 384 taps per output, runs the direct kernel
-// of core/cpu/conv_lanes_avx512.h (output channels in the vector lanes, no
-// column matrix at all), which sums in the GEMM's order: the same bits again.
+// (core/cpu/conv_cols_avx512.h), the same values, so the same bits. Their
+// forward, where it has at most 384 taps per output, and their input
+// gradient run the direct kernel of core/cpu/conv_lanes_avx512.h instead
+// (output channels in the vector lanes, no column matrix at all, where the
+// channels fill the lanes): the forward sums in the GEMM's order, the same
+// bits again; the input gradient is a convolution of the output gradient,
+// in place of GEMM + col2im.
 // Note [conv weight-grad determinism]: grad_weight sums per-chunk products; each
 // chunk's partial lands in its own slot and the slots are summed in chunk
 // order, so the result does not depend on the thread count.
@@ -113,7 +116,7 @@ void conv2d_forward_impl(const Tensor& out, const Tensor& x, const Tensor& w, co
     }
     // (threads split the images: with fewer images than threads the GEMM
     // paths below keep every thread busy, with the same bits)
-    if (cpu::conv_lanes_applies(g, G) && N >= (in_parallel_region() ? 1 : get_num_threads())) {
+    if (cpu::conv_lanes_applies(g, G, Cout) && N >= (in_parallel_region() ? 1 : get_num_threads())) {
       cpu::conv_lanes_forward(N, px, pw, pb, Cout, g, po);
       return;
     }
@@ -177,6 +180,11 @@ void conv2d_backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
       cpu::conv_direct_weight_grad(N, px, pgo, Cout, g, pgw, gb.defined() ? gb.data_ptr<T>() : nullptr);
       pgw = nullptr;
       gb_done = true;
+    }
+    // the input gradient as a convolution of go (the threads split the images)
+    if (pgx && cpu::conv_lanes_input_grad_applies(g, G) && N >= (in_parallel_region() ? 1 : get_num_threads())) {
+      cpu::conv_lanes_input_grad(N, pgo, pw, Cout, g, pgx);
+      pgx = nullptr;
     }
   }
 

@@ -143,8 +143,8 @@ TEST_F(ConvCols, Conv2dGivesIm2colsBits) {
     Tensor w = rnd({cout, c.C, c.k, c.k}, DType::Float32, ++seed);
     Tensor b = rnd({cout}, DType::Float32, ++seed);
     Tensor gy = rnd({c.N, cout, g.OH, g.OW}, DType::Float32, ++seed);
-    // (the lanes kernel, which takes the forward of these layers, gives the
-    // same bits too: conv_lanes_test; off here, the output is the packer's)
+    // (the lanes kernel, which takes the forward and the input gradient of
+    // some of these layers, is off here: conv_lanes_test checks it)
     cpu::set_conv_lanes_enabled(false);
     cpu::set_conv_cols_enabled(false);
     set_num_threads(1);

@@ -5,7 +5,8 @@
 // positions, cut into blocks of at most 14; full and partial panels of 32
 // channels, of more and fewer than 16; padding, no row padding, dilation, 1x1
 // and 5x5 kernels, up to 378 taps); against a float64 reference; that conv2d
-// takes it; and the geometries it leaves to the GEMM paths.
+// takes it; the input gradient as a convolution of the output gradient; and
+// the geometries it leaves to the GEMM paths.
 #include <cstring>
 #include <vector>
 
@@ -78,7 +79,6 @@ TEST_F(ConvLanes, GivesIm2colsBits) {
   const int nt = get_num_threads();
   for (const Geo& c : geometries()) {
     const cpu::Conv2dGeom g = c.geom();
-    ASSERT_TRUE(cpu::conv_lanes_applies(g, 1)) << "C " << c.C << " k " << c.k;
     Tensor x = rnd({c.N, c.C, c.H, c.W}, DType::Float32, ++seed);
     Tensor w = rnd({c.cout, c.C, c.k, c.k}, DType::Float32, ++seed);
     Tensor b = rnd({c.cout}, DType::Float32, ++seed);
@@ -146,21 +146,104 @@ TEST_F(ConvLanes, Conv2dForwardTakesIt) {
 }
 
 TEST_F(ConvLanes, LeavesOtherGeometriesToTheGemmPaths) {
-  const cpu::Conv2dGeom same{4, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, 8};
-  EXPECT_TRUE(cpu::conv_lanes_applies(same, 1));
-  EXPECT_FALSE(cpu::conv_lanes_applies(same, 2)) << "groups";
+  const cpu::Conv2dGeom same{16, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, 8};
+  EXPECT_TRUE(cpu::conv_lanes_applies(same, 1, 32));
+  EXPECT_TRUE(cpu::conv_lanes_input_grad_applies(same, 1));
+  EXPECT_FALSE(cpu::conv_lanes_applies(same, 2, 32)) << "groups";
+  EXPECT_FALSE(cpu::conv_lanes_input_grad_applies(same, 2)) << "groups";
+  for (int64_t cout : {16, 24, 32, 36, 40, 48, 64, 65})
+    EXPECT_TRUE(cpu::conv_lanes_applies(same, 1, cout)) << cout << " channels";
+  for (int64_t cout : {1, 8, 15, 17, 33, 35})
+    EXPECT_FALSE(cpu::conv_lanes_applies(same, 1, cout)) << cout << " channels use under 3/4 of the lanes";
   cpu::Conv2dGeom g = same;
   g.sW = 2, g.OW = 4;
-  EXPECT_FALSE(cpu::conv_lanes_applies(g, 1)) << "stride";
+  EXPECT_FALSE(cpu::conv_lanes_applies(g, 1, 32)) << "stride";
+  EXPECT_FALSE(cpu::conv_lanes_input_grad_applies(g, 1)) << "stride";
   g = same;
   g.pW = 0, g.OW = 6;
-  EXPECT_FALSE(cpu::conv_lanes_applies(g, 1)) << "output narrower than the input";
+  EXPECT_FALSE(cpu::conv_lanes_applies(g, 1, 32)) << "output narrower than the input";
+  EXPECT_FALSE(cpu::conv_lanes_input_grad_applies(g, 1)) << "output narrower than the input";
   g = same;
   g.C = 43;  // 387 taps
-  EXPECT_FALSE(cpu::conv_lanes_applies(g, 1)) << "more taps than one K block of the GEMM";
+  EXPECT_FALSE(cpu::conv_lanes_applies(g, 1, 32)) << "more taps than one K block of the GEMM";
+  // (the input gradient's taps are the output channels' (32 x 9), with no limit)
+  EXPECT_TRUE(cpu::conv_lanes_input_grad_applies(g, 1)) << "43 input channels, 43 of 48 lanes";
+  g = same;
+  g.C = 8;
+  EXPECT_FALSE(cpu::conv_lanes_input_grad_applies(g, 1)) << "8 input channels";
+  g = same;
+  g.pH = 3, g.OH = 12;
+  EXPECT_TRUE(cpu::conv_lanes_applies(g, 1, 32));
+  EXPECT_FALSE(cpu::conv_lanes_input_grad_applies(g, 1))
+      << "pH > dH (kH - 1): the transposed padding would be negative";
   cpu::set_conv_lanes_enabled(false);
-  EXPECT_FALSE(cpu::conv_lanes_applies(same, 1)) << "switched off";
+  EXPECT_FALSE(cpu::conv_lanes_applies(same, 1, 32)) << "switched off";
+  EXPECT_FALSE(cpu::conv_lanes_input_grad_applies(same, 1)) << "switched off";
   cpu::set_conv_lanes_enabled(true);
+}
+
+// The input gradient (conv_lanes_input_grad): against float64 loops over the
+// definition (gx[n, c, ih, iw] = sum of go[n, o, oh, ow] w[o, c, ki, kj] over
+// ih = oh + ki dH - pH, iw = ow + kj dW - pW), against GEMM + col2im up to
+// rounding, and the same bits at 1 and 3 threads.
+TEST_F(ConvLanes, InputGradient) {
+  uint64_t seed = 120;
+  const int nt = get_num_threads();
+  std::vector<Geo> geos = geometries();
+  geos.push_back({2, 48, 5, 9, 3, 2, 1, 1, 40});  // pH = dH (kH - 1): the transposed padding is 0
+  for (const Geo& c : geos) {
+    const cpu::Conv2dGeom g = c.geom();
+    const int64_t OH = c.OH(), OW = c.W;
+    Tensor x = rnd({c.N, c.C, c.H, c.W}, DType::Float32, ++seed);
+    Tensor w = rnd({c.cout, c.C, c.k, c.k}, DType::Float32, ++seed);
+    Tensor gy = rnd({c.N, c.cout, OH, OW}, DType::Float32, ++seed);
+    const float *pw = w.data_ptr<float>(), *pg = gy.data_ptr<float>();
+    std::vector<double> want(c.N * c.C * c.H * c.W, 0.0);
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t o = 0; o < c.cout; ++o)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow)
+            for (int64_t ci = 0; ci < c.C; ++ci)
+              for (int64_t ki = 0; ki < c.k; ++ki)
+                for (int64_t kj = 0; kj < c.k; ++kj) {
+                  const int64_t ih = oh + ki * c.dH - c.pH, iw = ow + kj * c.dW - c.pW();
+                  if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
+                  want[((n * c.C + ci) * c.H + ih) * c.W + iw] +=
+                      double(pg[((n * c.cout + o) * OH + oh) * OW + ow]) * pw[((o * c.C + ci) * c.k + ki) * c.k + kj];
+                }
+    std::vector<float> got[2];
+    for (int i = 0; i < 2; ++i) {
+      set_num_threads(i == 0 ? 1 : 3);
+      got[i].assign(want.size(), -7.0f);
+      cpu::conv_lanes_input_grad(c.N, pg, pw, c.cout, g, got[i].data());
+    }
+    set_num_threads(nt);
+    EXPECT_EQ(got[0], got[1]) << "1 and 3 threads, C " << c.C << " W " << c.W << " k " << c.k;
+    // sums of up to cout k^2 = 630 terms of magnitude <= 1, random signs
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[0][i], want[i], 1e-4) << "element " << i << ", C " << c.C << " W " << c.W << " k " << c.k;
+    // conv2d's input gradient through GEMM + col2im
+    cpu::set_conv_lanes_enabled(false);
+    Tensor xr = x.detach().requires_grad_();
+    conv2d(xr, w, Tensor(), {1, 1}, {c.pH, c.pW()}, {c.dH, c.dW}).backward(gy);
+    cpu::set_conv_lanes_enabled(true);
+    const std::vector<double> col2im = testing::values(xr.grad());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[0][i], col2im[i], 1e-4) << "element " << i;
+  }
+}
+
+// conv2d's backward takes it where it applies: the CNN's second layer at
+// batch 4, its input gradient the kernel's bits.
+TEST_F(ConvLanes, Conv2dBackwardTakesIt) {
+  const Geo c{4, 32, 14, 14, 3, 1, 1, 1, 64};
+  ASSERT_TRUE(cpu::conv_lanes_input_grad_applies(c.geom(), 1));
+  Tensor x = rnd({c.N, c.C, c.H, c.W}, DType::Float32, 17).requires_grad_();
+  Tensor w = rnd({c.cout, c.C, 3, 3}, DType::Float32, 18).requires_grad_();
+  Tensor gy = rnd({c.N, c.cout, c.H, c.W}, DType::Float32, 19);
+  conv2d(x, w, Tensor(), {1, 1}, {1, 1}).backward(gy);
+  std::vector<float> gx(c.N * c.C * c.H * c.W);
+  cpu::conv_lanes_input_grad(c.N, gy.data_ptr<float>(), w.data_ptr<float>(), c.cout, c.geom(), gx.data());
+  EXPECT_TRUE(same_bits(x.grad(), gx));
 }
 
 TEST_F(ConvLanes, RefusesOtherGeometriesByName) {
@@ -170,6 +253,8 @@ TEST_F(ConvLanes, RefusesOtherGeometriesByName) {
                     "at most 384 taps, got 387");
   g = {4, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 2, 2};
   EXPECT_WEFT_ERROR(cpu::conv_lanes_forward(1, x.data(), w.data(), nullptr, 2, g, out.data()), "needs stride 1");
+  g = {4, 4, 4, 3, 3, 1, 1, 3, 1, 1, 1, 8, 4};
+  EXPECT_WEFT_ERROR(cpu::conv_lanes_input_grad(1, out.data(), w.data(), 2, g, x.data()), "pH <= dH (kH - 1), got pH 3");
 }
 
 }  // namespace
