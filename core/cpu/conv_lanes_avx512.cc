@@ -30,9 +30,7 @@ bool lanes_geometry(const Conv2dGeom& g, int64_t groups, int64_t channels) {
 }
 }  // namespace
 
-bool conv_lanes_applies(const Conv2dGeom& g, int64_t groups, int64_t cout) {
-  return lanes_geometry(g, groups, cout) && g.C * g.kH * g.kW <= kConvLanesMaxTaps;
-}
+bool conv_lanes_applies(const Conv2dGeom& g, int64_t groups, int64_t cout) { return lanes_geometry(g, groups, cout); }
 
 bool conv_lanes_input_grad_applies(const Conv2dGeom& g, int64_t groups) {
   return lanes_geometry(g, groups, g.C) && g.pH <= g.dH * (g.kH - 1);
@@ -92,27 +90,45 @@ void copy_image(const Conv2dGeom& g, const Layout& l, const float* x, float* xp)
 // of one row: xo is the padded image at the first position, wp the panel's
 // weights (tap t's 16 V lanes at wp + 16 V t, zero past rows), out the first
 // position in channel 0's output plane (channel r's at out + r L). Each
-// output is summed over the taps in order from zero (Note [conv lanes
-// bits]), then transposed 16 x 16 and stored with the bias added.
+// output is summed over the taps in blocks of kc, each block in order from
+// zero and added to the blocks before it (Note [conv lanes bits]), then
+// transposed 16 x 16 and stored with the bias added.
 template <int P, int V>
-void tile(const float* __restrict xo, const int64_t* __restrict toff, int64_t taps, const float* __restrict wp,
-          const float* __restrict bias, int rows, int64_t L, float* __restrict out) {
+void tile(const float* __restrict xo, const int64_t* __restrict toff, int64_t taps, int64_t kc,
+          const float* __restrict wp, const float* __restrict bias, int rows, int64_t L, float* __restrict out) {
   __m512 acc[P][V];
+  alignas(64) float part[P][V][16];  // the sum of the blocks before the current one
+  for (int64_t t0 = 0;;) {
+    const int64_t t1 = std::min(taps, t0 + kc);
 #pragma GCC unroll 14
-  for (int p = 0; p < P; ++p)
+    for (int p = 0; p < P; ++p)
 #pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) acc[p][v] = _mm512_setzero_ps();
-  for (int64_t t = 0; t < taps; ++t, wp += 16 * V) {
-    const float* xr = xo + toff[t];
-    __m512 wv[V];
+      for (int v = 0; v < V; ++v) acc[p][v] = _mm512_setzero_ps();
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* xr = xo + toff[t];
+      const float* wt = wp + 16 * V * t;
+      __m512 wv[V];
 #pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) wv[v] = _mm512_load_ps(wp + 16 * v);
+      for (int v = 0; v < V; ++v) wv[v] = _mm512_load_ps(wt + 16 * v);
 #pragma GCC unroll 14
-    for (int p = 0; p < P; ++p) {
-      const __m512 xb = _mm512_set1_ps(xr[p]);
+      for (int p = 0; p < P; ++p) {
+        const __m512 xb = _mm512_set1_ps(xr[p]);
 #pragma GCC unroll 2
-      for (int v = 0; v < V; ++v) acc[p][v] = _mm512_fmadd_ps(wv[v], xb, acc[p][v]);
+        for (int v = 0; v < V; ++v) acc[p][v] = _mm512_fmadd_ps(wv[v], xb, acc[p][v]);
+      }
     }
+    const bool first = t0 == 0, last = t1 == taps;
+    if (first && last) break;
+#pragma GCC unroll 14
+    for (int p = 0; p < P; ++p)
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) {
+        const __m512 sum = first ? acc[p][v] : _mm512_add_ps(acc[p][v], _mm512_load_ps(part[p][v]));
+        if (last) acc[p][v] = sum;
+        else _mm512_store_ps(part[p][v], sum);
+      }
+    if (last) break;
+    t0 = t1;
   }
   const __mmask16 m = lanes(P);
 #pragma GCC unroll 2
@@ -129,7 +145,8 @@ void tile(const float* __restrict xo, const int64_t* __restrict toff, int64_t ta
   }
 }
 
-using TileFn = void (*)(const float*, const int64_t*, int64_t, const float*, const float*, int, int64_t, float*);
+using TileFn = void (*)(const float*, const int64_t*, int64_t, int64_t, const float*, const float*, int, int64_t,
+                        float*);
 
 template <int... I>
 constexpr std::array<std::array<TileFn, 2>, sizeof...(I)> tile_table(std::integer_sequence<int, I...>) {
@@ -143,10 +160,11 @@ constexpr auto kTile = tile_table(std::make_integer_sequence<int, kPos>{});
 namespace {
 
 // out (n, cout, OH, W) = bias (or none) + the convolution of x (n, C, H, W)
-// with the weights wt(o, t) (output channel o, tap t = (c, ki, kj) in order).
+// with the weights wt(o, t) (output channel o, tap t = (c, ki, kj) in order),
+// the taps summed in blocks of kc (Note [conv lanes bits]).
 template <typename Weights>
 void convolve(int64_t n, const float* x, const Weights& wt, const float* bias, int64_t cout, const Conv2dGeom& g,
-              float* out) {
+              int64_t kc, float* out) {
   const int64_t L = g.OH * g.W;
   if (n == 0 || cout == 0 || L == 0) return;
   const Layout l = make_layout(g);
@@ -176,7 +194,7 @@ void convolve(int64_t n, const float* x, const Weights& wt, const float* bias, i
         for (int64_t oh = 0; oh < g.OH; ++oh)
           for (int64_t b = 0; b < blocks; ++b) {
             const int64_t ow0 = b * g.W / blocks, P = (b + 1) * g.W / blocks - ow0;
-            kTile[P - 1][V - 1](pad.data() + oh * l.Wp + ow0, l.toff.data(), taps, wpi, bi, rows, L,
+            kTile[P - 1][V - 1](pad.data() + oh * l.Wp + ow0, l.toff.data(), taps, kc, wpi, bi, rows, L,
                                 oi + oh * g.W + ow0);
           }
       }
@@ -188,11 +206,12 @@ void convolve(int64_t n, const float* x, const Weights& wt, const float* bias, i
 
 void conv_lanes_forward(int64_t n, const float* x, const float* w, const float* bias, int64_t cout, const Conv2dGeom& g,
                         float* out) {
+  WEFT_CHECK(g.sH == 1 && g.sW == 1 && g.OW == g.W, "conv_lanes_forward: needs stride 1 and OW == W, got stride (",
+             g.sH, ", ", g.sW, "), OW ", g.OW, " and W ", g.W);
   const int64_t taps = g.C * g.kH * g.kW;
-  WEFT_CHECK(g.sH == 1 && g.sW == 1 && g.OW == g.W && taps <= kConvLanesMaxTaps,
-             "conv_lanes_forward: needs stride 1, OW == W and at most ", kConvLanesMaxTaps, " taps, got ", taps);
   convolve(
-      n, x, [&](int64_t o, int64_t t) { return w[o * taps + t]; }, bias, cout, g, out);
+      n, x, [&](int64_t o, int64_t t) { return w[o * taps + t]; }, bias, cout, g,
+      std::max<int64_t>(1, gemm_avx512_k_block(taps)), out);
 }
 
 void conv_lanes_input_grad(int64_t n, const float* go, const float* w, int64_t cout, const Conv2dGeom& g, float* gx) {
@@ -211,7 +230,7 @@ void conv_lanes_input_grad(int64_t n, const float* go, const float* w, int64_t c
         const int64_t o = t / khw, s = t % khw;
         return w[(o * g.C + c) * khw + (khw - 1 - s)];
       },
-      nullptr, g.C, gt, gx);
+      nullptr, g.C, gt, std::max<int64_t>(1, cout * khw), gx);
 }
 
 }  // namespace weft::cpu

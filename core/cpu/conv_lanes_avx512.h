@@ -6,9 +6,9 @@
 //
 // Contract: x and gx (n, C, H, W), w (cout, C, kH, kW), out and go (n, cout,
 // OH, W), all contiguous float32; stride 1, one group, output rows as wide as
-// the input's (OW == W), any dilation and padding; the forward takes at most
-// kConvLanesMaxTaps taps per output (C * kH * kW). The input gradient runs
-// the same kernel on go (see conv_lanes_input_grad).
+// the input's (OW == W), any dilation and padding, any number of taps per
+// output (C * kH * kW). The input gradient runs the same kernel on go (see
+// conv_lanes_input_grad).
 //
 // Each image is copied once into a zero-padded buffer (per channel, OH + dH
 // (kH - 1) rows of W + dW (kW - 1) columns), so every tap of every output is
@@ -20,11 +20,13 @@
 // images. The finished tile is transposed in registers (16 x 16) and stored
 // as rows of the output planes, the bias added.
 //
-// Note [conv lanes bits]: each output is its taps' products summed in tap
-// order from zero, one FMA each, then the bias added (when there is one):
-// the sums of im2col + the AVX-512 GEMM, which keeps all of at most 384 taps
-// in one K block (kGemmMaxKBlock). So the forward's results are bit for bit
-// those of that path and of the implicit im2col, whatever the thread count.
+// Note [conv lanes bits]: each output is its taps' products summed as the
+// AVX-512 GEMM sums a product of depth C kH kW: in K blocks of
+// gemm_avx512_k_block(taps) (all of them in one for at most 384 taps), each
+// block in tap order from zero, one FMA a tap, added to the blocks before it;
+// then the bias added (when there is one). So the forward's results are bit
+// for bit those of im2col + GEMM and of the implicit im2col, whatever the
+// thread count.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +36,6 @@
 
 namespace weft::cpu {
 
-constexpr int64_t kConvLanesMaxTaps = kGemmMaxKBlock;  // C * kH * kW, forward
-
 // True when conv2d's forward takes conv_lanes_forward for this float32
 // convolution to cout channels: the float32 GEMM runs on AVX-512
 // (gemm_f32_uses_avx512), the path is enabled, the geometry is the
@@ -44,8 +44,7 @@ constexpr int64_t kConvLanesMaxTaps = kGemmMaxKBlock;  // C * kH * kW, forward
 bool conv_lanes_applies(const Conv2dGeom& g, int64_t groups, int64_t cout);
 
 // The same for conv_lanes_input_grad, whose output channels are the layer's
-// input channels (g.C) and which takes any number of taps: the contract's
-// geometry with pH <= dH (kH - 1).
+// input channels (g.C): the contract's geometry with pH <= dH (kH - 1).
 bool conv_lanes_input_grad_applies(const Conv2dGeom& g, int64_t groups);
 
 // Tests and benchmarks: false sends conv2d back to the GEMM paths. Not
@@ -59,9 +58,9 @@ void conv_lanes_forward(int64_t n, const float* x, const float* w, const float* 
 // gx (n, C, H, W) = the gradient of sum(out * go) with respect to x, for go
 // (n, cout, OH, W): the transposed convolution, as a convolution of go with
 // the kernel flipped and its channels swapped (Note [conv lanes input
-// gradient] in the .cc), any number of taps (cout * kH * kW); needs pH <= dH
-// (kH - 1). Its sums run over (output channel, ki, kj) in order from zero, so
-// they differ from GEMM + col2im in rounding, and not with the thread count.
+// gradient] in the .cc); needs pH <= dH (kH - 1). Its sums run over (output
+// channel, ki, kj) in order from zero, in one block, so they differ from
+// GEMM + col2im in rounding, and not with the thread count.
 void conv_lanes_input_grad(int64_t n, const float* go, const float* w, int64_t cout, const Conv2dGeom& g, float* gx);
 
 }  // namespace weft::cpu

@@ -567,6 +567,8 @@ void gemm_avx512_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, 
                      col_bias);
 }
 
+int64_t gemm_avx512_k_block(int64_t k) { return k_block(k); }
+
 void gemm_avx512_f32_packed_b(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
                               const GemmPackB& b, float* c, int64_t ldc, bool accumulate) {
   WEFT_CHECK(n >= 16, "gemm_avx512_f32_packed_b: needs n >= 16 (got ", n, ")");

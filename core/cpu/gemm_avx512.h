@@ -45,6 +45,11 @@ constexpr int64_t kGemmPanelCols = 32;
 // of C in one block, its accumulator starting from zero (or the column bias)
 // and taking one FMA per k, in order (Note [gemm determinism], gemm.h).
 constexpr int64_t kGemmMaxKBlock = 384;
+// The K blocks of a product of depth k: near-equal blocks of
+// gemm_avx512_k_block(k) <= kGemmMaxKBlock (the last one shorter), each summed
+// as above and added to the sum of the blocks before it (first + second,
+// then + third ...), one function of k alone.
+int64_t gemm_avx512_k_block(int64_t k);
 class GemmPackB {
  public:
   virtual void pack(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) const = 0;

@@ -19,8 +19,8 @@
 // convolutions) skip the column buffer for the output and the weight
 // gradient: the GEMM packs its B panels straight from the images
 // (core/cpu/conv_cols_avx512.h), the same values, so the same bits. Their
-// forward, where it has at most 384 taps per output, and their input
-// gradient run the direct kernel of core/cpu/conv_lanes_avx512.h instead
+// forward and their input gradient run the direct kernel of
+// core/cpu/conv_lanes_avx512.h instead
 // (output channels in the vector lanes, no column matrix at all, where the
 // channels fill the lanes): the forward sums in the GEMM's order, the same
 // bits again; the input gradient is a convolution of the output gradient,
