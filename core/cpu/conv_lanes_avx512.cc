@@ -223,14 +223,13 @@ void conv_lanes_input_grad(int64_t n, const float* go, const float* w, int64_t c
   // input. Tap t = (o, ki, kj) of output channel c is w[o, c, kH - 1 - ki,
   // kW - 1 - kj].
   const Conv2dGeom gt{cout, g.OH, g.W, g.kH, g.kW, 1, 1, g.dH * (g.kH - 1) - g.pH, g.pW, g.dH, g.dW, g.H, g.W};
-  const int64_t khw = g.kH * g.kW;
+  const int64_t khw = g.kH * g.kW, taps = cout * khw;
+  std::vector<float> wt(g.C * taps);  // (C, cout, kH, kW), flipped
+  for (int64_t o = 0; o < cout; ++o)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t s = 0; s < khw; ++s) wt[(c * cout + o) * khw + s] = w[(o * g.C + c) * khw + (khw - 1 - s)];
   convolve(
-      n, go,
-      [&](int64_t c, int64_t t) {
-        const int64_t o = t / khw, s = t % khw;
-        return w[(o * g.C + c) * khw + (khw - 1 - s)];
-      },
-      nullptr, g.C, gt, std::max<int64_t>(1, cout * khw), gx);
+      n, go, [&](int64_t c, int64_t t) { return wt[c * taps + t]; }, nullptr, g.C, gt, std::max<int64_t>(1, taps), gx);
 }
 
 }  // namespace weft::cpu

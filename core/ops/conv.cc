@@ -195,11 +195,18 @@ void conv2d_backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
     const std::unique_ptr<cpu::ConvColsPlan> plan = pgw ? implicit_cols<T>(g, G, chunks) : nullptr;
     parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
       std::vector<T> cols(plan && !pgx ? 0 : G * Kg * B * L);  // (G * Kg, B * L)
-      std::vector<T> gbuf(B > 1 ? Cout * B * L : 0);           // grad_out of the chunk, (C_out, B * L)
+      std::vector<T> gbuf;                                     // grad_out of the chunk, (C_out, B * L), where gathered
       for (int64_t ch = c0; ch < c1; ++ch) {
         const int64_t n0 = ch * B, nb = std::min(B, N - n0), ld = nb * L;
+        // Note [conv per-image weight gradient]: where the GEMM would cut the
+        // chunk's nb * L positions into K blocks of one image each, one GEMM
+        // per image, each adding its sums to the images' before it, gives the
+        // same bits and reads grad_out where it lies: no gather.
+        bool per_image = false;
+        if constexpr (std::is_same_v<T, float>) per_image = plan && !pgx && nb > 1 && cpu::gemm_avx512_k_block(ld) == L;
         const T* gch = pgo + n0 * Cout * L;
-        if (nb > 1) {
+        if (nb > 1 && !per_image) {
+          gbuf.resize(Cout * B * L);
           for (int64_t i = 0; i < nb; ++i)
             for (int64_t c = 0; c < Cout; ++c)
               std::memcpy(gbuf.data() + c * ld + i * L, pgo + ((n0 + i) * Cout + c) * L, L * sizeof(T));
@@ -209,7 +216,11 @@ void conv2d_backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
           T* acc = ch == 0 ? pgw : partial.data() + (ch - 1) * WN;
           // dW_g (Cog, Kg) = go_g (Cog, nb * L) * cols_g^T (nb * L, Kg)
           if constexpr (std::is_same_v<T, float>) {
-            if (plan) {
+            if (per_image) {
+              for (int64_t i = 0; i < nb; ++i)
+                cpu::gemm_avx512_f32_packed_b(Cout, Kg, L, gch + i * Cout * L, L, 1,
+                                              cpu::ConvColsTPack(*plan, px + (n0 + i) * Cin * HW), acc, Kg, i > 0);
+            } else if (plan) {
               cpu::gemm_avx512_f32_packed_b(Cout, Kg, ld, gch, ld, 1, cpu::ConvColsTPack(*plan, px + n0 * Cin * HW),
                                             acc, Kg, false);
             }

@@ -162,6 +162,46 @@ TEST_F(ConvCols, Conv2dGivesIm2colsBits) {
   set_num_threads(nt);
 }
 
+// Note [conv per-image weight gradient]: where the GEMM's K blocks are the
+// chunk's images (two 14x14 or 10x20 images a chunk: 392 or 400 positions,
+// blocks of 196 or 200), conv2d runs one weight-gradient GEMM per image on
+// grad_out in place; the bits are still those of im2col + one GEMM over the
+// gathered chunk, as they are where it keeps that GEMM. Both with the input
+// gradient computed by the lanes kernel and with none wanted.
+TEST_F(ConvCols, PerImageWeightGradientGivesIm2colsBits) {
+  uint64_t seed = 70;
+  const int nt = get_num_threads();
+  // (10x10: chunks of three images, 300 positions in one K block, so one GEMM a chunk)
+  for (const Geo& c :
+       {Geo{7, 32, 14, 14, 3, 1, 1, 1, 1}, Geo{5, 16, 10, 20, 3, 1, 1, 1, 1}, Geo{7, 16, 10, 10, 3, 1, 1, 1, 1}}) {
+    const cpu::Conv2dGeom g = geom_of(c);
+    if (c.H != 10 || c.W != 10) ASSERT_EQ(cpu::gemm_avx512_k_block(2 * g.OH * g.OW), g.OH * g.OW);
+    const int64_t cout = 24;
+    Tensor x = rnd({c.N, c.C, c.H, c.W}, DType::Float32, ++seed);
+    Tensor w = rnd({cout, c.C, c.k, c.k}, DType::Float32, ++seed);
+    Tensor b = rnd({cout}, DType::Float32, ++seed);
+    Tensor gy = rnd({c.N, cout, g.OH, g.OW}, DType::Float32, ++seed);
+    auto grads = [&](bool x_grad) {
+      Tensor xr = x.detach().requires_grad_(x_grad), wr = w.detach().requires_grad_(), br = b.detach().requires_grad_();
+      conv2d(xr, wr, br, {1, 1}, {c.pH, c.pW}, {c.dH, c.dW}).backward(gy);
+      return std::vector<Tensor>{wr.grad(), br.grad()};
+    };
+    cpu::set_conv_cols_enabled(false);
+    set_num_threads(1);
+    const auto ref = grads(false);
+    cpu::set_conv_cols_enabled(true);
+    for (bool x_grad : {false, true})
+      for (int threads : {1, 3}) {
+        set_num_threads(threads);
+        const auto got = grads(x_grad);
+        EXPECT_EQ(values(got[0]), values(ref[0]))
+            << "weight gradient, H " << c.H << ", x grad " << x_grad << ", " << threads << " threads";
+        EXPECT_EQ(values(got[1]), values(ref[1])) << "bias gradient, H " << c.H;
+      }
+  }
+  set_num_threads(nt);
+}
+
 TEST_F(ConvCols, LeavesOtherGeometriesToIm2col) {
   const cpu::Conv2dGeom same{4, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, 8};
   EXPECT_TRUE(cpu::conv_cols_applies(same, 1));
