@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -19,9 +20,7 @@
 namespace weft::cpu {
 namespace {
 std::atomic<bool> g_lanes{true};
-}  // namespace
 
-namespace {
 // The geometry the kernels take (stride 1, one group, OW == W) with `channels`
 // output channels filling at least 3/4 of the lanes they take (16 a zmm).
 bool lanes_geometry(const Conv2dGeom& g, int64_t groups, int64_t channels) {
@@ -41,7 +40,8 @@ void set_conv_lanes_enabled(bool enabled) { g_lanes.store(enabled, std::memory_o
 }  // namespace weft::cpu
 
 // Everything below is compiled for AVX-512 whatever -march says; it runs only
-// where conv_lanes_applies() (which checks the CPU).
+// where conv_lanes_applies() or conv_lanes_input_grad_applies() (which check
+// the CPU).
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")
 // GCC 12's unpack and shuffle intrinsics (transpose16) start from
@@ -154,10 +154,6 @@ constexpr std::array<std::array<TileFn, 2>, sizeof...(I)> tile_table(std::intege
 }
 // kTile[p - 1][v - 1]: p positions, v zmm of channels.
 constexpr auto kTile = tile_table(std::make_integer_sequence<int, kPos>{});
-
-}  // namespace
-
-namespace {
 
 // out (n, cout, OH, W) = bias (or none) + the convolution of x (n, C, H, W)
 // with the weights wt(o, t) (output channel o, tap t = (c, ki, kj) in order),
