@@ -11,8 +11,8 @@
 // conv_lanes_input_grad).
 //
 // Each image is copied once into a zero-padded buffer (per channel, OH + dH
-// (kH - 1) rows of W + dW (kW - 1) columns), so every tap of every output is
-// one plain load. A register tile holds 32 output channels (two zmm; one for
+// (kH - 1) rows of W + dW (kW - 1) columns; none where nothing is padded), so
+// every tap of every output is one plain load. A register tile holds 32 output channels (two zmm; one for
 // a last panel of 16 or fewer) x up to 14 positions of one output row: per
 // tap it loads the panel's weights (packed tap-major) and broadcasts the
 // positions' input values, 28 FMAs for 2 loads and 14 broadcasts, the GEMM
@@ -39,8 +39,8 @@ namespace weft::cpu {
 // True when conv2d's forward takes conv_lanes_forward for this float32
 // convolution to cout channels: the float32 GEMM runs on AVX-512
 // (gemm_f32_uses_avx512), the path is enabled, the geometry is the
-// contract's, and the cout channels fill at least 3/4 of the lanes they take
-// (16 a zmm: 16, 24, 32, 48 ..., not 8 or 17).
+// contract's, and the cout channels fill at least 7/8 of the lanes they take
+// (16 a zmm: 16, 30, 32, 48, 56, 64 ..., not 8, 17, 24 or 40).
 bool conv_lanes_applies(const Conv2dGeom& g, int64_t groups, int64_t cout);
 
 // The same for conv_lanes_input_grad, whose output channels are the layer's

@@ -155,10 +155,10 @@ TEST_F(ConvLanes, LeavesOtherGeometriesToTheGemmPaths) {
   EXPECT_TRUE(cpu::conv_lanes_input_grad_applies(same, 1));
   EXPECT_FALSE(cpu::conv_lanes_applies(same, 2, 32)) << "groups";
   EXPECT_FALSE(cpu::conv_lanes_input_grad_applies(same, 2)) << "groups";
-  for (int64_t cout : {16, 24, 32, 36, 40, 48, 64, 65})
+  for (int64_t cout : {16, 30, 32, 48, 56, 64, 128})
     EXPECT_TRUE(cpu::conv_lanes_applies(same, 1, cout)) << cout << " channels";
-  for (int64_t cout : {1, 8, 15, 17, 33, 35})
-    EXPECT_FALSE(cpu::conv_lanes_applies(same, 1, cout)) << cout << " channels use under 3/4 of the lanes";
+  for (int64_t cout : {1, 8, 15, 17, 24, 33, 40, 55, 65})
+    EXPECT_FALSE(cpu::conv_lanes_applies(same, 1, cout)) << cout << " channels use under 7/8 of the lanes";
   cpu::Conv2dGeom g = same;
   g.sW = 2, g.OW = 4;
   EXPECT_FALSE(cpu::conv_lanes_applies(g, 1, 32)) << "stride";
