@@ -20,21 +20,24 @@
 namespace weft::cpu {
 namespace {
 std::atomic<bool> g_lanes{true};
+constexpr int kMaxStride = 2;  // column strides with tiles of their own
 
-// The geometry the kernels take (stride 1, one group, OW == W) with `channels`
-// output channels filling at least 7/8 of the lanes they take (16 a zmm).
-// (Zen 4, one thread: 24 channels, 3/4 of two zmm, ran the forward of a 5x5
-// layer at 0.91x the GEMM's speed, which fills its 12-row tiles.)
-bool lanes_geometry(const Conv2dGeom& g, int64_t groups, int64_t channels) {
-  return g_lanes.load(std::memory_order_relaxed) && gemm_f32_uses_avx512() && groups == 1 && g.sH == 1 && g.sW == 1 &&
-         g.OW == g.W && channels >= 16 && 8 * channels >= 7 * 16 * ((channels + 15) / 16);
+// One group and `channels` output channels filling at least 7/8 of the lanes
+// they take (16 a zmm). (Zen 4, one thread: 24 channels, 3/4 of two zmm, ran
+// the forward of a 5x5 layer at 0.91x the GEMM's speed, which fills its
+// 12-row tiles.)
+bool lanes_fill(int64_t groups, int64_t channels) {
+  return g_lanes.load(std::memory_order_relaxed) && gemm_f32_uses_avx512() && groups == 1 && channels >= 16 &&
+         8 * channels >= 7 * 16 * ((channels + 15) / 16);
 }
 }  // namespace
 
-bool conv_lanes_applies(const Conv2dGeom& g, int64_t groups, int64_t cout) { return lanes_geometry(g, groups, cout); }
+bool conv_lanes_applies(const Conv2dGeom& g, int64_t groups, int64_t cout) {
+  return lanes_fill(groups, cout) && g.sH >= 1 && g.sW >= 1 && g.sW <= kMaxStride;
+}
 
 bool conv_lanes_input_grad_applies(const Conv2dGeom& g, int64_t groups) {
-  return lanes_geometry(g, groups, g.C) && g.pH <= g.dH * (g.kH - 1);
+  return lanes_fill(groups, g.C) && g.sH == 1 && g.sW == 1 && g.OW == g.W && g.pH <= g.dH * (g.kH - 1);
 }
 
 void set_conv_lanes_enabled(bool enabled) { g_lanes.store(enabled, std::memory_order_relaxed); }
@@ -58,18 +61,23 @@ namespace {
 constexpr int kPanel = 32;  // output channels per tile (two zmm)
 constexpr int kPos = 14;    // output positions per tile, at most (28 accumulators)
 
-// The padded image: per channel a plane of Hp rows x Wp columns, padded row r
-// and column u holding input row r - pH, column u - pW (zero outside the
-// image). Output (oh, ow) reads tap t at toff[t] + oh * Wp + ow.
+// The image as the kernels read it: per channel a plane of Hp rows x Wp
+// columns. Padded (pH or pW > 0), a copy: row r and column u hold input row
+// r - pH, column u - pW (zero outside the image), Hp = (OH - 1) sH + dH (kH -
+// 1) + 1 rows of Wp = (OW - 1) sW + dW (kW - 1) + 1 columns, just what the
+// outputs read. Unpadded, the image itself (Hp = H, Wp = W). Output (oh, ow)
+// reads tap t at toff[t] + oh sH Wp + ow sW.
 struct Layout {
+  bool padded = false;
   int64_t Hp = 0, Wp = 0, plane = 0, taps = 0;
   std::vector<int64_t> toff;
 };
 
 Layout make_layout(const Conv2dGeom& g) {
   Layout l;
-  l.Hp = g.OH + g.dH * (g.kH - 1);
-  l.Wp = g.W + g.dW * (g.kW - 1);
+  l.padded = g.pH != 0 || g.pW != 0;
+  l.Hp = l.padded ? (g.OH - 1) * g.sH + g.dH * (g.kH - 1) + 1 : g.H;
+  l.Wp = l.padded ? (g.OW - 1) * g.sW + g.dW * (g.kW - 1) + 1 : g.W;
   l.plane = l.Hp * l.Wp;
   l.taps = g.C * g.kH * g.kW;
   l.toff.resize(l.taps);
@@ -80,22 +88,26 @@ Layout make_layout(const Conv2dGeom& g) {
   return l;
 }
 
-// The data rows of image x (C, H, W) into xp (C planes of the layout). The
-// padding is never written: it stays zero from the buffer's allocation.
+// The rows of image x (C, H, W) that the outputs read into xp (C planes of a
+// padded layout). The padding is never written: it stays zero from the
+// buffer's allocation.
 void copy_image(const Conv2dGeom& g, const Layout& l, const float* x, float* xp) {
+  const int64_t rows = std::min(g.H, l.Hp - g.pH), cols = std::min(g.W, l.Wp - g.pW);
+  if (rows <= 0 || cols <= 0) return;
   for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t ih = 0; ih < g.H; ++ih)
-      std::memcpy(xp + c * l.plane + (ih + g.pH) * l.Wp + g.pW, x + (c * g.H + ih) * g.W, g.W * sizeof(float));
+    for (int64_t ih = 0; ih < rows; ++ih)
+      std::memcpy(xp + c * l.plane + (ih + g.pH) * l.Wp + g.pW, x + (c * g.H + ih) * g.W, cols * sizeof(float));
 }
 
 // Channels [0, rows) of a panel (rows <= 16 V) at P adjacent output positions
-// of one row: xo is the padded image at the first position, wp the panel's
+// of one row, S columns apart in the image: xo is the layout at the first
+// position, wp the panel's
 // weights (tap t's 16 V lanes at wp + 16 V t, zero past rows), out the first
 // position in channel 0's output plane (channel r's at out + r L). Each
 // output is summed over the taps in blocks of kc, each block in order from
 // zero and added to the blocks before it (Note [conv lanes bits]), then
 // transposed 16 x 16 and stored with the bias added.
-template <int P, int V>
+template <int S, int P, int V>
 void tile(const float* __restrict xo, const int64_t* __restrict toff, int64_t taps, int64_t kc,
           const float* __restrict wp, const float* __restrict bias, int rows, int64_t L, float* __restrict out) {
   __m512 acc[P][V];
@@ -114,7 +126,7 @@ void tile(const float* __restrict xo, const int64_t* __restrict toff, int64_t ta
       for (int v = 0; v < V; ++v) wv[v] = _mm512_load_ps(wt + 16 * v);
 #pragma GCC unroll 14
       for (int p = 0; p < P; ++p) {
-        const __m512 xb = _mm512_set1_ps(xr[p]);
+        const __m512 xb = _mm512_set1_ps(xr[S * p]);
 #pragma GCC unroll 2
         for (int v = 0; v < V; ++v) acc[p][v] = _mm512_fmadd_ps(wv[v], xb, acc[p][v]);
       }
@@ -150,12 +162,13 @@ void tile(const float* __restrict xo, const int64_t* __restrict toff, int64_t ta
 using TileFn = void (*)(const float*, const int64_t*, int64_t, int64_t, const float*, const float*, int, int64_t,
                         float*);
 
-template <int... I>
+template <int S, int... I>
 constexpr std::array<std::array<TileFn, 2>, sizeof...(I)> tile_table(std::integer_sequence<int, I...>) {
-  return {{{&tile<I + 1, 1>, &tile<I + 1, 2>}...}};
+  return {{{&tile<S, I + 1, 1>, &tile<S, I + 1, 2>}...}};
 }
-// kTile[p - 1][v - 1]: p positions, v zmm of channels.
-constexpr auto kTile = tile_table(std::make_integer_sequence<int, kPos>{});
+// kTile[s - 1][p - 1][v - 1]: column stride s, p positions, v zmm of channels.
+constexpr std::array<std::array<std::array<TileFn, 2>, kPos>, kMaxStride> kTile = {
+    tile_table<1>(std::make_integer_sequence<int, kPos>{}), tile_table<2>(std::make_integer_sequence<int, kPos>{})};
 
 // out (n, cout, OH, W) = bias (or none) + the convolution of x (n, C, H, W)
 // with the weights wt(o, t) (output channel o, tap t = (c, ki, kj) in order),
@@ -163,7 +176,7 @@ constexpr auto kTile = tile_table(std::make_integer_sequence<int, kPos>{});
 template <typename Weights>
 void convolve(int64_t n, const float* x, const Weights& wt, const float* bias, int64_t cout, const Conv2dGeom& g,
               int64_t kc, float* out) {
-  const int64_t L = g.OH * g.W;
+  const int64_t L = g.OH * g.OW;
   if (n == 0 || cout == 0 || L == 0) return;
   const Layout l = make_layout(g);
   const int64_t taps = l.taps, panels = (cout + kPanel - 1) / kPanel;
@@ -177,15 +190,14 @@ void convolve(int64_t n, const float* x, const Weights& wt, const float* bias, i
       for (int64_t t = 0; t < taps; ++t) wp[pi * taps * kPanel + t * width + r] = wt(c0 + r, t);
   }
   // each output row in near-equal blocks of at most kPos positions
-  const int64_t blocks = (g.W + kPos - 1) / kPos;
-  // without padding (pH = pW = 0, so kW = 1) the layout is the image itself
-  const bool padded = g.pH != 0 || g.pW != 0;
+  const int64_t blocks = (g.OW + kPos - 1) / kPos;
+  const auto& tiles = kTile[g.sW - 1];
   parallel_for(0, n, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> pad(padded ? g.C * l.plane : 0, 0.0f);
+    std::vector<float> pad(l.padded ? g.C * l.plane : 0, 0.0f);
     for (int64_t img = i0; img < i1; ++img) {
       const float* xi = x + img * g.C * g.H * g.W;
-      if (padded) copy_image(g, l, xi, pad.data());
-      const float* xp = padded ? pad.data() : xi;
+      if (l.padded) copy_image(g, l, xi, pad.data());
+      const float* xp = l.padded ? pad.data() : xi;
       for (int64_t pi = 0; pi < panels; ++pi) {
         const int64_t c0 = pi * kPanel;
         const int rows = static_cast<int>(std::min<int64_t>(kPanel, cout - c0));
@@ -195,8 +207,9 @@ void convolve(int64_t n, const float* x, const Weights& wt, const float* bias, i
         float* oi = out + (img * cout + c0) * L;
         for (int64_t oh = 0; oh < g.OH; ++oh)
           for (int64_t b = 0; b < blocks; ++b) {
-            const int64_t ow0 = b * g.W / blocks, P = (b + 1) * g.W / blocks - ow0;
-            kTile[P - 1][V - 1](xp + oh * l.Wp + ow0, l.toff.data(), taps, kc, wpi, bi, rows, L, oi + oh * g.W + ow0);
+            const int64_t ow0 = b * g.OW / blocks, P = (b + 1) * g.OW / blocks - ow0;
+            tiles[P - 1][V - 1](xp + oh * g.sH * l.Wp + ow0 * g.sW, l.toff.data(), taps, kc, wpi, bi, rows, L,
+                                oi + oh * g.OW + ow0);
           }
       }
     }
@@ -207,8 +220,8 @@ void convolve(int64_t n, const float* x, const Weights& wt, const float* bias, i
 
 void conv_lanes_forward(int64_t n, const float* x, const float* w, const float* bias, int64_t cout, const Conv2dGeom& g,
                         float* out) {
-  WEFT_CHECK(g.sH == 1 && g.sW == 1 && g.OW == g.W, "conv_lanes_forward: needs stride 1 and OW == W, got stride (",
-             g.sH, ", ", g.sW, "), OW ", g.OW, " and W ", g.W);
+  WEFT_CHECK(g.sH >= 1 && g.sW >= 1 && g.sW <= kMaxStride,
+             "conv_lanes_forward: needs a column stride of 1 or 2, got stride (", g.sH, ", ", g.sW, ")");
   const int64_t taps = g.C * g.kH * g.kW;
   convolve(
       n, x, [&](int64_t o, int64_t t) { return w[o * taps + t]; }, bias, cout, g,

@@ -1,18 +1,19 @@
 // Direct AVX-512 float32 convolution with the output channels in the vector
-// lanes, for "same" layers with many taps per output (the CNN's second layer,
-// 32 -> 64 channels, 3x3): used by core/ops/conv.cc for the forward in place
-// of the implicit im2col GEMM where conv_lanes_applies(), and for the input
-// gradient in place of GEMM + col2im where conv_lanes_input_grad_applies().
+// lanes, for layers with many taps per output (the CNN's second layer, 32 ->
+// 64 channels, 3x3): used by core/ops/conv.cc for the forward in place of
+// im2col + GEMM where conv_lanes_applies(), and for the input gradient of
+// stride-1 "same" layers in place of GEMM + col2im where
+// conv_lanes_input_grad_applies().
 //
-// Contract: x and gx (n, C, H, W), w (cout, C, kH, kW), out and go (n, cout,
-// OH, W), all contiguous float32; stride 1, one group, output rows as wide as
-// the input's (OW == W), any dilation and padding, any number of taps per
-// output (C * kH * kW). The input gradient runs the same kernel on go (see
-// conv_lanes_input_grad).
+// Contract: x (n, C, H, W), w (cout, C, kH, kW), out (n, cout, OH, OW), all
+// contiguous float32; one group, a column stride of 1 or 2, any row stride,
+// dilation and padding, any number of taps per output (C * kH * kW). The
+// input gradient runs the same kernel on go (n, cout, OH, W) for gx (n, C, H,
+// W) of a stride-1 layer with OW == W (see conv_lanes_input_grad).
 //
-// Each image is copied once into a zero-padded buffer (per channel, OH + dH
-// (kH - 1) rows of W + dW (kW - 1) columns; none where nothing is padded), so
-// every tap of every output is one plain load. A register tile holds 32 output channels (two zmm; one for
+// Each image is copied once into a zero-padded buffer (per channel, the rows
+// and columns its outputs read; none where nothing is padded), so every tap
+// of every output is one plain load. A register tile holds 32 output channels (two zmm; one for
 // a last panel of 16 or fewer) x up to 14 positions of one output row: per
 // tap it loads the panel's weights (packed tap-major) and broadcasts the
 // positions' input values, 28 FMAs for 2 loads and 14 broadcasts, the GEMM
@@ -39,19 +40,20 @@ namespace weft::cpu {
 // True when conv2d's forward takes conv_lanes_forward for this float32
 // convolution to cout channels: the float32 GEMM runs on AVX-512
 // (gemm_f32_uses_avx512), the path is enabled, the geometry is the
-// contract's, and the cout channels fill at least 7/8 of the lanes they take
-// (16 a zmm: 16, 30, 32, 48, 56, 64 ..., not 8, 17, 24 or 40).
+// contract's (column stride 1 or 2), and the cout channels fill at least 7/8
+// of the lanes they take (16 a zmm: 16, 30, 32, 48, 56, 64 ..., not 8, 17, 24
+// or 40).
 bool conv_lanes_applies(const Conv2dGeom& g, int64_t groups, int64_t cout);
 
 // The same for conv_lanes_input_grad, whose output channels are the layer's
-// input channels (g.C): the contract's geometry with pH <= dH (kH - 1).
+// input channels (g.C): stride 1, OW == W and pH <= dH (kH - 1).
 bool conv_lanes_input_grad_applies(const Conv2dGeom& g, int64_t groups);
 
 // Tests and benchmarks: false sends conv2d back to the GEMM paths. Not
 // thread-safe against convolutions running meanwhile.
 void set_conv_lanes_enabled(bool enabled);
 
-// out (n, cout, OH, W) = conv(x, w) + bias (cout values, or nullptr: none).
+// out (n, cout, OH, OW) = conv(x, w) + bias (cout values, or nullptr: none).
 void conv_lanes_forward(int64_t n, const float* x, const float* w, const float* bias, int64_t cout, const Conv2dGeom& g,
                         float* out);
 

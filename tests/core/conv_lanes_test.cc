@@ -4,7 +4,8 @@
 // on geometries that take every kind of tile (output rows of 1 to 30
 // positions, cut into blocks of at most 14; full and partial panels of 32
 // channels, of more and fewer than 16; padding, no row padding, dilation, 1x1
-// and 5x5 kernels, 1 to 900 taps: one to three K blocks of the GEMM);
+// and 5x5 kernels, 1 to 900 taps: one to three K blocks of the GEMM; strides
+// of 2, "valid" layers);
 // against a float64 reference; that conv2d takes it; the input gradient as a
 // convolution of the output gradient; and the geometries it leaves to the
 // GEMM paths.
@@ -27,14 +28,29 @@ namespace weft {
 namespace {
 using testing::rnd;
 
-// A stride-1 layer whose output rows are as wide as its input's (pW = dW (k -
-// 1) / 2, k odd).
+// A layer of stride s; by default (s = 1, pw < 0) one whose output rows are
+// as wide as its input's (pW = dW (k - 1) / 2, k odd), else padding pw.
 struct Geo {
   int64_t N, C, H, W, k, pH, dH, dW, cout;
-  int64_t pW() const { return dW * (k - 1) / 2; }
-  int64_t OH() const { return H + 2 * pH - dH * (k - 1); }
-  cpu::Conv2dGeom geom() const { return {C, H, W, k, k, 1, 1, pH, pW(), dH, dW, OH(), W}; }
+  int64_t s = 1, pw = -1;
+  int64_t pW() const { return pw >= 0 ? pw : dW * (k - 1) / 2; }
+  int64_t OH() const { return (H + 2 * pH - dH * (k - 1) - 1) / s + 1; }
+  int64_t OW() const { return (W + 2 * pW() - dW * (k - 1) - 1) / s + 1; }
+  cpu::Conv2dGeom geom() const { return {C, H, W, k, k, s, s, pH, pW(), dH, dW, OH(), OW()}; }
 };
+
+// Strided layers, and layers whose rows are narrower than their input's (the
+// forward only).
+std::vector<Geo> other_geometries() {
+  return {
+      {3, 16, 14, 14, 3, 1, 1, 1, 32, 2, 1},  // stride 2, 3x3 pad 1: 7x7 outputs
+      {2, 8, 15, 17, 3, 1, 1, 1, 16, 2, 0},   // stride 2, no column padding, odd sizes: 7x8
+      {2, 4, 9, 30, 5, 0, 1, 1, 48, 1, 0},    // "valid" 5x5: 5x26 outputs, rows of 13 + 13
+      {2, 6, 12, 12, 3, 2, 2, 2, 32, 2, 2},   // stride 2, dilation 2: 6x6
+      {2, 64, 8, 8, 1, 0, 1, 1, 32, 2, 0},    // 1x1 at stride 2 (read in place)
+      {1, 50, 9, 9, 3, 1, 1, 1, 16, 3, 1},    // row and column stride 3: the GEMM paths
+  };
+}
 
 std::vector<Geo> geometries() {
   return {
@@ -65,7 +81,7 @@ Tensor im2col_path(const Geo& c, const Tensor& x, const Tensor& w, const Tensor&
   cpu::set_conv_lanes_enabled(false);
   cpu::set_conv_direct_enabled(false);
   cpu::set_conv_cols_enabled(false);
-  Tensor y = conv2d(x, w, b, {1, 1}, {c.pH, c.pW()}, {c.dH, c.dW});
+  Tensor y = conv2d(x, w, b, {c.s, c.s}, {c.pH, c.pW()}, {c.dH, c.dW});
   cpu::set_conv_lanes_enabled(true);
   cpu::set_conv_direct_enabled(true);
   cpu::set_conv_cols_enabled(true);
@@ -77,10 +93,18 @@ bool same_bits(const Tensor& a, const std::vector<float>& b) {
          std::memcmp(a.data_ptr<float>(), b.data(), b.size() * sizeof(float)) == 0;
 }
 
+// Every geometry the forward takes (column stride 1 or 2).
+std::vector<Geo> forward_geometries() {
+  std::vector<Geo> all = geometries();
+  for (const Geo& c : other_geometries())
+    if (c.s <= 2) all.push_back(c);
+  return all;
+}
+
 TEST_F(ConvLanes, GivesIm2colsBits) {
   uint64_t seed = 50;
   const int nt = get_num_threads();
-  for (const Geo& c : geometries()) {
+  for (const Geo& c : forward_geometries()) {
     const cpu::Conv2dGeom g = c.geom();
     Tensor x = rnd({c.N, c.C, c.H, c.W}, DType::Float32, ++seed);
     Tensor w = rnd({c.cout, c.C, c.k, c.k}, DType::Float32, ++seed);
@@ -93,8 +117,9 @@ TEST_F(ConvLanes, GivesIm2colsBits) {
         std::vector<float> out(ref.numel(), -7.0f);
         cpu::conv_lanes_forward(c.N, x.data_ptr<float>(), w.data_ptr<float>(),
                                 with_bias ? b.data_ptr<float>() : nullptr, c.cout, g, out.data());
-        EXPECT_TRUE(same_bits(ref, out)) << "C " << c.C << " W " << c.W << " k " << c.k << " cout " << c.cout
-                                         << (with_bias ? ", bias" : ", no bias") << ", " << threads << " threads";
+        EXPECT_TRUE(same_bits(ref, out)) << "C " << c.C << " W " << c.W << " k " << c.k << " s " << c.s << " cout "
+                                         << c.cout << (with_bias ? ", bias" : ", no bias") << ", " << threads
+                                         << " threads";
       }
     }
   }
@@ -104,12 +129,12 @@ TEST_F(ConvLanes, GivesIm2colsBits) {
 // An independent check of the sums: float64 loops over the definition.
 TEST_F(ConvLanes, MatchesAFloat64Reference) {
   uint64_t seed = 80;
-  for (const Geo& c : geometries()) {
+  for (const Geo& c : forward_geometries()) {
     Tensor x = rnd({c.N, c.C, c.H, c.W}, DType::Float32, ++seed);
     Tensor w = rnd({c.cout, c.C, c.k, c.k}, DType::Float32, ++seed);
     Tensor b = rnd({c.cout}, DType::Float32, ++seed);
     const float *px = x.data_ptr<float>(), *pw = w.data_ptr<float>(), *pb = b.data_ptr<float>();
-    const int64_t OH = c.OH(), OW = c.W;
+    const int64_t OH = c.OH(), OW = c.OW();
     std::vector<double> want(c.N * c.cout * OH * OW);
     for (int64_t n = 0; n < c.N; ++n)
       for (int64_t o = 0; o < c.cout; ++o)
@@ -119,7 +144,7 @@ TEST_F(ConvLanes, MatchesAFloat64Reference) {
             for (int64_t ci = 0; ci < c.C; ++ci)
               for (int64_t ki = 0; ki < c.k; ++ki)
                 for (int64_t kj = 0; kj < c.k; ++kj) {
-                  const int64_t ih = oh + ki * c.dH - c.pH, iw = ow + kj * c.dW - c.pW();
+                  const int64_t ih = oh * c.s + ki * c.dH - c.pH, iw = ow * c.s + kj * c.dW - c.pW();
                   if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
                   s += double(px[((n * c.C + ci) * c.H + ih) * c.W + iw]) * pw[((o * c.C + ci) * c.k + ki) * c.k + kj];
                 }
@@ -161,11 +186,17 @@ TEST_F(ConvLanes, LeavesOtherGeometriesToTheGemmPaths) {
     EXPECT_FALSE(cpu::conv_lanes_applies(same, 1, cout)) << cout << " channels use under 7/8 of the lanes";
   cpu::Conv2dGeom g = same;
   g.sW = 2, g.OW = 4;
-  EXPECT_FALSE(cpu::conv_lanes_applies(g, 1, 32)) << "stride";
+  EXPECT_TRUE(cpu::conv_lanes_applies(g, 1, 32)) << "column stride 2";
   EXPECT_FALSE(cpu::conv_lanes_input_grad_applies(g, 1)) << "stride";
+  g.sW = 3, g.OW = 3;
+  EXPECT_FALSE(cpu::conv_lanes_applies(g, 1, 32)) << "column stride 3";
+  g = same;
+  g.sH = 3, g.OH = 3;
+  EXPECT_TRUE(cpu::conv_lanes_applies(g, 1, 32)) << "row stride 3";
+  EXPECT_FALSE(cpu::conv_lanes_input_grad_applies(g, 1)) << "row stride 3";
   g = same;
   g.pW = 0, g.OW = 6;
-  EXPECT_FALSE(cpu::conv_lanes_applies(g, 1, 32)) << "output narrower than the input";
+  EXPECT_TRUE(cpu::conv_lanes_applies(g, 1, 32)) << "output narrower than the input";
   EXPECT_FALSE(cpu::conv_lanes_input_grad_applies(g, 1)) << "output narrower than the input";
   g = same;
   g.C = 43;  // 387 taps
@@ -250,10 +281,10 @@ TEST_F(ConvLanes, Conv2dBackwardTakesIt) {
 }
 
 TEST_F(ConvLanes, RefusesOtherGeometriesByName) {
-  cpu::Conv2dGeom g{4, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 2, 2};
+  cpu::Conv2dGeom g{4, 4, 4, 3, 3, 3, 3, 1, 1, 1, 1, 2, 2};
   std::vector<float> x(4 * 16), w(2 * 36), out(2 * 16);
   EXPECT_WEFT_ERROR(cpu::conv_lanes_forward(1, x.data(), w.data(), nullptr, 2, g, out.data()),
-                    "needs stride 1 and OW == W, got stride (2, 2), OW 2 and W 4");
+                    "needs a column stride of 1 or 2, got stride (3, 3)");
   g = {4, 4, 4, 3, 3, 1, 1, 3, 1, 1, 1, 8, 4};
   EXPECT_WEFT_ERROR(cpu::conv_lanes_input_grad(1, out.data(), w.data(), 2, g, x.data()), "pH <= dH (kH - 1), got pH 3");
 }
