@@ -19,11 +19,13 @@
 // convolutions) skip the column buffer for the output and the weight
 // gradient: the GEMM packs its B panels straight from the images
 // (core/cpu/conv_cols_avx512.h), the same values, so the same bits. Where
-// the channels fill the vector lanes, their forward and their input gradient
-// run the direct kernel of core/cpu/conv_lanes_avx512.h instead (output
-// channels in the lanes, no column matrix at all): the forward sums in the
-// GEMM's order, the same bits again; the input gradient is a convolution of
-// the output gradient, in place of GEMM + col2im.
+// the output channels fill the vector lanes, the float32 forward of any
+// layer of one group with a column stride of 1 or 2 runs the direct kernel of
+// core/cpu/conv_lanes_avx512.h instead (output channels in the lanes, no
+// column matrix at all), summing in the GEMM's order: the same bits again;
+// where the input channels do, so does the input gradient of those stride-1
+// "same" layers, as a convolution of the output gradient in place of GEMM +
+// col2im.
 // Note [conv weight-grad determinism]: grad_weight sums per-chunk products; each
 // chunk's partial lands in its own slot and the slots are summed in chunk
 // order, so the result does not depend on the thread count.
