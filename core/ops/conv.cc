@@ -87,6 +87,9 @@ void gemm1(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_
   cpu::gemm_batched(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc);
 }
 
+// The threads a parallel_for here would use (1 inside a parallel region).
+int threads_here() { return in_parallel_region() ? 1 : get_num_threads(); }
+
 // The plan of the implicit column matrix (core/cpu/conv_cols_avx512.h) where
 // the float32 GEMMs can take it, else nullptr (im2col). The chunks' GEMMs then
 // run on their own threads, so it needs a chunk per thread at least: with
@@ -94,8 +97,7 @@ void gemm1(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_
 template <typename T>
 std::unique_ptr<cpu::ConvColsPlan> implicit_cols(const cpu::Conv2dGeom& g, int64_t groups, int64_t chunks) {
   if constexpr (std::is_same_v<T, float>) {
-    const int nt = in_parallel_region() ? 1 : get_num_threads();
-    if (cpu::conv_cols_applies(g, groups) && chunks >= nt) return std::make_unique<cpu::ConvColsPlan>(g);
+    if (cpu::conv_cols_applies(g, groups) && chunks >= threads_here()) return std::make_unique<cpu::ConvColsPlan>(g);
   }
   return nullptr;
 }
@@ -117,7 +119,7 @@ void conv2d_forward_impl(const Tensor& out, const Tensor& x, const Tensor& w, co
     }
     // (threads split the images: with fewer images than threads the GEMM
     // paths below keep every thread busy, with the same bits)
-    if (cpu::conv_lanes_applies(g, G, Cout) && N >= (in_parallel_region() ? 1 : get_num_threads())) {
+    if (cpu::conv_lanes_applies(g, G, Cout) && N >= threads_here()) {
       cpu::conv_lanes_forward(N, px, pw, pb, Cout, g, po);
       return;
     }
@@ -183,7 +185,7 @@ void conv2d_backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
       gb_done = true;
     }
     // the input gradient as a convolution of go (the threads split the images)
-    if (pgx && cpu::conv_lanes_input_grad_applies(g, G) && N >= (in_parallel_region() ? 1 : get_num_threads())) {
+    if (pgx && cpu::conv_lanes_input_grad_applies(g, G) && N >= threads_here()) {
       cpu::conv_lanes_input_grad(N, pgo, pw, Cout, g, pgx);
       pgx = nullptr;
     }

@@ -160,10 +160,11 @@ TEST_F(ConvLanes, MatchesAFloat64Reference) {
   }
 }
 
-// conv2d's forward runs it where it applies (same bits as the GEMM paths, so
-// this checks the values conv2d returns, with the output of the kernel
-// itself): the CNN's second layer at batch 4.
-TEST_F(ConvLanes, Conv2dForwardTakesIt) {
+// conv2d's forward returns the kernel's bits on the CNN's second layer at
+// batch 4. (Which path conv2d took cannot be seen in the values, since every
+// forward path gives these bits; the input gradient's routing is checked by
+// Conv2dBackwardTakesIt, whose bits differ from col2im's.)
+TEST_F(ConvLanes, Conv2dForwardGivesTheKernelsBits) {
   const Geo c{4, 32, 14, 14, 3, 1, 1, 1, 64};
   Tensor x = rnd({c.N, c.C, c.H, c.W}, DType::Float32, 7);
   Tensor w = rnd({c.cout, c.C, 3, 3}, DType::Float32, 8);
