@@ -60,9 +60,32 @@ PhiloxState Generator::reserve(uint64_t n_values) {
   return s;
 }
 
-Generator& default_generator() {
+namespace {
+thread_local Generator* t_generator = nullptr;  // set by GeneratorScope; nullptr: the process's
+
+Generator& process_generator() {
   static Generator g;
   return g;
+}
+}  // namespace
+
+Generator& default_generator() { return t_generator != nullptr ? *t_generator : process_generator(); }
+
+GeneratorScope::GeneratorScope(Generator& g) : previous_(t_generator) { t_generator = &g; }
+GeneratorScope::~GeneratorScope() { t_generator = previous_; }
+
+std::vector<uint64_t> fork_seeds(Generator& parent, int n) {
+  WEFT_CHECK(n >= 0, "fork_seeds: n must be >= 0, got ", n);
+  PhiloxReader block(parent.reserve(4));
+  const uint64_t base = (static_cast<uint64_t>(block.value(0)) << 32) | block.value(1);
+  std::vector<uint64_t> seeds(n);
+  for (int i = 0; i < n; ++i) {  // splitmix64: a bijection of base + i * golden, so distinct for distinct i
+    uint64_t z = base + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    seeds[i] = z ^ (z >> 31);
+  }
+  return seeds;
 }
 
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }

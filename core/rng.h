@@ -14,6 +14,14 @@
 //   so consecutive draws never share a counter.
 // - get_state/set_state round-trip {seed, offset}; RngStateGuard restores the
 //   default generator's state on scope exit (activation checkpointing uses it).
+// - default_generator() is the calling thread's: the process-wide generator,
+//   unless a GeneratorScope on this thread names another. Threads that play
+//   ranks of one job (run_ranks, LocalPipe) each draw from their own, as each
+//   process of a job does, so one rank's checkpoint recomputation, which sets
+//   and restores the state, never moves another rank's stream.
+// - fork_seeds(parent, n): seeds for n child streams, from one block of 4
+//   values reserved from `parent` (the parent moves on by 4): seed i is a
+//   function of the parent's state and i only, and the n seeds differ.
 #pragma once
 
 #include <array>
@@ -107,11 +115,27 @@ class Generator {
   uint64_t offset_ = 0;
 };
 
-// The process-wide generator every random op draws from.
+// The generator random ops on the calling thread draw from (see the contract).
 Generator& default_generator();
 void manual_seed(uint64_t seed);
 GeneratorState get_rng_state();
 void set_rng_state(const GeneratorState& state);
+
+// Makes `g` the calling thread's default generator until the scope ends, then
+// restores the one before (scopes nest). `g` must outlive the scope.
+class GeneratorScope {
+ public:
+  explicit GeneratorScope(Generator& g);
+  ~GeneratorScope();
+  GeneratorScope(const GeneratorScope&) = delete;
+  GeneratorScope& operator=(const GeneratorScope&) = delete;
+
+ private:
+  Generator* previous_;
+};
+
+// Seeds for `n` child streams of `parent` (contract above).
+std::vector<uint64_t> fork_seeds(Generator& parent, int n);
 
 // Saves the default generator's state and restores it on destruction.
 class RngStateGuard {

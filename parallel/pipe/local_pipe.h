@@ -15,6 +15,11 @@
 //   to its device first. On a CPU-only machine every device may be the CPU.
 // - step(input, target, loss_fn) and forward(input) as Pipe's (the loss, and
 //   the output, on the caller's thread); parameters() are all partitions'.
+// - Random numbers: each device's thread draws from a stream of its own,
+//   forked from the caller's default generator at every step (run_ranks), as
+//   each process of Pipe has its own generator: dropout is reproducible after
+//   manual_seed, checkpointed micro-batches redraw the same masks, and no
+//   thread's draws depend on how the threads interleave.
 // - A failing stage fails the step on every thread: step() throws the first
 //   rank's error ("run_ranks: rank r of n failed: PipelineRunner ... action
 //   ..."), and the LocalPipe can run the next step.

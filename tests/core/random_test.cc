@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <thread>
 
 #include "autograd/gradcheck.h"
 #include "core/parallel.h"
@@ -123,6 +124,54 @@ TEST(Generator, StateSaveRestore) {
   g.manual_seed(9);
   EXPECT_EQ(g.offset(), 0u);
   EXPECT_EQ(g.seed(), 9u);
+}
+
+TEST(Generator, ScopeRedirectsThisThreadsDrawsOnly) {
+  manual_seed(5);
+  const GeneratorState outer = get_rng_state();
+  Generator mine(5);
+  {
+    GeneratorScope scope(mine);
+    Tensor a = randn({64});  // from `mine`: the same numbers as the process's generator after manual_seed(5)
+    EXPECT_EQ(mine.offset(), 128u);
+    Generator inner(7);
+    {
+      GeneratorScope nested(inner);
+      rand({3});
+      EXPECT_EQ(inner.offset(), 4u);
+      EXPECT_EQ(mine.offset(), 128u);
+    }
+    set_rng_state({9, 0});  // sets `mine`, restored scope or not
+    EXPECT_EQ(mine.seed(), 9u);
+    // Another thread still draws from the process's generator.
+    std::thread other([&] { EXPECT_TRUE(get_rng_state() == outer); });
+    other.join();
+    manual_seed(5);
+    EXPECT_TRUE(same_values(randn({64}), a));
+  }
+  EXPECT_TRUE(get_rng_state() == outer) << "the process's generator was not touched inside the scope";
+  EXPECT_TRUE(same_values(randn({64}), [] {
+    Generator g(5);
+    GeneratorScope s(g);
+    return randn({64});
+  }()));
+}
+
+TEST(Generator, ForkSeedsAreDistinctReproducibleAndAdvanceTheParentByOneBlock) {
+  Generator a(3), b(3);
+  const std::vector<uint64_t> sa = fork_seeds(a, 8);
+  EXPECT_EQ(a.offset(), 4u);
+  EXPECT_EQ(fork_seeds(b, 8), sa);
+  EXPECT_EQ(std::set<uint64_t>(sa.begin(), sa.end()).size(), 8u);
+  const std::vector<uint64_t> next = fork_seeds(a, 8);  // the parent's next block
+  EXPECT_EQ(a.offset(), 8u);
+  for (uint64_t x : next) EXPECT_EQ(std::count(sa.begin(), sa.end(), x), 0) << "a seed repeated across forks";
+  Generator c(3);
+  const std::vector<uint64_t> three = fork_seeds(c, 3);  // seed i does not depend on n
+  EXPECT_EQ(three, std::vector<uint64_t>(sa.begin(), sa.begin() + 3));
+  Generator d(4);
+  EXPECT_NE(fork_seeds(d, 1)[0], sa[0]) << "the parent's seed must matter";
+  EXPECT_WEFT_ERROR(fork_seeds(d, -1), "fork_seeds: n must be >= 0, got -1");
 }
 
 TEST(Rand, RangeAndMoments) {

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "core/ops.h"
+#include "core/rng.h"
 #include "parallel/comm/inproc/process_group_inproc.h"
 #include "parallel/comm/inproc/testing.h"
 #include "tests/parallel/error_text.h"
@@ -376,6 +377,38 @@ TEST(InProc, SizeAndDtypeMismatchNameBoth) {
                "send(float32, 8 elements, to rank 1, tag 0) of rank 0 and recv(float32, 4 elements, from rank 0, "
                "tag 0) of rank 1 on world do not match: the send has 8 float32 elements, the receive 4 float32");
   }
+}
+
+// run_ranks: each rank draws from a generator of its own, forked from the
+// caller's. Rank 0 rewinds its stream between rank 1's draws (barriers order
+// them); with one generator for the process that would move rank 1's draws.
+TEST(InProc, EachRankDrawsFromAGeneratorOfItsOwn) {
+  auto run = [](bool rank0_rewinds) {
+    std::vector<std::vector<float>> drawn(2);
+    manual_seed(12);
+    run_ranks(2, [&](GroupPtr g) {
+      for (int k = 0; k < 3; ++k) {
+        if (g->rank() == 0 && rank0_rewinds) set_rng_state({77, 0});
+        g->barrier()->wait();
+        if (g->rank() == 1)
+          for (float v : values(randn({8}))) drawn[1].push_back(v);
+        g->barrier()->wait();
+      }
+      if (g->rank() == 0)
+        for (float v : values(randn({8}))) drawn[0].push_back(v);
+    });
+    return drawn;
+  };
+  const auto plain = run(false), again = run(false), rewound = run(true);
+  EXPECT_EQ(plain, again) << "the same seed must give the same draws on every rank";
+  EXPECT_EQ(rewound[1], plain[1]) << "rank 0's set_rng_state moved rank 1's stream";
+  EXPECT_NE(rewound[0], plain[0]);
+  EXPECT_NE(std::vector<float>(plain[1].begin(), plain[1].begin() + 8), plain[0]) << "ranks 0 and 1 share a stream";
+  // The caller's stream moves on by one block per run_ranks, whatever the ranks draw.
+  manual_seed(12);
+  run_ranks(3, [](GroupPtr) { randn({100}); });
+  EXPECT_EQ(get_rng_state().offset, 4u);
+  EXPECT_EQ(get_rng_state().seed, 12u);
 }
 
 TEST(InProc, EmptyBatchCompletesAtOnce) {

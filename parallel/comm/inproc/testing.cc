@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace weft::parallel {
 
@@ -30,8 +31,11 @@ void run_ranks(int n, const std::function<void(std::shared_ptr<ProcessGroup>)>& 
   int first = -1;
   std::string first_text;
   std::vector<std::thread> threads;
+  const std::vector<uint64_t> seeds = fork_seeds(default_generator(), n);
   auto run = [&](int r) {
     std::string reason = "its thread returned";
+    Generator generator(seeds[r]);
+    GeneratorScope draws_from(generator);
     try {
       body(groups[r]);
     } catch (...) {

@@ -9,6 +9,12 @@
 // exception thrown (in time) as weft::Error "run_ranks: rank r of n failed:
 // <message>". (gtest EXPECT failures inside bodies are recorded by gtest
 // itself.)
+// Random numbers: each rank's thread draws from a generator of its own (a
+// GeneratorScope, core/rng.h), as each process of a job does. Rank r's seed is
+// fork_seeds(caller's default generator, n)[r], taken once per call on the
+// calling thread, so a run after manual_seed is reproducible however the threads
+// interleave, the ranks' streams differ, and the caller's stream moves on by 4
+// values per call.
 #pragma once
 
 #include <chrono>

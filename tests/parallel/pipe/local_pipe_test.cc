@@ -1,7 +1,8 @@
 // LocalPipe (one process, a thread per device; all devices are the CPU here):
 // SGD training equals one process for each schedule; forward() equals the
 // whole model; a step whose stage throws fails naming it and the next step
-// runs; argument errors.
+// runs; dropout draws are reproducible and recomputed with the same masks;
+// argument errors.
 #include "parallel/pipe/local_pipe.h"
 
 #include <map>
@@ -88,6 +89,48 @@ TEST(LocalPipe, AFailingStageFailsTheStepAndTheNextStepRuns) {
   EXPECT_WEFT_ERROR(pipe.step(randn({4, kIn + 1}), randn({4, kOut}), mse), "(F0.0, micro-batch 0) failed");
   const double loss = pipe.step(randn({4, kIn}), randn({4, kOut}), mse);
   EXPECT_GT(loss, 0);
+}
+
+// Dropout in both partitions: every device's thread draws from a stream of
+// its own, forked from the caller's generator at each step. So a step is
+// reproducible after manual_seed, checkpointed micro-batches redraw the
+// masks of the plain step, and the next step draws new masks.
+TEST(LocalPipe, DropoutIsReproducibleAndRecomputedWithTheSameMasks) {
+  auto make = [] {
+    manual_seed(41);
+    return nn::Sequential::of(std::make_shared<nn::Linear>(kIn, kHidden), std::make_shared<nn::Dropout>(0.5),
+                              std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(kHidden, kHidden),
+                              std::make_shared<nn::Dropout>(0.5), std::make_shared<nn::Linear>(kHidden, kOut));
+  };
+  manual_seed(42);
+  const Tensor x = randn({8, kIn}), y = randn({8, kOut});
+  struct Run {
+    double first, second;
+    std::vector<Tensor> grads;  // after the first step
+  };
+  auto run = [&](CheckpointMode mode) {
+    auto model = make();
+    PipeOptions o;
+    o.chunks = 4;
+    o.checkpoint = mode;
+    LocalPipe pipe(model, {3, 3}, {kCPU, kCPU}, o);
+    Run out;
+    manual_seed(7);
+    out.first = pipe.step(x, y, mse);
+    for (const Tensor& p : pipe.parameters()) out.grads.push_back(p.grad().clone());
+    out.second = pipe.step(x, y, mse);  // gradients accumulate; the loss is the forward's
+    return out;
+  };
+  const Run plain = run(CheckpointMode::kNever), again = run(CheckpointMode::kNever),
+            recomputed = run(CheckpointMode::kAlways);
+  EXPECT_EQ(plain.first, again.first);
+  EXPECT_EQ(plain.first, recomputed.first);
+  EXPECT_NE(plain.first, plain.second) << "the second step drew the first step's masks";
+  ASSERT_EQ(plain.grads.size(), recomputed.grads.size());
+  for (size_t i = 0; i < plain.grads.size(); ++i) {
+    EXPECT_TRUE(testing::tensors_near(recomputed.grads[i], plain.grads[i], 0)) << "parameter " << i;
+    EXPECT_TRUE(testing::tensors_near(again.grads[i], plain.grads[i], 0)) << "parameter " << i;
+  }
 }
 
 TEST(LocalPipe, ArgumentErrorsAreNamed) {

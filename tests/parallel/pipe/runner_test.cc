@@ -222,12 +222,15 @@ TEST(PipelineRunner, CheckpointedMicroBatchesAreRecomputed) {
 }
 
 TEST(PipelineRunner, RecomputationDrawsTheSameDropoutMasks) {
-  // Dropout on the last stage only (its rank alone draws random numbers): the
-  // checkpointed step must reproduce the plain step's masks exactly.
+  // Dropout on both stages: the checkpointed step must reproduce the plain
+  // step's masks exactly. Each rank's thread has a generator of its own
+  // (run_ranks), so one rank's recomputation, which rewinds its stream and
+  // restores it, cannot move the other's draws.
   std::vector<std::vector<Tensor>> grads;
   for (CheckpointMode mode : {CheckpointMode::kNever, CheckpointMode::kAlways}) {
     manual_seed(3);
-    auto stage0 = nn::Sequential::of(std::make_shared<nn::Linear>(kIn, kHidden), std::make_shared<nn::Tanh>());
+    auto stage0 = nn::Sequential::of(std::make_shared<nn::Linear>(kIn, kHidden), std::make_shared<nn::Tanh>(),
+                                     std::make_shared<nn::Dropout>(0.5));
     auto stage1 = nn::Sequential::of(std::make_shared<nn::Dropout>(0.5), std::make_shared<nn::Linear>(kHidden, kOut));
     Tensor x = randn({8, kIn}), y = randn({8, kOut});
     manual_seed(4);
