@@ -101,7 +101,9 @@ TEST(Reduce, SumEveryDimComboAndDtypeMatchesNaive) {
                                 : dt == DType::Float16 ? 1e-3
                                                        : 1e-6))
             << dt << " dims " << shape_str(dims);
-        if (keep) EXPECT_EQ(r.dim(), 3);
+        if (keep) {
+          EXPECT_EQ(r.dim(), 3);
+        }
       }
     }
   }

@@ -54,7 +54,9 @@ RunResult train(const ModelFactory& make, const OptFactory& make_opt, DType dt, 
   for (const Tensor& p : model->parameters()) r.params.push_back(p.detach().to(kCPU));
   for (auto& [k, v] : opt->state_dict()) {
     bool is_step = k.size() >= 5 && k.compare(k.size() - 5, 5, ".step") == 0;
-    if (k.rfind("state.", 0) == 0 && !is_step) EXPECT_EQ(v.device(), dev) << k << ": optimizer state not on the GPU";
+    if (k.rfind("state.", 0) == 0 && !is_step) {
+      EXPECT_EQ(v.device(), dev) << k << ": optimizer state not on the GPU";
+    }
     r.opt_state[k] = v.to(kCPU);
   }
   return r;

@@ -92,8 +92,11 @@ TEST(CudaOptim, GradNormMatchesCpuAndIsDeterministic) {
       for (double p : {1.0, 2.0, 3.0, inf}) {
         double want = optim::grad_norm_table()(kCPU, dt, g, p);
         double got = optim::grad_norm_table()(kGPU, dt, gd, p);
-        if (std::isinf(p)) EXPECT_EQ(got, want) << dt << " n=" << n;
-        else EXPECT_NEAR(got, want, 1e-12 * std::abs(want)) << dt << " n=" << n << " p=" << p;
+        if (std::isinf(p)) {
+          EXPECT_EQ(got, want) << dt << " n=" << n;
+        } else {
+          EXPECT_NEAR(got, want, 1e-12 * std::abs(want)) << dt << " n=" << n << " p=" << p;
+        }
         EXPECT_EQ(optim::grad_norm_table()(kGPU, dt, gd, p), got) << "not deterministic";
       }
     }

@@ -40,7 +40,9 @@ TEST(DeferredBatchNorm, RunningStatisticsEqualTheWholeMiniBatchs) {
         // Normalised with the micro-batch's own statistics.
         Tensor want = batch_norm(part, Tensor(), Tensor(), deferred->weight, deferred->bias, true);
         EXPECT_TRUE(tensors_near(y, want, 1e-6));
-        if (k < 2) EXPECT_EQ(deferred->num_batches_tracked.item<int64_t>(), step) << "committed early";
+        if (k < 2) {
+          EXPECT_EQ(deferred->num_batches_tracked.item<int64_t>(), step) << "committed early";
+        }
       }
       EXPECT_TRUE(tensors_near(deferred->running_mean, whole->running_mean, 1e-6)) << dims << "D step " << step;
       EXPECT_TRUE(tensors_near(deferred->running_var, whole->running_var, 1e-6)) << dims << "D step " << step;

@@ -176,7 +176,9 @@ TEST_F(MlpFused, Bfloat16IsFusedAndMatchesFloat64) {
     const Grads ref = run(composed, f64(in), g.to(DType::Float64));
     for (bool fused_op : {true, false}) {
       const Grads r = fused_op ? run(mlp_gelu_tanh, in, g) : run(composed, in, g);
-      if (fused_op) EXPECT_EQ(r.node, "MlpGeluBackward");
+      if (fused_op) {
+        EXPECT_EQ(r.node, "MlpGeluBackward");
+      }
       EXPECT_EQ(r.y.dtype(), DType::BFloat16);
       SCOPED_TRACE(fused_op ? "fused" : "composed bfloat16 ops");
       expect_close(r, ref, 1.0 / 64);

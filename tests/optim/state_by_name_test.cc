@@ -167,7 +167,9 @@ TEST(OptimizerStateByName, LoadingCopiesTheState) {
     // Both continued from the same state: equal states.
     const OptimizerStateDict sa = oa->state_dict_by_name(), sb = ob->state_dict_by_name();
     for (const auto& [k, t] : sa) EXPECT_TRUE(testing::tensors_near(t, sb.at(k), 0)) << k;
-    if (oa->name() == "AdamW") EXPECT_EQ(sa.at("state.head.weight.step").item<float>(), 2.0f);
+    if (oa->name() == "AdamW") {
+      EXPECT_EQ(sa.at("state.head.weight.step").item<float>(), 2.0f);
+    }
   }
 }
 

@@ -368,7 +368,9 @@ TEST(Rank0First, RankZeroRunsFirst) {
       saw_file = s == "ready";
     }
   });
-  if (pg->rank() != 0) EXPECT_TRUE(saw_file) << "rank " << pg->rank() << " ran before rank 0 finished";
+  if (pg->rank() != 0) {
+    EXPECT_TRUE(saw_file) << "rank " << pg->rank() << " ran before rank 0 finished";
+  }
   // Everyone ran: count with an allreduce.
   Tensor ran = full({1}, 1.0);
   pg->allreduce(ran)->wait();

@@ -27,8 +27,12 @@ std::string plan(const DasoSchedule& s, int steps) {
   std::string out;
   for (int i = 0; i < steps; ++i) {
     const DasoStepPlan p = s.step_plan(i, steps);
-    std::string t = std::string(p.fold ? "F" : "") + (p.blocking ? "B" : "") + (p.start ? "S" : "");
-    out += (i ? " " : "") + (t.empty() ? std::string(".") : t);
+    std::string t;
+    if (p.fold) t += 'F';
+    if (p.blocking) t += 'B';
+    if (p.start) t += 'S';
+    if (i) out += ' ';
+    out += t.empty() ? "." : t;
   }
   return out;
 }
@@ -196,7 +200,9 @@ TEST(DasoSchedule, LocalSkipsByHand) {
       EXPECT_EQ(plan(s, 20), "S . . . . . . F S . . . . . . F . . . B");
       EXPECT_EQ(node_syncs(s, 20), "A---A--AA---A--AA--A");
     }
-    if (w == Skips(1, 1, 1)) EXPECT_EQ(node_syncs(s, 5), "AAAAA");
+    if (w == Skips(1, 1, 1)) {
+      EXPECT_EQ(node_syncs(s, 5), "AAAAA");
+    }
   }
   EXPECT_EQ(s.describe(), "epoch 6 (cycling): global_skip 16, batches_to_wait 8, local_skip 8");
   s.end_epoch(1.0);  // a plateau: 8/7/4

@@ -173,7 +173,9 @@ TEST(DistributedSampler, AugmentationDiffersPerEpochAndMatchesTheSingleProcessLo
           EXPECT_GE(v, static_cast<double>(i));
           EXPECT_LT(v, static_cast<double>(i) + 1.0);
           if (e == 0) first[i] = v;
-          else if (first.count(i)) EXPECT_NE(v, first[i]) << "index " << i << ": epoch " << e << " repeats epoch 0";
+          else if (first.count(i)) {
+            EXPECT_NE(v, first[i]) << "index " << i << ": epoch " << e << " repeats epoch 0";
+          }
         }
       }
     }
@@ -273,10 +275,11 @@ TEST(GlobalBatchSampler, OneTwoAndFourReplicasDealTheSameGlobalBatches) {
         for (int d = 0; d < R; ++d) {
           const auto& idx = got[d].index[k];
           // Full batches: replica d holds rows [d*B/R, (d+1)*B/R).
-          if (k < 5)
+          if (k < 5) {
             EXPECT_EQ(idx,
                       std::vector<int64_t>(want.index[k].begin() + d * B / R, want.index[k].begin() + (d + 1) * B / R))
                 << "R " << R << " replica " << d << " batch " << k;
+          }
           EXPECT_EQ(static_cast<int64_t>(idx.size()), s.shares(k)[d]);
           GlobalBatchSampler sd(n, B, R, d, {true, 3, false});
           EXPECT_EQ(sd.local_indices(e, k), idx);

@@ -159,8 +159,11 @@ inline void expect_losses_near(const std::vector<double>& got, const std::vector
                                const std::string& what) {
   ASSERT_GE(want.size(), first + got.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
-    if (tol == 0) EXPECT_EQ(got[i], want[first + i]) << what << " step " << first + i;
-    else EXPECT_NEAR(got[i], want[first + i], tol) << what << " step " << first + i;
+    if (tol == 0) {
+      EXPECT_EQ(got[i], want[first + i]) << what << " step " << first + i;
+    } else {
+      EXPECT_NEAR(got[i], want[first + i], tol) << what << " step " << first + i;
+    }
   }
 }
 

@@ -329,7 +329,9 @@ TEST(DistributedModel, Errors) {
     EXPECT_EQ(dm.load_state_dict(sd, /*strict=*/false).missing_keys, std::vector<std::string>{dropped});
     sd = dm.state_dict();
     sd.insert("0.weight", zeros({3, 3}));
-    if (g->rank() == 0) EXPECT_WEFT_ERROR(dm.load_state_dict(sd), "0.weight");
+    if (g->rank() == 0) {
+      EXPECT_WEFT_ERROR(dm.load_state_dict(sd), "0.weight");
+    }
   });
 }
 

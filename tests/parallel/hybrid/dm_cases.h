@@ -170,7 +170,9 @@ inline RankResult train_rank(const Case& c, const Reference& ref, std::shared_pt
   for (const auto& stage : dm.local_modules())
     for (const auto& layer : stage->children())
       if (std::dynamic_pointer_cast<nn::Linear>(layer)) out.holds_a_linear = true;
-  if (c.pp > 1 && o.auto_partition && !resume) EXPECT_EQ(table.str().empty(), r != 0) << table.str();
+  if (c.pp > 1 && o.auto_partition && !resume) {
+    EXPECT_EQ(table.str().empty(), r != 0) << table.str();
+  }
   out.model_state = dm.state_dict();
   out.opt_state = opt.state_dict();
   out.memory = opt.memory_summary();

@@ -149,7 +149,9 @@ TEST(PipelineRunner, ZeroBubbleAccumulatesWeightGradientsInW) {
     for (int64_t t : fired)
       for (const TraceEvent& e : r.last_trace()) {
         const bool inside = t >= e.start_ns && t <= e.start_ns + e.duration_ns;
-        if (inside) EXPECT_EQ(e.action.kind, ActionKind::kWeight) << "accumulated during " << to_string(e.action);
+        if (inside) {
+          EXPECT_EQ(e.action.kind, ActionKind::kWeight) << "accumulated during " << to_string(e.action);
+        }
         inside_w += inside && e.action.kind == ActionKind::kWeight;
       }
     EXPECT_EQ(inside_w, 2);
@@ -311,7 +313,9 @@ TEST(PipelineRunner, ForwardOnlyAndKeptOutputsEqualTheWholeModel) {
         EXPECT_TRUE(testing::tensors_near(out, want, 1e-6)) << sched.name;
       }
       r.step(x, y, mse);
-      if (g->rank() == last_rank) EXPECT_TRUE(testing::tensors_near(r.last_output(), want, 1e-6)) << sched.name;
+      if (g->rank() == last_rank) {
+        EXPECT_TRUE(testing::tensors_near(r.last_output(), want, 1e-6)) << sched.name;
+      }
     });
     for (auto& p : model->parameters()) EXPECT_TRUE(p.grad().defined());  // step() still trained
   }

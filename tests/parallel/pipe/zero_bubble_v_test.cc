@@ -125,12 +125,16 @@ TEST(ZeroBubbleV, EveryShapeValidatesWithinItsLimits) {
       const std::vector<int> live = peak_live(sim), stash = peak_stash(zbv);
       for (int r = 0; r < p; ++r) EXPECT_LE(live[r], 2 * p) << "rank " << r;
       for (int r = 0; r < p; ++r) EXPECT_LE(stash[r], 3 * p) << "rank " << r;
-      if (m >= p && !(p >= 5 && m == p + 1)) EXPECT_EQ(sim.makespan, 6 * m + p - 1);
+      if (m >= p && !(p >= 5 && m == p + 1)) {
+        EXPECT_EQ(sim.makespan, 6 * m + p - 1);
+      }
       for (int v : {1, 2, 3, 4}) {
         const Schedule izb = interleaved_zero_bubble_schedule(p, m, v);
         validate(izb);
         const Simulation isim = unit_simulation(izb);
-        if (m % p == 0) EXPECT_EQ(isim.makespan, 3 * v * m + p - 1) << "v=" << v;
+        if (m % p == 0) {
+          EXPECT_EQ(isim.makespan, 3 * v * m + p - 1) << "v=" << v;
+        }
         const std::vector<int> ilive = peak_live(isim), istash = peak_stash(izb);
         for (int r = 0; r < p; ++r) EXPECT_LE(ilive[r], v * p - r) << "v=" << v << " rank " << r;
         for (int r = 0; r < p; ++r) EXPECT_LE(istash[r], v * p - r + 2 * p) << "v=" << v << " rank " << r;
