@@ -46,12 +46,13 @@ class KernelTable<R(Args...)> {
 // Usage: WEFT_REGISTER_KERNEL(add_table(), DeviceType::CPU, kAllTypes, add_kernel);
 // where add_kernel is a function template whose instantiations match the table.
 namespace detail {
-template <typename Table, typename F>
-void register_each(Table& table, DeviceType dev, uint32_t set, F&& make) {
+// `Set` is a template argument so that only its dtypes' kernels are compiled.
+template <uint32_t Set, typename Table, typename F>
+void register_each(Table& table, DeviceType dev, F&& make) {
   for (int i = 0; i < kNumDTypes; ++i) {
     DType dt = static_cast<DType>(i);
-    if (in_set(dt, set)) {
-      dispatch(dt, table.name(), [&](auto tag) { table.set(dev, dt, make(tag)); });
+    if (in_set(dt, Set)) {
+      dispatch<Set>(dt, table.name(), [&](auto tag) { table.set(dev, dt, make(tag)); });
     }
   }
 }
@@ -67,7 +68,7 @@ struct Registrar {
 #define WEFT_CONCAT(a, b) WEFT_CONCAT_INNER(a, b)
 #define WEFT_REGISTER_KERNEL(table, dev, set, kernel_template)                    \
   static ::weft::detail::Registrar WEFT_CONCAT(weft_registrar_, __COUNTER__)([] { \
-    ::weft::detail::register_each((table), (dev), (set), [](auto tag) {           \
+    ::weft::detail::register_each<(set)>((table), (dev), [](auto tag) {           \
       using T_ = typename decltype(tag)::type;                                    \
       return &kernel_template<T_>;                                                \
     });                                                                           \

@@ -297,9 +297,10 @@ TEST(Matmul, LinearWeightAndBiasGradientsFromOnePass) {
                                  std::to_string(which) + (avx ? " avx512" : " eigen");
         for (int t = 0; t < 3; ++t) {
           ASSERT_EQ(got[t].defined(), want[t].defined()) << what << " grad " << t;
-          if (got[t].defined())
+          if (got[t].defined()) {
             EXPECT_TRUE(tensors_near(got[t].to(DType::Float64), want[t], 2e-5 * std::sqrt(double(c.x[0]) + 1)))
                 << what << " grad " << t;
+          }
         }
       }
   }
