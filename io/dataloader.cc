@@ -124,6 +124,7 @@ Batch DataLoader::build_batch(const Epoch& ep, int64_t b) const {
     Example e = dataset_->get(idx);
     if (transform_) {
       Generator gen(example_seed(options_.seed, static_cast<uint64_t>(ep.epoch), static_cast<uint64_t>(idx)));
+      GeneratorScope random_ops_too(gen);  // rand, randn, dropout ... inside the transform draw from it as well
       e = transform_(e, gen);
     }
     examples.push_back(std::move(e));

@@ -15,7 +15,10 @@
 //   num_workers, including 0, and an example's augmentation depends only on its
 //   dataset index and the epoch, not on the sampler or its position (a
 //   DistributedSampler's rank gets the same augmentation for an index as a
-//   single-process loader with the same seed).
+//   single-process loader with the same seed). While the transform runs, that
+//   Generator is also its thread's default generator (GeneratorScope,
+//   core/rng.h), so random ops it calls (rand, randn, dropout) draw from it
+//   too and never from, or move, the process's stream.
 // - num_workers = 0 builds batches on the consumer's thread. num_workers > 0
 //   starts that many threads per epoch; at most num_workers * prefetch_factor
 //   batches are built ahead of the consumer, and batches are delivered in order.

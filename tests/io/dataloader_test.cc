@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "core/ops.h"
+#include "core/rng.h"
 #include "io/transforms.h"
 #include "tests/testing.h"
 
@@ -135,6 +136,39 @@ TEST(DataLoader, SameBatchesForAnyWorkerCount) {
     }
   }
   EXPECT_NE(reference[0], reference[1]);
+}
+
+// A transform that calls a tensor-level random op (randn) draws from the
+// example's generator: the same batches for any worker count, equal to
+// randn under a Generator(example_seed(...)) by hand, and the caller's
+// stream does not move.
+TEST(DataLoader, RandomOpsInsideATransformDrawFromTheExamplesGenerator) {
+  auto ds = make_dataset(23);
+  ExampleTransform noise = [](const Example& e, Generator&) { return Example{add(e.data, randn({2})), e.target}; };
+  std::vector<std::vector<double>> seen;
+  for (int workers : {0, 2}) {
+    manual_seed(5);
+    const GeneratorState before = get_rng_state();
+    DataLoader dl(ds, {.batch_size = 4, .shuffle = true, .seed = 9, .num_workers = workers}, noise);
+    dl.set_epoch(1);
+    std::vector<double> all;
+    for (Batch& b : dl) {
+      auto d = values(b.data), t = values(b.target);
+      for (size_t k = 0; k < t.size(); ++k) {
+        const auto idx = static_cast<uint64_t>(t[k]);
+        Generator by_hand(example_seed(9, 1, idx));
+        GeneratorScope scope(by_hand);
+        const auto want = values(randn({2}));
+        EXPECT_EQ(d[2 * k], static_cast<float>(static_cast<float>(idx) + static_cast<float>(want[0])))
+            << "index " << idx << ", " << workers << " workers";
+        EXPECT_EQ(d[2 * k + 1], static_cast<float>(static_cast<float>(10 * idx) + static_cast<float>(want[1])));
+      }
+      all.insert(all.end(), d.begin(), d.end());
+    }
+    EXPECT_TRUE(get_rng_state() == before) << "the transform moved the caller's stream, " << workers << " workers";
+    seen.push_back(all);
+  }
+  EXPECT_EQ(seen[0], seen[1]);
 }
 
 TEST(DataLoader, NextApiAndRestart) {
