@@ -8,6 +8,9 @@
 #    or in the source tree the inputs come from (found through README.md's
 #    runfiles link), for links to other parts of the repository. A link's
 #    #fragment must be the anchor of a heading of the Markdown page it names.
+# 3. Those pages keep Markdown's shape outside code (what a C++ formatter run
+#    over a page breaks): headings start at the line's first column with a
+#    space after the #s, and no link target holds a space.
 # Usage: check_markdown.sh  (run by Bazel from the runfiles root)
 set -uo pipefail
 ws="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-weft}"
@@ -95,6 +98,22 @@ for md in "${pages[@]}"; do
       fi
     fi
   done < "$tmp/links"
+done
+
+# 3. Markdown's shape.
+for md in "${pages[@]}"; do
+  rel="${md#"$ws"/}"
+  awk -v rel="$rel" '
+    /^```/ { code = !code; next }
+    code { next }
+    /^#+[^# ]/ { print rel ":" NR ": a heading without a space after its #s: " $0 }
+    /^[ \t]+#+ / { print rel ":" NR ": an indented heading (Markdown does not read it as one): " $0 }
+    {
+      line = $0; gsub(/`[^`]*`/, "", line)
+      if (match(line, /\]\([^)]* [^)]*\)/)) print rel ":" NR ": a link target with a space: " substr(line, RSTART, RLENGTH)
+    }
+  ' "$md" > "$tmp/shape"
+  while read -r problem; do fail "$problem"; done < "$tmp/shape"
 done
 
 shown=$(ls "$tmp/blocks" | wc -l)
