@@ -13,8 +13,9 @@
 # (overflow, misaligned or null accesses, bad shifts and casts); the first
 # report fails the test. Leak checking is off: Open MPI and the leaked-on-purpose
 # per-thread handles would fill the reports. Default targets: every test
-# target but the examples' (which train for minutes and add nothing the unit
-# tests do not cover under a sanitizer).
+# target but the examples' and the multi-host test beds' (tests/parallel/hosts:
+# they train the examples for minutes under mpirun, past their time limits
+# when instrumented, and add nothing the unit tests do not cover here).
 #
 # tsan: data races between weft's own threads: ranks played as threads
 # (run_ranks, LocalPipe), DataLoader workers, asynchronous checkpoint writers,
@@ -43,7 +44,7 @@ base="${WEFT_SANITIZE_BASE:-$HOME/.cache/weft-$kind}"
 targets=("$@")
 if ((${#targets[@]} == 0)); then
   if [[ "$kind" == asan ]]; then
-    query='tests(//tests/...) except tests(//tests/examples/...)'
+    query='tests(//tests/...) except tests(//tests/examples/... + //tests/parallel/hosts/...)'
   else
     query='tests(//tests/io/... + //tests/train/... + //tests/autograd/... + //tests/parallel/...) except attr(tags, "multiprocess|gpu", tests(//tests/...))'
   fi
