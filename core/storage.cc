@@ -19,11 +19,12 @@ namespace {
 // a page per row and misses the first-level TLB; with 2 MiB pages a 12 MB
 // activation is six entries. Single-threaded GEMMs of the GPT's shapes and
 // sgemm 1024 ran 0-4% faster (median of alternated calls) on an AVX-512 Xeon.
-// Blocks keep malloc's placement and 64-byte alignment: only the huge pages a block covers entirely are marked, so
-// no page is made huge for a block that does not fill it, and peak RSS stays
-// what it was (forcing 2 MiB alignment instead added 17% to the GPT's, through
-// the gaps it left). Where the kernel has no THP, madvise fails and pages stay
-// small; the memory is the same either way.
+// Blocks keep malloc's placement and 64-byte alignment: only the huge pages a
+// block covers entirely are marked, so no page is made huge for a block that
+// does not fill it, and peak RSS stays what it was (forcing 2 MiB alignment
+// instead added 17% to the GPT's, through the gaps it left). Where the kernel
+// has no THP, madvise fails and pages stay small; the memory is the same
+// either way.
 void advise_huge_pages(void* p, size_t nbytes) {
   constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) / kHugePage * kHugePage;

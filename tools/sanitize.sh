@@ -5,7 +5,7 @@
 #   tools/sanitize.sh tsan [TARGETS...]   ThreadSanitizer
 #
 # Each sanitizer builds in a Bazel output base of its own
-# (~/.cache/weft-<asan|tsan>, or $WEFT_SANITIZE_BASE), so the regular build's
+# ($WEFT_SANITIZE_DIR/weft-<asan|tsan>, by default under ~/.cache), so the regular build's
 # cache and the bazel-* links of the checkout stay as they are; the first run
 # compiles everything once (about half an hour on 2 cores).
 #
@@ -37,7 +37,7 @@ case "$kind" in
     exit 2
     ;;
 esac
-base="${WEFT_SANITIZE_BASE:-$HOME/.cache/weft-$kind}"
+base="${WEFT_SANITIZE_DIR:-$HOME/.cache}/weft-$kind"
 
 ./bazelw --deps-only  # the Debian packages, on first use
 
