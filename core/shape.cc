@@ -52,7 +52,9 @@ Shape contiguous_strides(const Shape& sizes) {
 
 int64_t numel_of(const Shape& sizes) {
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  for (int64_t s : sizes)
+    if (__builtin_mul_overflow(n, s, &n))
+      WEFT_ERROR("shape ", shape_str(sizes), " has more elements than an int64 counts (2^63 - 1)");
   return n;
 }
 
@@ -84,7 +86,8 @@ Shape infer_size(std::string_view op, const Shape& shape, int64_t numel) {
       infer = static_cast<int64_t>(i);
     } else {
       WEFT_CHECK(shape[i] >= 0, op, ": invalid size ", shape[i], " in shape ", shape_str(shape));
-      prod *= shape[i];
+      WEFT_CHECK(!__builtin_mul_overflow(prod, shape[i], &prod), op, ": shape ", shape_str(shape),
+                 " is invalid for input of size ", numel, " (its sizes multiply past 2^63 - 1)");
     }
   }
   if (infer >= 0) {

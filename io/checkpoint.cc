@@ -156,7 +156,13 @@ CheckpointContents deserialize_checkpoint(const std::string& bytes, const std::s
     WEFT_CHECK(stored == computed, where, " is corrupted: checksum mismatch in the header (stored crc32 ", stored,
                ", computed ", computed, ")");
   }
-  nlohmann::json header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + static_cast<int64_t>(header_end));
+  // the checksum matched, but a writer other than weft may have sealed text that is not JSON
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + static_cast<int64_t>(header_end));
+  } catch (const nlohmann::json::exception& e) {
+    WEFT_ERROR(where, " is corrupted: its header matches its checksum but is not valid JSON: ", e.what());
+  }
   std::map<std::string, std::string> meta;
   if (header.contains("__metadata__") && header["__metadata__"].is_object())
     for (auto it = header["__metadata__"].begin(); it != header["__metadata__"].end(); ++it)

@@ -84,8 +84,10 @@ Tensor read_idx(const std::string& path) {
   for (int d = 0; d < ndim; ++d) {
     uint32_t s = be32(p + 4 + 4 * d);
     shape.push_back(s);
+    // checked before multiplying, so that dimensions wrapping around 2^64 are seen
+    WEFT_CHECK(s == 0 || numel <= (1ull << 40) / s, "read_idx: '", path,
+               "' declares an implausibly large shape (dimension ", d, " is ", s, ")");
     numel *= s;
-    WEFT_CHECK(numel <= (1ull << 40), "read_idx: '", path, "' declares an implausibly large shape");
   }
   uint64_t need = header + numel * elem;
   WEFT_CHECK(bytes.size() >= need, "read_idx: '", path, "' is truncated: shape ", shape_str(shape), " needs ", need,

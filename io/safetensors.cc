@@ -116,6 +116,8 @@ SafetensorsHeader parse_safetensors_header(const std::string& bytes, const std::
       numel *= v;
       shape.push_back(static_cast<int64_t>(v));
     }
+    WEFT_CHECK(numel <= (1ull << 62) / element_size(dt), where, "entry '", name, "': shape ", shape_str(shape), " of ",
+               dtype_name(dt), " is too large (more than 2^62 bytes)");
     const json& off = e["data_offsets"];
     WEFT_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(), where,
                "entry '", name, "': data_offsets must be two non-negative integers");

@@ -17,7 +17,7 @@ void StepLog::on_fit_begin(Trainer& t) {
   std::vector<std::string> keep;
   if (t.state().step > 0) {
     std::ifstream in(path_);
-    static const std::regex kLine(R"(^\{"step": (\d+), "epoch": \d+, "loss": [^}]*\}$)");
+    static const std::regex kLine(R"(^\{"step": (\d{1,18}), "epoch": \d+, "loss": [^}]*\}$)");
     std::string line;
     for (int n = 1; std::getline(in, line); ++n) {
       std::smatch m;

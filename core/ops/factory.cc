@@ -10,9 +10,12 @@ namespace weft {
 
 Tensor empty(const Shape& sizes, const TensorOptions& opts) {
   for (int64_t s : sizes) WEFT_CHECK(s >= 0, "empty: negative dimension ", s, " in shape ", shape_str(sizes));
-  int64_t n = numel_of(sizes);
-  auto storage = std::make_shared<StorageImpl>(static_cast<size_t>(n) * element_size(opts.dtype), opts.device,
-                                               get_allocator(opts.device));
+  const int64_t n = numel_of(sizes);
+  size_t bytes = 0;
+  WEFT_CHECK(
+      !__builtin_mul_overflow(static_cast<size_t>(n), element_size(opts.dtype), &bytes) && bytes <= (size_t{1} << 62),
+      "empty: shape ", shape_str(sizes), " of ", dtype_name(opts.dtype), " needs more than 2^62 bytes");
+  auto storage = std::make_shared<StorageImpl>(bytes, opts.device, get_allocator(opts.device));
   Tensor t(std::make_shared<TensorImpl>(std::move(storage), 0, sizes, contiguous_strides(sizes), opts.dtype));
   if (opts.requires_grad) t.requires_grad_(true);
   return t;

@@ -1,6 +1,7 @@
 // The GPT example's checkpoints (contract in checkpoint.h).
 #include "examples/gpt/checkpoint.h"
 
+#include <cerrno>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -11,11 +12,21 @@ namespace {
 
 namespace ck = parallel::checkpoint;
 
+// The whole of `text` as a decimal integer, else an error naming the key and the checkpoint.
+int64_t parse_meta_int(const std::string& text, const std::string& key, const std::string& path) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  WEFT_CHECK(!text.empty() && end == text.c_str() + text.size() && errno == 0, "checkpoint '", path, "': '", key,
+             "' in its trainer_state.json metadata is '", text, "', not an integer");
+  return v;
+}
+
 int64_t meta_int(const std::map<std::string, std::string>& meta, const std::string& key, const std::string& path) {
   auto it = meta.find(key);
   WEFT_CHECK(it != meta.end(), "checkpoint '", path, "' is not a GPT example checkpoint (no '", key,
              "' in its trainer_state.json metadata)");
-  return std::strtoll(it->second.c_str(), nullptr, 10);
+  return parse_meta_int(it->second, key, path);
 }
 
 }  // namespace
@@ -42,9 +53,14 @@ SavedRun read_saved_run(const std::string& path) {
   g.vocab = meta_int(meta, "gpt.vocab", r.dir);
   g.tied = meta_int(meta, "gpt.tied", r.dir) != 0;
   auto dropout = meta.find("gpt.dropout");
-  g.dropout = dropout == meta.end() ? 0.0 : std::strtod(dropout->second.c_str(), nullptr);
+  if (dropout != meta.end()) {
+    char* end = nullptr;
+    g.dropout = std::strtod(dropout->second.c_str(), &end);
+    WEFT_CHECK(!dropout->second.empty() && end == dropout->second.c_str() + dropout->second.size(), "checkpoint '",
+               r.dir, "': 'gpt.dropout' in its trainer_state.json metadata is '", dropout->second, "', not a number");
+  }
   auto steps = meta.find("gpt.steps");
-  r.steps = steps == meta.end() ? 0 : std::strtoll(steps->second.c_str(), nullptr, 10);
+  r.steps = steps == meta.end() ? 0 : parse_meta_int(steps->second, "gpt.steps", r.dir);
   return r;
 }
 

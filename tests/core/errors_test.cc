@@ -57,6 +57,19 @@ TEST(Errors, BadDims) {
   EXPECT_WEFT_ERROR(empty({2, -1}), "negative dimension");
 }
 
+// Shapes whose element or byte counts wrap around 64 bits are named, not
+// allocated at the wrapped size (2^32 * 2^32 elements wrap to 0).
+TEST(Errors, SizesThatOverflow) {
+  const int64_t big = int64_t{1} << 32;
+  EXPECT_WEFT_ERROR(empty({big, big}), "has more elements than an int64 counts");
+  EXPECT_WEFT_ERROR(ones({big, big, 0, 3}), "has more elements than an int64 counts");
+  // 2^61 float64 elements count, but their 2^64 bytes do not
+  EXPECT_WEFT_ERROR(empty({int64_t{1} << 30, int64_t{1} << 31}, {DType::Float64}), "needs more than 2^62 bytes");
+  EXPECT_WEFT_ERROR(zeros({1, 3}).reshape({big, big}), "is invalid for input of size 3");
+  EXPECT_WEFT_ERROR(zeros({0, 3}).reshape({big, big}), "multiply past 2^63 - 1");
+  EXPECT_EQ(empty({0, big}).numel(), 0);
+}
+
 TEST(Errors, OutOfRangeSelect) {
   Tensor a = ones({2, 3});
   EXPECT_WEFT_ERROR(a.select(1, 3), "select: index 3 out of range for dimension 1 of size 3");

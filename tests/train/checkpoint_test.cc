@@ -170,19 +170,32 @@ TEST(TrainerCheckpoint, StepLogHoldsEveryStepOnceAcrossAResume) {
       },
       true);
   EXPECT_EQ(step_log(log), full);
-  // A line that is not a step record is named.
-  { std::ofstream(log, std::ios::app) << "{\"epoch\": 1}\n"; }
-  try {
-    fit(
-        3,
-        [&](Trainer& t) {
-          t.add<StepLog>(log);
-          t.resume(root);
-        },
-        true);
-    FAIL() << "a damaged step log was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(log + " line 19 is not a step record"), std::string::npos) << e.what();
+  // A line that is not a step record is named: one without a step, and one
+  // whose step does not fit an int64.
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(log);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+  }
+  ASSERT_EQ(lines.size(), 18u);
+  for (const char* bad : {"{\"epoch\": 1}", "{\"step\": 99999999999999999999, \"epoch\": 1, \"loss\": 0.5}"}) {
+    {
+      std::ofstream out(log, std::ios::trunc);
+      for (const std::string& l : lines) out << l << "\n";
+      out << bad << "\n";
+    }
+    try {
+      fit(
+          3,
+          [&](Trainer& t) {
+            t.add<StepLog>(log);
+            t.resume(root);
+          },
+          true);
+      ADD_FAILURE() << "a damaged step log was accepted: " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(log + " line 19 is not a step record"), std::string::npos) << e.what();
+    }
   }
 }
 

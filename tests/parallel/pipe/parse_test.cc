@@ -21,6 +21,7 @@
 #include "parallel/pipe/generators.h"
 #include "parallel/pipe/pipe.h"
 #include "parallel/pipe/validate.h"
+#include "tests/parallel/pipe/schedule_edit.h"
 #include "tests/testing.h"
 
 namespace weft::parallel::pipe {
@@ -304,6 +305,41 @@ TEST(ParseSchedulePipe, HandWritten1F1BTrainsAsTheBuiltIn) {
   EXPECT_EQ(want.schedule_name, "1f1b");
   EXPECT_EQ(got.schedule_name, "hand");
   expect_same_step(got, want);
+}
+
+// Whatever the validator accepts trains as the schedule it was edited from:
+// of the action-level edits of built-in schedules (shuffle_actions in
+// schedule_edit.h), each one validate() accepts runs through Pipe to the end
+// and gives the built-in's loss and gradients (to rounding: an edit may change
+// the order in which micro-batches' gradients are summed).
+TEST(ParseSchedulePipe, EveryEditTheValidatorAcceptsTrainsAsTheOriginal) {
+  for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kZeroBubbleH1}) {
+    SCOPED_TRACE(schedule_name(kind));
+    PipeOptions builtin;
+    builtin.chunks = 4;
+    builtin.schedule = kind;
+    const StepResult want = pipe_step(builtin);
+    const Schedule base = make_schedule(kind, 2, 4);
+    int accepted = 0;
+    for (uint64_t seed = 1; seed <= 300; ++seed) {
+      Schedule edited = shuffle_actions(base, seed);
+      edited.name = "edited";
+      try {
+        validate(edited);
+      } catch (const Error&) {
+        continue;
+      }
+      ++accepted;
+      SCOPED_TRACE(to_string(edited));
+      PipeOptions user = builtin;
+      user.user_schedule = parse_schedule(to_string(edited));
+      const StepResult got = pipe_step(user);
+      EXPECT_NEAR(got.loss, want.loss, 1e-6 * std::abs(want.loss));
+      ASSERT_EQ(got.grads.size(), want.grads.size());
+      for (auto& [n, t] : want.grads) EXPECT_TRUE(testing::tensors_near(got.grads.at(n), t, 1e-5)) << n;
+    }
+    EXPECT_GE(accepted, 3);
+  }
 }
 
 // zbv's text, its V placement included, trains as the built-in zbv.
