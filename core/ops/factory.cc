@@ -78,7 +78,10 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, const 
   WEFT_CHECK(st != 0, "arange: step must be nonzero");
   WEFT_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "arange: upper bound ", e, " and lower bound ", s,
              " inconsistent with step sign ", st);
-  int64_t n = static_cast<int64_t>(std::ceil((e - s) / st));
+  const double count = std::ceil((e - s) / st);
+  WEFT_CHECK(std::isfinite(count) && count <= 9.0e18, "arange: [", s, ", ", e, ") in steps of ", st, " has ", count,
+             " elements, more than an int64 counts");
+  const auto n = static_cast<int64_t>(count);
   Tensor t = empty({n}, {opts.dtype, kCPU});
   bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
   dispatch<kNumericTypes>(opts.dtype, "arange", [&](auto tag) {
@@ -154,7 +157,10 @@ Tensor tensor(std::initializer_list<float> values, const Shape& sizes) {
 }
 
 Tensor from_blob(void* data, const Shape& sizes, DType dtype, std::function<void(void*)> deleter) {
-  int64_t n = numel_of(sizes);
+  for (int64_t s : sizes) WEFT_CHECK(s >= 0, "from_blob: negative dimension ", s, " in shape ", shape_str(sizes));
+  const int64_t n = numel_of(sizes);
+  WEFT_CHECK(data != nullptr || n == 0, "from_blob: a null data pointer for shape ", shape_str(sizes), " (", n,
+             " elements)");
   auto storage =
       std::make_shared<StorageImpl>(data, static_cast<size_t>(n) * element_size(dtype), kCPU, std::move(deleter));
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), 0, sizes, contiguous_strides(sizes), dtype));

@@ -210,6 +210,13 @@ Tensor bernoulli(const Tensor& p) {
   WEFT_CHECK(is_floating(p.dtype()), "bernoulli: expected a floating probability tensor, got dtype ", p.dtype());
   auto fn = bernoulli_table().lookup(p.device(), p.dtype());
   Tensor pc = p.detach().contiguous();
+  {
+    // as PyTorch: every probability in [0, 1] (NaN is not)
+    Tensor zero = scalar_tensor(0.0, pc.options()), one = scalar_tensor(1.0, pc.options());
+    const int64_t bad = sum(logical_not(logical_and(ge(pc, zero), le(pc, one))).to(DType::Int64)).item<int64_t>();
+    WEFT_CHECK(bad == 0, "bernoulli: ", bad, " of the ", pc.numel(), " probabilities (shape ", shape_str(pc.sizes()),
+               ") are outside [0, 1] or NaN");
+  }
   Tensor out = empty(p.sizes(), p.options());
   PhiloxState s = default_generator().reserve(static_cast<uint64_t>(p.numel()) * values_per_element(p.dtype(), 1));
   fn(out, pc, s);

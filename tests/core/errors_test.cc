@@ -1,5 +1,6 @@
 // Error reporting: each class of bad input raises weft::Error naming the op and
 // the offending shapes/dtypes/devices (never a crash or silent garbage).
+#include <cmath>
 #include <cstdlib>
 
 #include "core/dispatch.h"
@@ -68,6 +69,23 @@ TEST(Errors, SizesThatOverflow) {
   EXPECT_WEFT_ERROR(zeros({1, 3}).reshape({big, big}), "is invalid for input of size 3");
   EXPECT_WEFT_ERROR(zeros({0, 3}).reshape({big, big}), "multiply past 2^63 - 1");
   EXPECT_EQ(empty({0, big}).numel(), 0);
+  // arange's length is checked before it is cast
+  EXPECT_WEFT_ERROR(arange(0.0, 1e20, 1e-10), "has 1e+30 elements, more than an int64 counts");
+  EXPECT_WEFT_ERROR(arange(0.0, INFINITY, 1.0), "has inf elements");
+  // from_blob: no null data behind elements, no negative sizes
+  EXPECT_WEFT_ERROR(from_blob(nullptr, {3}, DType::Float32), "from_blob: a null data pointer for shape [3]");
+  EXPECT_EQ(from_blob(nullptr, {0, 3}, DType::Float32).numel(), 0);
+  float x[2] = {1, 2};
+  EXPECT_WEFT_ERROR(from_blob(x, {-2}, DType::Float32), "from_blob: negative dimension -2");
+}
+
+// bernoulli's probabilities must lie in [0, 1], as PyTorch checks.
+TEST(Errors, BernoulliProbabilitiesOutsideZeroOne) {
+  EXPECT_WEFT_ERROR(bernoulli(tensor(std::vector<float>{0.5f, 1.5f, -0.1f})),
+                    "bernoulli: 2 of the 3 probabilities (shape [3]) are outside [0, 1] or NaN");
+  EXPECT_WEFT_ERROR(bernoulli(full({2}, std::nan(""))), "2 of the 2 probabilities");
+  const Tensor draws = bernoulli(tensor(std::vector<double>{0.0, 1.0, 1.0, 0.0}));
+  EXPECT_TRUE(testing::tensor_near(draws, {0, 1, 1, 0}, 0));
 }
 
 TEST(Errors, OutOfRangeSelect) {
