@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -352,6 +353,18 @@ TEST(Collectives, TimeoutFromEnvironment) {
   // mpi_test.sh sets WEFT_COLLECTIVE_TIMEOUT_S=30.
   EXPECT_EQ(default_timeout_from_env(), std::chrono::seconds(30));
   EXPECT_EQ(world()->timeout(), std::chrono::seconds(30));
+  // Bad values are named: not a number, not positive, or past 1e9 s (whose
+  // milliseconds would not fit the duration).
+  const std::string saved = std::getenv("WEFT_COLLECTIVE_TIMEOUT_S");
+  for (const char* bad : {"abc", "0", "-5", "nan", "inf", "1e300", "12s"}) {
+    ::setenv("WEFT_COLLECTIVE_TIMEOUT_S", bad, 1);
+    EXPECT_WEFT_ERROR(
+        default_timeout_from_env(),
+        std::string("WEFT_COLLECTIVE_TIMEOUT_S must be a positive number of seconds (at most 1e9), got '") + bad + "'");
+  }
+  ::setenv("WEFT_COLLECTIVE_TIMEOUT_S", "2.5", 1);
+  EXPECT_EQ(default_timeout_from_env(), std::chrono::milliseconds(2500));
+  ::setenv("WEFT_COLLECTIVE_TIMEOUT_S", saved.c_str(), 1);
 }
 
 TEST(Rank0First, RankZeroRunsFirst) {

@@ -221,8 +221,8 @@ Duration liveness_threshold(Duration timeout) {
   if (v != nullptr && *v != '\0') {
     char* end = nullptr;
     double s = std::strtod(v, &end);
-    WEFT_CHECK(end != v && *end == '\0' && s > 0,
-               "WEFT_HEARTBEAT_TIMEOUT_S must be a positive number of seconds, got '", v, "'");
+    WEFT_CHECK(end != v && *end == '\0' && s > 0 && s <= 1e9,
+               "WEFT_HEARTBEAT_TIMEOUT_S must be a positive number of seconds (at most 1e9), got '", v, "'");
     return Duration(static_cast<int64_t>(s * 1000.0));
   }
   return std::clamp<Duration>(timeout / 2, std::chrono::seconds(1), std::chrono::seconds(30));

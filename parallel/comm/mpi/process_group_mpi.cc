@@ -48,8 +48,8 @@ Duration default_timeout_from_env() {
   if (v == nullptr || *v == '\0') return kDefaultTimeout;
   char* end = nullptr;
   double s = std::strtod(v, &end);
-  WEFT_CHECK(end != v && *end == '\0' && s > 0, "WEFT_COLLECTIVE_TIMEOUT_S must be a positive number of seconds, got '",
-             v, "'");
+  WEFT_CHECK(end != v && *end == '\0' && s > 0 && s <= 1e9,
+             "WEFT_COLLECTIVE_TIMEOUT_S must be a positive number of seconds (at most 1e9), got '", v, "'");
   return Duration(static_cast<int64_t>(s * 1000.0));
 }
 
