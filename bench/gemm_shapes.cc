@@ -136,8 +136,11 @@ int main(int argc, char** argv) {
   // best of 61: on a shared virtual machine the best of 21 read single shapes
   // up to 7% below what longer runs settle at (Zen 4, the GPT's K-blocked g.W)
   int threads = 1, reps = 61;
+  bool peaks_only = false;
   weft::examples::FlagParser flags("usage: gemm_shapes [flags]");
-  flags.add("--threads N", &threads, "CPU threads").add("--reps N", &reps, "timed repetitions per shape");
+  flags.add("--threads N", &threads, "CPU threads")
+      .add("--reps N", &reps, "timed repetitions per shape")
+      .add_switch("--peaks-only", &peaks_only, true, "print the measured FMA and VDPBF16PS peaks, then stop");
   if (auto status = flags.parse_in_main(argc, argv, "gemm_shapes")) return *status;
   weft::set_num_threads(threads);
   const std::vector<Case> cases = {
@@ -194,6 +197,7 @@ int main(int argc, char** argv) {
   if (__builtin_cpu_supports("avx512bf16"))
     std::printf("measured VDPBF16PS peak: %.1f GFLOP/s (1 thread, 12 chains; the FMA peak on 1 thread: %.1f)\n",
                 dpbf16_peak_avx512(), peak / weft::get_num_threads());
+  if (peaks_only) return 0;
   std::printf("threads=%d (best of %d, %s time)\n%-20s %6s %6s %6s %10s %7s %10s\n", weft::get_num_threads(), reps,
               cpu_time ? "thread CPU" : "wall", "case", "m", "n", "k", "avx512", "%peak", "eigen");
   // a row of the float32 table; eigen < 0 prints "-" (no Eigen counterpart)

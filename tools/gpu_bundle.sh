@@ -2,7 +2,8 @@
 # gpu_bundle.sh DIR: builds (here, with Bazel) everything the GPU machine runs and
 # copies it into DIR, a self-contained folder that needs no Bazel there:
 #   DIR/tests/   every gpu-tagged test binary + caching_allocator_test
-#   DIR/bin/     examples/fashion_mnist, bench/cnn_gpu_weft, bench/gpt2_weft
+#   DIR/bin/     examples/fashion_mnist, bench/cnn_gpu_weft, bench/gpt2_weft, and for the
+#                host CPU's figures bench/sgemm_mkl_ab and bench/gemm_shapes
 #   DIR/bench/   the PyTorch peers (cnn_gpu_torch.py, gpt2_torch.py)
 #   DIR/data/    Fashion-MNIST .gz files (Debian's dataset-fashion-mnist)
 #   DIR/lib/     shared libraries the binaries need that the GPU host may lack
@@ -39,7 +40,7 @@ DATA=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 mapfile -t TESTS < <(bazel_ query 'kind(cc_test, attr(tags, gpu, tests(//tests/...)))' 2>/dev/null)
 [ ${#TESTS[@]} -gt 0 ] || { echo "gpu_bundle: the query for gpu-tagged tests found none (no CUDA toolkit?)" >&2; exit 1; }
 TESTS+=(//tests/cuda:caching_allocator_test)
-BINS=(//examples:fashion_mnist //bench:cnn_gpu_weft //bench:gpt2_weft)
+BINS=(//examples:fashion_mnist //bench:cnn_gpu_weft //bench:gpt2_weft //bench:sgemm_mkl_ab //bench:gemm_shapes)
 echo "gpu_bundle: building ${#TESTS[@]} tests and ${#BINS[@]} binaries" >&2
 # (No bazel-* links: those of the everyday build stay as they are.)
 bazel_ build --symlink_prefix=/ ${FLAGS[@]+"${FLAGS[@]}"} "${TESTS[@]}" "${BINS[@]}"

@@ -15,6 +15,11 @@
 #   5 bench     bench.sh (CNN b256 and GPT-2-small step against PyTorch eager:
 #               speedup= and mfu lines), then the top kernels of one weft GPT-2 step
 #               under Nsight Compute (ncu), when it is there
+#   6 cpu       not the GPU: the host's CPU (model, AVX-512 / AVX512-BF16 / AMX), its
+#               measured FMA peak (gemm_shapes --peaks-only) and weft's float32 GEMM
+#               against the MKL in the host PyTorch's libtorch_cpu.so (sgemm_mkl_ab, 1
+#               then 2 threads), in the STEP_S_CPU (45) seconds steps 5 leaves it: the
+#               CPU benchmarks' figures for whatever CPU the GPU machine has
 # --dry-run (the CPU machine; a test runs it): every binary must load and list its
 # cases or flags, the PyTorch peers must compile, and each GPU step is reported as
 # skipped with the reason. Results: $OUT (else ./results beside this script):
@@ -39,6 +44,7 @@ SUMMARY=$OUTDIR/summary.txt
 : >"$SUMMARY"
 exec > >(tee "$OUTDIR/all.log") 2>&1
 BUDGET=${ALL_BUDGET_S:-540}
+CPU_S=${STEP_S_CPU:-45}  # kept for step 6 by step 5
 START=$SECONDS
 PY=${PYTHON:-python3}
 failed_steps=0
@@ -177,7 +183,7 @@ profile_kernels() {
   local real pl
   real=$(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 /{print $NF; exit}')
   [ -z "$real" ] && [ -e /usr/local/nvidia/lib64/libcuda.so.1 ] && real=/usr/local/nvidia/lib64/libcuda.so.1
-  pl=$(left)
+  pl=$(($(left) - CPU_S))
   if ((pl > 15)); then
     LD_LIBRARY_PATH=${real:+$(dirname "$real"):}$LD_LIBRARY_PATH timeout -k 5 $((pl - 5)) "$NCU" \
       --metrics gpu__time_duration.sum --csv --print-units base --clock-control none --log-file "$csvf" "$@" \
@@ -209,8 +215,8 @@ PYEOF
 # --- step 5: against PyTorch, and where weft's GPT-2 step spends its time -----
 STEP_START=$SECONDS
 if ((HAVE_GPU)); then
-  l=$(left)
-  nb=$((l > 70 ? l - 60 : l))  # ~60 s kept for the kernel profile
+  l=$(($(left) - CPU_S))
+  nb=$((l > 70 ? l - 60 : l))  # ~60 s kept for the kernel profile, CPU_S for step 6
   RESULTS=$LOGS/bench BENCH_BUDGET_S=$nb bash "$HERE/bench.sh" all >"$LOGS/bench.txt" 2>&1
   cat "$LOGS/bench.txt"
   lines=$(grep -E 'speedup=|mfu:' "$LOGS/bench.txt" | tr '\n' ';')
@@ -236,6 +242,45 @@ else
     report 5 bench FAILED "${bad[*]}"
   else
     report 5 bench skipped "$NO_GPU_REASON; the benchmarks load and the PyTorch peers parse"
+  fi
+fi
+
+# --- step 6: the host's CPU, weft's float32 GEMM against MKL ------------------
+STEP_START=$SECONDS
+sg=$PAYLOAD/bin/sgemm_mkl_ab gs=$PAYLOAD/bin/gemm_shapes
+cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
+cpu="${cpu:-unknown CPU}, $(nproc) cores; $(grep -o -w -E 'avx512f|avx512_bf16|amx_bf16' /proc/cpuinfo 2>/dev/null |
+  sort -u | tr '\n' ' ' | sed 's/ $//')"
+mkl=""
+IFS=: read -r -a libdirs <<<"$LD_LIBRARY_PATH"
+for d in "${libdirs[@]}"; do [ -f "$d/libtorch_cpu.so" ] && mkl=$d/libtorch_cpu.so && break; done
+if [ ! -x "$sg" ] || [ ! -x "$gs" ]; then
+  report 6 cpu FAILED "no sgemm_mkl_ab or gemm_shapes in the bundle"
+elif ! ((HAVE_GPU)); then
+  if "$sg" --help >/dev/null 2>&1 && "$gs" --help >/dev/null 2>&1; then
+    report 6 cpu skipped "$NO_GPU_REASON (this step measures the GPU machine's CPU); sgemm_mkl_ab and gemm_shapes load"
+  else
+    report 6 cpu FAILED "sgemm_mkl_ab --help or gemm_shapes --help failed"
+  fi
+elif [ -z "$mkl" ]; then
+  report 6 cpu skipped "$cpu; no libtorch_cpu.so on the library path to take MKL from"
+else
+  echo "  cpu: $cpu" >>"$SUMMARY"
+  timeout -k 2 20 "$gs" --peaks-only 2>&1 | tee "$LOGS/cpu_peaks.txt" | sed 's/^/  /' >>"$SUMMARY"
+  texts=()
+  for th in 1 2; do
+    l=$(left)
+    ((l >= 15)) || break
+    OMP_WAIT_POLICY=passive timeout -k 2 $((l - 2)) "$sg" --mkl-lib "$mkl" --threads "$th" --rounds 9 \
+      >"$LOGS/sgemm_vs_mkl_$th.txt" 2>&1
+    rc=$?
+    sed 's/^/  /' "$LOGS/sgemm_vs_mkl_$th.txt" >>"$SUMMARY"
+    texts+=("$th thread(s): exit $rc, $(grep -cE '[0-9]x ' "$LOGS/sgemm_vs_mkl_$th.txt") cases")
+  done
+  if ((${#texts[@]})); then
+    report 6 cpu ok "$cpu; $(IFS=';'; echo "${texts[*]}")"
+  else
+    report 6 cpu skipped "$cpu; under 15 s left"
   fi
 fi
 
