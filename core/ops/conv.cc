@@ -170,6 +170,11 @@ void conv2d_backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, 
   const int64_t N = x.size(0), G = p.groups, Cin = x.size(1), Cout = go.size(1);
   const int64_t Cog = Cout / G, Kg = g.C * g.kH * g.kW, L = g.OH * g.OW, HW = g.H * g.W;
   const int64_t WN = Cout * Kg;  // weight numel
+  if (N == 0) {                  // no images: zero weight and bias gradients (gx is empty)
+    for (const Tensor* t : {&gw, &gb})
+      if (t->defined()) std::memset(t->raw_data(), 0, t->nbytes());
+    return;
+  }
   const int64_t B = chunk_images(N, L), chunks = (N + B - 1) / B;
   const T* px = x.data_ptr<T>();
   const T* pw = w.data_ptr<T>();

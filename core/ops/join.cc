@@ -18,53 +18,70 @@
 
 namespace weft {
 
+// Note [cat of legacy empties]: as in PyTorch, a 1-D tensor with no elements
+// (shape [0], e.g. the empty start of a tensor grown by cat in a loop) is left
+// out whatever the other tensors' shapes; its gradient is empty too. The first
+// other tensor gives the shape; when every tensor is such an empty, so is the
+// result.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   WEFT_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
   for (size_t i = 0; i < tensors.size(); ++i) WEFT_CHECK(tensors[i].defined(), "cat: tensor ", i, " is undefined");
-  const Tensor& t0 = tensors[0];
-  WEFT_CHECK(t0.dim() > 0, "cat: zero-dimensional tensor (index 0) cannot be concatenated");
+  auto legacy_empty = [](const Tensor& t) { return t.dim() == 1 && t.numel() == 0; };
+  size_t ref = 0;
+  while (ref + 1 < tensors.size() && legacy_empty(tensors[ref])) ++ref;
+  const Tensor& t0 = tensors[ref];
+  WEFT_CHECK(t0.dim() > 0, "cat: zero-dimensional tensor (index ", ref, ") cannot be concatenated");
   int64_t d = wrap_dim("cat", dim, t0.dim());
   DType dt = t0.dtype();
   int64_t total = 0;
+  std::vector<bool> skipped(tensors.size(), false);
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    WEFT_CHECK(t.device() == t0.device(), "cat: tensor ", i, " is on ", t.device(), " but tensor 0 is on ",
+    WEFT_CHECK(t.device() == t0.device(), "cat: tensor ", i, " is on ", t.device(), " but tensor ", ref, " is on ",
                t0.device());
+    dt = promote_types(dt, t.dtype());
+    if (i != ref && legacy_empty(t)) {
+      skipped[i] = true;
+      continue;
+    }
+    WEFT_CHECK(t.dim() > 0, "cat: zero-dimensional tensor (index ", i, ") cannot be concatenated");
     bool ok = t.dim() == t0.dim();
     for (int64_t k = 0; ok && k < t.dim(); ++k) ok = k == d || t.size(k) == t0.size(k);
-    WEFT_CHECK(ok, "cat: tensor ", i, " has shape ", shape_str(t.sizes()), " but tensor 0 has shape ",
+    WEFT_CHECK(ok, "cat: tensor ", i, " has shape ", shape_str(t.sizes()), " but tensor ", ref, " has shape ",
                shape_str(t0.sizes()), "; sizes must match except in dimension ", d);
-    dt = promote_types(dt, t.dtype());
     total += t.size(d);
   }
   Shape out_shape = t0.sizes();
   out_shape[d] = total;
   Tensor out = empty(out_shape, {dt, t0.device()});
-  std::vector<int64_t> offsets;
+  std::vector<int64_t> offsets, lens;
   std::vector<DType> dtypes;
   {
     NoGradGuard ng;
     int64_t off = 0;
-    for (const Tensor& t : tensors) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const Tensor& t = tensors[i];
+      const int64_t len = skipped[i] ? 0 : t.size(d);
       offsets.push_back(off);
+      lens.push_back(len);
       dtypes.push_back(t.dtype());
-      if (t.size(d) > 0) {
-        Tensor part = narrow(out, d, off, t.size(d));
+      if (len > 0) {
+        Tensor part = narrow(out, d, off, len);
         copy_(part, t.detach());
       }
-      off += t.size(d);
+      off += len;
     }
   }
-  std::vector<int64_t> lens;
-  for (const Tensor& t : tensors) lens.push_back(t.size(d));
-  record_function("CatBackward", tensors, {out}, [d, offsets, lens, dtypes](const std::vector<Tensor>& g) {
+  record_function("CatBackward", tensors, {out}, [d, offsets, lens, dtypes, skipped](const std::vector<Tensor>& g) {
     std::vector<Tensor> r;
     for (size_t i = 0; i < offsets.size(); ++i) {
       if (!is_floating(dtypes[i])) {
         r.emplace_back();
-        continue;
+      } else if (skipped[i]) {
+        r.push_back(empty({0}, g[0].options().with_dtype(dtypes[i])));
+      } else {
+        r.push_back(narrow(g[0], d, offsets[i], lens[i]).to(dtypes[i]));
       }
-      r.push_back(narrow(g[0], d, offsets[i], lens[i]).to(dtypes[i]));
     }
     return r;
   });

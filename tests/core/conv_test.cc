@@ -208,6 +208,22 @@ TEST(Conv2d, GradOnlyForWhatRequiresIt) {
   (void)c;
 }
 
+// A batch of no images: an empty output, and zero weight and bias gradients
+// (as PyTorch), in float32 (the AVX-512 paths) and float64; the input's is empty.
+TEST(Conv2d, EmptyBatch) {
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    Tensor x = zeros({0, 2, 5, 5}, {dt}).requires_grad_();
+    Tensor w = rnd({3, 2, 3, 3}, dt, 2).requires_grad_();
+    Tensor b = rnd({3}, dt, 3).requires_grad_();
+    Tensor y = conv2d(x, w, b, {1, 1}, {1, 1});
+    EXPECT_EQ(y.sizes(), (Shape{0, 3, 5, 5}));
+    y.sum().backward();
+    EXPECT_TRUE(tensor_near(w.grad(), std::vector<double>(54, 0.0), 0)) << dt;
+    EXPECT_TRUE(tensor_near(b.grad(), {0, 0, 0}, 0)) << dt;
+    EXPECT_EQ(x.grad().sizes(), (Shape{0, 2, 5, 5}));
+  }
+}
+
 TEST(Conv2d, Errors) {
   Tensor x = rnd({2, 4, 6, 6}, DType::Float32);
   Tensor w = rnd({6, 4, 3, 3}, DType::Float32);

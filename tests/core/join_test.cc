@@ -37,6 +37,31 @@ TEST(Join, Cat) {
   EXPECT_EQ(cat({tensor(std::vector<int64_t>{1}), tensor(std::vector<int32_t>{2})}).dtype(), DType::Int64);
 }
 
+// Note [cat of legacy empties]: a 1-D tensor of shape [0] is left out, as in
+// PyTorch (the empty start of a tensor grown by cat in a loop).
+TEST(Join, CatLeavesOutLegacyEmpties) {
+  Tensor a = tensor({1, 2, 3, 4}, {2, 2}), b = tensor({5, 6}, {1, 2});
+  Tensor acc = empty({0});
+  acc = cat({acc, a});
+  EXPECT_EQ(acc.sizes(), (Shape{2, 2}));
+  acc = cat({acc, empty({0}), b}, 0);
+  EXPECT_EQ(acc.sizes(), (Shape{3, 2}));
+  EXPECT_TRUE(tensor_near(acc, {1, 2, 3, 4, 5, 6}));
+  EXPECT_TRUE(tensor_near(cat({a, empty({0})}, 1), {1, 2, 3, 4}));
+  EXPECT_EQ(cat({empty({0}), empty({0})}).sizes(), (Shape{0}));
+  // promotion still counts them (float32 from the empty, as PyTorch's result_type)
+  EXPECT_EQ(cat({empty({0}), tensor(std::vector<int64_t>{1, 2}, {1, 2})}).dtype(), DType::Float32);
+  // a 2-D empty is not one: its other sizes must match
+  EXPECT_WEFT_ERROR(cat({a, zeros({0, 3})}), "cat: tensor 1 has shape [0, 3] but tensor 0 has shape [2, 2]");
+  // gradients: the empty's is empty, the others' their slices
+  Tensor x = tensor({1.0, 2.0}, {1, 2}), e = zeros({0}, {DType::Float64});
+  x.requires_grad_(true);
+  e.requires_grad_(true);
+  sum(mul(cat({e, x, x}), tensor({1.0, 2.0, 3.0, 4.0}, {2, 2}))).backward();
+  EXPECT_TRUE(tensor_near(x.grad(), {4, 6}));
+  EXPECT_EQ(e.grad().sizes(), (Shape{0}));
+}
+
 TEST(Join, Stack) {
   Tensor a = tensor({1, 2, 3}), b = tensor({4, 5, 6});
   Tensor s0 = stack({a, b});
