@@ -344,6 +344,11 @@ void Trainer::end_epoch(io::DataLoader* valid, bool complete) {
 
 void Trainer::fit(io::DataLoader& train, io::DataLoader* valid, int64_t epochs) {
   WEFT_CHECK(epochs >= 0, "Trainer::fit: epochs must be >= 0, got ", epochs);
+  // every rank's loader has the same number of batches (DistributedSampler pads), so all refuse together
+  WEFT_CHECK(state_.epoch >= epochs || train.num_batches() > 0,
+             "Trainer::fit: the training loader has no batches (its dataset has ", train.dataset().size(),
+             " examples, batch_size ", train.options().batch_size, train.options().drop_last ? ", drop_last" : "",
+             "): nothing to train");
   if (!runner_->prepared()) {  // a sample for automatic partitioning
     train.set_epoch(state_.epoch);
     std::optional<io::Batch> first = train.next();

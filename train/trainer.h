@@ -19,7 +19,9 @@
 //   null) and records an EpochRecord. fit_steps(batch_at, max_steps, ...)
 //   is the step-driven form: step k trains batch_at(k) until max_steps,
 //   with an evaluation period every `eval_every` steps playing the epoch
-//   (period e, 1-based, ends at step e * eval_every).
+//   (period e, 1-based, ends at step e * eval_every). With epochs left to
+//   train, a training loader without batches is an error naming its dataset
+//   size and batch size.
 // - Note [a period cut short]: when max_steps ends fit_steps within a
 //   period (max_steps not a multiple of eval_every), that period is
 //   evaluated and recorded all the same (on_epoch_end runs, so a

@@ -49,6 +49,22 @@ TEST(Trainer, LocalEqualsTheHandWrittenLoopBitwise) {
 }
 
 // The step-driven form: step k trains batch_at(k); an evaluation period of 6 steps is an epoch of 6 batches.
+// A training loader without batches is refused before any epoch is recorded
+// (an empty dataset, or fewer examples than a batch with drop_last).
+TEST(Trainer, FitRefusesALoaderWithoutBatches) {
+  Trainer t(Local{}, model(), ce, sgd(sgd_options()));
+  io::DataLoader empty = loader(dataset(0));
+  EXPECT_WEFT_ERROR(t.fit(empty, nullptr, 2),
+                    "Trainer::fit: the training loader has no batches (its dataset has 0 examples, batch_size 16): "
+                    "nothing to train");
+  io::DataLoader short_of_a_batch(dataset(10), {.batch_size = 16, .drop_last = true});
+  EXPECT_WEFT_ERROR(t.fit(short_of_a_batch, nullptr, 2), "(its dataset has 10 examples, batch_size 16, drop_last)");
+  EXPECT_TRUE(t.state().history.empty());
+  EXPECT_EQ(t.state().epoch, 0);
+  // with nothing left to train (epochs reached) it is not an error
+  EXPECT_NO_THROW(t.fit(empty, nullptr, 0));
+}
+
 TEST(Trainer, FitStepsEqualsFitOnTheSameBatches) {
   auto ds = dataset();
   io::DataLoader order = loader(ds);
