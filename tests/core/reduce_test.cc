@@ -332,6 +332,42 @@ TEST(Reduce, VarStd) {
   expect_gradcheck([](auto& x) { return std(x[0]); }, {f64(lcg(24, 43), {2, 3, 4})});
 }
 
+// Note [var's corrected two-pass]: float32 data of mean 1e4 and spread 0.01
+// keeps its variance to float32's precision (the float32 mean's rounding alone
+// would add about 2e-3 of it), along every dim and in the gradient.
+TEST(Reduce, VarOfALargeMeanKeepsItsPrecision) {
+  std::vector<float> v(64 * 64);
+  uint64_t s = 7;
+  for (auto& e : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    e = 10000.0f + 0.01f * (static_cast<float>((s >> 40) % 2001) / 1000.0f - 1.0f);
+  }
+  // float64 references over the same float32 values: all of them, and each row of 64
+  auto ref_var = [&](size_t b, size_t n) {
+    double m = 0, ss = 0;
+    for (size_t i = b; i < b + n; ++i) m += v[i];
+    m /= static_cast<double>(n);
+    for (size_t i = b; i < b + n; ++i) ss += (v[i] - m) * (v[i] - m);
+    return ss / static_cast<double>(n - 1);
+  };
+  Tensor t = tensor(v).requires_grad_();
+  const double all = ref_var(0, v.size());
+  EXPECT_NEAR(var(t).item<double>(), all, 1e-6 * all);
+  std::vector<double> rows;
+  for (size_t r = 0; r < 64; ++r) rows.push_back(ref_var(64 * r, 64));
+  EXPECT_TRUE(tensor_near(var(t.reshape({64, 64}), {1}), rows, 1e-5));
+  EXPECT_NEAR(std(t).item<double>(), std::sqrt(all), 1e-6 * std::sqrt(all));
+  // d var / d x_i = 2 (x_i - mean) / (n - 1)
+  var(t).backward();
+  double m = 0;
+  for (float e : v) m += e;
+  m /= static_cast<double>(v.size());
+  std::vector<double> g;
+  for (float e : v) g.push_back(2.0 * (e - m) / static_cast<double>(v.size() - 1));
+  const double gmax = *std::max_element(g.begin(), g.end());
+  EXPECT_TRUE(tensor_near(t.grad(), g, 1e-4 * gmax));
+}
+
 TEST(Reduce, Logsumexp) {
   Shape s{3, 4, 5};
   auto v = lcg(60, 51);
