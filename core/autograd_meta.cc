@@ -94,22 +94,38 @@ Tensor SavedTensor::get(const std::string& node_name) const {
   return data_;
 }
 
+void check_not_stale(const Tensor& t) {
+  if (!t.defined() || !t.impl()->history_is_stale()) [[likely]]
+    return;
+  WEFT_ERROR("autograd: a tensor of shape ", shape_str(t.sizes()), " (", t.impl()->is_view() ? "a view" : "not a view",
+             ") shares memory with a tensor that an in-place op changed, with autograd recording it, after this one "
+             "was made: its gradient would miss that op. Take the view again after the in-place op, or clone() "
+             "before it (Note [views after an in-place op])");
+}
+
 bool any_requires_grad(std::initializer_list<Tensor> inputs) {
   if (!GradMode::is_enabled()) return false;
-  for (const Tensor& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
+  bool any = false;
+  for (const Tensor& t : inputs) {
+    check_not_stale(t);
+    any = any || (t.defined() && t.requires_grad());
+  }
+  return any;
 }
 
 bool any_requires_grad(const std::vector<Tensor>& inputs) {
   if (!GradMode::is_enabled()) return false;
-  for (const Tensor& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
+  bool any = false;
+  for (const Tensor& t : inputs) {
+    check_not_stale(t);
+    any = any || (t.defined() && t.requires_grad());
+  }
+  return any;
 }
 
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined()) return {};
+  check_not_stale(t);
   AutogradMeta* meta = t.impl()->autograd_meta();
   if (!meta) return {};
   if (meta->grad_fn) return {meta->grad_fn, static_cast<uint32_t>(meta->output_nr)};
@@ -176,7 +192,12 @@ void record_function_parts(const char* name, const Tensor& output, BackwardPart 
 }
 
 void check_inplace(const char* op, const Tensor& self) {
-  if (!GradMode::is_enabled() || !self.requires_grad()) return;
+  if (!GradMode::is_enabled()) return;
+  if (self.defined() && self.impl()->history_is_stale())
+    WEFT_ERROR(op, ": the tensor (shape ", shape_str(self.sizes()),
+               ") shares memory with a tensor that an in-place op changed, with autograd recording it, after this "
+               "one was made (Note [views after an in-place op]); take it again after that op, or clone() before it");
+  if (!self.requires_grad()) return;
   WEFT_CHECK(!self.is_leaf(), op, ": a leaf tensor that requires grad (shape ", shape_str(self.sizes()),
              ") cannot be modified in place; wrap the update in NoGradGuard");
   WEFT_CHECK(!self.impl()->is_view(), op,
@@ -196,6 +217,8 @@ void record_inplace(const char* name, Tensor& self, const std::vector<Tensor>& o
   auto node = std::make_shared<FunctionNode>(name, std::move(backward));
   for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
   set_history({self}, node);
+  // Note [views after an in-place op]: self's history now describes the memory; every other alias's is behind
+  self.impl()->set_history_mark(self.impl()->storage()->bump_autograd_writes());
 }
 
 }  // namespace weft

@@ -172,6 +172,18 @@ class SavedTensor {
 
 // ---- recording helpers used by ops ----
 // True when grad mode is on and any input requires grad.
+// Note [views after an in-place op]: tensors sharing memory (a base and its
+// views) share one autograd history only in PyTorch, which re-derives a view's
+// grad_fn after its base is modified in place. weft does not: a view keeps the
+// grad_fn it was made with, and a base keeps its own after an in-place op on a
+// view of it. So, rather than give a gradient that misses the in-place op,
+// each tensor remembers the storage's count of autograd-recorded in-place ops
+// (StorageImpl::autograd_writes) as of when its history last described its
+// data (made, or the target of such an op); one whose count is behind is
+// stale, and using it in grad mode (any_requires_grad, gradient_edge,
+// check_inplace) is an error naming its shape and what to do. In-place ops
+// under NoGradGuard (optimizer steps) and detached aliases do not count.
+void check_not_stale(const Tensor& t);
 bool any_requires_grad(std::initializer_list<Tensor> inputs);
 bool any_requires_grad(const std::vector<Tensor>& inputs);
 // The edge a gradient for `t` flows into (grad_fn, or the leaf's accumulator).

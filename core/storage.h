@@ -45,6 +45,10 @@ class StorageImpl {
   Device device() const { return device_; }
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  // In-place ops on this memory that autograd recorded (Note [views after an
+  // in-place op] in core/autograd_meta.h); returns the new count.
+  uint64_t autograd_writes() const { return autograd_writes_.load(std::memory_order_relaxed); }
+  uint64_t bump_autograd_writes() { return autograd_writes_.fetch_add(1, std::memory_order_relaxed) + 1; }
 
  private:
   void* data_ = nullptr;
@@ -53,6 +57,7 @@ class StorageImpl {
   Allocator* allocator_ = nullptr;
   std::function<void(void*)> deleter_;
   std::atomic<uint64_t> version_{0};
+  std::atomic<uint64_t> autograd_writes_{0};
 };
 
 using Storage = std::shared_ptr<StorageImpl>;

@@ -139,6 +139,7 @@ Tensor Tensor::detach() const {
   const TensorImpl* s = checked();
   auto impl = std::make_shared<TensorImpl>(s->storage(), s->offset(), s->sizes(), s->strides(), s->dtype());
   impl->set_is_view(s->is_view());
+  impl->set_history_mark(TensorImpl::kNoHistoryMark);  // outside autograd: never stale
   return Tensor(std::move(impl));
 }
 
@@ -155,6 +156,8 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset)
   auto impl =
       std::make_shared<TensorImpl>(base.impl()->storage(), offset, std::move(sizes), std::move(strides), base.dtype());
   impl->set_is_view(true);
+  // a view of a stale tensor is stale too; of a detached alias, outside autograd too
+  impl->set_history_mark(base.impl()->history_mark());
   return Tensor(std::move(impl));
 }
 

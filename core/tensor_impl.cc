@@ -13,6 +13,7 @@ TensorImpl::TensorImpl(Storage storage, int64_t offset, Shape sizes, Shape strid
       sizes_(std::move(sizes)),
       strides_(std::move(strides)),
       dtype_(dtype) {
+  if (storage_) history_mark_ = storage_->autograd_writes();
   refresh();
   g_live.fetch_add(1, std::memory_order_relaxed);
 }
@@ -31,6 +32,7 @@ void TensorImpl::set_sizes_strides(Shape sizes, Shape strides, int64_t offset) {
 void TensorImpl::set_data(const TensorImpl& other) {
   storage_ = other.storage_;
   dtype_ = other.dtype_;
+  history_mark_ = other.history_mark_;
   set_sizes_strides(other.sizes_, other.strides_, other.offset_);
 }
 

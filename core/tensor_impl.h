@@ -47,6 +47,15 @@ class TensorImpl {
 
   bool is_view() const { return is_view_; }
   void set_is_view(bool v) { is_view_ = v; }
+  // Note [views after an in-place op] (core/autograd_meta.h): the storage's
+  // autograd_writes() when this impl's autograd history last described its
+  // data, or kNoHistoryMark for an alias outside autograd (detach()).
+  static constexpr uint64_t kNoHistoryMark = ~uint64_t{0};
+  uint64_t history_mark() const { return history_mark_; }
+  void set_history_mark(uint64_t m) { history_mark_ = m; }
+  bool history_is_stale() const {
+    return history_mark_ != kNoHistoryMark && storage_ && history_mark_ != storage_->autograd_writes();
+  }
   // A 0-dim tensor made from a C++ number: it does not raise the result dtype
   // category of a tensor it meets (x_int * 2 stays int, x_f16 * 2.0 stays f16).
   bool is_wrapped_number() const { return wrapped_number_; }
@@ -67,6 +76,7 @@ class TensorImpl {
   bool contiguous_ = true;
   bool is_view_ = false;
   bool wrapped_number_ = false;
+  uint64_t history_mark_ = 0;
   std::unique_ptr<AutogradMeta> autograd_meta_;
 };
 

@@ -1,0 +1,171 @@
+// Gradients of random compositions of ops against finite differences. Each op
+// has a gradcheck of its own; here seeded random programs chain them through
+// views (transpose, permute, narrow, slices with steps, expand, reshape),
+// broadcasting, reductions with and without keepdim, joins, indexing and
+// in-place ops on non-leaf tensors, so that the engine's accumulation over
+// shared inputs and every backward's handling of strides and broadcast shapes
+// meet in combinations no single op's test makes. Smooth ops only (no kinks
+// for finite differences to straddle), values kept where every op is defined.
+#include <string>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "core/nn_ops.h"
+#include "core/ops.h"
+#include "tests/mutate.h"
+#include "tests/testing.h"
+
+namespace weft {
+namespace {
+
+constexpr int kOps = 24;
+
+// One op applied to pool entries; the choice is a function of the seed and the
+// pool's shapes only, so every call of the program (gradcheck calls it again
+// with perturbed values) makes the same choices.
+Tensor step(testing::Mutator& rng, const std::vector<Tensor>& pool, int* op_used) {
+  const Tensor& t = pool[rng.below(pool.size())];
+  const Tensor& o = pool[rng.below(pool.size())];
+  const int64_t nd = t.dim();
+  const int64_t d = nd > 0 ? static_cast<int64_t>(rng.below(static_cast<size_t>(nd))) : 0;
+  const int op = static_cast<int>(rng.below(kOps));
+  *op_used = op;
+  auto c = [&](double v) { return scalar_tensor(v, {DType::Float64}); };
+  switch (op) {
+    case 0: return tanh(t);
+    case 1: return sigmoid(mul(t, c(1.5)));
+    case 2: return sin(t);
+    case 3: return gelu(t, rng.below(2) ? GeluApproximation::Tanh : GeluApproximation::None);
+    case 4:
+      if (nd > 0) return softmax(t, d);
+      break;
+    case 5:
+      if (nd > 0) return log_softmax(t, d);
+      break;
+    case 6:
+      if (nd > 0 && t.size(-1) > 1) return layer_norm(t, {t.size(-1)});
+      break;
+    case 7:
+      if (nd >= 2) return t.transpose(0, nd - 1);
+      break;
+    case 8:
+      if (nd >= 2) {
+        std::vector<int64_t> perm(static_cast<size_t>(nd));
+        for (int64_t i = 0; i < nd; ++i) perm[static_cast<size_t>(i)] = (i + 1) % nd;
+        return permute(t, perm);
+      }
+      break;
+    case 9:
+      if (nd > 0 && t.size(d) > 1) {
+        const int64_t start = static_cast<int64_t>(rng.below(static_cast<size_t>(t.size(d) - 1)));
+        return slice(t, d, start, t.size(d), 1 + static_cast<int64_t>(rng.below(2)));
+      }
+      break;
+    case 10:
+      if (nd < 3) {  // a broadcast view: every element of t used twice
+        Shape s = t.unsqueeze(0).sizes();
+        s[0] = 2;
+        return expand(t.unsqueeze(0), s);
+      }
+      break;
+    case 11: return t.reshape({-1});
+    case 12:
+      if (nd > 0) return sum(t, {d}, rng.below(2) != 0);
+      break;
+    case 13:
+      if (nd > 0) return mean(t, {d}, true);
+      break;
+    case 14:
+      if (nd > 0) return mul(t, sum(t, {d}, true));  // broadcasting against a reduction of itself
+      break;
+    case 15:
+      if (o.sizes() == t.sizes()) return add(mul(t, o), t);  // two pool entries (shared inputs)
+      return mul(t, t);
+    case 16: return div(t, add(mul(t, t), c(1.0)));
+    case 17: return pow(t, 3);
+    case 18:
+      if (nd == 2) return matmul(t, t.transpose(0, 1));
+      if (nd == 1) return matmul(t, t).reshape({1});
+      break;
+    case 19:
+      if (nd > 0) return cat({t, mul(t, c(-0.5))}, d);
+      break;
+    case 20:
+      if (nd < 3) return stack({t, tanh(t)}, nd > 0 ? d : 0);
+      break;
+    case 21:
+      if (nd > 0 && t.size(d) > 0) {
+        std::vector<int64_t> idx;
+        for (int i = 0; i < 3; ++i) idx.push_back(static_cast<int64_t>(rng.below(static_cast<size_t>(t.size(d)))));
+        return index_select(t, d, tensor(idx));  // repeats: the backward accumulates
+      }
+      break;
+    case 22: {  // in-place on a non-leaf: u = t * 1, then u *= sin(t), u += 0.5
+      Tensor u = mul(t, c(1.0));
+      u.mul_(sin(t));
+      u.add_(c(0.5));
+      return u;
+    }
+    case 23:
+      if (nd > 0) return logsumexp(t, {d});
+      break;
+  }
+  *op_used = -1;  // the op did not fit the shape
+  return tanh(mul(t, c(0.9)));
+}
+
+// seed -> leaves' shapes (1 to 3 leaves, 1 to 3 dims of sizes 1 to 3)
+std::vector<Shape> leaf_shapes(uint64_t seed) {
+  testing::Mutator rng(seed * 7919);
+  std::vector<Shape> shapes(1 + rng.below(3));
+  for (Shape& s : shapes) {
+    s.resize(1 + rng.below(3));
+    for (int64_t& e : s) e = 1 + static_cast<int64_t>(rng.below(3));
+  }
+  return shapes;
+}
+
+// The program of `seed` over `leaves`: 3 to 7 steps, then a weighted sum of
+// every tensor it made (so that each step's backward is on the path).
+Tensor program(uint64_t seed, const std::vector<Tensor>& leaves, std::vector<int>* ops = nullptr) {
+  testing::Mutator rng(seed);
+  std::vector<Tensor> pool = leaves;
+  const size_t steps = 3 + rng.below(5);
+  Tensor total = scalar_tensor(0.0, {DType::Float64});
+  for (size_t i = 0; i < steps; ++i) {
+    int op = -1;
+    Tensor r = step(rng, pool, &op);
+    if (ops) ops->push_back(op);
+    pool.push_back(r);
+    total = add(total, mul(sum(r), scalar_tensor(0.3 + 0.1 * static_cast<double>(i), {DType::Float64})));
+  }
+  return total;
+}
+
+TEST(RandomPrograms, GradientsMatchFiniteDifferences) {
+  std::vector<int> used(kOps, 0);
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    std::vector<Tensor> leaves;
+    uint64_t k = 0;
+    for (const Shape& s : leaf_shapes(seed)) {
+      leaves.push_back(testing::rnd(s, DType::Float64, seed * 31 + k++).requires_grad_());
+    }
+    std::vector<int> ops;
+    program(seed, leaves, &ops);
+    for (int op : ops)
+      if (op >= 0) ++used[static_cast<size_t>(op)];
+    auto r = autograd::gradcheck([seed](const std::vector<Tensor>& in) { return program(seed, in); }, leaves,
+                                 {.eps = 1e-6, .atol = 1e-6, .rtol = 1e-4});
+    std::string opstr;
+    for (int op : ops) opstr += std::to_string(op) + " ";
+    EXPECT_TRUE(r.ok) << "seed " << seed << " (ops " << opstr << "): " << r.message;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 300);
+  // every op took part somewhere
+  for (int op = 0; op < kOps; ++op) EXPECT_GT(used[static_cast<size_t>(op)], 5) << "op " << op;
+}
+
+}  // namespace
+}  // namespace weft
