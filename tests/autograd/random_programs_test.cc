@@ -1,8 +1,9 @@
 // Gradients of random compositions of ops against finite differences. Each op
 // has a gradcheck of its own; here seeded random programs chain them through
 // views (transpose, permute, narrow, slices with steps, expand, reshape),
-// broadcasting, reductions with and without keepdim, joins, indexing and
-// in-place ops on non-leaf tensors, so that the engine's accumulation over
+// broadcasting, reductions with and without keepdim, joins, indexing,
+// in-place ops on non-leaf tensors and nn ops (attention, convolution,
+// pooling, losses, linear, the fused MLP, embedding) fed non-contiguous views, so that the engine's accumulation over
 // shared inputs and every backward's handling of strides and broadcast shapes
 // meet in combinations no single op's test makes. Smooth ops only (no kinks
 // for finite differences to straddle), values kept where every op is defined.
@@ -18,7 +19,7 @@
 namespace weft {
 namespace {
 
-constexpr int kOps = 24;
+constexpr int kOps = 36;
 
 // One op applied to pool entries; the choice is a function of the seed and the
 // pool's shapes only, so every call of the program (gradcheck calls it again
@@ -109,6 +110,60 @@ Tensor step(testing::Mutator& rng, const std::vector<Tensor>& pool, int* op_used
     case 23:
       if (nd > 0) return logsumexp(t, {d});
       break;
+    // nn ops, fed the pool's (often non-contiguous) tensors; their constants fixed per op
+    case 24:
+      if (nd == 2 && t.size(0) * t.size(1) >= 2) {  // attention over t's elements: (1, 1, T, 1)
+        Tensor x = t.transpose(0, 1).reshape({1, 1, -1, 1});
+        return scaled_dot_product_attention(x, mul(x, c(0.7)), tanh(x), rng.below(2) != 0);
+      }
+      break;
+    case 25:
+      if (nd == 2 && t.size(0) >= 2 && t.size(1) >= 2)
+        return conv2d(t.unsqueeze(0).unsqueeze(0), testing::rnd({2, 1, 2, 2}, DType::Float64, 25),
+                      testing::rnd({2}, DType::Float64, 26), {1, 1}, {1, 0});
+      break;
+    case 26:
+      if (nd == 2 && t.size(0) >= 2 && t.size(1) >= 2)
+        return avg_pool2d(t.transpose(0, 1).unsqueeze(0).unsqueeze(0), {2, 2}, {1, 1}, {1, 1});
+      break;
+    case 27:
+      if (nd == 2) {  // rows of t as logits, fixed targets; and label smoothing
+        std::vector<int64_t> target;
+        for (int64_t i = 0; i < t.size(0); ++i) target.push_back(i % t.size(1));
+        return cross_entropy(t, tensor(target), Reduction::Mean, -100, rng.below(2) ? 0.1 : 0.0);
+      }
+      break;
+    case 28:
+      if (nd >= 1)
+        return linear(t, testing::rnd({2, t.size(-1)}, DType::Float64, 28), testing::rnd({2}, DType::Float64, 29));
+      break;
+    case 29:
+      if (nd >= 1)
+        return mlp_gelu_tanh(t, testing::rnd({3, t.size(-1)}, DType::Float64, 30),
+                             testing::rnd({3}, DType::Float64, 31), testing::rnd({2, 3}, DType::Float64, 32),
+                             testing::rnd({2}, DType::Float64, 33));
+      break;
+    case 30:
+      if (nd == 2) return embedding(tensor(std::vector<int64_t>{0, t.size(0) - 1, 0}), t);  // rows repeated
+      break;
+    case 31:
+      return binary_cross_entropy_with_logits(t, testing::rnd(t.sizes(), DType::Float64, 34).abs().reshape(t.sizes()));
+    case 32:
+      if (nd > 0 && t.size(d) > 1) return var(t, {d});
+      break;
+    case 33: return norm(add(t, c(3.0)));  // away from 0, where the norm has a kink
+    case 34: {
+      Tensor mask = gt(testing::rnd(t.sizes(), DType::Float64, 35).reshape(t.sizes()), c(0.0));
+      return rng.below(2) ? where(mask, t, mul(t, t)) : masked_fill(t, mask, 0.25);
+    }
+    case 35:
+      if (nd > 0) {
+        Shape is = t.sizes();
+        std::vector<int64_t> idx;
+        for (int64_t i = 0; i < t.numel(); ++i) idx.push_back((i * 7 + 3) % t.size(d));
+        return gather(t, d, tensor(idx, is));
+      }
+      break;
   }
   *op_used = -1;  // the op did not fit the shape
   return tanh(mul(t, c(0.9)));
@@ -145,7 +200,7 @@ Tensor program(uint64_t seed, const std::vector<Tensor>& leaves, std::vector<int
 TEST(RandomPrograms, GradientsMatchFiniteDifferences) {
   std::vector<int> used(kOps, 0);
   int checked = 0;
-  for (uint64_t seed = 1; seed <= 300; ++seed) {
+  for (uint64_t seed = 1; seed <= 500; ++seed) {
     std::vector<Tensor> leaves;
     uint64_t k = 0;
     for (const Shape& s : leaf_shapes(seed)) {
@@ -162,7 +217,7 @@ TEST(RandomPrograms, GradientsMatchFiniteDifferences) {
     EXPECT_TRUE(r.ok) << "seed " << seed << " (ops " << opstr << "): " << r.message;
     ++checked;
   }
-  EXPECT_EQ(checked, 300);
+  EXPECT_EQ(checked, 500);
   // every op took part somewhere
   for (int op = 0; op < kOps; ++op) EXPECT_GT(used[static_cast<size_t>(op)], 5) << "op " << op;
 }
