@@ -7,6 +7,8 @@
 // shared inputs and every backward's handling of strides and broadcast shapes
 // meet in combinations no single op's test makes. Smooth ops only (no kinks
 // for finite differences to straddle), values kept where every op is defined.
+#include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -31,7 +33,9 @@ Tensor step(testing::Mutator& rng, const std::vector<Tensor>& pool, int* op_used
   const int64_t d = nd > 0 ? static_cast<int64_t>(rng.below(static_cast<size_t>(nd))) : 0;
   const int op = static_cast<int>(rng.below(kOps));
   *op_used = op;
-  auto c = [&](double v) { return scalar_tensor(v, {DType::Float64}); };
+  // constants in t's dtype, so that a float32 program runs float32 kernels throughout
+  auto c = [&](double v) { return scalar_tensor(v, {t.dtype()}); };
+  auto cst = [&](const Shape& shape, uint64_t k) { return testing::rnd(shape, t.dtype(), k).reshape(shape); };
   switch (op) {
     case 0: return tanh(t);
     case 1: return sigmoid(mul(t, c(1.5)));
@@ -119,8 +123,7 @@ Tensor step(testing::Mutator& rng, const std::vector<Tensor>& pool, int* op_used
       break;
     case 25:
       if (nd == 2 && t.size(0) >= 2 && t.size(1) >= 2)
-        return conv2d(t.unsqueeze(0).unsqueeze(0), testing::rnd({2, 1, 2, 2}, DType::Float64, 25),
-                      testing::rnd({2}, DType::Float64, 26), {1, 1}, {1, 0});
+        return conv2d(t.unsqueeze(0).unsqueeze(0), cst({2, 1, 2, 2}, 25), cst({2}, 26), {1, 1}, {1, 0});
       break;
     case 26:
       if (nd == 2 && t.size(0) >= 2 && t.size(1) >= 2)
@@ -134,26 +137,21 @@ Tensor step(testing::Mutator& rng, const std::vector<Tensor>& pool, int* op_used
       }
       break;
     case 28:
-      if (nd >= 1)
-        return linear(t, testing::rnd({2, t.size(-1)}, DType::Float64, 28), testing::rnd({2}, DType::Float64, 29));
+      if (nd >= 1) return linear(t, cst({2, t.size(-1)}, 28), cst({2}, 29));
       break;
     case 29:
-      if (nd >= 1)
-        return mlp_gelu_tanh(t, testing::rnd({3, t.size(-1)}, DType::Float64, 30),
-                             testing::rnd({3}, DType::Float64, 31), testing::rnd({2, 3}, DType::Float64, 32),
-                             testing::rnd({2}, DType::Float64, 33));
+      if (nd >= 1) return mlp_gelu_tanh(t, cst({3, t.size(-1)}, 30), cst({3}, 31), cst({2, 3}, 32), cst({2}, 33));
       break;
     case 30:
       if (nd == 2) return embedding(tensor(std::vector<int64_t>{0, t.size(0) - 1, 0}), t);  // rows repeated
       break;
-    case 31:
-      return binary_cross_entropy_with_logits(t, testing::rnd(t.sizes(), DType::Float64, 34).abs().reshape(t.sizes()));
+    case 31: return binary_cross_entropy_with_logits(t, cst(t.sizes(), 34).abs());
     case 32:
       if (nd > 0 && t.size(d) > 1) return var(t, {d});
       break;
     case 33: return norm(add(t, c(3.0)));  // away from 0, where the norm has a kink
     case 34: {
-      Tensor mask = gt(testing::rnd(t.sizes(), DType::Float64, 35).reshape(t.sizes()), c(0.0));
+      Tensor mask = gt(cst(t.sizes(), 35), c(0.0));
       return rng.below(2) ? where(mask, t, mul(t, t)) : masked_fill(t, mask, 0.25);
     }
     case 35:
@@ -169,13 +167,13 @@ Tensor step(testing::Mutator& rng, const std::vector<Tensor>& pool, int* op_used
   return tanh(mul(t, c(0.9)));
 }
 
-// seed -> leaves' shapes (1 to 3 leaves, 1 to 3 dims of sizes 1 to 3)
-std::vector<Shape> leaf_shapes(uint64_t seed) {
+// seed -> leaves' shapes (1 to 3 leaves, 1 to 3 dims of sizes 1 to max_size)
+std::vector<Shape> leaf_shapes(uint64_t seed, int64_t max_size = 3) {
   testing::Mutator rng(seed * 7919);
   std::vector<Shape> shapes(1 + rng.below(3));
   for (Shape& s : shapes) {
     s.resize(1 + rng.below(3));
-    for (int64_t& e : s) e = 1 + static_cast<int64_t>(rng.below(3));
+    for (int64_t& e : s) e = 1 + static_cast<int64_t>(rng.below(static_cast<size_t>(max_size)));
   }
   return shapes;
 }
@@ -186,13 +184,13 @@ Tensor program(uint64_t seed, const std::vector<Tensor>& leaves, std::vector<int
   testing::Mutator rng(seed);
   std::vector<Tensor> pool = leaves;
   const size_t steps = 3 + rng.below(5);
-  Tensor total = scalar_tensor(0.0, {DType::Float64});
+  Tensor total = scalar_tensor(0.0, {leaves[0].dtype()});
   for (size_t i = 0; i < steps; ++i) {
     int op = -1;
     Tensor r = step(rng, pool, &op);
     if (ops) ops->push_back(op);
     pool.push_back(r);
-    total = add(total, mul(sum(r), scalar_tensor(0.3 + 0.1 * static_cast<double>(i), {DType::Float64})));
+    total = add(total, mul(sum(r), scalar_tensor(0.3 + 0.1 * static_cast<double>(i), {r.dtype()})));
   }
   return total;
 }
@@ -220,6 +218,48 @@ TEST(RandomPrograms, GradientsMatchFiniteDifferences) {
   EXPECT_EQ(checked, 500);
   // every op took part somewhere
   for (int op = 0; op < kOps; ++op) EXPECT_GT(used[static_cast<size_t>(op)], 5) << "op " << op;
+}
+
+// The same programs in float32 (the CPU's vectorised kernels: AVX-512 GEMMs
+// with their epilogues, flash attention, the fused MLP, the convolution
+// paths) against float64, on larger shapes (sizes up to 19: vector tails),
+// forward and gradients.
+TEST(RandomPrograms, Float32MatchesFloat64) {
+  double worst_out = 0, worst_grad = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    std::vector<Tensor> l64, l32;
+    uint64_t k = 0;
+    for (const Shape& s : leaf_shapes(seed, 19)) {
+      Tensor x = testing::rnd(s, DType::Float64, seed * 31 + k++);
+      l64.push_back(x.clone().requires_grad_());
+      l32.push_back(x.to(DType::Float32).requires_grad_());
+    }
+    std::vector<int> ops;
+    Tensor o64, o32;
+    try {
+      o64 = program(seed, l64);
+      o32 = program(seed, l32, &ops);
+    } catch (const Error& e) {
+      std::string opstr;
+      for (int op : ops) opstr += std::to_string(op) + " ";
+      FAIL() << "seed " << seed << " (ops so far " << opstr << "): " << e.what();
+    }
+    ASSERT_EQ(o32.dtype(), DType::Float32) << "seed " << seed;
+    o64.backward();
+    o32.backward();
+    const double ref = o64.item<double>(), err = std::abs(o32.item<double>() - ref) / (1 + std::abs(ref));
+    worst_out = std::max(worst_out, err);
+    EXPECT_LT(err, 2e-5) << "seed " << seed << ": float32 " << o32.item<double>() << ", float64 " << ref;
+    for (size_t i = 0; i < l64.size(); ++i) {
+      const Tensor g64 = l64[i].grad(), g32 = l32[i].grad();
+      if (!g64.defined()) continue;
+      const double scale = 1 + amax(abs(g64)).item<double>();
+      const double gerr = amax(abs(sub(g32.to(DType::Float64), g64))).item<double>() / scale;
+      worst_grad = std::max(worst_grad, gerr);
+      EXPECT_LT(gerr, 5e-4) << "seed " << seed << ", leaf " << i;
+    }
+  }
+  std::printf("largest float32 difference: output %.2e, gradients %.2e (relative)\n", worst_out, worst_grad);
 }
 
 }  // namespace
