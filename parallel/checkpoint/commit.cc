@@ -126,8 +126,11 @@ void set_save_hook(std::function<void(const std::string&)> h) {
 }  // namespace detail
 
 std::string error_text(const std::exception& e) {
-  if (const auto* w = dynamic_cast<const Error*>(&e)) return w->message();
-  return e.what();
+  const std::string text = dynamic_cast<const Error*>(&e) ? static_cast<const Error&>(e).message() : e.what();
+  // A parser's message may quote bytes of a damaged file that are not UTF-8;
+  // the text travels between ranks as JSON, whose dump() would throw on them.
+  const std::string quoted = nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return nlohmann::json::parse(quoted).get<std::string>();
 }
 
 namespace {

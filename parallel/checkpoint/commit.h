@@ -44,7 +44,8 @@ std::string commit_snapshot(ProcessGroup& group, const std::string& root, const 
 inline std::vector<std::string> allgather_strings(ProcessGroup& group, const std::string& mine) {
   return allgather_bytes(group, mine);
 }
-// An exception's message for another rank's report (a weft::Error's without its file:line).
+// An exception's message for another rank's report (a weft::Error's without its file:line),
+// bytes that are not UTF-8 (a damaged file's, quoted by a parser) replaced by U+FFFD.
 std::string error_text(const std::exception& e);
 
 namespace detail {

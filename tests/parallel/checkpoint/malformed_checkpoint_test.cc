@@ -29,18 +29,6 @@ std::string tmp_dir(const std::string& name) {
   return std::string(d ? d : "/tmp") + "/" + name;
 }
 
-// manifest.json's own CRC-32 recomputed over its text (whatever the text now
-// is), as tamper::edit_manifest does after parsing it; left alone when the
-// mutant lost the key.
-std::string reseal_manifest(std::string text) {
-  const std::string needle = "\"manifest_crc32\": \"";
-  const size_t pos = text.find(needle);
-  if (pos == std::string::npos || pos + needle.size() + 8 > text.size()) return text;
-  text.replace(pos + needle.size(), 8, "00000000");
-  text.replace(pos + needle.size(), 8, io::crc32_hex(io::crc32(text)));
-  return text;
-}
-
 // Everything a resuming job reads.
 void read_everything(const std::string& dir) {
   CheckpointReader r(dir);
@@ -76,7 +64,7 @@ TEST(MalformedCheckpoint, EveryFileMutatedAndResigned) {
           fs::remove_all(dir);
           fs::copy(kGolden, dir);
           if (name == "manifest.json") {
-            io::write_file_synced(dir + "/" + name, reseal_manifest(m));
+            io::write_file_synced(dir + "/" + name, tamper::reseal_manifest_text(m));
           } else {
             tamper::edit_file(dir, name, [&](std::string& bytes) { bytes = m; });
           }

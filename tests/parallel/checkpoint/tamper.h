@@ -28,6 +28,17 @@ inline void edit_manifest(const std::string& dir, const std::function<void(nlohm
   io::write_file_synced(path, text);
 }
 
+// manifest.json's text with its own CRC-32 recomputed over whatever the text
+// now is (a damaged manifest, re-signed); unchanged when the key is gone.
+inline std::string reseal_manifest_text(std::string text) {
+  const std::string needle = "\"manifest_crc32\": \"";
+  const size_t pos = text.find(needle);
+  if (pos == std::string::npos || pos + needle.size() + 8 > text.size()) return text;
+  text.replace(pos + needle.size(), 8, "00000000");
+  text.replace(pos + needle.size(), 8, io::crc32_hex(io::crc32(text)));
+  return text;
+}
+
 // Rewrites file `name` of checkpoint `dir` with edit(bytes) applied and re-signs it in the manifest.
 inline void edit_file(const std::string& dir, const std::string& name, const std::function<void(std::string&)>& edit) {
   std::string bytes = io::read_file(dir + "/" + name);
