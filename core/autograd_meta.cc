@@ -94,16 +94,18 @@ Tensor SavedTensor::get(const std::string& node_name) const {
   return data_;
 }
 
-void check_not_stale(const Tensor& t) {
+void check_not_stale(const Tensor& t, const char* op) {
   if (!t.defined() || !t.impl()->history_is_stale()) [[likely]]
     return;
-  WEFT_ERROR("autograd: a tensor of shape ", shape_str(t.sizes()), " (", t.impl()->is_view() ? "a view" : "not a view",
+  WEFT_ERROR(op, ": a tensor of shape ", shape_str(t.sizes()), " (", t.impl()->is_view() ? "a view" : "not a view",
              ") shares memory with a tensor that an in-place op changed, with autograd recording it, after this one "
              "was made: its gradient would miss that op. Take the view again after the in-place op, or clone() "
              "before it (Note [views after an in-place op])");
 }
 
-bool any_requires_grad(std::initializer_list<Tensor> inputs) {
+namespace {
+template <typename Tensors>
+bool any_requires_grad_of(const Tensors& inputs) {
   if (!GradMode::is_enabled()) return false;
   bool any = false;
   for (const Tensor& t : inputs) {
@@ -112,16 +114,10 @@ bool any_requires_grad(std::initializer_list<Tensor> inputs) {
   }
   return any;
 }
+}  // namespace
 
-bool any_requires_grad(const std::vector<Tensor>& inputs) {
-  if (!GradMode::is_enabled()) return false;
-  bool any = false;
-  for (const Tensor& t : inputs) {
-    check_not_stale(t);
-    any = any || (t.defined() && t.requires_grad());
-  }
-  return any;
-}
+bool any_requires_grad(std::initializer_list<Tensor> inputs) { return any_requires_grad_of(inputs); }
+bool any_requires_grad(const std::vector<Tensor>& inputs) { return any_requires_grad_of(inputs); }
 
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined()) return {};
@@ -193,10 +189,7 @@ void record_function_parts(const char* name, const Tensor& output, BackwardPart 
 
 void check_inplace(const char* op, const Tensor& self) {
   if (!GradMode::is_enabled()) return;
-  if (self.defined() && self.impl()->history_is_stale())
-    WEFT_ERROR(op, ": the tensor (shape ", shape_str(self.sizes()),
-               ") shares memory with a tensor that an in-place op changed, with autograd recording it, after this "
-               "one was made (Note [views after an in-place op]); take it again after that op, or clone() before it");
+  check_not_stale(self, op);
   if (!self.requires_grad()) return;
   WEFT_CHECK(!self.is_leaf(), op, ": a leaf tensor that requires grad (shape ", shape_str(self.sizes()),
              ") cannot be modified in place; wrap the update in NoGradGuard");

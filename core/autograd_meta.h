@@ -183,7 +183,7 @@ class SavedTensor {
 // stale, and using it in grad mode (any_requires_grad, gradient_edge,
 // check_inplace) is an error naming its shape and what to do. In-place ops
 // under NoGradGuard (optimizer steps) and detached aliases do not count.
-void check_not_stale(const Tensor& t);
+void check_not_stale(const Tensor& t, const char* op = "autograd");
 bool any_requires_grad(std::initializer_list<Tensor> inputs);
 bool any_requires_grad(const std::vector<Tensor>& inputs);
 // The edge a gradient for `t` flows into (grad_fn, or the leaf's accumulator).

@@ -8,13 +8,23 @@
 
 namespace weft {
 
-Tensor empty(const Shape& sizes, const TensorOptions& opts) {
-  for (int64_t s : sizes) WEFT_CHECK(s >= 0, "empty: negative dimension ", s, " in shape ", shape_str(sizes));
-  const int64_t n = numel_of(sizes);
+namespace {
+
+// The bytes of a contiguous tensor of `sizes` and `dtype`; negative sizes and
+// more than 2^62 bytes (products that would wrap around) are errors naming `op`.
+size_t checked_nbytes(const char* op, const Shape& sizes, DType dtype) {
+  for (int64_t s : sizes) WEFT_CHECK(s >= 0, op, ": negative dimension ", s, " in shape ", shape_str(sizes));
   size_t bytes = 0;
-  WEFT_CHECK(
-      !__builtin_mul_overflow(static_cast<size_t>(n), element_size(opts.dtype), &bytes) && bytes <= (size_t{1} << 62),
-      "empty: shape ", shape_str(sizes), " of ", dtype_name(opts.dtype), " needs more than 2^62 bytes");
+  WEFT_CHECK(!__builtin_mul_overflow(static_cast<size_t>(numel_of(sizes)), element_size(dtype), &bytes) &&
+                 bytes <= (size_t{1} << 62),
+             op, ": shape ", shape_str(sizes), " of ", dtype_name(dtype), " needs more than 2^62 bytes");
+  return bytes;
+}
+
+}  // namespace
+
+Tensor empty(const Shape& sizes, const TensorOptions& opts) {
+  const size_t bytes = checked_nbytes("empty", sizes, opts.dtype);
   auto storage = std::make_shared<StorageImpl>(bytes, opts.device, get_allocator(opts.device));
   Tensor t(std::make_shared<TensorImpl>(std::move(storage), 0, sizes, contiguous_strides(sizes), opts.dtype));
   if (opts.requires_grad) t.requires_grad_(true);
@@ -157,12 +167,10 @@ Tensor tensor(std::initializer_list<float> values, const Shape& sizes) {
 }
 
 Tensor from_blob(void* data, const Shape& sizes, DType dtype, std::function<void(void*)> deleter) {
-  for (int64_t s : sizes) WEFT_CHECK(s >= 0, "from_blob: negative dimension ", s, " in shape ", shape_str(sizes));
-  const int64_t n = numel_of(sizes);
-  WEFT_CHECK(data != nullptr || n == 0, "from_blob: a null data pointer for shape ", shape_str(sizes), " (", n,
-             " elements)");
-  auto storage =
-      std::make_shared<StorageImpl>(data, static_cast<size_t>(n) * element_size(dtype), kCPU, std::move(deleter));
+  const size_t bytes = checked_nbytes("from_blob", sizes, dtype);
+  WEFT_CHECK(data != nullptr || bytes == 0, "from_blob: a null data pointer for shape ", shape_str(sizes), " (",
+             numel_of(sizes), " elements)");
+  auto storage = std::make_shared<StorageImpl>(data, bytes, kCPU, std::move(deleter));
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), 0, sizes, contiguous_strides(sizes), dtype));
 }
 

@@ -47,11 +47,7 @@ TEST(MalformedResume, EveryFileMutatedAndResigned) {
         [&](const std::string& m) {
           fs::remove_all(work);
           fs::copy(dir, work);
-          if (name == "manifest.json") {
-            io::write_file_synced(work + "/" + name, parallel::checkpoint::tamper::reseal_manifest_text(m));
-          } else {
-            parallel::checkpoint::tamper::edit_file(work, name, [&](std::string& bytes) { bytes = m; });
-          }
+          parallel::checkpoint::tamper::replace_file(work, name, m);
           Trainer t(Local{}, model(kSeed + 1), ce, sgd(sgd_options()), {.valid_name = "test"});
           t.add<LRSchedule>(cosine(2));
           t.resume(work);

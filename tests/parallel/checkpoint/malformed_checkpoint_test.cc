@@ -63,11 +63,7 @@ TEST(MalformedCheckpoint, EveryFileMutatedAndResigned) {
         [&](const std::string& m) {
           fs::remove_all(dir);
           fs::copy(kGolden, dir);
-          if (name == "manifest.json") {
-            io::write_file_synced(dir + "/" + name, tamper::reseal_manifest_text(m));
-          } else {
-            tamper::edit_file(dir, name, [&](std::string& bytes) { bytes = m; });
-          }
+          tamper::replace_file(dir, name, m);
           read_everything(dir);
         },
         &counts))
