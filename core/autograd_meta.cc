@@ -1,5 +1,8 @@
 #include "core/autograd_meta.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "core/ops.h"
 
 namespace weft {
@@ -94,13 +97,141 @@ Tensor SavedTensor::get(const std::string& node_name) const {
   return data_;
 }
 
+// ---- Note [views after an in-place op] ----
+namespace {
+
+// A view's place in a buffer laid out as its root: the root is dense (its
+// elements cover numel consecutive addresses once each), so a flat buffer of
+// root_numel elements holds it at offset 0 with the root's strides, and the
+// view at its offset relative to the root's.
+struct ViewInRoot {
+  Shape root_sizes, root_strides;
+  int64_t root_numel = 0;
+  Shape sizes, strides;
+  int64_t offset = 0;
+  bool writable = false;  // no two of the view's elements share an address
+};
+
+// (stride, size) of the dims that take more than one value, by stride.
+std::vector<std::pair<int64_t, int64_t>> moving_dims(const Shape& sizes, const Shape& strides) {
+  std::vector<std::pair<int64_t, int64_t>> dims;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] > 1) dims.emplace_back(strides[i], sizes[i]);
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
+bool non_overlapping(const Shape& sizes, const Shape& strides) {
+  if (numel_of(sizes) == 0) return true;
+  int64_t span = 1;  // addresses covered by the dims so far, from the first
+  for (auto [stride, size] : moving_dims(sizes, strides)) {
+    if (stride < span) return false;
+    span += stride * (size - 1);
+  }
+  return true;
+}
+
+bool dense(const Shape& sizes, const Shape& strides) {
+  if (numel_of(sizes) == 0) return true;
+  int64_t expected = 1;
+  for (auto [stride, size] : moving_dims(sizes, strides)) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+std::optional<ViewInRoot> view_in_root(const TensorImpl& view, const TensorImpl& root) {
+  if (root.storage() != view.storage() || root.dtype() != view.dtype() || !dense(root.sizes(), root.strides()))
+    return std::nullopt;
+  ViewInRoot v{root.sizes(), root.strides(), root.numel(), view.sizes(), view.strides(), view.offset() - root.offset()};
+  if (view.numel() > 0) {  // every element of the view inside the root
+    int64_t last = v.offset;
+    for (size_t i = 0; i < v.sizes.size(); ++i) {
+      if (v.strides[i] < 0) return std::nullopt;
+      last += v.strides[i] * (v.sizes[i] - 1);
+    }
+    if (v.offset < 0 || last >= v.root_numel) return std::nullopt;
+  }
+  v.writable = non_overlapping(v.sizes, v.strides);
+  return v;
+}
+
+// The root's gradient from the view's: g written into zeros at the view's
+// place, summed over the dims where the view repeats an element (expand).
+Tensor view_grad_to_root(const ViewInRoot& v, Tensor g) {
+  Shape sizes = v.sizes;
+  std::vector<int64_t> repeated;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (v.strides[i] == 0 && sizes[i] > 1) {
+      repeated.push_back(static_cast<int64_t>(i));
+      sizes[i] = 1;
+    }
+  }
+  if (!repeated.empty()) g = sum(g, repeated, true);
+  Tensor buf = zeros({v.root_numel}, g.options());
+  Tensor part = make_view(buf, sizes, v.strides, v.offset);
+  copy_(part, g);
+  return make_view(buf, v.root_sizes, v.root_strides, 0);
+}
+
+// Can the view's gradient be summed into its root's (view_grad_to_root)?
+bool replayable(const ViewInRoot& v) {
+  Shape sizes = v.sizes;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (v.strides[i] == 0) sizes[i] = 1;
+  return non_overlapping(sizes, v.strides);
+}
+
+// Gives the view `t` the history "its part of the root", or none where the
+// root needs no grad or the view was made with grad mode off. False where
+// that cannot be done (t is not such a view, or its root is stale too).
+bool rederive_view_history(const Tensor& t) {
+  TensorImpl* impl = t.impl();
+  const std::shared_ptr<TensorImpl>& root_impl = impl->view_root();
+  if (!root_impl || root_impl->history_is_stale() || root_impl->storage() != impl->storage()) return false;
+  AutogradMeta* meta = impl->autograd_meta();
+  if (meta && meta->requires_grad && !meta->grad_fn) return false;  // a leaf view has a history of its own
+  AutogradMeta* root_meta = root_impl->autograd_meta();
+  if (impl->view_made_without_grad() || !root_meta || !root_meta->requires_grad) {
+    if (meta) {
+      meta->grad_fn = nullptr;
+      meta->requires_grad = false;
+      meta->output_nr = 0;
+    }
+  } else {
+    std::optional<ViewInRoot> v = view_in_root(*impl, *root_impl);
+    if (!v || !replayable(*v)) return false;
+    auto node = std::make_shared<FunctionNode>(
+        "AsStridedBackward",
+        [v = *v](const std::vector<Tensor>& g) { return std::vector<Tensor>{view_grad_to_root(v, g[0])}; },
+        /*reusable=*/true);
+    node->next_edges = {gradient_edge(Tensor(root_impl))};
+    set_history({t}, node);
+  }
+  impl->set_history_mark(impl->storage()->autograd_writes());
+  return true;
+}
+
+}  // namespace
+
+void refresh_history(const Tensor& t) {
+  if (!t.defined() || !t.impl()->history_is_stale()) [[likely]]
+    return;
+  rederive_view_history(t);
+}
+
 void check_not_stale(const Tensor& t, const char* op) {
   if (!t.defined() || !t.impl()->history_is_stale()) [[likely]]
     return;
+  if (rederive_view_history(t)) return;
   WEFT_ERROR(op, ": a tensor of shape ", shape_str(t.sizes()), " (", t.impl()->is_view() ? "a view" : "not a view",
              ") shares memory with a tensor that an in-place op changed, with autograd recording it, after this one "
-             "was made: its gradient would miss that op. Take the view again after the in-place op, or clone() "
-             "before it (Note [views after an in-place op])");
+             "was made, and its history cannot be re-derived from that op (",
+             t.impl()->is_view() && t.impl()->view_root() ? "it is a leaf, or its root's history is behind too"
+                                                          : "it is not a view of the changed tensor's root",
+             "): its gradient would miss the op. Take the tensor again after the in-place op, or clone() before it "
+             "(Note [views after an in-place op])");
 }
 
 namespace {
@@ -187,16 +318,72 @@ void record_function_parts(const char* name, const Tensor& output, BackwardPart 
   set_history({output}, fork);
 }
 
+// The root of a view that autograd tracks, or null.
+static const std::shared_ptr<TensorImpl>& tracked_root(const Tensor& t) {
+  static const std::shared_ptr<TensorImpl> none;
+  const TensorImpl* impl = t.impl();
+  return impl->is_view() && impl->view_root() && impl->view_root()->storage() == impl->storage() ? impl->view_root()
+                                                                                                 : none;
+}
+
+static void check_root_not_a_leaf(const char* op, const Tensor& self, const std::shared_ptr<TensorImpl>& root) {
+  const AutogradMeta* m = root->autograd_meta();
+  WEFT_CHECK(!(m && m->requires_grad && !m->grad_fn), op, ": a view (shape ", shape_str(self.sizes()),
+             ") of a leaf tensor that requires grad (shape ", shape_str(root->sizes()),
+             ") cannot be modified in place; wrap the update in NoGradGuard, or modify a clone of the leaf");
+}
+
 void check_inplace(const char* op, const Tensor& self) {
   if (!GradMode::is_enabled()) return;
   check_not_stale(self, op);
   if (!self.requires_grad()) return;
   WEFT_CHECK(!self.is_leaf(), op, ": a leaf tensor that requires grad (shape ", shape_str(self.sizes()),
              ") cannot be modified in place; wrap the update in NoGradGuard");
-  WEFT_CHECK(!self.impl()->is_view(), op,
-             ": in-place modification of a view of a tensor that requires grad "
-             "(shape ",
-             shape_str(self.sizes()), ") is not supported by weft's autograd; use the out-of-place op");
+  if (!self.impl()->is_view()) return;
+  const std::shared_ptr<TensorImpl>& root = tracked_root(self);
+  WEFT_CHECK(root != nullptr, op, ": in-place modification of a view of a detached tensor (shape ",
+             shape_str(self.sizes()),
+             ") that requires grad is not supported by weft's autograd; use the out-of-place op");
+  check_root_not_a_leaf(op, self, root);
+}
+
+// Note [views after an in-place op]: the in-place op on a view becomes its
+// root's history (CopySlices); the view's is then its part of the root's.
+static void record_inplace_on_view(const char* name, Tensor& self, const std::vector<Tensor>& other_inputs,
+                                   FunctionNode::Backward backward, const std::shared_ptr<TensorImpl>& root_impl) {
+  WEFT_CHECK(!self.impl()->view_made_without_grad(), name, ": a view (shape ", shape_str(self.sizes()),
+             ") made with grad mode off is modified in place with grad mode on by an op that autograd records; its "
+             "base would miss the op. Make the view with grad mode on, or clone() it");
+  check_root_not_a_leaf(name, self, root_impl);
+  std::optional<ViewInRoot> v = view_in_root(*self.impl(), *root_impl);
+  WEFT_CHECK(v.has_value(), name, ": the tensor a view (shape ", shape_str(self.sizes()),
+             ") was taken from is not laid out densely (shape ", shape_str(root_impl->sizes()), ", strides ",
+             shape_str(root_impl->strides()), "), so autograd cannot record an in-place op on the view; clone() it");
+  WEFT_CHECK(v->writable, name, ": a view (shape ", shape_str(self.sizes()), ", strides ", shape_str(self.strides()),
+             ") in which several elements share memory (expand) cannot be modified in place by an op that autograd "
+             "records; clone() it first");
+  Tensor root(root_impl);
+  auto node =
+      std::make_shared<FunctionNode>("CopySlices", [v = *v, op = std::move(backward)](const std::vector<Tensor>& g) {
+        // g[0]: the root's gradient. The op's backward sees the view's part of it,
+        // and its gradient for the view's old value goes back in that place.
+        Tensor buf = zeros({v.root_numel}, g[0].options());
+        Tensor root_grad = make_view(buf, v.root_sizes, v.root_strides, 0);
+        copy_(root_grad, g[0]);
+        Tensor part = make_view(buf, v.sizes, v.strides, v.offset);
+        std::vector<Tensor> grads = op({part.clone()});
+        if (grads[0].defined()) copy_(part, grads[0]);
+        else zero_(part);
+        grads[0] = root_grad;
+        return grads;
+      });
+  node->next_edges.reserve(other_inputs.size() + 1);
+  node->next_edges.push_back(gradient_edge(root));
+  for (const Tensor& t : other_inputs) node->next_edges.push_back(gradient_edge(t));
+  set_history({root}, node);
+  root_impl->set_history_mark(root_impl->storage()->bump_autograd_writes());
+  const bool rederived = rederive_view_history(self);  // self is now stale: its part of the root's new history
+  WEFT_INTERNAL_ASSERT(rederived);
 }
 
 void record_inplace(const char* name, Tensor& self, const std::vector<Tensor>& other_inputs,
@@ -207,6 +394,8 @@ void record_inplace(const char* name, Tensor& self, const std::vector<Tensor>& o
   inputs.push_back(self);
   for (const Tensor& t : other_inputs) inputs.push_back(t);
   if (!any_requires_grad(inputs)) return;
+  if (const auto& root = tracked_root(self))
+    return record_inplace_on_view(name, self, other_inputs, std::move(backward), root);
   auto node = std::make_shared<FunctionNode>(name, std::move(backward));
   for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
   set_history({self}, node);

@@ -171,19 +171,36 @@ class SavedTensor {
 };
 
 // ---- recording helpers used by ops ----
-// True when grad mode is on and any input requires grad.
-// Note [views after an in-place op]: tensors sharing memory (a base and its
-// views) share one autograd history only in PyTorch, which re-derives a view's
-// grad_fn after its base is modified in place. weft does not: a view keeps the
-// grad_fn it was made with, and a base keeps its own after an in-place op on a
-// view of it. So, rather than give a gradient that misses the in-place op,
-// each tensor remembers the storage's count of autograd-recorded in-place ops
-// (StorageImpl::autograd_writes) as of when its history last described its
-// data (made, or the target of such an op); one whose count is behind is
-// stale, and using it in grad mode (any_requires_grad, gradient_edge,
-// check_inplace) is an error naming its shape and what to do. In-place ops
-// under NoGradGuard (optimizer steps) and detached aliases do not count.
+// Note [views after an in-place op]: a base and its views share memory, so
+// autograd gives them one history, as PyTorch does.
+// - Every view made from a tensor inside autograd remembers its root, the
+//   tensor that is not a view whose memory it shows (TensorImpl::view_root).
+// - An in-place op on a view, with autograd recording it, becomes the root's
+//   new history: a CopySlices node whose backward takes the root's gradient,
+//   runs the op's backward on the view's part of it and writes the result
+//   back there, and passes the rest through unchanged.
+// - The storage counts such in-place ops (StorageImpl::autograd_writes); each
+//   tensor remembers the count as of when its history last described its
+//   data. A view whose count is behind (the root, or another view of it,
+//   changed in place since) is given the history "this part of the root"
+//   (AsStridedBackward) when it is next used or asked for its grad_fn; one
+//   made with grad mode off is given none, as when it was made.
+// - Refused, naming the op: an in-place op on a view of a leaf that requires
+//   grad; one that autograd records on a view made with grad mode off; one
+//   that autograd records on a view in which elements share memory (expand).
+// - A tensor whose history cannot be re-derived is an error when used in grad
+//   mode: a leaf view, or memory changed through an alias that is not a view
+//   of a root inside autograd (a detached alias written with autograd on).
+// In-place ops under NoGradGuard (optimizer steps) and detached aliases do not
+// count; saved tensors still check their version (Note [saved tensors]).
+//
+// Brings a stale view's history up to date (above); an error naming `op`
+// where that cannot be done.
 void check_not_stale(const Tensor& t, const char* op = "autograd");
+// The same without the error: a tensor whose history cannot be re-derived is
+// left as it is. Tensor::requires_grad(), grad_fn() and make_view call it.
+void refresh_history(const Tensor& t);
+// True when grad mode is on and any input requires grad (after check_not_stale).
 bool any_requires_grad(std::initializer_list<Tensor> inputs);
 bool any_requires_grad(const std::vector<Tensor>& inputs);
 // The edge a gradient for `t` flows into (grad_fn, or the leaf's accumulator).
@@ -212,11 +229,12 @@ struct BackwardPart {
 // whose inputs need no grad is dropped; with one part left, that node is the
 // grad_fn. No-op unless grad is needed.
 void record_function_parts(const char* name, const Tensor& output, BackwardPart first, BackwardPart second);
-// Rejects in-place writes that autograd cannot honour (leaf requiring grad under
-// grad mode; a view of a tensor that requires grad), naming the op.
+// Rejects in-place writes that autograd cannot honour under grad mode (a leaf
+// that requires grad, or a view of one), naming the op.
 void check_inplace(const char* op, const Tensor& self);
 // After an in-place op on `self`: bump the version and, if grad is needed, chain
-// `self`'s history through a node named `name`.
+// `self`'s history through a node named `name` (for a view, its root's history
+// through CopySlices: Note [views after an in-place op]).
 void record_inplace(const char* name, Tensor& self, const std::vector<Tensor>& other_inputs,
                     FunctionNode::Backward backward);
 

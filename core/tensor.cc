@@ -43,6 +43,7 @@ Scalar Tensor::item() const {
 }
 
 bool Tensor::requires_grad() const {
+  refresh_history(*this);
   AutogradMeta* m = checked()->autograd_meta();
   return m != nullptr && m->requires_grad;
 }
@@ -81,6 +82,7 @@ void Tensor::zero_grad() const {
 
 const std::shared_ptr<Node>& Tensor::grad_fn() const {
   static const std::shared_ptr<Node> none;
+  refresh_history(*this);
   AutogradMeta* m = checked()->autograd_meta();
   return m ? m->grad_fn : none;
 }
@@ -153,11 +155,16 @@ Tensor& Tensor::detach_() {
 }
 
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
-  auto impl =
-      std::make_shared<TensorImpl>(base.impl()->storage(), offset, std::move(sizes), std::move(strides), base.dtype());
+  refresh_history(base);  // Note [views after an in-place op]
+  const TensorImpl* b = base.impl();
+  auto impl = std::make_shared<TensorImpl>(b->storage(), offset, std::move(sizes), std::move(strides), base.dtype());
   impl->set_is_view(true);
   // a view of a stale tensor is stale too; of a detached alias, outside autograd too
-  impl->set_history_mark(base.impl()->history_mark());
+  impl->set_history_mark(b->history_mark());
+  if (b->history_mark() != TensorImpl::kNoHistoryMark) {
+    std::shared_ptr<TensorImpl> root = b->is_view() ? b->view_root() : base.impl_ptr();
+    if (root) impl->set_view_root(std::move(root), !GradMode::is_enabled() || b->view_made_without_grad());
+  }
   return Tensor(std::move(impl));
 }
 

@@ -56,6 +56,16 @@ class TensorImpl {
   bool history_is_stale() const {
     return history_mark_ != kNoHistoryMark && storage_ && history_mark_ != storage_->autograd_writes();
   }
+  // Note [views after an in-place op]: for a view made from a tensor inside
+  // autograd, the tensor that is not a view whose memory it shows (its root),
+  // and whether grad mode was off when it (or a view it was taken from) was
+  // made; null for other tensors.
+  const std::shared_ptr<TensorImpl>& view_root() const { return view_root_; }
+  bool view_made_without_grad() const { return view_made_without_grad_; }
+  void set_view_root(std::shared_ptr<TensorImpl> root, bool made_without_grad) {
+    view_root_ = std::move(root);
+    view_made_without_grad_ = made_without_grad;
+  }
   // A 0-dim tensor made from a C++ number: it does not raise the result dtype
   // category of a tensor it meets (x_int * 2 stays int, x_f16 * 2.0 stays f16).
   bool is_wrapped_number() const { return wrapped_number_; }
@@ -76,7 +86,9 @@ class TensorImpl {
   bool contiguous_ = true;
   bool is_view_ = false;
   bool wrapped_number_ = false;
+  bool view_made_without_grad_ = false;
   uint64_t history_mark_ = 0;
+  std::shared_ptr<TensorImpl> view_root_;
   std::unique_ptr<AutogradMeta> autograd_meta_;
 };
 

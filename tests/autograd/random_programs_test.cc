@@ -2,11 +2,13 @@
 // has a gradcheck of its own; here seeded random programs chain them through
 // views (transpose, permute, narrow, slices with steps, expand, reshape),
 // broadcasting, reductions with and without keepdim, joins, indexing,
-// in-place ops on non-leaf tensors and nn ops (attention, convolution,
-// pooling, losses, linear, the fused MLP, embedding) fed non-contiguous views, so that the engine's accumulation over
-// shared inputs and every backward's handling of strides and broadcast shapes
-// meet in combinations no single op's test makes. Smooth ops only (no kinks
-// for finite differences to straddle), values kept where every op is defined.
+// in-place ops on non-leaf tensors and through views (with views taken before
+// them read after), and nn ops (attention, convolution, pooling, losses,
+// linear, the fused MLP, embedding) fed non-contiguous views, so that the
+// engine's accumulation over shared inputs and every backward's handling of
+// strides and broadcast shapes meet in combinations no single op's test makes.
+// Smooth ops only (no kinks for finite differences to straddle), values kept
+// where every op is defined.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -21,7 +23,7 @@
 namespace weft {
 namespace {
 
-constexpr int kOps = 36;
+constexpr int kOps = 39;
 
 // One op applied to pool entries; the choice is a function of the seed and the
 // pool's shapes only, so every call of the program (gradcheck calls it again
@@ -160,6 +162,35 @@ Tensor step(testing::Mutator& rng, const std::vector<Tensor>& pool, int* op_used
         std::vector<int64_t> idx;
         for (int64_t i = 0; i < t.numel(); ++i) idx.push_back((i * 7 + 3) % t.size(d));
         return gather(t, d, tensor(idx, is));
+      }
+      break;
+    // Note [views after an in-place op]: in-place ops through views, and views read after one
+    case 36:
+      if (nd > 0 && t.size(d) > 1) {  // through a strided view of a non-leaf (CopySlices)
+        Tensor u = mul(t, c(1.0));
+        const int64_t start = static_cast<int64_t>(rng.below(static_cast<size_t>(t.size(d) - 1)));
+        Tensor part = slice(u, d, start, t.size(d), 1 + static_cast<int64_t>(rng.below(2)));
+        part.mul_(sigmoid(part.clone()));
+        part.add_(c(0.5));
+        return u;
+      }
+      break;
+    case 37: {  // a view taken before an in-place op on its base, read after it (AsStridedBackward)
+      Tensor u = mul(t, c(1.0));
+      Tensor v = nd >= 2 ? u.transpose(0, nd - 1) : expand(u.unsqueeze(0), [&] {
+        Shape s = u.unsqueeze(0).sizes();
+        s[0] = 2;
+        return s;
+      }());
+      u.mul_(sin(t));
+      return mul(v, c(1.5));
+    }
+    case 38:
+      if (nd > 0) {  // a buffer that needs no grad, filled slice by slice along d, reversed
+        Tensor buf = zeros(t.sizes(), t.options());
+        Tensor first = buf.select(d, 0);  // taken before the writes
+        for (int64_t i = 0; i < t.size(d); ++i) buf.select(d, i).copy_(tanh(t.select(d, t.size(d) - 1 - i)));
+        return add(buf, mul(first.unsqueeze(d), c(0.5)));
       }
       break;
   }
