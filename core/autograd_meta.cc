@@ -326,45 +326,50 @@ static const std::shared_ptr<TensorImpl>& tracked_root(const Tensor& t) {
                                                                                                  : none;
 }
 
-static void check_root_not_a_leaf(const char* op, const Tensor& self, const std::shared_ptr<TensorImpl>& root) {
+// Note [views after an in-place op]: the checks an in-place op on a view
+// passes before autograd records it on the view's root. Returns the view's
+// place in the root.
+static ViewInRoot check_view_writable(const char* op, const Tensor& self, const std::shared_ptr<TensorImpl>& root) {
+  WEFT_CHECK(!self.impl()->view_made_without_grad(), op, ": a view (shape ", shape_str(self.sizes()),
+             ") made with grad mode off is modified in place with grad mode on by an op that autograd records; its "
+             "base would miss the op. Make the view with grad mode on, or clone() it");
   const AutogradMeta* m = root->autograd_meta();
   WEFT_CHECK(!(m && m->requires_grad && !m->grad_fn), op, ": a view (shape ", shape_str(self.sizes()),
              ") of a leaf tensor that requires grad (shape ", shape_str(root->sizes()),
              ") cannot be modified in place; wrap the update in NoGradGuard, or modify a clone of the leaf");
+  std::optional<ViewInRoot> v = view_in_root(*self.impl(), *root);
+  WEFT_CHECK(v.has_value(), op, ": the tensor a view (shape ", shape_str(self.sizes()),
+             ") was taken from is not laid out densely (shape ", shape_str(root->sizes()), ", strides ",
+             shape_str(root->strides()), "), so autograd cannot record an in-place op on the view; clone() it");
+  WEFT_CHECK(v->writable, op, ": a view (shape ", shape_str(self.sizes()), ", strides ", shape_str(self.strides()),
+             ") in which several elements share memory (expand) cannot be modified in place by an op that autograd "
+             "records; clone() it first");
+  return *v;
 }
 
-void check_inplace(const char* op, const Tensor& self) {
+void check_inplace(const char* op, const Tensor& self, std::initializer_list<Tensor> others) {
   if (!GradMode::is_enabled()) return;
   check_not_stale(self, op);
-  if (!self.requires_grad()) return;
-  WEFT_CHECK(!self.is_leaf(), op, ": a leaf tensor that requires grad (shape ", shape_str(self.sizes()),
-             ") cannot be modified in place; wrap the update in NoGradGuard");
+  const bool self_requires_grad = self.requires_grad();
+  if (!self_requires_grad && !any_requires_grad(others)) return;  // autograd will not record the op
+  WEFT_CHECK(!(self_requires_grad && self.is_leaf()), op, ": a leaf tensor that requires grad (shape ",
+             shape_str(self.sizes()), ") cannot be modified in place; wrap the update in NoGradGuard");
   if (!self.impl()->is_view()) return;
   const std::shared_ptr<TensorImpl>& root = tracked_root(self);
-  WEFT_CHECK(root != nullptr, op, ": in-place modification of a view of a detached tensor (shape ",
-             shape_str(self.sizes()),
+  WEFT_CHECK(root != nullptr || !self_requires_grad, op,
+             ": in-place modification of a view of a detached tensor (shape ", shape_str(self.sizes()),
              ") that requires grad is not supported by weft's autograd; use the out-of-place op");
-  check_root_not_a_leaf(op, self, root);
+  if (root) check_view_writable(op, self, root);
 }
 
 // Note [views after an in-place op]: the in-place op on a view becomes its
 // root's history (CopySlices); the view's is then its part of the root's.
 static void record_inplace_on_view(const char* name, Tensor& self, const std::vector<Tensor>& other_inputs,
                                    FunctionNode::Backward backward, const std::shared_ptr<TensorImpl>& root_impl) {
-  WEFT_CHECK(!self.impl()->view_made_without_grad(), name, ": a view (shape ", shape_str(self.sizes()),
-             ") made with grad mode off is modified in place with grad mode on by an op that autograd records; its "
-             "base would miss the op. Make the view with grad mode on, or clone() it");
-  check_root_not_a_leaf(name, self, root_impl);
-  std::optional<ViewInRoot> v = view_in_root(*self.impl(), *root_impl);
-  WEFT_CHECK(v.has_value(), name, ": the tensor a view (shape ", shape_str(self.sizes()),
-             ") was taken from is not laid out densely (shape ", shape_str(root_impl->sizes()), ", strides ",
-             shape_str(root_impl->strides()), "), so autograd cannot record an in-place op on the view; clone() it");
-  WEFT_CHECK(v->writable, name, ": a view (shape ", shape_str(self.sizes()), ", strides ", shape_str(self.strides()),
-             ") in which several elements share memory (expand) cannot be modified in place by an op that autograd "
-             "records; clone() it first");
+  const ViewInRoot view = check_view_writable(name, self, root_impl);  // as check_inplace did, before the op
   Tensor root(root_impl);
   auto node =
-      std::make_shared<FunctionNode>("CopySlices", [v = *v, op = std::move(backward)](const std::vector<Tensor>& g) {
+      std::make_shared<FunctionNode>("CopySlices", [v = view, op = std::move(backward)](const std::vector<Tensor>& g) {
         // g[0]: the root's gradient. The op's backward sees the view's part of it,
         // and its gradient for the view's old value goes back in that place.
         Tensor buf = zeros({v.root_numel}, g[0].options());

@@ -229,9 +229,11 @@ struct BackwardPart {
 // whose inputs need no grad is dropped; with one part left, that node is the
 // grad_fn. No-op unless grad is needed.
 void record_function_parts(const char* name, const Tensor& output, BackwardPart first, BackwardPart second);
-// Rejects in-place writes that autograd cannot honour under grad mode (a leaf
-// that requires grad, or a view of one), naming the op.
-void check_inplace(const char* op, const Tensor& self);
+// Rejects, before the op writes, an in-place op that autograd would record
+// (grad mode on, and `self` or one of `others` requires grad) but cannot
+// honour: on a leaf that requires grad, or on a view that Note [views after an
+// in-place op] refuses. Names the op.
+void check_inplace(const char* op, const Tensor& self, std::initializer_list<Tensor> others = {});
 // After an in-place op on `self`: bump the version and, if grad is needed, chain
 // `self`'s history through a node named `name` (for a view, its root's history
 // through CopySlices: Note [views after an in-place op]).

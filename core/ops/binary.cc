@@ -154,7 +154,7 @@ Tensor binary_op(BinaryKernel& table, const char* op, const Tensor& a, const Ten
 
 // Runs `table` writing into `a` (which must already have the broadcast shape).
 void binary_inplace(BinaryKernel& table, const char* op, Tensor& a, const Tensor& b, const Scalar& alpha) {
-  check_inplace(op, a);
+  check_inplace(op, a, {b});
   DType rt = detail::result_type(a, b);
   WEFT_CHECK(promote_types(rt, a.dtype()) == a.dtype(), op, ": result type ", rt,
              " can't be cast to the desired output type ", a.dtype());

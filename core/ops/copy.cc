@@ -48,7 +48,7 @@ WEFT_REGISTER_KERNEL(fill_table(), DeviceType::CPU, kAllTypes, cpu_fill_kernel);
 
 Tensor& copy_(Tensor& dst, const Tensor& src) {
   WEFT_CHECK(dst.defined() && src.defined(), "copy_: undefined tensor");
-  check_inplace("copy_", dst);
+  check_inplace("copy_", dst, {src});
   Shape b = broadcast_shapes("copy_", dst.sizes(), src.sizes());
   WEFT_CHECK(b == dst.sizes(), "copy_: source shape ", shape_str(src.sizes()),
              " cannot be broadcast to destination shape ", shape_str(dst.sizes()));

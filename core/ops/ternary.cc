@@ -76,7 +76,7 @@ Tensor& addc(TernaryKernel& k, const char* op, const char* node, bool divide, Te
   WEFT_CHECK(a.defined(), op, ": undefined tensor argument");
   WEFT_CHECK(!divide || is_floating(a.dtype()), op, ": integer division is not supported; got ", a.dtype());
   WEFT_CHECK(a.dtype() != DType::Bool, op, ": not supported for dtype bool");
-  check_inplace(op, a);
+  check_inplace(op, a, {t1, t2});
   Tensor e1 = prepare_operand(op, a, t1), e2 = prepare_operand(op, a, t2);
   bool need = any_requires_grad({a, t1, t2});
   SavedTensor s1 = need ? SavedTensor(t1) : SavedTensor(), s2 = need ? SavedTensor(t2) : SavedTensor();
@@ -110,7 +110,7 @@ Tensor& addcdiv_(Tensor& a, const Tensor& t1, const Tensor& t2, const Scalar& va
 Tensor& lerp_(Tensor& a, const Tensor& end, const Scalar& weight) {
   WEFT_CHECK(a.defined(), "lerp_: undefined tensor argument");
   WEFT_CHECK(is_floating(a.dtype()), "lerp_: expected a floating tensor, got ", a.dtype());
-  check_inplace("lerp_", a);
+  check_inplace("lerp_", a, {end});
   Tensor e = prepare_operand("lerp_", a, end);
   lerp_table()(a.device(), a.dtype(), a, a, e, e, weight);
   Shape ze = end.sizes();
