@@ -138,6 +138,26 @@ TEST(ViewsAfterInplace, CompoundProgramsMatchFiniteDifferences) {
   EXPECT_TRUE(r.ok) << r.message;
 }
 
+TEST(ViewsAfterInplace, NothingOutlivesItsTensors) {
+  // a view holds its root; the root's CopySlices and the views' AsStridedBackward
+  // hold geometry only, so dropping the tensors frees every node and tensor
+  const int64_t tensors = TensorImpl::live_count(), nodes = Node::live_count();
+  for (bool backward : {true, false}) {  // backward frees what the nodes hold; without it, nothing else may
+    Tensor x = leaf({1, 2, 3, 4});
+    Tensor u = x * 1.0;
+    Tensor a = u.view({2, 2}), b = a.select(0, 1), e = u.unsqueeze(0).expand({2, 4});
+    u.add_(x);
+    b.add_(a.select(0, 0));  // an operand that is a view of the same root
+    Tensor buf = zeros({2, 4}, {DType::Float64});
+    buf.select(0, 0).copy_(e.select(0, 1));
+    Tensor loss = sum(a * a + b.unsqueeze(0) + sum(e) + buf.narrow(0, 0, 1).view({2, 2}));
+    if (backward) loss.backward();
+    EXPECT_GT(Node::live_count(), nodes);
+  }
+  EXPECT_EQ(TensorImpl::live_count(), tensors);
+  EXPECT_EQ(Node::live_count(), nodes);
+}
+
 TEST(ViewsAfterInplace, Refusals) {
   // a view of a leaf that requires grad
   Tensor p = leaf({1, 2});
