@@ -216,6 +216,20 @@ Tensor& masked_fill_(Tensor& a, const Tensor& mask, const Scalar& value);
 Tensor tril(const Tensor& a, int64_t diagonal = 0);
 Tensor triu(const Tensor& a, int64_t diagonal = 0);
 
+// ---- rearranging and padding (core/ops/rearrange.cc, composed of the ops above) ----
+Tensor flip(const Tensor& a, const std::vector<int64_t>& dims);
+// Rolls by shifts[i] along dims[i]; without dims, the flattened tensor by shifts[0].
+Tensor roll(const Tensor& a, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims = {});
+// At least one count per dim; extra counts add leading dims.
+Tensor repeat(const Tensor& a, const std::vector<int64_t>& repeats);
+// repeat, with leading counts of 1 where `reps` has fewer than the tensor's dims.
+Tensor tile(const Tensor& a, const std::vector<int64_t>& reps);
+// PyTorch's F.pad in constant mode: (before, after) amounts from the last dim
+// backwards; a negative amount crops.
+Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, const Scalar& value = 0);
+// The slices along `dim`, as views.
+std::vector<Tensor> unbind(const Tensor& a, int64_t dim = 0);
+
 // ---- operators ----
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);

@@ -1,0 +1,120 @@
+// Rearranging and padding: flip, roll, repeat, tile, pad (constant), unbind.
+//
+// Contract: each is composed of other ops (index_select, narrow, cat, expand,
+// reshape, select, and full + copy_ into a view of it), so it runs on every
+// device and dtype those run on, and its gradient is theirs (pad's through
+// CopySlices: Note [views after an in-place op]). The arguments are
+// PyTorch's: dims may be negative; roll without dims rolls the flattened
+// tensor; repeat takes a count per dim, extra counts adding leading dims, and
+// tile pads short counts with leading 1s; pad lists (before, after) pairs from
+// the last dim backwards, and a negative amount crops.
+#include "core/autograd_meta.h"
+#include "core/ops.h"
+
+namespace weft {
+
+Tensor flip(const Tensor& a, const std::vector<int64_t>& dims) {
+  WEFT_CHECK(a.defined(), "flip: undefined tensor");
+  Tensor out = a;
+  for (int64_t d : wrap_dims("flip", dims, a.dim(), /*empty_is_all=*/false)) {
+    const int64_t n = a.size(d);
+    if (n <= 1) continue;
+    out = index_select(out, d, arange(n - 1, -1, -1, {DType::Int64, a.device()}));
+  }
+  return out.impl() == a.impl() ? a.clone() : out;  // always a new tensor, as in PyTorch
+}
+
+Tensor roll(const Tensor& a, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims) {
+  WEFT_CHECK(a.defined(), "roll: undefined tensor");
+  if (dims.empty()) {
+    WEFT_CHECK(shifts.size() == 1, "roll: without dims, expected one shift (the flattened tensor's), got ",
+               shifts.size());
+    return reshape(roll(reshape(a, {-1}), shifts, {0}), a.sizes());
+  }
+  WEFT_CHECK(shifts.size() == dims.size(), "roll: got ", shifts.size(), " shifts for ", dims.size(),
+             " dims; give one shift per dim");
+  Tensor out = a;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t d = wrap_dim("roll", dims[i], a.dim());
+    const int64_t n = a.size(d);
+    if (n == 0) continue;
+    const int64_t k = ((shifts[i] % n) + n) % n;  // out[j] = in[(j - k) mod n]
+    if (k == 0) continue;
+    out = cat({narrow(out, d, n - k, k), narrow(out, d, 0, n - k)}, d);
+  }
+  return out.impl() == a.impl() ? a.clone() : out;
+}
+
+Tensor repeat(const Tensor& a, const std::vector<int64_t>& repeats) {
+  WEFT_CHECK(a.defined(), "repeat: undefined tensor");
+  const int64_t n = static_cast<int64_t>(repeats.size());
+  WEFT_CHECK(n >= a.dim(), "repeat: got ", n, " repeat counts for a tensor of ", a.dim(), " dims (shape ",
+             shape_str(a.sizes()), "); give at least one per dim");
+  // a as [1, s0, 1, s1, ...] (leading dims of size 1 for the extra counts),
+  // expanded to [r0, s0, r1, s1, ...] and merged pairwise to [r0 s0, r1 s1, ...]
+  Shape pairs, expanded, result;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = repeats[static_cast<size_t>(i)];
+    WEFT_CHECK(r >= 0, "repeat: repeat count ", r, " at position ", i, " is negative");
+    const int64_t s = i < n - a.dim() ? 1 : a.size(i - (n - a.dim()));
+    int64_t size = 0;
+    WEFT_CHECK(!__builtin_mul_overflow(r, s, &size), "repeat: ", r, " copies of a dim of size ", s,
+               " have more elements than an int64 counts");
+    pairs.insert(pairs.end(), {1, s});
+    expanded.insert(expanded.end(), {r, s});
+    result.push_back(size);
+  }
+  numel_of(result);  // errors where the result has more elements than an int64 counts
+  Tensor out = reshape(expand(reshape(a, pairs), expanded), result);
+  return out.impl()->storage() == a.impl()->storage() ? out.clone() : out;  // always a new tensor
+}
+
+Tensor tile(const Tensor& a, const std::vector<int64_t>& reps) {
+  WEFT_CHECK(a.defined(), "tile: undefined tensor");
+  std::vector<int64_t> counts(static_cast<size_t>(std::max<int64_t>(a.dim() - static_cast<int64_t>(reps.size()), 0)),
+                              1);
+  counts.insert(counts.end(), reps.begin(), reps.end());
+  return repeat(a, counts);
+}
+
+Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, const Scalar& value) {
+  WEFT_CHECK(a.defined(), "pad: undefined tensor");
+  WEFT_CHECK(pads.size() % 2 == 0, "pad: the padding list must have an even length ((before, after) per dim), got ",
+             pads.size());
+  const int64_t padded = static_cast<int64_t>(pads.size()) / 2;
+  WEFT_CHECK(padded <= a.dim(), "pad: ", pads.size(), " amounts pad ", padded, " dims, but the tensor has ", a.dim(),
+             " (shape ", shape_str(a.sizes()), ")");
+  Shape out_shape = a.sizes();
+  Tensor src = a;                                  // a, cropped where an amount is negative
+  std::vector<std::pair<int64_t, int64_t>> place;  // (dim, offset) of src in the result
+  for (int64_t k = 0; k < padded; ++k) {
+    const int64_t d = a.dim() - 1 - k;
+    const int64_t before = pads[static_cast<size_t>(2 * k)], after = pads[static_cast<size_t>(2 * k + 1)];
+    const int64_t size = a.size(d) + before + after;
+    WEFT_CHECK(size >= 0, "pad: dim ", d, " of size ", a.size(d), " padded by (", before, ", ", after,
+               ") would have negative size ", size);
+    out_shape[static_cast<size_t>(d)] = size;
+    const int64_t crop_before = std::min<int64_t>(before, 0), crop_after = std::min<int64_t>(after, 0);
+    const int64_t kept = std::max<int64_t>(src.size(d) + crop_before + crop_after, 0);
+    src = narrow(src, d, std::min(-crop_before, src.size(d)), kept);
+    place.emplace_back(d, std::max<int64_t>(before, 0));
+  }
+  numel_of(out_shape);  // errors if the result's size overflows
+  Tensor out = full(out_shape, value, a.options());
+  Tensor dst = out;
+  for (auto [d, offset] : place) dst = narrow(dst, d, offset, src.size(d));
+  dst.copy_(src);
+  return out;
+}
+
+std::vector<Tensor> unbind(const Tensor& a, int64_t dim) {
+  WEFT_CHECK(a.defined(), "unbind: undefined tensor");
+  WEFT_CHECK(a.dim() > 0, "unbind: a 0-dim tensor has no dim to unbind");
+  const int64_t d = wrap_dim("unbind", dim, a.dim());
+  std::vector<Tensor> out;
+  out.reserve(static_cast<size_t>(a.size(d)));
+  for (int64_t i = 0; i < a.size(d); ++i) out.push_back(select(a, d, i));
+  return out;
+}
+
+}  // namespace weft
