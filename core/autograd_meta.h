@@ -173,8 +173,9 @@ class SavedTensor {
 // ---- recording helpers used by ops ----
 // Note [views after an in-place op]: a base and its views share memory, so
 // autograd gives them one history, as PyTorch does.
-// - Every view made from a tensor inside autograd remembers its root, the
-//   tensor that is not a view whose memory it shows (TensorImpl::view_root).
+// - A view remembers its root, the tensor that is not a view whose memory it
+//   shows (TensorImpl::view_root), when made with grad mode on from any tensor
+//   but a detached alias, or with grad mode off from a root that requires grad.
 // - An in-place op on a view, with autograd recording it, becomes the root's
 //   new history: a CopySlices node whose backward takes the root's gradient,
 //   runs the op's backward on the view's part of it and writes the result

@@ -162,8 +162,14 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset)
   // a view of a stale tensor is stale too; of a detached alias, outside autograd too
   impl->set_history_mark(b->history_mark());
   if (b->history_mark() != TensorImpl::kNoHistoryMark) {
+    // With grad mode off, only views of a root inside autograd are tracked: a
+    // backward's views of its own buffers stay plain aliases (AccumulateGrad
+    // adopts a buffer that nothing else holds).
     std::shared_ptr<TensorImpl> root = b->is_view() ? b->view_root() : base.impl_ptr();
-    if (root) impl->set_view_root(std::move(root), !GradMode::is_enabled() || b->view_made_without_grad());
+    const bool grad_mode = GradMode::is_enabled();
+    const AutogradMeta* root_meta = root ? root->autograd_meta() : nullptr;
+    if (root && (grad_mode || (root_meta && root_meta->requires_grad)))
+      impl->set_view_root(std::move(root), !grad_mode || b->view_made_without_grad());
   }
   return Tensor(std::move(impl));
 }
