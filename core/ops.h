@@ -229,6 +229,8 @@ Tensor tile(const Tensor& a, const std::vector<int64_t>& reps);
 Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, const Scalar& value = 0);
 // The slices along `dim`, as views.
 std::vector<Tensor> unbind(const Tensor& a, int64_t dim = 0);
+// Running sums along `dim` (floating dtypes; Note [cumsum by blocks]).
+Tensor cumsum(const Tensor& a, int64_t dim);
 
 // ---- operators ----
 Tensor operator+(const Tensor& a, const Tensor& b);

@@ -1,9 +1,10 @@
-// Rearranging and padding: flip, roll, repeat, tile, pad (constant), unbind.
+// Rearranging and padding: flip, roll, repeat, tile, pad (constant), unbind;
+// and cumsum (Note [cumsum by blocks]).
 //
 // Contract: each is composed of other ops (index_select, narrow, cat, expand,
-// reshape, select, and full + copy_ into a view of it), so it runs on every
-// device and dtype those run on, and its gradient is theirs (pad's through
-// CopySlices: Note [views after an in-place op]). The arguments are
+// reshape, select, matmul, and full + copy_ into a view of it), so it runs on
+// every device and dtype those run on, and its gradient is theirs (pad's
+// through CopySlices: Note [views after an in-place op]). The arguments are
 // PyTorch's: dims may be negative; roll without dims rolls the flattened
 // tensor; repeat takes a count per dim, extra counts adding leading dims, and
 // tile pads short counts with leading 1s; pad lists (before, after) pairs from
@@ -115,6 +116,44 @@ std::vector<Tensor> unbind(const Tensor& a, int64_t dim) {
   out.reserve(static_cast<size_t>(a.size(d)));
   for (int64_t i = 0; i < a.size(d); ++i) out.push_back(select(a, d, i));
   return out;
+}
+
+// Note [cumsum by blocks]: the running sum along a dim as GEMMs, so that it
+// runs on every device with a matmul and differentiates through it. The dim
+// is cut into blocks of kCumsumBlock: each block's running sums are the block
+// times U (ones on and above the diagonal), and every block is then offset by
+// the running sum of the totals of the blocks before it (the same again, one
+// level up). kCumsumBlock multiply-adds per element; the sums are summed
+// pairwise by block, not one long chain.
+namespace {
+constexpr int64_t kCumsumBlock = 64;
+
+Tensor cumsum_last(const Tensor& x) {  // x: [..., n]
+  const int64_t n = x.size(-1);
+  if (n <= kCumsumBlock) return matmul(x, triu(ones({n, n}, x.options())));
+  const int64_t m = (n + kCumsumBlock - 1) / kCumsumBlock;
+  Tensor padded = pad(x, {0, m * kCumsumBlock - n});  // [..., m b]
+  Shape blocked = padded.sizes();
+  blocked.back() = m;
+  blocked.push_back(kCumsumBlock);
+  Tensor within =
+      matmul(padded.reshape(blocked), triu(ones({kCumsumBlock, kCumsumBlock}, x.options())));  // [..., m, b]
+  Tensor totals = within.select(-1, kCumsumBlock - 1);                                         // [..., m]
+  Tensor before = sub(cumsum_last(totals), totals);                                            // [..., m], exclusive
+  return add(within, before.unsqueeze(-1)).reshape(padded.sizes()).narrow(-1, 0, n);
+}
+}  // namespace
+
+Tensor cumsum(const Tensor& a, int64_t dim) {
+  WEFT_CHECK(a.defined(), "cumsum: undefined tensor");
+  WEFT_CHECK(is_floating(a.dtype()), "cumsum: supports floating dtypes, got ", a.dtype());
+  if (a.dim() == 0) {
+    wrap_dim("cumsum", dim, 1);  // 0 or -1, as for a 1-element vector
+    return a.clone();
+  }
+  const int64_t d = wrap_dim("cumsum", dim, a.dim());
+  if (a.size(d) == 0) return a.clone();
+  return cumsum_last(a.transpose(d, -1)).transpose(d, -1).contiguous();
 }
 
 }  // namespace weft

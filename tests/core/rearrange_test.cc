@@ -1,4 +1,4 @@
-// flip, roll, repeat, tile, pad and unbind (core/ops/rearrange.cc): values
+// flip, roll, repeat, tile, pad, unbind and cumsum (core/ops/rearrange.cc): values
 // worked out by hand from PyTorch's definitions, gradients against finite
 // differences on non-contiguous inputs, and the errors for bad arguments.
 #include "autograd/gradcheck.h"
@@ -103,6 +103,33 @@ TEST(Rearrange, Unbind) {
   EXPECT_EQ(cols[0].impl()->storage(), x.impl()->storage());  // views, as in PyTorch
   expect_gradients([](const Tensor& t) { return stack(unbind(t, -1), 0); }, {2, 3});
   EXPECT_WEFT_ERROR(unbind(scalar_tensor(1.0), 0), "0-dim");
+}
+
+// Note [cumsum by blocks]: against a running sum in float64 written out here,
+// on lengths below, at and across the block size and over two levels of blocks.
+TEST(Rearrange, Cumsum) {
+  for (int64_t n : {1, 5, 64, 65, 200, 4097, 5000}) {
+    Tensor x = testing::rnd({3, n}, DType::Float64, static_cast<uint64_t>(n));
+    Tensor got = cumsum(x, 1);
+    ASSERT_EQ(got.sizes(), x.sizes());
+    std::vector<double> v = testing::values(x), want(v.size());
+    for (int64_t r = 0; r < 3; ++r) {
+      double run = 0;
+      for (int64_t j = 0; j < n; ++j) want[r * n + j] = run += v[r * n + j];
+    }
+    EXPECT_TRUE(tensor_near(got, want, 1e-9)) << "n=" << n;
+    // float32 along dim 0 of the transpose: the same sums, to float32 rounding
+    Tensor f = cumsum(x.to(DType::Float32).t(), 0);
+    EXPECT_TRUE(tensor_near(f.t(), want, 1e-3)) << "n=" << n;
+  }
+  EXPECT_TRUE(tensor_near(cumsum(iota({2, 3}), 0), {0, 1, 2, 3, 5, 7}));
+  EXPECT_TRUE(tensor_near(cumsum(iota({2, 3}), -1), {0, 1, 3, 3, 7, 12}));
+  EXPECT_EQ(cumsum(zeros({2, 0}), 1).sizes(), (Shape{2, 0}));
+  EXPECT_TRUE(tensor_near(cumsum(scalar_tensor(2.5), 0), {2.5}));
+  expect_gradients([](const Tensor& t) { return cumsum(t, 1); }, {2, 3, 4});
+  expect_gradients([](const Tensor& t) { return cumsum(t, 0); }, {130, 2});
+  EXPECT_WEFT_ERROR(cumsum(tensor(std::vector<int64_t>{1, 2}), 0), "cumsum: supports floating dtypes, got int64");
+  EXPECT_WEFT_ERROR(cumsum(iota({2, 3}), 2), "cumsum");
 }
 
 }  // namespace
