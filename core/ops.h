@@ -232,6 +232,14 @@ std::vector<Tensor> unbind(const Tensor& a, int64_t dim = 0);
 // Running sums along `dim` (floating dtypes; Note [cumsum by blocks]).
 Tensor cumsum(const Tensor& a, int64_t dim);
 
+// ---- sorting (core/ops/sort.cc) ----
+// Ascending (or descending) along `dim`: the values and their int64 positions.
+// Ties keep their order; NaN sorts above every number.
+std::tuple<Tensor, Tensor> sort(const Tensor& a, int64_t dim = -1, bool descending = false);
+Tensor argsort(const Tensor& a, int64_t dim = -1, bool descending = false);
+// The k largest (or smallest) along `dim`, sorted, and their positions.
+std::tuple<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim = -1, bool largest = true);
+
 // ---- operators ----
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);

@@ -18,6 +18,7 @@
 #include "core/kernels/reduce.h"
 #include "core/kernels/reduce_stats.h"
 #include "core/kernels/softmax.h"
+#include "core/kernels/sort.h"
 #include "core/kernels/ternary.h"
 #include "core/kernels/unary.h"
 #include "core/ops.h"
@@ -70,6 +71,7 @@ std::vector<testing::TableFacts> core_tables() {
       WEFT_T(index_add_table),
       WEFT_T(masked_fill_table),
       WEFT_T(tri_table),
+      WEFT_T(argsort_table),
       // loss
       WEFT_T(class_loss_table),
       WEFT_T(class_loss_backward_table),
