@@ -184,6 +184,17 @@ class Tensor {
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
   Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
+  Tensor cumsum(int64_t dim) const;
+
+  // ---- rearranging and sorting (core/ops.h) ----
+  Tensor flip(const std::vector<int64_t>& dims) const;
+  Tensor roll(const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims = {}) const;
+  Tensor repeat(const std::vector<int64_t>& repeats) const;
+  Tensor tile(const std::vector<int64_t>& reps) const;
+  std::vector<Tensor> unbind(int64_t dim = 0) const;
+  std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false) const;
+  std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true) const;
 
   // in-place arithmetic (bump the version counter)
   Tensor& add_(const Tensor& o, const Scalar& alpha = 1);

@@ -76,4 +76,18 @@ inline Tensor& Tensor::mul_(const Scalar& o) { return weft::mul_(*this, wrapped_
 inline Tensor& Tensor::div_(const Tensor& o) { return weft::div_(*this, o); }
 inline Tensor& Tensor::div_(const Scalar& o) { return weft::div_(*this, wrapped_scalar(o, dtype(), device())); }
 
+inline Tensor Tensor::cumsum(int64_t d) const { return weft::cumsum(*this, d); }
+inline Tensor Tensor::flip(const std::vector<int64_t>& d) const { return weft::flip(*this, d); }
+inline Tensor Tensor::roll(const std::vector<int64_t>& s, const std::vector<int64_t>& d) const {
+  return weft::roll(*this, s, d);
+}
+inline Tensor Tensor::repeat(const std::vector<int64_t>& r) const { return weft::repeat(*this, r); }
+inline Tensor Tensor::tile(const std::vector<int64_t>& r) const { return weft::tile(*this, r); }
+inline std::vector<Tensor> Tensor::unbind(int64_t d) const { return weft::unbind(*this, d); }
+inline std::tuple<Tensor, Tensor> Tensor::sort(int64_t d, bool desc) const { return weft::sort(*this, d, desc); }
+inline Tensor Tensor::argsort(int64_t d, bool desc) const { return weft::argsort(*this, d, desc); }
+inline std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t d, bool largest) const {
+  return weft::topk(*this, k, d, largest);
+}
+
 }  // namespace weft

@@ -132,5 +132,18 @@ TEST(Rearrange, Cumsum) {
   EXPECT_WEFT_ERROR(cumsum(iota({2, 3}), 2), "cumsum");
 }
 
+TEST(Rearrange, TensorMethods) {
+  Tensor x = iota({2, 3});
+  EXPECT_TRUE(tensor_near(x.flip({1}), {2, 1, 0, 5, 4, 3}));
+  EXPECT_TRUE(tensor_near(x.roll({1}, {1}), {2, 0, 1, 5, 3, 4}));
+  EXPECT_EQ(x.repeat({2, 2}).sizes(), (Shape{4, 6}));
+  EXPECT_EQ(x.tile({2}).sizes(), (Shape{2, 6}));
+  EXPECT_EQ(x.unbind(1).size(), 3u);
+  EXPECT_TRUE(tensor_near(x.cumsum(1), {0, 1, 3, 3, 7, 12}));
+  EXPECT_TRUE(tensor_near(std::get<0>(x.sort(1, true)), {2, 1, 0, 5, 4, 3}));
+  EXPECT_TRUE(tensor_near(x.argsort(0, true).to(DType::Float64), {1, 1, 1, 0, 0, 0}));
+  EXPECT_TRUE(tensor_near(std::get<0>(x.topk(1)), {2, 5}));
+}
+
 }  // namespace
 }  // namespace weft
