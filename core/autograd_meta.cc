@@ -110,6 +110,10 @@ struct ViewInRoot {
   Shape sizes, strides;
   int64_t offset = 0;
   bool writable = false;  // no two of the view's elements share an address
+  // where the view repeats an element (stride 0, expand), size 1: the part of
+  // the root its gradient is summed into; replayable when those do not overlap
+  Shape grad_sizes;
+  bool replayable = false;
 };
 
 // (stride, size) of the dims that take more than one value, by stride.
@@ -141,9 +145,9 @@ bool dense(const Shape& sizes, const Shape& strides) {
   return true;
 }
 
+// `root` is the view's tracked root (tracked_root).
 std::optional<ViewInRoot> view_in_root(const TensorImpl& view, const TensorImpl& root) {
-  if (root.storage() != view.storage() || root.dtype() != view.dtype() || !dense(root.sizes(), root.strides()))
-    return std::nullopt;
+  if (root.dtype() != view.dtype() || !dense(root.sizes(), root.strides())) return std::nullopt;
   ViewInRoot v{root.sizes(), root.strides(), root.numel(), view.sizes(), view.strides(), view.offset() - root.offset()};
   if (view.numel() > 0) {  // every element of the view inside the root
     int64_t last = v.offset;
@@ -154,33 +158,28 @@ std::optional<ViewInRoot> view_in_root(const TensorImpl& view, const TensorImpl&
     if (v.offset < 0 || last >= v.root_numel) return std::nullopt;
   }
   v.writable = non_overlapping(v.sizes, v.strides);
+  v.grad_sizes = v.sizes;
+  for (size_t i = 0; i < v.sizes.size(); ++i)
+    if (v.strides[i] == 0 && v.sizes[i] > 1) v.grad_sizes[i] = 1;
+  v.replayable = non_overlapping(v.grad_sizes, v.strides);
   return v;
 }
 
 // The root's gradient from the view's: g written into zeros at the view's
 // place, summed over the dims where the view repeats an element (expand).
-Tensor view_grad_to_root(const ViewInRoot& v, Tensor g) {
-  Shape sizes = v.sizes;
-  std::vector<int64_t> repeated;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (v.strides[i] == 0 && sizes[i] > 1) {
-      repeated.push_back(static_cast<int64_t>(i));
-      sizes[i] = 1;
-    }
-  }
-  if (!repeated.empty()) g = sum(g, repeated, true);
+Tensor view_grad_to_root(const ViewInRoot& v, const Tensor& g) {
   Tensor buf = zeros({v.root_numel}, g.options());
-  Tensor part = make_view(buf, sizes, v.strides, v.offset);
-  copy_(part, g);
+  Tensor part = make_view(buf, v.grad_sizes, v.strides, v.offset);
+  copy_(part, sum_to(g, v.grad_sizes));
   return make_view(buf, v.root_sizes, v.root_strides, 0);
 }
 
-// Can the view's gradient be summed into its root's (view_grad_to_root)?
-bool replayable(const ViewInRoot& v) {
-  Shape sizes = v.sizes;
-  for (size_t i = 0; i < sizes.size(); ++i)
-    if (v.strides[i] == 0) sizes[i] = 1;
-  return non_overlapping(sizes, v.strides);
+// The root of a view that autograd tracks, or null.
+const std::shared_ptr<TensorImpl>& tracked_root(const Tensor& t) {
+  static const std::shared_ptr<TensorImpl> none;
+  const TensorImpl* impl = t.impl();
+  return impl->is_view() && impl->view_root() && impl->view_root()->storage() == impl->storage() ? impl->view_root()
+                                                                                                 : none;
 }
 
 // Gives the view `t` the history "its part of the root", or none where the
@@ -188,8 +187,8 @@ bool replayable(const ViewInRoot& v) {
 // that cannot be done (t is not such a view, or its root is stale too).
 bool rederive_view_history(const Tensor& t) {
   TensorImpl* impl = t.impl();
-  const std::shared_ptr<TensorImpl>& root_impl = impl->view_root();
-  if (!root_impl || root_impl->history_is_stale() || root_impl->storage() != impl->storage()) return false;
+  const std::shared_ptr<TensorImpl>& root_impl = tracked_root(t);
+  if (!root_impl || root_impl->history_is_stale()) return false;
   AutogradMeta* meta = impl->autograd_meta();
   if (meta && meta->requires_grad && !meta->grad_fn) return false;  // a leaf view has a history of its own
   AutogradMeta* root_meta = root_impl->autograd_meta();
@@ -201,7 +200,7 @@ bool rederive_view_history(const Tensor& t) {
     }
   } else {
     std::optional<ViewInRoot> v = view_in_root(*impl, *root_impl);
-    if (!v || !replayable(*v)) return false;
+    if (!v || !v->replayable) return false;
     auto node = std::make_shared<FunctionNode>(
         "AsStridedBackward",
         [v = *v](const std::vector<Tensor>& g) { return std::vector<Tensor>{view_grad_to_root(v, g[0])}; },
@@ -316,14 +315,6 @@ void record_function_parts(const char* name, const Tensor& output, BackwardPart 
   });
   fork->next_edges = {Edge{parts[1], 0}, Edge{parts[0], 0}};  // `first` first
   set_history({output}, fork);
-}
-
-// The root of a view that autograd tracks, or null.
-static const std::shared_ptr<TensorImpl>& tracked_root(const Tensor& t) {
-  static const std::shared_ptr<TensorImpl> none;
-  const TensorImpl* impl = t.impl();
-  return impl->is_view() && impl->view_root() && impl->view_root()->storage() == impl->storage() ? impl->view_root()
-                                                                                                 : none;
 }
 
 // Note [views after an in-place op]: the checks an in-place op on a view

@@ -33,8 +33,8 @@ void TensorImpl::set_data(const TensorImpl& other) {
   storage_ = other.storage_;
   dtype_ = other.dtype_;
   history_mark_ = other.history_mark_;
-  view_root_ = other.view_root_.get() == this ? nullptr : other.view_root_;  // no cycle through itself
-  view_made_without_grad_ = other.view_made_without_grad_;
+  view_root_ = nullptr;  // this impl is not a view that autograd tracks
+  view_made_without_grad_ = false;
   set_sizes_strides(other.sizes_, other.strides_, other.offset_);
 }
 

@@ -9,7 +9,6 @@
 // tensor; repeat takes a count per dim, extra counts adding leading dims, and
 // tile pads short counts with leading 1s; pad lists (before, after) pairs from
 // the last dim backwards, and a negative amount crops.
-#include "core/autograd_meta.h"
 #include "core/ops.h"
 
 namespace weft {

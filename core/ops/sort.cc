@@ -9,7 +9,6 @@
 #include "core/kernels/sort.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 #include <vector>
 
