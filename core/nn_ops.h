@@ -9,6 +9,7 @@
 
 #include <array>
 #include <optional>
+#include <vector>
 
 #include "core/ops.h"
 
@@ -19,6 +20,35 @@ namespace weft {
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0},
               std::array<int64_t, 2> dilation = {1, 1}, int64_t groups = 1);
+
+// ---- transposed and 1-D convolution (core/ops/conv_transpose.cc, on conv2d's kernels) ----
+// The adjoint of conv2d in its input. x: (N, C_in, H, W) or (C_in, H, W), weight:
+// (C_in, C_out / groups, kH, kW), bias: (C_out) or undefined; output (N, C_out, OH, OW) with
+// OH = (H - 1) sH - 2 pH + dH (kH - 1) + output_padding + 1 (output_padding < stride).
+// Arguments in PyTorch's order.
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0},
+                        std::array<int64_t, 2> output_padding = {0, 0}, int64_t groups = 1,
+                        std::array<int64_t, 2> dilation = {1, 1});
+// x: (N, C_in, L) or (C_in, L), weight: (C_out, C_in / groups, K)
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
+              int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+// x: (N, C_in, L) or (C_in, L), weight: (C_in, C_out / groups, K)
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
+                        int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);
+
+// ---- resampling (core/ops/interpolate.cc) ----
+enum class InterpolateMode { Nearest, NearestExact, Linear, Bilinear };
+// PyTorch's F.interpolate: exactly one of `size` and `scale_factor`, each one value
+// for every spatial dim or one per dim. linear takes (N, C, L), bilinear (N, C, H, W),
+// the nearest modes any (N, C, *spatial).
+struct InterpolateOptions {
+  std::vector<int64_t> size;
+  std::vector<double> scale_factor;
+  InterpolateMode mode = InterpolateMode::Nearest;
+  bool align_corners = false;  // the linear modes only
+};
+Tensor interpolate(const Tensor& x, const InterpolateOptions& opts);
 
 // ---- pooling (core/ops/pool.cc) ----
 // stride defaults to kernel_size (stride {0, 0} means "same as kernel")
@@ -38,6 +68,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 // Normalises over the trailing dims given by normalized_shape.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+
+// x: (N, C, *), normalised over each group of C / num_groups channels of each
+// sample (biased variance), then scaled and shifted per channel by weight / bias (C).
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
 
 // ---- embedding (core/ops/embedding.cc) ----
 // weight: (num_embeddings, dim); indices: int64 of any shape -> (*indices.shape, dim)

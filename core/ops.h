@@ -121,6 +121,8 @@ Tensor relu(const Tensor& a);
 enum class GeluApproximation { None, Tanh };
 Tensor gelu(const Tensor& a, GeluApproximation approximate = GeluApproximation::None);
 Tensor silu(const Tensor& a);
+// x where x > 0, else negative_slope * x (core/ops/compare.cc, composed of where)
+Tensor leaky_relu(const Tensor& a, double negative_slope = 0.01);
 Tensor sigmoid(const Tensor& a);
 Tensor tanh(const Tensor& a);
 Tensor sin(const Tensor& a);

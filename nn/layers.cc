@@ -57,6 +57,47 @@ std::string Conv2d::extra_repr() const {
          std::to_string(options.padding[0]) + ", " + std::to_string(options.padding[1]) + ")";
 }
 
+Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, const Conv1dOptions& opts)
+    : Module("Conv1d"), in_channels(in), out_channels(out), kernel_size(k), options(opts) {
+  WEFT_CHECK(opts.groups > 0 && in % opts.groups == 0 && out % opts.groups == 0, "Conv1d: in_channels ", in,
+             " and out_channels ", out, " must both be divisible by groups ", opts.groups);
+  WEFT_CHECK(k > 0, "Conv1d: kernel size must be positive, got ", k);
+  weight = register_parameter("weight", empty({out, in / opts.groups, k}));
+  if (opts.bias) bias = register_parameter("bias", empty({out}));
+  reset_parameters();
+}
+void Conv1d::reset_parameters() { default_reset(weight, bias); }
+Tensor Conv1d::forward(const Tensor& x) {
+  return conv1d(x, weight, bias, options.stride, options.padding, options.dilation, options.groups);
+}
+std::string Conv1d::extra_repr() const {
+  return std::to_string(in_channels) + ", " + std::to_string(out_channels) +
+         ", kernel_size=" + std::to_string(kernel_size) + ", stride=" + std::to_string(options.stride) +
+         ", padding=" + std::to_string(options.padding);
+}
+
+ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, std::array<int64_t, 2> k, const ConvTranspose2dOptions& opts)
+    : Module("ConvTranspose2d"), in_channels(in), out_channels(out), kernel_size(k), options(opts) {
+  WEFT_CHECK(opts.groups > 0 && in % opts.groups == 0 && out % opts.groups == 0, "ConvTranspose2d: in_channels ", in,
+             " and out_channels ", out, " must both be divisible by groups ", opts.groups);
+  WEFT_CHECK(k[0] > 0 && k[1] > 0, "ConvTranspose2d: kernel size must be positive, got ", k[0], "x", k[1]);
+  weight = register_parameter("weight", empty({in, out / opts.groups, k[0], k[1]}));
+  if (opts.bias) bias = register_parameter("bias", empty({out}));
+  reset_parameters();
+}
+// (PyTorch's init: fan_in is dim 1 of the weight, C_out / groups * kH * kW)
+void ConvTranspose2d::reset_parameters() { default_reset(weight, bias); }
+Tensor ConvTranspose2d::forward(const Tensor& x) {
+  return conv_transpose2d(x, weight, bias, options.stride, options.padding, options.output_padding, options.groups,
+                          options.dilation);
+}
+std::string ConvTranspose2d::extra_repr() const {
+  return std::to_string(in_channels) + ", " + std::to_string(out_channels) + ", kernel_size=(" +
+         std::to_string(kernel_size[0]) + ", " + std::to_string(kernel_size[1]) + "), stride=(" +
+         std::to_string(options.stride[0]) + ", " + std::to_string(options.stride[1]) + "), padding=(" +
+         std::to_string(options.padding[0]) + ", " + std::to_string(options.padding[1]) + ")";
+}
+
 BatchNorm::BatchNorm(const char* type, int64_t lo, int64_t hi, int64_t c, double eps, double momentum, bool affine,
                      bool track)
     : Module(type), num_features(c), eps(eps), momentum(momentum), dims_lo_(lo), dims_hi_(hi) {
@@ -137,6 +178,20 @@ LayerNorm::LayerNorm(Shape shape, double eps, bool affine) : Module("LayerNorm")
     weight = register_parameter("weight", ones(shape));
     bias = register_parameter("bias", zeros(shape));
   }
+}
+
+GroupNorm::GroupNorm(int64_t groups, int64_t channels, double eps, bool affine)
+    : Module("GroupNorm"), num_groups(groups), num_channels(channels), eps(eps) {
+  WEFT_CHECK(groups > 0 && channels % groups == 0, "GroupNorm: num_groups ", groups,
+             " must be positive and divide num_channels ", channels);
+  if (affine) {
+    weight = register_parameter("weight", ones({channels}));
+    bias = register_parameter("bias", zeros({channels}));
+  }
+}
+std::string GroupNorm::extra_repr() const {
+  return std::to_string(num_groups) + ", " + std::to_string(num_channels) + ", eps=" + std::to_string(eps) +
+         ", affine=" + (weight.defined() ? "true" : "false");
 }
 
 Dropout::Dropout(double p) : Module("Dropout"), p(p) {

@@ -1,11 +1,13 @@
-// The basic layers: Linear, Conv2d, pooling, normalisation, Dropout, Embedding,
-// activations and Flatten. Defaults (initialisation, eps, momentum) match
+// The basic layers: Linear, Conv1d, Conv2d, ConvTranspose2d, pooling,
+// normalisation (batch, layer, group), Upsample, Dropout, Embedding,
+// activations, Identity and Flatten. Defaults (initialisation, eps, momentum) match
 // PyTorch so a ported model trains the same.
 #pragma once
 
 #include <array>
 #include <cmath>
 #include <memory>
+#include <utility>
 
 #include "core/nn_ops.h"
 #include "nn/module.h"
@@ -44,6 +46,50 @@ class Conv2d : public Module {
   int64_t in_channels, out_channels;
   std::array<int64_t, 2> kernel_size;
   Conv2dOptions options;
+};
+
+struct Conv1dOptions {
+  int64_t stride = 1, padding = 0, dilation = 1, groups = 1;
+  bool bias = true;
+};
+
+class Conv1d : public Module {
+ public:
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv1dOptions& opts = {});
+  Tensor forward(const Tensor& x) override;  // (N, C_in, L) -> (N, C_out, L')
+  std::string extra_repr() const override;
+  void reset_parameters();
+  Tensor weight;  // (C_out, C_in / groups, K)
+  Tensor bias;    // (C_out) or undefined
+  int64_t in_channels, out_channels, kernel_size;
+  Conv1dOptions options;
+};
+
+struct ConvTranspose2dOptions {
+  std::array<int64_t, 2> stride{1, 1};
+  std::array<int64_t, 2> padding{0, 0};
+  std::array<int64_t, 2> output_padding{0, 0};
+  std::array<int64_t, 2> dilation{1, 1};
+  int64_t groups = 1;
+  bool bias = true;
+};
+
+// The adjoint of Conv2d in its input (a "deconvolution"): upsampling by the stride.
+class ConvTranspose2d : public Module {
+ public:
+  ConvTranspose2d(int64_t in_channels, int64_t out_channels, std::array<int64_t, 2> kernel_size,
+                  const ConvTranspose2dOptions& opts = {});
+  ConvTranspose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                  const ConvTranspose2dOptions& opts = {})
+      : ConvTranspose2d(in_channels, out_channels, {kernel_size, kernel_size}, opts) {}
+  Tensor forward(const Tensor& x) override;  // (N, C_in, H, W) -> (N, C_out, H', W')
+  std::string extra_repr() const override;
+  void reset_parameters();
+  Tensor weight;  // (C_in, C_out / groups, kH, kW)
+  Tensor bias;    // (C_out) or undefined
+  int64_t in_channels, out_channels;
+  std::array<int64_t, 2> kernel_size;
+  ConvTranspose2dOptions options;
 };
 
 class MaxPool2d : public Module {
@@ -126,6 +172,26 @@ class LayerNorm : public Module {
   double eps;
 };
 
+// GroupNorm over (N, C, *): statistics per sample and group of C / num_groups channels;
+// weight ones and bias zeros (C) when affine.
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
+  Tensor forward(const Tensor& x) override { return group_norm(x, num_groups, weight, bias, eps); }
+  std::string extra_repr() const override;
+  Tensor weight, bias;
+  int64_t num_groups, num_channels;
+  double eps;
+};
+
+// Resizes (N, C, *spatial) by `size` or `scale_factor` (interpolate in core/nn_ops.h).
+class Upsample : public Module {
+ public:
+  explicit Upsample(InterpolateOptions opts) : Module("Upsample"), options(std::move(opts)) {}
+  Tensor forward(const Tensor& x) override { return interpolate(x, options); }
+  InterpolateOptions options;
+};
+
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5);
@@ -167,6 +233,29 @@ class Sigmoid : public Module {
  public:
   Sigmoid() : Module("Sigmoid") {}
   Tensor forward(const Tensor& x) override { return sigmoid(x); }
+};
+class LeakyReLU : public Module {
+ public:
+  explicit LeakyReLU(double negative_slope = 0.01) : Module("LeakyReLU"), negative_slope(negative_slope) {}
+  Tensor forward(const Tensor& x) override { return leaky_relu(x, negative_slope); }
+  double negative_slope;
+};
+class Softmax : public Module {
+ public:
+  explicit Softmax(int64_t dim) : Module("Softmax"), dim(dim) {}
+  Tensor forward(const Tensor& x) override { return softmax(x, dim); }
+  int64_t dim;
+};
+class LogSoftmax : public Module {
+ public:
+  explicit LogSoftmax(int64_t dim) : Module("LogSoftmax"), dim(dim) {}
+  Tensor forward(const Tensor& x) override { return log_softmax(x, dim); }
+  int64_t dim;
+};
+class Identity : public Module {
+ public:
+  Identity() : Module("Identity") {}
+  Tensor forward(const Tensor& x) override { return x; }
 };
 class Flatten : public Module {
  public:

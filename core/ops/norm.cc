@@ -1,4 +1,6 @@
-// Normalisation ops: batch_norm and layer_norm (PyTorch semantics and defaults).
+// Normalisation ops: batch_norm, layer_norm and group_norm (PyTorch semantics
+// and defaults). group_norm is layer_norm over each (image, group) row followed
+// by the per-channel affine, so it shares layer_norm's kernels and precision.
 //
 // Contract: inputs are made contiguous and viewed as (N, C, S) for batch norm
 // (S = product of the trailing dims, 1 for (N, C)) and (R, K) for layer norm
@@ -419,6 +421,32 @@ Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const T
                                  db.defined() ? db.view(ns) : db};
     });
   }
+  return y;
+}
+
+Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "group_norm";
+  detail::check_devices(op, {input, weight, bias});
+  WEFT_CHECK(input.defined(), op, ": undefined input");
+  WEFT_CHECK(input.dim() >= 2, op, ": expected an input (N, C, *) of at least 2 dims, got shape ",
+             shape_str(input.sizes()));
+  const int64_t N = input.size(0), C = input.size(1);
+  WEFT_CHECK(num_groups >= 1 && C % num_groups == 0, op, ": num_groups = ", num_groups, " does not divide the ", C,
+             " channels of input shape ", shape_str(input.sizes()));
+  auto check_affine = [&](const char* name, const Tensor& t) {
+    WEFT_CHECK(!t.defined() || (t.dim() == 1 && t.size(0) == C), op, ": ", name, " shape ", shape_str(t.sizes()),
+               " does not match the ", C, " channels of input shape ", shape_str(input.sizes()));
+  };
+  check_affine("weight", weight);
+  check_affine("bias", bias);
+  // (N, G, C / G * S): each row is one group of one image
+  const int64_t K = N * C == 0 ? 0 : input.numel() / (N * num_groups);
+  Tensor y = layer_norm(input.reshape({N, num_groups, K}), Shape{K}, Tensor(), Tensor(), eps).view(input.sizes());
+  if (!weight.defined() && !bias.defined()) return y;
+  Shape cshape(input.dim(), 1);  // (1, C, 1, ...)
+  cshape[1] = C;
+  if (weight.defined()) y = y * weight.view(cshape);
+  if (bias.defined()) y = y + bias.view(cshape);
   return y;
 }
 

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Writes tests/nn/golden/conv_norm_resample_golden.safetensors: PyTorch's
+outputs and gradients for conv_transpose2d, conv1d, conv_transpose1d,
+group_norm, interpolate (nearest, nearest-exact, linear, bilinear) and
+leaky_relu, which tests/nn/conv_norm_resample_test.cc compares against.
+
+Made with: torch 2.15.0 (PyPI build 2.15.0+cu132, run on CPU) and safetensors 0.8.0, Python 3.11:
+  /root/.cache/weft/torch-venv/bin/python tools/golden/make_conv_norm_resample_golden.py
+
+All tensors are float32. Inputs come from closed-form formulas (`wave`) and are
+stored in the file, so weft reads them rather than recomputing them. Names are
+"<case>.<field>": inputs ".x", ".w", ".b", ".go" (the upstream gradient);
+outputs ".out"; gradients ".dx", ".dw", ".db". The cases' arguments are in
+build() below and mirrored in the test.
+"""
+import math
+import os
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "..", "..", "tests", "nn", "golden", "conv_norm_resample_golden.safetensors")
+
+
+def wave(shape, a=1.0, f=0.37, p=0.0, off=0.0):
+    n = math.prod(shape)
+    return torch.tensor([off + a * math.sin(f * i + p) + 0.3 * math.cos(1.7 * f * i) for i in range(n)],
+                        dtype=torch.float32).reshape(shape)
+
+
+def leaf(t):
+    return t.clone().requires_grad_(True)
+
+
+def build():
+    g = {}
+
+    def put(case, **tensors):
+        for k, v in tensors.items():
+            g[f"{case}.{k}"] = v.detach().clone().contiguous()
+
+    def run(case, fn, x0, w0=None, b0=None):
+        """fn(x, w, b) -> out; records inputs, out, gradients for a wave upstream gradient."""
+        x = leaf(x0)
+        w = leaf(w0) if w0 is not None else None
+        b = leaf(b0) if b0 is not None else None
+        out = fn(x, w, b)
+        go = wave(tuple(out.shape), 1.0, 0.29, 0.6)
+        out.backward(go)
+        fields = dict(x=x0, go=go, out=out, dx=x.grad)
+        if w is not None:
+            fields.update(w=w0, dw=w.grad)
+        if b is not None:
+            fields.update(b=b0, db=b.grad)
+        put(case, **fields)
+
+    # ---- conv_transpose2d
+    run("convt2d_s2", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+        wave((2, 4, 5, 6), 1.0, 0.31), wave((4, 3, 3, 3), 0.4, 0.53, 0.2), wave((3,), 0.5, 0.9, 1.0))
+    run("convt2d_groups",
+        lambda x, w, b: F.conv_transpose2d(x, w, None, stride=(1, 2), padding=(0, 1), groups=2, dilation=2),
+        wave((2, 4, 4, 5), 1.0, 0.43, 0.3), wave((4, 3, 2, 3), 0.4, 0.61, 0.7))
+    run("convt2d_plain", lambda x, w, b: F.conv_transpose2d(x, w, b),
+        wave((1, 3, 4, 4), 1.0, 0.27, 0.1), wave((3, 5, 3, 3), 0.3, 0.71), wave((5,), 0.5, 1.3))
+    # ---- conv1d / conv_transpose1d
+    run("conv1d", lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1, dilation=2, groups=2),
+        wave((2, 4, 9), 1.0, 0.33), wave((6, 2, 3), 0.5, 0.47, 0.4), wave((6,), 0.5, 0.8))
+    run("convt1d", lambda x, w, b: F.conv_transpose1d(x, w, b, stride=3, padding=1, output_padding=2),
+        wave((2, 4, 7), 1.0, 0.39, 0.5), wave((4, 3, 4), 0.5, 0.57), wave((3,), 0.5, 1.1, 0.2))
+    # ---- group_norm (a large offset checks the two-pass statistics)
+    run("gn_affine", lambda x, w, b: F.group_norm(x, 3, w, b, eps=1e-5),
+        wave((3, 6, 4, 5), 2.0, 0.41, 0.2, 0.5), wave((6,), 0.5, 1.1, 0.3, 1.0), wave((6,), 0.4, 0.9, 1.0))
+    run("gn_plain", lambda x, w, b: F.group_norm(x, 2, eps=1e-3), wave((2, 4, 7), 1.5, 0.53, 0.0, 100.0))
+    # ---- interpolate
+    x4 = wave((2, 3, 5, 6), 1.0, 0.37, 0.2)
+    x3 = wave((2, 3, 7), 1.0, 0.45, 0.1)
+    x5 = wave((1, 2, 3, 4, 2), 1.0, 0.51)
+    cases = [
+        ("near_size", x4, dict(size=(7, 9), mode="nearest")),
+        ("near_x2", x4, dict(scale_factor=2, mode="nearest")),
+        ("near_s17", x4, dict(scale_factor=1.7, mode="nearest")),
+        ("near_down", x4, dict(size=(3, 4), mode="nearest")),
+        ("nearx_s06", x4, dict(scale_factor=(0.6, 1.5), mode="nearest-exact")),
+        ("near_3d", x3, dict(size=11, mode="nearest")),
+        ("near_5d", x5, dict(size=(4, 6, 3), mode="nearest")),
+        ("bil_size", x4, dict(size=(7, 4), mode="bilinear", align_corners=False)),
+        ("bil_ac", x4, dict(size=(9, 11), mode="bilinear", align_corners=True)),
+        ("bil_s15", x4, dict(scale_factor=1.5, mode="bilinear", align_corners=False)),
+        ("bil_s13", x4, dict(scale_factor=(1.3, 0.7), mode="bilinear", align_corners=False)),
+        ("lin_s23", x3, dict(scale_factor=2.3, mode="linear", align_corners=False)),
+        ("lin_ac1", x3, dict(size=1, mode="linear", align_corners=True)),
+        ("lin_ac", x3, dict(size=12, mode="linear", align_corners=True)),
+    ]
+    for case, x0, kw in cases:
+        run("interp_" + case, lambda x, w, b, kw=kw: F.interpolate(x, **kw), x0)
+    # ---- leaky_relu, with exact zeros (PyTorch's gradient there is the slope)
+    xl = wave((4, 5), 1.0, 0.7)
+    xl[0, 0] = 0.0
+    xl[2, 3] = 0.0
+    run("leaky", lambda x, w, b: F.leaky_relu(x, 0.2), xl)
+    return g
+
+
+def main():
+    torch.manual_seed(0)
+    g = build()
+    os.makedirs(os.path.dirname(OUT), exist_ok=True)
+    save_file(g, OUT, metadata={"generator": "tools/golden/make_conv_norm_resample_golden.py",
+                                "torch": torch.__version__})
+    print(f"wrote {len(g)} tensors to {os.path.normpath(OUT)}")
+
+
+if __name__ == "__main__":
+    main()
