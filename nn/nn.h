@@ -6,5 +6,6 @@
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "nn/rnn.h"
 #include "nn/state_dict.h"
 #include "nn/transformer.h"

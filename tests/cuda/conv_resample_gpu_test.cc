@@ -1,12 +1,13 @@
 // On the GPU, conv_transpose2d and conv_transpose1d (conv2d's cuDNN kernels
 // with the roles swapped: core/ops/conv_transpose.cc), conv1d, group_norm,
-// interpolate and leaky_relu: values against the CPU, gradients by finite
-// differences with the ops on the GPU.
+// interpolate, leaky_relu and the recurrent layers: values against the CPU,
+// gradients by finite differences with the ops on the GPU.
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "core/nn_ops.h"
+#include "nn/rnn.h"
 #include "tests/cuda/gpu_gradcheck.h"
 #include "tests/cuda/gpu_testing.h"
 
@@ -79,6 +80,24 @@ TEST(CudaNormResample, MatchesCpu) {
       },
       {rnd({1, 4, 3, 4}, DType::Float64, 14), rnd({4}, DType::Float64, 15)}, {.eps = 1e-6, .atol = 1e-6, .rtol = 1e-4});
   EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST(CudaRecurrent, LstmAndGruMatchCpu) {
+  WEFT_REQUIRE_GPU();
+  nn::LSTM lstm(4, 6, {.num_layers = 2, .bidirectional = true});
+  nn::GRU gru(4, 5, {.batch_first = true});
+  Tensor x = rnd({5, 3, 4}, DType::Float32, 21);
+  auto [out, hn, cn] = lstm.forward(x);
+  auto [gout, ghn] = gru.forward(x);
+  lstm.to(testing::kGPU);
+  gru.to(testing::kGPU);
+  auto [out_g, hn_g, cn_g] = lstm.forward(x.to(testing::kGPU));
+  auto [gout_g, ghn_g] = gru.forward(x.to(testing::kGPU));
+  EXPECT_TRUE(testing::tensors_near(out_g.cpu(), out, 1e-5));
+  EXPECT_TRUE(testing::tensors_near(hn_g.cpu(), hn, 1e-5));
+  EXPECT_TRUE(testing::tensors_near(cn_g.cpu(), cn, 1e-5));
+  EXPECT_TRUE(testing::tensors_near(gout_g.cpu(), gout, 1e-5));
+  EXPECT_TRUE(testing::tensors_near(ghn_g.cpu(), ghn, 1e-5));
 }
 
 }  // namespace
