@@ -89,6 +89,27 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction =
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         Reduction reduction = Reduction::Mean, const Tensor& pos_weight = Tensor());
 
+// Composed of element-wise ops (core/ops/losses_composed.cc); input and target
+// of equal shapes, as for mse_loss.
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta 0: l1_loss)
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                      double beta = 1.0);
+// 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean, double delta = 1.0);
+// BatchMean divides the sum by the batch size (dim 0): the KL divergence per sample.
+enum class KlDivReduction { None, Mean, Sum, BatchMean };
+// input: log-probabilities; target: probabilities (log-probabilities with log_target)
+Tensor kl_div(const Tensor& input, const Tensor& target, KlDivReduction reduction = KlDivReduction::Mean,
+              bool log_target = false);
+// input: probabilities in [0, 1]; weight (input's shape) or undefined
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                            const Tensor& weight = Tensor());
+// sum over dim of (x1 / max(|x1|, eps)) (x2 / max(|x2|, eps))
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
+// x / max(|x|_p over dim, eps)
+Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
+
 // ---- fused transformer MLP (core/ops/matmul.cc, Note [fused mlp]) ----
 // linear(gelu(linear(x, w1, b1), GeluApproximation::Tanh), w2, b2), with x (..., in),
 // w1 (hidden, in), b1 (hidden), w2 (out, hidden), b2 (out) -> (..., out): the same

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -98,6 +99,9 @@ Tensor expand(const Tensor& t, const Shape& sizes);  // -1 keeps a size
 Tensor squeeze(const Tensor& t);
 Tensor squeeze(const Tensor& t, int64_t dim);
 Tensor unsqueeze(const Tensor& t, int64_t dim);
+// The diagonal of dims (dim1, dim2), `offset` above (> 0) or below (< 0) the main
+// one, as a view whose last dim runs along it (PyTorch's diagonal).
+Tensor diagonal(const Tensor& t, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
 // Sums `grad` over broadcast dims so it has shape `sizes` (inverse of expand).
 Tensor sum_to(const Tensor& grad, const Shape& sizes);
 
@@ -121,8 +125,13 @@ Tensor relu(const Tensor& a);
 enum class GeluApproximation { None, Tanh };
 Tensor gelu(const Tensor& a, GeluApproximation approximate = GeluApproximation::None);
 Tensor silu(const Tensor& a);
-// x where x > 0, else negative_slope * x (core/ops/compare.cc, composed of where)
+// Piecewise activations (core/ops/piecewise.cc, composed of where):
+// x where x > 0, else negative_slope * x
 Tensor leaky_relu(const Tensor& a, double negative_slope = 0.01);
+// log(1 + exp(beta x)) / beta, and x where beta x > threshold
+Tensor softplus(const Tensor& a, double beta = 1.0, double threshold = 20.0);
+// x where x > 0, else alpha (exp(x) - 1)
+Tensor elu(const Tensor& a, double alpha = 1.0);
 Tensor sigmoid(const Tensor& a);
 Tensor tanh(const Tensor& a);
 Tensor sin(const Tensor& a);
@@ -148,6 +157,17 @@ Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_xor(const Tensor& a, const Tensor& b);
 Tensor logical_not(const Tensor& a);
+// Value predicates (core/ops/piecewise.cc): bool results, no gradient.
+Tensor isnan(const Tensor& a);
+Tensor isinf(const Tensor& a);
+Tensor isfinite(const Tensor& a);
+// NaN -> nan, +inf -> posinf, -inf -> neginf (default: the dtype's largest and
+// lowest finite values); the gradient passes where a is finite.
+Tensor nan_to_num(const Tensor& a, double nan = 0.0, std::optional<double> posinf = std::nullopt,
+                  std::optional<double> neginf = std::nullopt);
+// Whether any / every element is nonzero, over `dims` (all when empty).
+Tensor any(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor all(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 // in place (bump the version counter; autograd-aware)
 Tensor& add_(Tensor& a, const Tensor& b, const Scalar& alpha = 1);
 Tensor& sub_(Tensor& a, const Tensor& b, const Scalar& alpha = 1);
@@ -200,6 +220,9 @@ Tensor mm(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
 // y = x W^T + b  (W: (out, in)); bias may be undefined
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// PyTorch's einsum ("bij,bjk->bik", "ii->", "...ij,...jk", implicit outputs), composed
+// of diagonal, sum, permute, reshape and bmm (core/ops/einsum.cc).
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 
 // ---- indexing and joining (core/ops/index.cc, core/ops/join.cc) ----
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);

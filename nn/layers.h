@@ -240,6 +240,19 @@ class LeakyReLU : public Module {
   Tensor forward(const Tensor& x) override { return leaky_relu(x, negative_slope); }
   double negative_slope;
 };
+class Softplus : public Module {
+ public:
+  explicit Softplus(double beta = 1.0, double threshold = 20.0)
+      : Module("Softplus"), beta(beta), threshold(threshold) {}
+  Tensor forward(const Tensor& x) override { return softplus(x, beta, threshold); }
+  double beta, threshold;
+};
+class ELU : public Module {
+ public:
+  explicit ELU(double alpha = 1.0) : Module("ELU"), alpha(alpha) {}
+  Tensor forward(const Tensor& x) override { return elu(x, alpha); }
+  double alpha;
+};
 class Softmax : public Module {
  public:
   explicit Softmax(int64_t dim) : Module("Softmax"), dim(dim) {}

@@ -5,8 +5,7 @@
 // type of their inputs (any dtype) and give bool; they are not differentiable.
 // Logical ops treat nonzero as true. where(cond, a, b) needs a bool condition,
 // broadcasts all three, promotes a and b to their result type, and passes the
-// gradient to a where cond holds and to b elsewhere. leaky_relu is composed of
-// where.
+// gradient to a where cond holds and to b elsewhere.
 #include "core/kernels/compare.h"
 
 #include "core/autograd_meta.h"
@@ -124,13 +123,6 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     });
   }
   return out;
-}
-
-Tensor leaky_relu(const Tensor& a, double negative_slope) {
-  WEFT_CHECK(a.defined(), "leaky_relu: undefined tensor argument");
-  WEFT_CHECK(is_floating(a.dtype()), "leaky_relu: expected a floating dtype, got ", a.dtype());
-  // (the gradient at 0 is negative_slope, as in PyTorch)
-  return where(a > 0, a, a * negative_slope);
 }
 
 // ---- operators ----

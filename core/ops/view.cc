@@ -168,6 +168,31 @@ Tensor select(const Tensor& t, int64_t dim, int64_t index) {
   return out;
 }
 
+Tensor diagonal(const Tensor& t, int64_t offset, int64_t dim1, int64_t dim2) {
+  WEFT_CHECK(t.dim() >= 2, "diagonal: expected a tensor of at least 2 dims, got shape ", shape_str(t.sizes()));
+  const int64_t d1 = wrap_dim("diagonal", dim1, t.dim()), d2 = wrap_dim("diagonal", dim2, t.dim());
+  WEFT_CHECK(d1 != d2, "diagonal: dim1 and dim2 are both dim ", d1, " of shape ", shape_str(t.sizes()));
+  Shape sz = t.sizes(), st = t.strides();
+  int64_t off = t.storage_offset();
+  // offset > 0: above the main diagonal (along dim2), < 0: below it
+  const int64_t len =
+      std::max<int64_t>(offset >= 0 ? std::min(sz[d1], sz[d2] - offset) : std::min(sz[d1] + offset, sz[d2]), 0);
+  if (len > 0) off += offset >= 0 ? offset * st[d2] : -offset * st[d1];
+  const int64_t step = st[d1] + st[d2];
+  sz.erase(sz.begin() + std::max(d1, d2));
+  sz.erase(sz.begin() + std::min(d1, d2));
+  st.erase(st.begin() + std::max(d1, d2));
+  st.erase(st.begin() + std::min(d1, d2));
+  sz.push_back(len);
+  st.push_back(step);
+  Tensor out = make_view(t, sz, st, off);
+  Shape in = t.sizes();
+  record_view("DiagonalBackward", t, out, [in, offset, d1, d2](const std::vector<Tensor>& g) {
+    return embed_grad(g[0], in, [&](const Tensor& z) { return diagonal(z, offset, d1, d2); });
+  });
+  return out;
+}
+
 Tensor expand(const Tensor& t, const Shape& sizes) {
   WEFT_CHECK(static_cast<int64_t>(sizes.size()) >= t.dim(), "expand: the number of sizes (", sizes.size(),
              ") must be at least the tensor's dims (", t.dim(), "), shape ", shape_str(t.sizes()));
