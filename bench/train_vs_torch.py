@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """weft against PyTorch training the same models on the CPU, in one run.
 
-For each model (MLP 784-512-256-10 and the reference CNN), trains for a fixed
+For each model (MLP 784-512-256-10, the reference CNN, and the row-by-row
+LSTM classifier of examples/models.h: 28 steps of 28 pixels, hidden 128, the
+last step into fc(128->10)), trains for a fixed
 number of SGD-momentum steps at batch 128 on Fashion-MNIST, once with weft
 (//bench:train_weft, a separate process) and once with PyTorch (a separate
 process too, so each peak RSS is its own), with the same thread count, and
@@ -36,8 +38,18 @@ def idx(path):
     return np.frombuffer(b, dtype=np.uint8, offset=4 + 4 * nd).reshape(shape)
 x_all = torch.from_numpy(idx(data + "/train-images-idx3-ubyte.gz").astype(np.float32) / 255.0).reshape(-1, 1, 28, 28)
 y_all = torch.from_numpy(idx(data + "/train-labels-idx1-ubyte.gz").astype(np.int64))
+class RowLSTM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(28, 128, batch_first=True)
+        self.fc = nn.Linear(128, 10)
+    def forward(self, x):
+        out, _ = self.lstm(x.reshape(x.shape[0], 28, 28))
+        return self.fc(out[:, -1])
 if model_name == "mlp":
     model = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
+elif model_name == "lstm":
+    model = RowLSTM()
 else:
     model = nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, padding=1),
                           nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
@@ -70,7 +82,7 @@ def main():
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--models", default="mlp,cnn")
+    ap.add_argument("--models", default="mlp,cnn,lstm")
     args = ap.parse_args()
     import torch  # noqa: F401  (version line)
     print(f"peer: torch {torch.__version__}, threads={args.threads}, batch={args.batch}, steps={args.steps}", flush=True)

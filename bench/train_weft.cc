@@ -1,5 +1,5 @@
-// train_weft: weft's side of //bench:train_vs_torch. Trains one model (mlp or
-// cnn) for a fixed number of SGD-momentum steps at batch 128 on Fashion-MNIST
+// train_weft: weft's side of //bench:train_vs_torch. Trains one model (mlp, cnn
+// or lstm) for a fixed number of SGD-momentum steps at batch 128 on Fashion-MNIST
 // training images and prints one JSON line: images/s over the timed steps and
 // the process's peak resident memory.
 //   train_weft --model cnn --steps 60 --warmup 5 --threads 2
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   int steps = 60, warmup = 5, threads = 0;
   int64_t batch = 128;
   weft::examples::FlagParser flags("usage: train_weft [flags]");
-  flags.add_choice("--model", &model_name, {"mlp", "cnn"}, "model")
+  flags.add_choice("--model", &model_name, {"mlp", "cnn", "lstm"}, "model")
       .add("--steps N", &steps, "timed steps")
       .add("--warmup N", &warmup, "untimed steps first")
       .add("--threads N", &threads, "CPU threads", "all cores")
@@ -33,7 +33,9 @@ int main(int argc, char** argv) {
     if (threads > 0) set_num_threads(threads);
     manual_seed(0);
     io::TensorDataset ds = io::load_fashion_mnist(io::kFashionMnistDir, true);
-    auto model = model_name == "mlp" ? examples::fashion_mlp() : examples::fashion_cnn();
+    auto model = model_name == "mlp"    ? examples::fashion_mlp()
+                 : model_name == "lstm" ? examples::fashion_lstm()
+                                        : examples::fashion_cnn();
     optim::SGD opt(model->parameters(), {0.01, 0.9, 0.0, 0.0, false});
     const int64_t n = ds.size();
     auto step = [&](int s) {

@@ -252,6 +252,11 @@ Tensor tile(const Tensor& a, const std::vector<int64_t>& reps);
 // PyTorch's F.pad in constant mode: (before, after) amounts from the last dim
 // backwards; a negative amount crops.
 Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, const Scalar& value = 0);
+// The other modes of F.pad, on any dims: Reflect mirrors without repeating the edge
+// (amounts below the size), Replicate repeats the edge, Circular wraps around
+// (amounts up to the size); amounts non-negative. Constant is pad above.
+enum class PadMode { Constant, Reflect, Replicate, Circular };
+Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, PadMode mode, const Scalar& value = 0);
 // The slices along `dim`, as views.
 std::vector<Tensor> unbind(const Tensor& a, int64_t dim = 0);
 // Running sums along `dim` (floating dtypes; Note [cumsum by blocks]).

@@ -42,7 +42,7 @@ struct Flags : TrainFlags {
 std::optional<Flags> parse(int argc, char** argv) {
   Flags f;
   FlagParser p("usage: fashion_mnist [flags]");
-  add_train_flags(p, f, {.program = "fashion_mnist"});
+  add_train_flags(p, f, {.program = "fashion_mnist", .models = {"cnn", "mlp", "lstm"}});
   add_stop_after_flag(p, &f.stop_after);
   add_device_flags(p, &f.device, &f.amp, "cpu, cuda or cuda:N");
   if (!p.parse(argc, argv, std::cout)) return std::nullopt;
@@ -60,7 +60,9 @@ int run(const Flags& f) {
   io::DataLoader test(data.test, {.batch_size = 1000, .num_workers = f.workers}, normalize);
 
   manual_seed(f.seed);
-  std::shared_ptr<nn::Sequential> model = f.model == "cnn" ? fashion_cnn() : fashion_mlp();
+  std::shared_ptr<nn::Sequential> model = f.model == "cnn"    ? fashion_cnn()
+                                          : f.model == "lstm" ? fashion_lstm()
+                                                              : fashion_mlp();
   train::Trainer trainer(train::Local{.device = dev, .autocast = autocast_of(f.amp)}, model, cross_entropy_loss(),
                          sgd_from(f), {.valid_name = "test", .name = "fashion_mnist"});
   add_run_callbacks(

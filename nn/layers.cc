@@ -42,13 +42,30 @@ Conv2d::Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> k, const Conv2dOp
   WEFT_CHECK(opts.groups > 0 && in % opts.groups == 0 && out % opts.groups == 0, "Conv2d: in_channels ", in,
              " and out_channels ", out, " must both be divisible by groups ", opts.groups);
   WEFT_CHECK(k[0] > 0 && k[1] > 0, "Conv2d: kernel size must be positive, got ", k[0], "x", k[1]);
+  WEFT_CHECK(!opts.same_padding || (opts.stride[0] == 1 && opts.stride[1] == 1),
+             "Conv2d: same padding needs a stride of 1, got (", opts.stride[0], ", ", opts.stride[1], ")");
   weight = register_parameter("weight", empty({out, in / opts.groups, k[0], k[1]}));
   if (opts.bias) bias = register_parameter("bias", empty({out}));
   reset_parameters();
 }
 void Conv2d::reset_parameters() { default_reset(weight, bias); }
 Tensor Conv2d::forward(const Tensor& x) {
-  return conv2d(x, weight, bias, options.stride, options.padding, options.dilation, options.groups);
+  const Conv2dOptions& o = options;
+  if (!o.same_padding && o.padding_mode == PadMode::Constant)
+    return conv2d(x, weight, bias, o.stride, o.padding, o.dilation, o.groups);
+  // (before, after) per dim; same padding puts the odd one after, like PyTorch
+  std::array<int64_t, 2> before = o.padding, after = o.padding;
+  if (o.same_padding) {
+    for (int i = 0; i < 2; ++i) {
+      const int64_t total = o.dilation[i] * (kernel_size[i] - 1);
+      before[i] = total / 2;
+      after[i] = total - before[i];
+    }
+  }
+  if (o.padding_mode == PadMode::Constant && before == after)
+    return conv2d(x, weight, bias, o.stride, before, o.dilation, o.groups);
+  Tensor xp = pad(x, {before[1], after[1], before[0], after[0]}, o.padding_mode);
+  return conv2d(xp, weight, bias, o.stride, {0, 0}, o.dilation, o.groups);
 }
 std::string Conv2d::extra_repr() const {
   return std::to_string(in_channels) + ", " + std::to_string(out_channels) + ", kernel_size=(" +

@@ -31,6 +31,12 @@ struct Conv2dOptions {
   std::array<int64_t, 2> dilation{1, 1};
   int64_t groups = 1;
   bool bias = true;
+  // PyTorch's padding="same" (stride 1 only): dilation * (k - 1) in all per dim,
+  // the odd one after; replaces `padding`.
+  bool same_padding = false;
+  // PyTorch's padding_mode: Constant pads with zeros; Reflect, Replicate and
+  // Circular pad the input with pad() before a convolution without padding.
+  PadMode padding_mode = PadMode::Constant;
 };
 
 class Conv2d : public Module {

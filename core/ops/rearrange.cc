@@ -107,6 +107,42 @@ Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, const Scalar& valu
   return out;
 }
 
+Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, PadMode mode, const Scalar& value) {
+  if (mode == PadMode::Constant) return pad(a, pads, value);
+  const char* name = mode == PadMode::Reflect ? "reflect" : mode == PadMode::Replicate ? "replicate" : "circular";
+  WEFT_CHECK(a.defined(), "pad: undefined tensor");
+  WEFT_CHECK(pads.size() % 2 == 0, "pad: the padding list must have an even length ((before, after) per dim), got ",
+             pads.size());
+  const int64_t padded = static_cast<int64_t>(pads.size()) / 2;
+  WEFT_CHECK(padded <= a.dim(), "pad: ", pads.size(), " amounts pad ", padded, " dims, but the tensor has ", a.dim(),
+             " (shape ", shape_str(a.sizes()), ")");
+  Tensor out = a;
+  for (int64_t k = 0; k < padded; ++k) {
+    const int64_t d = a.dim() - 1 - k, n = a.size(d);
+    const int64_t before = pads[static_cast<size_t>(2 * k)], after = pads[static_cast<size_t>(2 * k + 1)];
+    if (before == 0 && after == 0) continue;
+    WEFT_CHECK(before >= 0 && after >= 0, "pad: mode ", name, " takes non-negative amounts, got (", before, ", ", after,
+               ") for dim ", d);
+    // reflect mirrors without repeating the edge, so it needs amounts below the size
+    const int64_t limit = mode == PadMode::Reflect ? n - 1 : mode == PadMode::Circular ? n : INT64_MAX;
+    WEFT_CHECK(n > 0 && before <= limit && after <= limit, "pad: mode ", name, " pads dim ", d, " of size ", n, " by (",
+               before, ", ", after, "); it needs amounts ",
+               mode == PadMode::Reflect ? "smaller than the size" : "no larger than the size",
+               mode == PadMode::Replicate ? " and a non-empty dim" : "");
+    // the source position of each position of the padded dim
+    std::vector<int64_t> src(static_cast<size_t>(n + before + after));
+    for (int64_t o = -before; o < n + after; ++o) {
+      int64_t i = o;
+      if (mode == PadMode::Reflect) i = o < 0 ? -o : o >= n ? 2 * (n - 1) - o : o;
+      else if (mode == PadMode::Replicate) i = std::clamp<int64_t>(o, 0, n - 1);
+      else i = ((o % n) + n) % n;
+      src[static_cast<size_t>(o + before)] = i;
+    }
+    out = index_select(out, d, tensor<int64_t>(src, {static_cast<int64_t>(src.size())}).to(a.device()));
+  }
+  return out;
+}
+
 std::vector<Tensor> unbind(const Tensor& a, int64_t dim) {
   WEFT_CHECK(a.defined(), "unbind: undefined tensor");
   WEFT_CHECK(a.dim() > 0, "unbind: a 0-dim tensor has no dim to unbind");

@@ -2,8 +2,9 @@
 // leaky_relu against PyTorch's values (tests/nn/golden/
 // conv_norm_resample_golden.safetensors, from
 // tools/golden/make_conv_norm_resample_golden.py), conv_transpose2d against
-// conv2d as its adjoint, float64 gradchecks, the nn layers over them, and the
-// error messages.
+// conv2d as its adjoint, pad's modes and Conv2d's same padding and
+// padding_mode, float64 gradchecks, the nn layers over them, and the error
+// messages.
 #include <cmath>
 #include <functional>
 #include <map>
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "autograd/gradcheck.h"
+#include "core/autograd_meta.h"
 #include "core/nn_ops.h"
 #include "io/safetensors.h"
 #include "nn/nn.h"
@@ -283,6 +285,64 @@ TEST(Interpolate, Errors) {
                     "mode linear expects a floating input");
   EXPECT_WEFT_ERROR(interpolate(rnd({2, 5}, DType::Float32), sized({7}, InterpolateMode::Nearest)),
                     "at least one spatial dim");
+}
+
+// ------------------------------------------------------- pad modes and conv padding
+
+TEST(PadModes, GoldenAgainstPyTorch) {
+  check_both("pad_reflect", [](const Tensor& x, const Tensor&, const Tensor&) {
+    return pad(x, {2, 1, 3, 0}, PadMode::Reflect);
+  });
+  check_both("pad_replicate", [](const Tensor& x, const Tensor&, const Tensor&) {
+    return pad(x, {3, 2, 0, 4}, PadMode::Replicate);
+  });
+  check_both("pad_circular", [](const Tensor& x, const Tensor&, const Tensor&) {
+    return pad(x, {5, 1, 2, 4}, PadMode::Circular);
+  });
+  check_both("pad_reflect_1d", [](const Tensor& x, const Tensor&, const Tensor&) {
+    return pad(x, {3, 2}, PadMode::Reflect);
+  });
+}
+
+TEST(PadModes, HandWorkedAndErrors) {
+  Tensor x = tensor({1.0f, 2.0f, 3.0f}, {3});
+  EXPECT_EQ(values(pad(x, {2, 2}, PadMode::Reflect)), (std::vector<double>{3, 2, 1, 2, 3, 2, 1}));
+  EXPECT_EQ(values(pad(x, {2, 1}, PadMode::Replicate)), (std::vector<double>{1, 1, 1, 2, 3, 3}));
+  EXPECT_EQ(values(pad(x, {3, 2}, PadMode::Circular)), (std::vector<double>{1, 2, 3, 1, 2, 3, 1, 2}));
+  EXPECT_EQ(values(pad(x, {1, 1}, PadMode::Constant, 9)), (std::vector<double>{9, 1, 2, 3, 9}));
+  EXPECT_WEFT_ERROR(pad(x, {3, 0}, PadMode::Reflect), "mode reflect pads dim 0 of size 3 by (3, 0)");
+  EXPECT_WEFT_ERROR(pad(x, {4, 0}, PadMode::Circular), "mode circular pads dim 0 of size 3 by (4, 0)");
+  EXPECT_WEFT_ERROR(pad(x, {-1, 0}, PadMode::Replicate), "mode replicate takes non-negative amounts");
+}
+
+TEST(Conv2dPadding, SameAndModesAgainstPyTorch) {
+  nn::Conv2dOptions same, refl, circ;
+  same.same_padding = true;
+  same.dilation = {1, 2};
+  refl.padding = {1, 2};
+  refl.padding_mode = PadMode::Reflect;
+  circ.same_padding = true;
+  circ.padding_mode = PadMode::Circular;
+  for (const auto& [c, o] : std::vector<std::pair<std::string, nn::Conv2dOptions>>{
+           {"conv_same_k4", same}, {"conv_reflect", refl}, {"conv_circular_same", circ}}) {
+    SCOPED_TRACE(c);
+    nn::Conv2d conv(3, 4, {3, 4}, o);
+    {
+      NoGradGuard no_grad;
+      conv.weight.copy_(G(c + ".w"));
+      conv.bias.copy_(G(c + ".b"));
+    }
+    Tensor x = leaf(G(c + ".x").clone());
+    Tensor y = conv.forward(x);
+    ASSERT_TRUE(tensors_near(y, G(c + ".out"), 2e-5));
+    y.backward(G(c + ".go"));
+    EXPECT_TRUE(tensors_near(x.grad(), G(c + ".dx"), 2e-5));
+    EXPECT_TRUE(tensors_near(conv.weight.grad(), G(c + ".dw"), 2e-5));
+    EXPECT_TRUE(tensors_near(conv.bias.grad(), G(c + ".db"), 2e-5));
+  }
+  nn::Conv2dOptions strided = same;
+  strided.stride = {2, 1};
+  EXPECT_WEFT_ERROR(nn::Conv2d(3, 4, 3, strided), "same padding needs a stride of 1");
 }
 
 // ------------------------------------------------------------------ leaky_relu

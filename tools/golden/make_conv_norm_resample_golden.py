@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes tests/nn/golden/conv_norm_resample_golden.safetensors: PyTorch's
 outputs and gradients for conv_transpose2d, conv1d, conv_transpose1d,
-group_norm, interpolate (nearest, nearest-exact, linear, bilinear) and
-leaky_relu, which tests/nn/conv_norm_resample_test.cc compares against.
+group_norm, interpolate (nearest, nearest-exact, linear, bilinear),
+leaky_relu, pad's reflect, replicate and circular modes, and Conv2d with
+padding="same" and padding_mode, which tests/nn/conv_norm_resample_test.cc compares against.
 
 Made with: torch 2.15.0 (PyPI build 2.15.0+cu132, run on CPU) and safetensors 0.8.0, Python 3.11:
   /root/.cache/weft/torch-venv/bin/python tools/golden/make_conv_norm_resample_golden.py
@@ -95,6 +96,24 @@ def build():
     ]
     for case, x0, kw in cases:
         run("interp_" + case, lambda x, w, b, kw=kw: F.interpolate(x, **kw), x0)
+    # ---- pad modes, and Conv2d with padding="same" and padding_mode
+    xp = wave((2, 3, 4, 5), 1.0, 0.47, 0.3)
+    run("pad_reflect", lambda x, w, b: F.pad(x, (2, 1, 3, 0), mode="reflect"), xp)
+    run("pad_replicate", lambda x, w, b: F.pad(x, (3, 2, 0, 4), mode="replicate"), xp)
+    run("pad_circular", lambda x, w, b: F.pad(x, (5, 1, 2, 4), mode="circular"), xp)
+    run("pad_reflect_1d", lambda x, w, b: F.pad(x, (3, 2), mode="reflect"), wave((2, 3, 6), 1.0, 0.61))
+    for case, kw in (("conv_same_k4", dict(padding="same", dilation=(1, 2))),
+                     ("conv_reflect", dict(padding=(1, 2), padding_mode="reflect")),
+                     ("conv_circular_same", dict(padding="same", padding_mode="circular"))):
+        conv = torch.nn.Conv2d(3, 4, (3, 4), bias=True, **kw)
+        with torch.no_grad():
+            conv.weight.copy_(wave((4, 3, 3, 4), 0.3, 0.43, 0.5))
+            conv.bias.copy_(wave((4,), 0.5, 0.9))
+        run(case, lambda x, w, b, conv=conv: conv(x), xp)
+        g[f"{case}.w"] = conv.weight.detach().clone()
+        g[f"{case}.b"] = conv.bias.detach().clone()
+        g[f"{case}.dw"] = conv.weight.grad.detach().clone()
+        g[f"{case}.db"] = conv.bias.grad.detach().clone()
     # ---- leaky_relu, with exact zeros (PyTorch's gradient there is the slope)
     xl = wave((4, 5), 1.0, 0.7)
     xl[0, 0] = 0.0
