@@ -77,13 +77,23 @@ Tensor tile(const Tensor& a, const std::vector<int64_t>& reps) {
   return repeat(a, counts);
 }
 
-Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, const Scalar& value) {
+namespace {
+
+// The number of dims a (before, after) list pads, from the last dim backwards.
+int64_t padded_dims(const Tensor& a, const std::vector<int64_t>& pads) {
   WEFT_CHECK(a.defined(), "pad: undefined tensor");
   WEFT_CHECK(pads.size() % 2 == 0, "pad: the padding list must have an even length ((before, after) per dim), got ",
              pads.size());
   const int64_t padded = static_cast<int64_t>(pads.size()) / 2;
   WEFT_CHECK(padded <= a.dim(), "pad: ", pads.size(), " amounts pad ", padded, " dims, but the tensor has ", a.dim(),
              " (shape ", shape_str(a.sizes()), ")");
+  return padded;
+}
+
+}  // namespace
+
+Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, const Scalar& value) {
+  const int64_t padded = padded_dims(a, pads);
   Shape out_shape = a.sizes();
   Tensor src = a;                                  // a, cropped where an amount is negative
   std::vector<std::pair<int64_t, int64_t>> place;  // (dim, offset) of src in the result
@@ -110,12 +120,7 @@ Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, const Scalar& valu
 Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, PadMode mode, const Scalar& value) {
   if (mode == PadMode::Constant) return pad(a, pads, value);
   const char* name = mode == PadMode::Reflect ? "reflect" : mode == PadMode::Replicate ? "replicate" : "circular";
-  WEFT_CHECK(a.defined(), "pad: undefined tensor");
-  WEFT_CHECK(pads.size() % 2 == 0, "pad: the padding list must have an even length ((before, after) per dim), got ",
-             pads.size());
-  const int64_t padded = static_cast<int64_t>(pads.size()) / 2;
-  WEFT_CHECK(padded <= a.dim(), "pad: ", pads.size(), " amounts pad ", padded, " dims, but the tensor has ", a.dim(),
-             " (shape ", shape_str(a.sizes()), ")");
+  const int64_t padded = padded_dims(a, pads);
   Tensor out = a;
   for (int64_t k = 0; k < padded; ++k) {
     const int64_t d = a.dim() - 1 - k, n = a.size(d);

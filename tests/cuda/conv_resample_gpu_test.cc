@@ -17,14 +17,6 @@ using testing::gpu_gradcheck;
 using testing::matches_cpu;
 using testing::rnd;
 
-InterpolateOptions resize(std::vector<int64_t> size, InterpolateMode m, bool ac = false) {
-  InterpolateOptions o;
-  o.size = std::move(size);
-  o.mode = m;
-  o.align_corners = ac;
-  return o;
-}
-
 TEST(CudaConvTranspose, MatchesCpu) {
   WEFT_REQUIRE_GPU();
   for (DType dt : {DType::Float32, DType::Float64}) {
@@ -64,19 +56,22 @@ TEST(CudaNormResample, MatchesCpu) {
         [](const std::vector<Tensor>& t) {
           InterpolateOptions s2;
           s2.scale_factor = {1.7};
-          return std::vector<Tensor>{group_norm(t[0], 3, t[1], t[2]),
-                                     interpolate(t[0], resize({9, 4}, InterpolateMode::Bilinear)),
-                                     interpolate(t[0], resize({8, 11}, InterpolateMode::Bilinear, true)),
-                                     interpolate(t[0], s2), leaky_relu(t[0], 0.2)};
+          return std::vector<Tensor>{
+              group_norm(t[0], 3, t[1], t[2]),
+              interpolate(t[0], InterpolateOptions{.size = {9, 4}, .mode = InterpolateMode::Bilinear}),
+              interpolate(
+                  t[0], InterpolateOptions{.size = {8, 11}, .mode = InterpolateMode::Bilinear, .align_corners = true}),
+              interpolate(t[0], s2), leaky_relu(t[0], 0.2)};
         },
         in, dt == DType::Float32 ? 1e-4 : -1))
         << dt;
   }
   auto r = gpu_gradcheck(
       [](const std::vector<Tensor>& in) {
-        return add(group_norm(in[0], 2, in[1], Tensor()),
-                   interpolate(interpolate(in[0], resize({5, 2}, InterpolateMode::Bilinear)),
-                               resize({3, 4}, InterpolateMode::Nearest)));
+        return add(
+            group_norm(in[0], 2, in[1], Tensor()),
+            interpolate(interpolate(in[0], InterpolateOptions{.size = {5, 2}, .mode = InterpolateMode::Bilinear}),
+                        InterpolateOptions{.size = {3, 4}, .mode = InterpolateMode::Nearest}));
       },
       {rnd({1, 4, 3, 4}, DType::Float64, 14), rnd({4}, DType::Float64, 15)}, {.eps = 1e-6, .atol = 1e-6, .rtol = 1e-4});
   EXPECT_TRUE(r.ok) << r.message;

@@ -15,8 +15,8 @@
 #include "autograd/gradcheck.h"
 #include "core/autograd_meta.h"
 #include "core/nn_ops.h"
-#include "io/safetensors.h"
 #include "nn/nn.h"
+#include "tests/golden.h"
 #include "tests/testing.h"
 
 namespace weft {
@@ -26,21 +26,12 @@ using testing::rnd;
 using testing::tensors_near;
 using testing::values;
 
-const Tensor& G(const std::string& key) {
-  static const std::map<std::string, Tensor> g =
-      io::load_safetensors("tests/nn/golden/conv_norm_resample_golden.safetensors").tensors;
-  auto it = g.find(key);
-  if (it == g.end()) throw std::runtime_error("golden file has no tensor " + key);
-  return it->second;
+const testing::Golden& golden() {
+  static const testing::Golden g("tests/nn/golden/conv_norm_resample_golden.safetensors");
+  return g;
 }
-bool has(const std::string& key) {
-  try {
-    G(key);
-    return true;
-  } catch (const std::runtime_error&) {
-    return false;
-  }
-}
+const Tensor& G(const std::string& key) { return golden()(key); }
+bool has(const std::string& key) { return golden().has(key); }
 Tensor leaf(Tensor t) {
   t.requires_grad_(true);
   return t;
@@ -188,38 +179,23 @@ TEST(GroupNorm, Errors) {
 
 // ----------------------------------------------------------------- interpolate
 
-InterpolateOptions sized(std::vector<int64_t> size, InterpolateMode m, bool ac = false) {
-  InterpolateOptions o;
-  o.size = std::move(size);
-  o.mode = m;
-  o.align_corners = ac;
-  return o;
-}
-InterpolateOptions scaled(std::vector<double> scale, InterpolateMode m, bool ac = false) {
-  InterpolateOptions o;
-  o.scale_factor = std::move(scale);
-  o.mode = m;
-  o.align_corners = ac;
-  return o;
-}
-
 TEST(Interpolate, GoldenAgainstPyTorch) {
   using M = InterpolateMode;
   const std::vector<std::pair<std::string, InterpolateOptions>> cases = {
-      {"near_size", sized({7, 9}, M::Nearest)},
-      {"near_x2", scaled({2}, M::Nearest)},
-      {"near_s17", scaled({1.7}, M::Nearest)},
-      {"near_down", sized({3, 4}, M::Nearest)},
-      {"nearx_s06", scaled({0.6, 1.5}, M::NearestExact)},
-      {"near_3d", sized({11}, M::Nearest)},
-      {"near_5d", sized({4, 6, 3}, M::Nearest)},
-      {"bil_size", sized({7, 4}, M::Bilinear)},
-      {"bil_ac", sized({9, 11}, M::Bilinear, true)},
-      {"bil_s15", scaled({1.5}, M::Bilinear)},
-      {"bil_s13", scaled({1.3, 0.7}, M::Bilinear)},
-      {"lin_s23", scaled({2.3}, M::Linear)},
-      {"lin_ac1", sized({1}, M::Linear, true)},
-      {"lin_ac", sized({12}, M::Linear, true)},
+      {"near_size", InterpolateOptions{.size = {7, 9}, .mode = M::Nearest}},
+      {"near_x2", InterpolateOptions{.scale_factor = {2}, .mode = M::Nearest}},
+      {"near_s17", InterpolateOptions{.scale_factor = {1.7}, .mode = M::Nearest}},
+      {"near_down", InterpolateOptions{.size = {3, 4}, .mode = M::Nearest}},
+      {"nearx_s06", InterpolateOptions{.scale_factor = {0.6, 1.5}, .mode = M::NearestExact}},
+      {"near_3d", InterpolateOptions{.size = {11}, .mode = M::Nearest}},
+      {"near_5d", InterpolateOptions{.size = {4, 6, 3}, .mode = M::Nearest}},
+      {"bil_size", InterpolateOptions{.size = {7, 4}, .mode = M::Bilinear}},
+      {"bil_ac", InterpolateOptions{.size = {9, 11}, .mode = M::Bilinear, .align_corners = true}},
+      {"bil_s15", InterpolateOptions{.scale_factor = {1.5}, .mode = M::Bilinear}},
+      {"bil_s13", InterpolateOptions{.scale_factor = {1.3, 0.7}, .mode = M::Bilinear}},
+      {"lin_s23", InterpolateOptions{.scale_factor = {2.3}, .mode = M::Linear}},
+      {"lin_ac1", InterpolateOptions{.size = {1}, .mode = M::Linear, .align_corners = true}},
+      {"lin_ac", InterpolateOptions{.size = {12}, .mode = M::Linear, .align_corners = true}},
   };
   for (const auto& [c, opts] : cases) {
     InterpolateOptions o = opts;
@@ -230,26 +206,30 @@ TEST(Interpolate, GoldenAgainstPyTorch) {
 TEST(Interpolate, HandWorkedAndIdentity) {
   // (1, 1, 3) -> 5, linear, align_corners=False: source positions 0.6 k - 0.2 clamped at 0
   Tensor x = tensor({0.0f, 10.0f, 20.0f}, {1, 1, 3});
-  EXPECT_TRUE(testing::tensor_near(interpolate(x, sized({5}, InterpolateMode::Linear)), {0, 4, 10, 16, 20}, 1e-6));
-  EXPECT_TRUE(
-      testing::tensor_near(interpolate(x, sized({5}, InterpolateMode::Linear, true)), {0, 5, 10, 15, 20}, 1e-6));
-  EXPECT_TRUE(testing::tensor_near(interpolate(x, sized({6}, InterpolateMode::Nearest)), {0, 0, 10, 10, 20, 20}, 0));
+  EXPECT_TRUE(testing::tensor_near(interpolate(x, InterpolateOptions{.size = {5}, .mode = InterpolateMode::Linear}),
+                                   {0, 4, 10, 16, 20}, 1e-6));
+  EXPECT_TRUE(testing::tensor_near(
+      interpolate(x, InterpolateOptions{.size = {5}, .mode = InterpolateMode::Linear, .align_corners = true}),
+      {0, 5, 10, 15, 20}, 1e-6));
+  EXPECT_TRUE(testing::tensor_near(interpolate(x, InterpolateOptions{.size = {6}, .mode = InterpolateMode::Nearest}),
+                                   {0, 0, 10, 10, 20, 20}, 0));
   // the same size is the input itself, for every mode
   Tensor x4 = rnd({2, 3, 4, 5}, DType::Float32, 31);
   for (InterpolateMode m : {InterpolateMode::Nearest, InterpolateMode::NearestExact, InterpolateMode::Bilinear})
-    EXPECT_TRUE(tensors_near(interpolate(x4, sized({4, 5}, m)), x4, 0));
+    EXPECT_TRUE(tensors_near(interpolate(x4, InterpolateOptions{.size = {4, 5}, .mode = m}), x4, 0));
   // nearest works on integers, bilinear on bfloat16 (computed in float32)
   Tensor xi = tensor<int64_t>({1, 2, 3, 4}, {1, 1, 2, 2}, {DType::Int64});
-  Tensor yi = interpolate(xi, scaled({2}, InterpolateMode::Nearest));
+  Tensor yi = interpolate(xi, InterpolateOptions{.scale_factor = {2}, .mode = InterpolateMode::Nearest});
   EXPECT_EQ(yi.dtype(), DType::Int64);
   EXPECT_EQ(values(yi), (std::vector<double>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
-  Tensor yb = interpolate(x4.to(DType::BFloat16), sized({7, 3}, InterpolateMode::Bilinear));
+  Tensor yb =
+      interpolate(x4.to(DType::BFloat16), InterpolateOptions{.size = {7, 3}, .mode = InterpolateMode::Bilinear});
   EXPECT_EQ(yb.dtype(), DType::BFloat16);
-  EXPECT_TRUE(
-      tensors_near(yb,
-                   interpolate(x4.to(DType::BFloat16).to(DType::Float32), sized({7, 3}, InterpolateMode::Bilinear))
-                       .to(DType::BFloat16),
-                   0));
+  EXPECT_TRUE(tensors_near(yb,
+                           interpolate(x4.to(DType::BFloat16).to(DType::Float32),
+                                       InterpolateOptions{.size = {7, 3}, .mode = InterpolateMode::Bilinear})
+                               .to(DType::BFloat16),
+                           0));
 }
 
 TEST(Interpolate, Gradcheck) {
@@ -257,13 +237,15 @@ TEST(Interpolate, Gradcheck) {
   for (bool ac : {false, true}) {
     expect_gradcheck(
         [ac](const std::vector<Tensor>& in) {
-          return interpolate(in[0].transpose(2, 3), sized({5, 2}, InterpolateMode::Bilinear, ac));
+          return interpolate(
+              in[0].transpose(2, 3),
+              InterpolateOptions{.size = {5, 2}, .mode = InterpolateMode::Bilinear, .align_corners = ac});
         },
         {x});
   }
   expect_gradcheck(
       [](const std::vector<Tensor>& in) {
-        return interpolate(in[0], scaled({1.6, 0.5}, InterpolateMode::Nearest));
+        return interpolate(in[0], InterpolateOptions{.scale_factor = {1.6, 0.5}, .mode = InterpolateMode::Nearest});
       },
       {x});
 }
@@ -271,20 +253,27 @@ TEST(Interpolate, Gradcheck) {
 TEST(Interpolate, Errors) {
   Tensor x3 = rnd({1, 2, 5}, DType::Float32), x4 = rnd({1, 2, 5, 5}, DType::Float32);
   EXPECT_WEFT_ERROR(interpolate(x4, InterpolateOptions{}), "give exactly one of size and scale_factor");
-  InterpolateOptions both = sized({3, 3}, InterpolateMode::Nearest);
+  InterpolateOptions both = InterpolateOptions{.size = {3, 3}, .mode = InterpolateMode::Nearest};
   both.scale_factor = {2.0};
   EXPECT_WEFT_ERROR(interpolate(x4, both), "give exactly one of size and scale_factor");
-  EXPECT_WEFT_ERROR(interpolate(x3, sized({7}, InterpolateMode::Bilinear)), "mode bilinear expects a 4-D input");
-  EXPECT_WEFT_ERROR(interpolate(x4, sized({7, 7}, InterpolateMode::Linear)), "mode linear expects a 3-D input");
-  EXPECT_WEFT_ERROR(interpolate(x4, sized({7, 7}, InterpolateMode::Nearest, true)),
-                    "align_corners applies to the linear modes only, not nearest");
-  EXPECT_WEFT_ERROR(interpolate(x4, sized({7, 7, 7}, InterpolateMode::Nearest)), "one per spatial dim");
-  EXPECT_WEFT_ERROR(interpolate(x4, scaled({0.1}, InterpolateMode::Nearest)), "must be positive in every spatial dim");
-  EXPECT_WEFT_ERROR(interpolate(x4, scaled({-2}, InterpolateMode::Nearest)), "must be positive");
-  EXPECT_WEFT_ERROR(interpolate(x3.to(DType::Int64), sized({7}, InterpolateMode::Linear)),
+  EXPECT_WEFT_ERROR(interpolate(x3, InterpolateOptions{.size = {7}, .mode = InterpolateMode::Bilinear}),
+                    "mode bilinear expects a 4-D input");
+  EXPECT_WEFT_ERROR(interpolate(x4, InterpolateOptions{.size = {7, 7}, .mode = InterpolateMode::Linear}),
+                    "mode linear expects a 3-D input");
+  EXPECT_WEFT_ERROR(
+      interpolate(x4, InterpolateOptions{.size = {7, 7}, .mode = InterpolateMode::Nearest, .align_corners = true}),
+      "align_corners applies to the linear modes only, not nearest");
+  EXPECT_WEFT_ERROR(interpolate(x4, InterpolateOptions{.size = {7, 7, 7}, .mode = InterpolateMode::Nearest}),
+                    "one per spatial dim");
+  EXPECT_WEFT_ERROR(interpolate(x4, InterpolateOptions{.scale_factor = {0.1}, .mode = InterpolateMode::Nearest}),
+                    "must be positive in every spatial dim");
+  EXPECT_WEFT_ERROR(interpolate(x4, InterpolateOptions{.scale_factor = {-2}, .mode = InterpolateMode::Nearest}),
+                    "must be positive");
+  EXPECT_WEFT_ERROR(interpolate(x3.to(DType::Int64), InterpolateOptions{.size = {7}, .mode = InterpolateMode::Linear}),
                     "mode linear expects a floating input");
-  EXPECT_WEFT_ERROR(interpolate(rnd({2, 5}, DType::Float32), sized({7}, InterpolateMode::Nearest)),
-                    "at least one spatial dim");
+  EXPECT_WEFT_ERROR(
+      interpolate(rnd({2, 5}, DType::Float32), InterpolateOptions{.size = {7}, .mode = InterpolateMode::Nearest}),
+      "at least one spatial dim");
 }
 
 // ------------------------------------------------------- pad modes and conv padding
@@ -389,7 +378,7 @@ TEST(Layers, ParametersInitAndForward) {
   EXPECT_TRUE(tensors_near(gn.forward(xg), group_norm(xg, 2), 0));  // weight 1, bias 0
   EXPECT_TRUE(nn::GroupNorm(3, 6, 1e-5, false).named_parameters().empty());
 
-  nn::Upsample us(scaled({2}, InterpolateMode::Bilinear, true));
+  nn::Upsample us(InterpolateOptions{.scale_factor = {2}, .mode = InterpolateMode::Bilinear, .align_corners = true});
   EXPECT_EQ(us.forward(x).sizes(), (Shape{2, 8, 8, 10}));
 
   nn::LeakyReLU lr(0.3);

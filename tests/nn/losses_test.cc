@@ -13,8 +13,8 @@
 
 #include "autograd/gradcheck.h"
 #include "core/nn_ops.h"
-#include "io/safetensors.h"
 #include "nn/layers.h"
+#include "tests/golden.h"
 #include "tests/testing.h"
 
 namespace weft {
@@ -25,21 +25,12 @@ using testing::tensor_near;
 using testing::tensors_near;
 using testing::values;
 
-const Tensor& G(const std::string& key) {
-  static const std::map<std::string, Tensor> g =
-      io::load_safetensors("tests/nn/golden/losses_golden.safetensors").tensors;
-  auto it = g.find(key);
-  if (it == g.end()) throw std::runtime_error("golden file has no tensor " + key);
-  return it->second;
+const testing::Golden& golden() {
+  static const testing::Golden g("tests/nn/golden/losses_golden.safetensors");
+  return g;
 }
-bool has(const std::string& key) {
-  try {
-    G(key);
-    return true;
-  } catch (const std::runtime_error&) {
-    return false;
-  }
-}
+const Tensor& G(const std::string& key) { return golden()(key); }
+bool has(const std::string& key) { return golden().has(key); }
 
 using Fn = std::function<Tensor(const Tensor& x, const Tensor& y, const Tensor& w)>;
 

@@ -12,7 +12,7 @@
 
 #include "autograd/gradcheck.h"
 #include "core/parallel.h"
-#include "io/safetensors.h"
+#include "tests/golden.h"
 #include "tests/testing.h"
 
 namespace weft {
@@ -23,11 +23,8 @@ using testing::tensors_near;
 using testing::values;
 
 const Tensor& G(const std::string& key) {
-  static const std::map<std::string, Tensor> g =
-      io::load_safetensors("tests/nn/golden/nn_ops_golden.safetensors").tensors;
-  auto it = g.find(key);
-  if (it == g.end()) throw std::runtime_error("golden file has no tensor " + key);
-  return it->second;
+  static const testing::Golden g("tests/nn/golden/nn_ops_golden.safetensors");
+  return g(key);
 }
 Tensor P(const std::string& key, DType dt = DType::Float32) {
   Tensor t = G(key).to(dt).clone();

@@ -14,7 +14,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
-#include "io/safetensors.h"
+#include "tests/golden.h"
 #include "tests/testing.h"
 
 namespace weft::nn {
@@ -23,21 +23,13 @@ namespace {
 using testing::tensors_near;
 using testing::values;
 
-const io::SafetensorsFile& golden() {
-  static const io::SafetensorsFile f = io::load_safetensors("tests/nn/golden/rnn_golden.safetensors");
-  return f;
+const testing::Golden& golden() {
+  static const testing::Golden g("tests/nn/golden/rnn_golden.safetensors");
+  return g;
 }
-bool has(const std::string& key) { return golden().tensors.count(key) != 0; }
-const Tensor& G(const std::string& key) {
-  auto it = golden().tensors.find(key);
-  if (it == golden().tensors.end()) throw std::runtime_error("golden file has no tensor " + key);
-  return it->second;
-}
-const std::string& meta(const std::string& key) {
-  auto it = golden().metadata.find(key);
-  if (it == golden().metadata.end()) throw std::runtime_error("golden file has no metadata " + key);
-  return it->second;
-}
+bool has(const std::string& key) { return golden().has(key); }
+const Tensor& G(const std::string& key) { return golden()(key); }
+const std::string& meta(const std::string& key) { return golden().meta(key); }
 Tensor leaf(Tensor t) {
   t.requires_grad_(true);
   return t;

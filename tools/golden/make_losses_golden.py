@@ -14,21 +14,18 @@ second input), ".w" (weight), ".go" (the upstream gradient, 1 for a scalar
 result); outputs ".out"; gradients ".dx", ".dy". The cases' arguments are in
 build() below and mirrored in the test.
 """
-import math
 import os
+import sys
 
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_util import wave  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "..", "tests", "nn", "golden", "losses_golden.safetensors")
-
-
-def wave(shape, a=1.0, f=0.37, p=0.0, off=0.0):
-    n = math.prod(shape)
-    return torch.tensor([off + a * math.sin(f * i + p) + 0.3 * math.cos(1.7 * f * i) for i in range(n)],
-                        dtype=torch.float32).reshape(shape)
 
 
 def build():

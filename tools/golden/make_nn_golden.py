@@ -15,25 +15,18 @@ them rather than recomputing them. Names are "<case>.<field>":
 - outputs: "<case>.out", gradients "<case>.dx", ".dw", ".db", ...
 Cases are listed in build() below and mirrored in tests/nn/nn_ops_test.cc.
 """
-import math
 import os
+import sys
 
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_util import wave, leaf  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "..", "tests", "nn", "golden", "nn_ops_golden.safetensors")
-
-
-def wave(shape, a=1.0, f=0.37, p=0.0, off=0.0):
-    n = math.prod(shape)
-    return torch.tensor([off + a * math.sin(f * i + p) + 0.3 * math.cos(1.7 * f * i) for i in range(n)],
-                        dtype=torch.float32).reshape(shape)
-
-
-def leaf(t):
-    return t.clone().requires_grad_(True)
 
 
 def build():

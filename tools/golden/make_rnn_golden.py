@@ -24,22 +24,19 @@ The metadata holds, per case, "<case>.config" (the layer and its options, which
 the test checks against its own table) and "<case>.params" (PyTorch's parameter
 names in registration order, comma separated).
 """
-import math
 import os
+import sys
 
 import torch
 from safetensors.torch import save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_util import wave  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "..", "tests", "nn", "golden", "rnn_golden.safetensors")
 
 T, N, IN, HIDDEN = 5, 3, 4, 6
-
-
-def wave(shape, a=1.0, f=0.37, p=0.0, off=0.0):
-    n = math.prod(shape)
-    return torch.tensor([off + a * math.sin(f * i + p) + 0.3 * math.cos(1.7 * f * i) for i in range(n)],
-                        dtype=torch.float32).reshape(shape)
 
 
 # (case, kind, options, input shape tag, with initial state)
