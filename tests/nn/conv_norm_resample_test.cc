@@ -55,8 +55,12 @@ void check_case(const std::string& c, const Fn& fn, DType dt = DType::Float32, d
   ASSERT_TRUE(tensors_near(y, G(c + ".out"), tol));
   y.backward(G(c + ".go").to(dt));
   EXPECT_TRUE(tensors_near(x.grad(), G(c + ".dx"), tol));
-  if (w.defined()) EXPECT_TRUE(tensors_near(w.grad(), G(c + ".dw"), tol));
-  if (b.defined()) EXPECT_TRUE(tensors_near(b.grad(), G(c + ".db"), tol));
+  if (w.defined()) {
+    EXPECT_TRUE(tensors_near(w.grad(), G(c + ".dw"), tol));
+  }
+  if (b.defined()) {
+    EXPECT_TRUE(tensors_near(b.grad(), G(c + ".db"), tol));
+  }
 }
 void check_both(const std::string& c, const Fn& fn) {
   check_case(c, fn, DType::Float32);

@@ -45,7 +45,9 @@ void check_case(const std::string& c, const Fn& fn) {
     ASSERT_TRUE(tensors_near(out, G(c + ".out"), 2e-5));
     out.backward(G(c + ".go").to(dt));
     EXPECT_TRUE(tensors_near(x.grad(), G(c + ".dx"), 2e-5));
-    if (has(c + ".dy")) EXPECT_TRUE(tensors_near(y.grad(), G(c + ".dy"), 2e-5));
+    if (has(c + ".dy")) {
+      EXPECT_TRUE(tensors_near(y.grad(), G(c + ".dy"), 2e-5));
+    }
   }
 }
 
