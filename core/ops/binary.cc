@@ -336,7 +336,7 @@ Tensor& div_(Tensor& a, const Tensor& b) {
 
 // ---- operators ----
 namespace {
-Tensor wrap(const Scalar& s, const Tensor& like) { return wrapped_scalar(s, s.default_dtype(), like.device()); }
+Tensor wrap(const Scalar& s, const Tensor& like) { return detail::wrap_scalar(s, like); }
 }  // namespace
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

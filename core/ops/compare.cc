@@ -127,7 +127,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 // ---- operators ----
 namespace {
-Tensor wrap(const Scalar& s, const Tensor& like) { return wrapped_scalar(s, s.default_dtype(), like.device()); }
+Tensor wrap(const Scalar& s, const Tensor& like) { return detail::wrap_scalar(s, like); }
 }  // namespace
 Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
 Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }

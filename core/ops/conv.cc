@@ -46,6 +46,7 @@
 #include "core/cpu/im2col.h"
 #include "core/dispatch.h"
 #include "core/nn_ops.h"
+#include "core/ops/conv_args.h"
 #include "core/ops/elementwise_util.h"
 #include "core/parallel.h"
 
@@ -301,12 +302,6 @@ void cpu_conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, c
 WEFT_REGISTER_KERNEL(conv2d_table(), DeviceType::CPU, kConvTypes, cpu_conv2d);
 WEFT_REGISTER_KERNEL(conv2d_backward_table(), DeviceType::CPU, kConvTypes, cpu_conv2d_backward);
 
-std::string arr_str(std::array<int64_t, 2> a) {
-  std::string r("(");
-  r.append(std::to_string(a[0])).append(", ").append(std::to_string(a[1])).append(")");
-  return r;
-}
-
 // conv2d without autocast (its recursive calls must not re-cast).
 Tensor conv2d_impl(const Tensor& x_in, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
                    std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
@@ -319,10 +314,7 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   const Tensor& x = x_in;
   WEFT_CHECK(weight.dim() == 4, "conv2d: expected a 4-D weight (C_out, C_in / groups, kH, kW), got shape ",
              shape_str(weight.sizes()));
-  WEFT_CHECK(groups >= 1, "conv2d: groups must be positive, got ", groups);
-  WEFT_CHECK(stride[0] >= 1 && stride[1] >= 1, "conv2d: stride must be positive, got ", arr_str(stride));
-  WEFT_CHECK(padding[0] >= 0 && padding[1] >= 0, "conv2d: padding must be non-negative, got ", arr_str(padding));
-  WEFT_CHECK(dilation[0] >= 1 && dilation[1] >= 1, "conv2d: dilation must be positive, got ", arr_str(dilation));
+  detail::check_conv_args("conv2d", stride, padding, dilation, groups);
   const int64_t N = x.size(0), Cin = x.size(1), H = x.size(2), W = x.size(3);
   const int64_t Cout = weight.size(0), kH = weight.size(2), kW = weight.size(3);
   WEFT_CHECK(Cin % groups == 0, "conv2d: groups = ", groups, " does not divide the ", Cin,
@@ -344,14 +336,13 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   const int64_t OW = (W + 2 * padding[1] - dilation[1] * (kW - 1) - 1) / stride[1] + 1;
   WEFT_CHECK(H + 2 * padding[0] - dilation[0] * (kH - 1) - 1 >= 0 &&
                  W + 2 * padding[1] - dilation[1] * (kW - 1) - 1 >= 0 && OH > 0 && OW > 0,
-             "conv2d: input shape ", shape_str(x.sizes()), " (padded by ", arr_str(padding),
+             "conv2d: input shape ", shape_str(x.sizes()), " (padded by ", detail::pair_str(padding),
              ") is smaller than the dilated kernel of weight shape ", shape_str(weight.sizes()), " (dilation ",
-             arr_str(dilation), "): output size would be <= 0");
+             detail::pair_str(dilation), "): output size would be <= 0");
   WEFT_CHECK(is_floating(x.dtype()), "conv2d: expected a floating dtype, got ", x.dtype());
 
   // 16-bit types run natively where the backend registers them (cuDNN), else in float32
-  if ((x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16) &&
-      !(conv2d_table().has(x.device().type, x.dtype()) && conv2d_backward_table().has(x.device().type, x.dtype()))) {
+  if (detail::conv_in_float32(x)) {
     Tensor bf = bias.defined() ? bias.to(DType::Float32) : Tensor();
     return conv2d_impl(x.to(DType::Float32), weight.to(DType::Float32), bf, stride, padding, dilation, groups)
         .to(x.dtype());

@@ -22,14 +22,11 @@
 #include "core/autograd_meta.h"
 #include "core/kernels/conv.h"
 #include "core/nn_ops.h"
+#include "core/ops/conv_args.h"
 #include "core/ops/elementwise_util.h"
 
 namespace weft {
 namespace {
-
-std::string pair_str(std::array<int64_t, 2> a) {
-  return "(" + std::to_string(a[0]) + ", " + std::to_string(a[1]) + ")";
-}
 
 Tensor conv_transpose2d_impl(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                              std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
@@ -45,14 +42,11 @@ Tensor conv_transpose2d_impl(const Tensor& x_in, const Tensor& weight, const Ten
   const Tensor& x = x_in;
   WEFT_CHECK(weight.dim() == 4, op, ": expected a 4-D weight (C_in, C_out / groups, kH, kW), got shape ",
              shape_str(weight.sizes()));
-  WEFT_CHECK(groups >= 1, op, ": groups must be positive, got ", groups);
-  WEFT_CHECK(stride[0] >= 1 && stride[1] >= 1, op, ": stride must be positive, got ", pair_str(stride));
-  WEFT_CHECK(padding[0] >= 0 && padding[1] >= 0, op, ": padding must be non-negative, got ", pair_str(padding));
-  WEFT_CHECK(dilation[0] >= 1 && dilation[1] >= 1, op, ": dilation must be positive, got ", pair_str(dilation));
+  detail::check_conv_args(op, stride, padding, dilation, groups);
   WEFT_CHECK(output_padding[0] >= 0 && output_padding[1] >= 0 && output_padding[0] < stride[0] &&
                  output_padding[1] < stride[1],
-             op, ": output_padding ", pair_str(output_padding), " must be non-negative and smaller than the stride ",
-             pair_str(stride));
+             op, ": output_padding ", detail::pair_str(output_padding),
+             " must be non-negative and smaller than the stride ", detail::pair_str(stride));
   const int64_t N = x.size(0), Cin = x.size(1), H = x.size(2), W = x.size(3);
   const int64_t kH = weight.size(2), kW = weight.size(3), Cout = weight.size(1) * groups;
   WEFT_CHECK(weight.size(0) == Cin, op, ": input shape ", shape_str(x.sizes()), " has ", Cin,
@@ -71,12 +65,10 @@ Tensor conv_transpose2d_impl(const Tensor& x_in, const Tensor& weight, const Ten
   const int64_t OH = (H - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kH - 1) + output_padding[0] + 1;
   const int64_t OW = (W - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kW - 1) + output_padding[1] + 1;
   WEFT_CHECK(OH > 0 && OW > 0, op, ": input shape ", shape_str(x.sizes()), " with weight shape ",
-             shape_str(weight.sizes()), ", stride ", pair_str(stride), ", padding ", pair_str(padding),
-             " and dilation ", pair_str(dilation), " gives an output of ", OH, " x ", OW);
+             shape_str(weight.sizes()), ", stride ", detail::pair_str(stride), ", padding ", detail::pair_str(padding),
+             " and dilation ", detail::pair_str(dilation), " gives an output of ", OH, " x ", OW);
 
-  // 16-bit types run natively where the backend registers conv2d's tables for them, else in float32
-  if ((x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16) &&
-      !(conv2d_table().has(x.device().type, x.dtype()) && conv2d_backward_table().has(x.device().type, x.dtype()))) {
+  if (detail::conv_in_float32(x)) {
     Tensor bf = bias.defined() ? bias.to(DType::Float32) : Tensor();
     return conv_transpose2d_impl(x.to(DType::Float32), weight.to(DType::Float32), bf, stride, padding, output_padding,
                                  groups, dilation)

@@ -50,4 +50,20 @@ Shape prepare_binary(const char* op, const Tensor& a, const Tensor& b, DType com
   return shape;
 }
 
+Tensor wrap_scalar(const Scalar& s, const Tensor& like) {
+  DType dt = s.default_dtype();
+  if (dt == DType::Float32 && is_floating(like.dtype())) dt = like.dtype();
+  return wrapped_scalar(s, dt, like.device());
+}
+
+void check_pointwise_loss(const char* op, const Tensor& input, const Tensor& target) {
+  WEFT_CHECK(input.defined() && target.defined(), op, ": undefined input or target");
+  // (a (N, 1) output against an (N) target would broadcast to (N, N) and
+  // average the wrong differences without a word)
+  WEFT_CHECK(input.sizes() == target.sizes(), op, ": input shape ", shape_str(input.sizes()), " and target shape ",
+             shape_str(target.sizes()), " differ; ", op,
+             " compares them element by element and does not broadcast (reshape, squeeze or expand one to the "
+             "other's shape)");
+}
+
 }  // namespace weft::detail

@@ -1,5 +1,6 @@
 // Shared front-end steps for elementwise ops: result dtype, broadcasting and
-// input preparation. Used by core/ops/binary.cc and core/ops/unary.cc.
+// input preparation, and the shape rule of the element-wise losses. Used by
+// core/ops/binary.cc, unary.cc and the losses.
 #pragma once
 
 #include <array>
@@ -20,6 +21,16 @@ Shape prepare_binary(const char* op, const Tensor& a, const Tensor& b, DType com
 
 // Checks that `t` lives on `dev`; the error names the op and both devices.
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+
+// A C++ number beside the tensor `like` (t * 0.1, t > 0.5), as a wrapped 0-dim
+// tensor on like's device. A floating number beside a floating tensor takes the
+// tensor's dtype, so float64 math keeps the number's double value (PyTorch's
+// behaviour); otherwise the number's default dtype (float32, int64, bool).
+Tensor wrap_scalar(const Scalar& s, const Tensor& like);
+
+// The losses that compare input and target element by element (mse_loss,
+// l1_loss, ...): both defined and of one shape; they do not broadcast.
+void check_pointwise_loss(const char* op, const Tensor& input, const Tensor& target);
 
 // Checks that every defined tensor of `ts` (undefined ones, e.g. an absent bias, and
 // wrapped numbers are skipped) is on the device of the first defined one; the error

@@ -428,13 +428,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  // Equal shapes only: a (N, 1) output against an (N) target would broadcast to
-  // (N, N) and average the wrong differences without a word.
-  WEFT_CHECK(input.defined() && target.defined(), "mse_loss: undefined input or target");
-  WEFT_CHECK(input.sizes() == target.sizes(), "mse_loss: input shape ", shape_str(input.sizes()), " and target shape ",
-             shape_str(target.sizes()),
-             " differ; mse_loss compares them element by element and does not broadcast (reshape, squeeze or "
-             "expand one to the other's shape)");
+  detail::check_pointwise_loss("mse_loss", input, target);
   return point_loss("mse_loss", mse_table(), mse_backward_table(), autocast::upcast(input), autocast::upcast(target),
                     reduction, Tensor());
 }

@@ -13,16 +13,13 @@
 
 #include "core/autocast.h"
 #include "core/nn_ops.h"
+#include "core/ops/elementwise_util.h"
 
 namespace weft {
 namespace {
 
 void check_pair(const char* op, const Tensor& input, const Tensor& target) {
-  WEFT_CHECK(input.defined() && target.defined(), op, ": undefined input or target");
-  WEFT_CHECK(input.sizes() == target.sizes(), op, ": input shape ", shape_str(input.sizes()), " and target shape ",
-             shape_str(target.sizes()), " differ; ", op,
-             " compares them element by element and does not broadcast (reshape, squeeze or expand one to the "
-             "other's shape)");
+  detail::check_pointwise_loss(op, input, target);
   WEFT_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), op,
              ": expected floating input and target, got ", input.dtype(), " and ", target.dtype());
 }

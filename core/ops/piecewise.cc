@@ -41,14 +41,16 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
   WEFT_CHECK(beta != 0, "softplus: beta must not be 0");
   // log(1 + exp(beta x)) / beta, and x itself where beta x > threshold
   Tensor bx = x * beta;
-  Tensor soft = log1p(exp(minimum(bx, full_like(bx, threshold)))) / beta;
+  // (clamp, not minimum: at bx == threshold the soft branch keeps its whole gradient)
+  Tensor soft = log1p(exp(clamp(bx, std::nullopt, threshold))) / beta;
   return where(bx > threshold, x, soft);
 }
 
 Tensor elu(const Tensor& x, double alpha) {
   WEFT_CHECK(x.defined() && is_floating(x.dtype()), "elu: expected a floating input");
-  // alpha (exp(x) - 1) at and below 0 (exp of the negative part only, so large x cannot overflow)
-  return where(x > 0, x, expm1(minimum(x, zeros_like(x))) * alpha);
+  // alpha (exp(x) - 1) at and below 0 (exp of the negative part only, so large x cannot
+  // overflow; clamp keeps the whole gradient alpha at 0, where minimum would halve it)
+  return where(x > 0, x, expm1(clamp(x, std::nullopt, 0.0)) * alpha);
 }
 
 Tensor isnan(const Tensor& a) {
@@ -75,8 +77,9 @@ Tensor nan_to_num(const Tensor& a, double nan, std::optional<double> posinf, std
   // the dtype's largest and lowest finite values by default
   const double hi = posinf ? *posinf : largest_finite(a.dtype()), lo = neginf ? *neginf : -largest_finite(a.dtype());
   Tensor d = a.detach();
-  Tensor r = where(isnan(d), full_like(a, nan), where(d > 0, full_like(a, hi), full_like(a, lo)));
-  return where(isfinite(d), a, r);  // the gradient passes where a is finite
+  Tensor is_nan = isnan(d), finite = logical_not(logical_or(is_nan, isinf(d)));
+  Tensor r = where(is_nan, full_like(a, nan), where(d > 0, full_like(a, hi), full_like(a, lo)));
+  return where(finite, a, r);  // the gradient passes where a is finite
 }
 
 Tensor any(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {

@@ -592,5 +592,24 @@ TEST(Cast, FloatToIntegerTruncatesThroughInt64AndWraps) {
   }
 }
 
+// A C++ number beside a float64 tensor keeps its double value (0.1 and 1.3 are
+// not float32 numbers); beside float32 and integer tensors the dtypes stay
+// PyTorch's (float32, and float32 for int64 * 1.5).
+TEST(WrappedNumbers, KeepDoublePrecisionBesideFloat64) {
+  Tensor d = tensor(std::vector<double>{1.0, 3.0}, {2}, {DType::Float64});
+  EXPECT_EQ(values(d * 0.1), (std::vector<double>{0.1, 3.0 * 0.1}));
+  EXPECT_EQ(values(d + 1.3), (std::vector<double>{1.0 + 1.3, 3.0 + 1.3}));
+  EXPECT_EQ(values(d / 0.3), (std::vector<double>{1.0 / 0.3, 3.0 / 0.3}));
+  EXPECT_EQ(values(1.3 - d), (std::vector<double>{1.3 - 1.0, 1.3 - 3.0}));
+  EXPECT_EQ(values(d > 1.0000000001), (std::vector<double>{0, 1}));  // not rounded to 1.0f
+  EXPECT_EQ((d * 0.1).dtype(), DType::Float64);
+  Tensor f = tensor({1.0f, 3.0f}, {2});
+  EXPECT_EQ((f * 0.1).dtype(), DType::Float32);
+  EXPECT_EQ(values(f * 0.1), (std::vector<double>{0.1f, 3.0f * 0.1f}));
+  Tensor i = tensor<int64_t>({2, 3}, {2}, {DType::Int64});
+  EXPECT_EQ((i * 1.5).dtype(), DType::Float32);
+  EXPECT_EQ((i * 2).dtype(), DType::Int64);
+}
+
 }  // namespace
 }  // namespace weft

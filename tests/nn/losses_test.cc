@@ -101,6 +101,14 @@ TEST(Losses, HandWorkedPoints) {
   Tensor big = tensor({-100.0f, 100.0f}, {2});
   EXPECT_TRUE(tensor_near(elu(big), {-1, 100}, 1e-7));
   EXPECT_TRUE(tensor_near(softplus(big), {0, 100}, 1e-7));
+  // gradients at the kinks, as PyTorch's: elu's at 0 is alpha, softplus's at
+  // beta x == threshold the soft branch's (sigmoid(20))
+  Tensor k = tensor(std::vector<double>{0.0, 20.0}, {2}, {DType::Float64}).requires_grad_(true);
+  sum(elu(k, 1.3)).backward();
+  EXPECT_TRUE(tensor_near(k.grad(), {1.3, 1.0}, 1e-15));
+  Tensor k2 = tensor(std::vector<double>{0.0, 20.0}, {2}, {DType::Float64}).requires_grad_(true);
+  sum(softplus(k2)).backward();
+  EXPECT_TRUE(tensor_near(k2.grad(), {0.5, 1.0 / (1.0 + std::exp(-20.0))}, 1e-15));
 }
 
 TEST(Losses, Gradcheck) {
