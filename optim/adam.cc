@@ -7,7 +7,12 @@
 namespace weft::optim {
 
 OptionMap AdamOptions::to_map() const {
-  return {{"lr", lr}, {"beta1", beta1}, {"beta2", beta2}, {"eps", eps}, {"weight_decay", weight_decay}};
+  return {{"lr", lr},
+          {"beta1", beta1},
+          {"beta2", beta2},
+          {"eps", eps},
+          {"weight_decay", weight_decay},
+          {"amsgrad", amsgrad ? 1.0 : 0.0}};
 }
 
 Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)
@@ -18,6 +23,7 @@ Adam::Adam(const NamedParameters& named_params, const AdamOptions& options)
     : Adam("Adam", false, {ParamGroup(named_params)}, options) {}
 Adam::Adam(const char* name, bool decoupled, std::vector<ParamGroup> groups, const AdamOptions& defaults)
     : Optimizer(name, defaults.to_map()), decoupled_(decoupled) {
+  set_late_options({{"amsgrad", 0.0}});
   init_groups(std::move(groups));
 }
 
@@ -36,6 +42,8 @@ void Adam::validate(const OptionMap& o) const {
   WEFT_CHECK(b1 >= 0.0 && b1 < 1.0, name(), ": Invalid beta parameter at index 0: ", b1);
   WEFT_CHECK(b2 >= 0.0 && b2 < 1.0, name(), ": Invalid beta parameter at index 1: ", b2);
   WEFT_CHECK(wd >= 0.0, name(), ": Invalid weight_decay value: ", wd);
+  const double amsgrad = o.at("amsgrad");
+  WEFT_CHECK(amsgrad == 0.0 || amsgrad == 1.0, name(), ": amsgrad must be 0 or 1, got ", amsgrad);
 }
 
 void Adam::update(ParamGroup& group) {
@@ -46,26 +54,18 @@ void Adam::update(ParamGroup& group) {
   a.eps = group.get("eps");
   a.weight_decay = group.get("weight_decay");
   a.decoupled_weight_decay = decoupled_;
+  const bool amsgrad = group.get("amsgrad") != 0.0;
   const std::string op = name() + ".step";
   for (Tensor& p : group.params) {
     if (!p.grad().defined()) continue;
     detail::UpdateOperands ops = detail::prepare_update(op, p);
     ParamState& st = mutable_state(p);
-    if (!st.count("step")) {
-      st["step"] = zeros({}, TensorOptions{DType::Float32, kCPU});  // ()
-      st["exp_avg"] = zeros(p.sizes(), p.options());                // (p.shape)
-      st["exp_avg_sq"] = zeros(p.sizes(), p.options());             // (p.shape)
-    }
-    for (const char* key : {"exp_avg", "exp_avg_sq"})
-      WEFT_CHECK(st.at(key).device() == p.device(), op, ": state '", key, "' is on ", st.at(key).device(),
-                 " but its parameter is on ", p.device(),
-                 " (was the module moved after the optimizer created its state? move it first)");
-    // step_t += 1, kept as a float32 scalar like PyTorch's.
-    float* step = st["step"].data_ptr<float>();
-    *step += 1.0f;
-    st["step"].bump_version();
-    a.step = static_cast<double>(*step);
-    adam_step_table()(p.device(), p.dtype(), ops.param, ops.grad, st.at("exp_avg"), st.at("exp_avg_sq"), a);
+    const bool first = st.empty();
+    const Tensor& m = detail::state_buffer(op, st, "exp_avg", p, first);     // (p.shape)
+    const Tensor& v = detail::state_buffer(op, st, "exp_avg_sq", p, first);  // (p.shape)
+    const Tensor vmax = amsgrad ? detail::state_buffer(op, st, "max_exp_avg_sq", p, first) : Tensor();
+    a.step = detail::count_step(st);
+    adam_step_table()(p.device(), p.dtype(), ops.param, ops.grad, m, v, vmax, a);
     detail::finish_update(p, ops);
   }
 }

@@ -1,10 +1,13 @@
-// Adam and AdamW (torch.optim.Adam / AdamW, single-tensor path, no amsgrad).
+// Adam and AdamW (torch.optim.Adam / AdamW, single-tensor path).
 // Per parameter with a gradient g, with step t counted from 1:
 //   Adam:  g += weight_decay * p          AdamW: p *= 1 - lr * weight_decay
 //   m = lerp(m, g, 1 - beta1);  v = beta2 * v + (1 - beta2) * g * g
+//   amsgrad: vmax = max(vmax, v), used in place of v below
 //   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-// Group options: lr, beta1, beta2, eps, weight_decay.
-// State: step (float32 0-dim, on the CPU, as in PyTorch), exp_avg, exp_avg_sq.
+// Group options: lr, beta1, beta2, eps, weight_decay, amsgrad (0 or 1; a state
+// dict saved without it loads as 0).
+// State: step (float32 0-dim, on the CPU, as in PyTorch), exp_avg, exp_avg_sq,
+// and max_exp_avg_sq with amsgrad.
 #pragma once
 
 #include "optim/optimizer.h"
@@ -17,6 +20,7 @@ struct AdamOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0;
+  bool amsgrad = false;
   OptionMap to_map() const;
 };
 
@@ -31,7 +35,7 @@ class Adam : public Optimizer {
   Adam(const char* name, bool decoupled, std::vector<ParamGroup> groups, const AdamOptions& defaults);
   void validate(const OptionMap& o) const override;
   void update(ParamGroup& group) override;
-  std::vector<std::string> state_names() const override { return {"step", "exp_avg", "exp_avg_sq"}; }
+  std::vector<std::string> state_names() const override { return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
 
  private:
   bool decoupled_;

@@ -10,8 +10,14 @@
 // multiply-add inside one op: add(a, b, alpha) is fma(b, alpha, a), lerp is
 // fma(w, end - self, self), addcmul is fma(value * t1, t2, self). These kernels
 // spell out those fmas with std::fma and are compiled with -ffp-contract=off
-// (optim/BUILD) so the compiler fuses nothing else. On the golden cases float32
-// results equal PyTorch's bit for bit except one element of one step (1 ulp).
+// (optim/BUILD) so the compiler fuses nothing else. sqrt is IEEE (correctly
+// rounded, as CUDA's sqrt_rn); PyTorch's vectorised CPU sqrt is not (1 ulp off
+// for about one float32 input in six on an AVX2 build), which shows where an
+// update is a large part of the parameter. On the golden cases float32 SGD and
+// Adam/AdamW results equal PyTorch's bit for bit except one element of one
+// step (1 ulp); RMSprop and Adagrad differ by 1 ulp in a few elements, and
+// replaying PyTorch's own sqrt values through these formulas gives its results
+// bit for bit (checked for Adagrad).
 #include "optim/kernels.h"
 
 #include <cmath>
@@ -28,6 +34,14 @@ KernelTable<SGDStepFn>& sgd_step_table() {
 }
 KernelTable<AdamStepFn>& adam_step_table() {
   static KernelTable<AdamStepFn> t("adam_step");
+  return t;
+}
+KernelTable<RMSpropStepFn>& rmsprop_step_table() {
+  static KernelTable<RMSpropStepFn> t("rmsprop_step");
+  return t;
+}
+KernelTable<AdagradStepFn>& adagrad_step_table() {
+  static KernelTable<AdagradStepFn> t("adagrad_step");
   return t;
 }
 KernelTable<GradNormFn>& grad_norm_table() {
@@ -103,29 +117,40 @@ void sgd_step_cpu(const Tensor& param, const Tensor& grad, const Tensor& buf, co
       a.weight_decay != 0, use_mom, use_mom && a.nesterov, use_mom && a.init_buffer);
 }
 
+// ATen's lerp(start, end, w) with one_minus_w = 1 - w: the form depends on
+// whether |w| < 0.5 (is_lerp_weight_small), chosen once per kernel call.
+template <bool kSmallW, typename T>
+inline T lerp_aten(T start, T end, T w, T one_minus_w) {
+  const T diff = end - start;
+  if constexpr (kSmallW) return std::fma(w, diff, start);
+  else return std::fma(-diff, one_minus_w, end);
+}
+
 template <typename T>
 struct AdamConsts {
   T decay, wd, w, one_minus_w, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size;
 };
 
-template <typename T, bool kWd, bool kDecoupled, bool kSmallW>
-void adam_loop(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, const AdamConsts<T> c,
-               int64_t begin, int64_t end) {
+template <typename T, bool kWd, bool kDecoupled, bool kSmallW, bool kAmsgrad>
+void adam_loop(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, T* __restrict vmax,
+               const AdamConsts<T> c, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
     T pi = p[i], gi = g[i];
     if constexpr (kWd && kDecoupled) pi = pi * c.decay;             // param.mul_(1 - lr * wd)
     if constexpr (kWd && !kDecoupled) gi = std::fma(pi, c.wd, gi);  // grad.add(param, alpha=wd)
-    // exp_avg.lerp_(grad, 1 - beta1)
-    const T mi0 = m[i];
-    const T diff = gi - mi0;
-    T mi;
-    if constexpr (kSmallW) mi = std::fma(c.w, diff, mi0);
-    else mi = std::fma(-diff, c.one_minus_w, gi);
+    const T mi = lerp_aten<kSmallW>(m[i], gi, c.w, c.one_minus_w);  // exp_avg.lerp_(grad, 1 - beta1)
     // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
     T vi = v[i] * c.beta2;
     vi = std::fma(c.one_minus_beta2 * gi, gi, vi);
-    // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-    const T denom = std::sqrt(vi) / c.bc2_sqrt + c.eps;
+    T vd = vi;
+    if constexpr (kAmsgrad) {
+      // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq): NaN propagates
+      const T old = vmax[i];
+      vd = (old != old || old > vi) ? old : vi;
+      vmax[i] = vd;
+    }
+    // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)  (max_exp_avg_sq with amsgrad)
+    const T denom = std::sqrt(vd) / c.bc2_sqrt + c.eps;
     // param.addcdiv_(exp_avg, denom, value=-step_size)
     p[i] = pi + c.neg_step_size * mi / denom;
     m[i] = mi;
@@ -135,11 +160,12 @@ void adam_loop(T* __restrict p, const T* __restrict g, T* __restrict m, T* __res
 
 template <typename T>
 void adam_step_cpu(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                   const AdamStepArgs& a) {
+                   const Tensor& max_exp_avg_sq, const AdamStepArgs& a) {
   T* p = param.data_ptr<T>();
   const T* g = grad.data_ptr<T>();
   T* m = exp_avg.data_ptr<T>();
   T* v = exp_avg_sq.data_ptr<T>();
+  T* vmax = max_exp_avg_sq.defined() ? max_exp_avg_sq.data_ptr<T>() : nullptr;
   // Python-float arithmetic in PyTorch (double), then rounded to T as ATen does.
   const double bias_correction1 = 1 - std::pow(a.beta1, a.step);
   const double bias_correction2 = 1 - std::pow(a.beta2, a.step);
@@ -157,13 +183,106 @@ void adam_step_cpu(const Tensor& param, const Tensor& grad, const Tensor& exp_av
   c.neg_step_size = static_cast<T>(-step_size);
   const bool small_w = std::abs(c.w) < static_cast<T>(0.5);  // ATen's is_lerp_weight_small
   with_flags(
-      [&](auto wd, auto decoupled, auto small) {
+      [&](auto wd, auto decoupled, auto small, auto ams) {
         parallel_for(0, param.numel(), kOptimGrain, [&](int64_t begin, int64_t end) {
-          adam_loop<T, decltype(wd)::value, decltype(decoupled)::value, decltype(small)::value>(p, g, m, v, c, begin,
-                                                                                                end);
+          adam_loop<T, decltype(wd)::value, decltype(decoupled)::value, decltype(small)::value, decltype(ams)::value>(
+              p, g, m, v, vmax, c, begin, end);
         });
       },
-      a.weight_decay != 0, a.decoupled_weight_decay, small_w);
+      a.weight_decay != 0, a.decoupled_weight_decay, small_w, vmax != nullptr);
+}
+
+template <typename T>
+struct RMSpropConsts {
+  T wd, alpha, one_minus_alpha, w, one_minus_w, eps, mom, neg_lr;
+};
+
+// torch.optim.RMSprop's single-tensor update, one element at a time.
+template <typename T, bool kWd, bool kCentered, bool kSmallW, bool kMom>
+void rmsprop_loop(T* __restrict p, const T* __restrict g, T* __restrict sq, T* __restrict ga, T* __restrict buf,
+                  const RMSpropConsts<T> c, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    T gi = g[i];
+    if constexpr (kWd) gi = std::fma(p[i], c.wd, gi);  // grad.add(param, alpha=wd)
+    // square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
+    T si = sq[i] * c.alpha;
+    si = std::fma(c.one_minus_alpha * gi, gi, si);
+    sq[i] = si;
+    T avg;
+    if constexpr (kCentered) {
+      const T gai = lerp_aten<kSmallW>(ga[i], gi, c.w, c.one_minus_w);  // grad_avg.lerp_(grad, 1 - alpha)
+      ga[i] = gai;
+      avg = std::sqrt(std::fma(-gai, gai, si));  // square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
+    } else {
+      avg = std::sqrt(si);  // square_avg.sqrt()
+    }
+    avg = avg + c.eps;  // .add_(eps)
+    if constexpr (kMom) {
+      const T bi = buf[i] * c.mom + gi / avg;  // buf.mul_(momentum).addcdiv_(grad, avg)
+      buf[i] = bi;
+      p[i] = std::fma(bi, c.neg_lr, p[i]);  // param.add_(buf, alpha=-lr)
+    } else {
+      p[i] = p[i] + c.neg_lr * gi / avg;  // param.addcdiv_(grad, avg, value=-lr)
+    }
+  }
+}
+
+template <typename T>
+void rmsprop_step_cpu(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
+                      const Tensor& momentum_buffer, const RMSpropStepArgs& a) {
+  T* p = param.data_ptr<T>();
+  const T* g = grad.data_ptr<T>();
+  T* sq = square_avg.data_ptr<T>();
+  T* ga = a.centered ? grad_avg.data_ptr<T>() : nullptr;
+  T* buf = a.momentum != 0 ? momentum_buffer.data_ptr<T>() : nullptr;
+  RMSpropConsts<T> c;
+  c.wd = static_cast<T>(a.weight_decay);
+  c.alpha = static_cast<T>(a.alpha);
+  c.one_minus_alpha = static_cast<T>(1 - a.alpha);
+  c.w = c.one_minus_alpha;  // lerp weight
+  c.one_minus_w = static_cast<T>(1) - c.w;
+  c.eps = static_cast<T>(a.eps);
+  c.mom = static_cast<T>(a.momentum);
+  c.neg_lr = static_cast<T>(-a.lr);
+  const bool small_w = std::abs(c.w) < static_cast<T>(0.5);
+  with_flags(
+      [&](auto wd, auto centered, auto small, auto mom) {
+        parallel_for(0, param.numel(), kOptimGrain, [&](int64_t begin, int64_t end) {
+          rmsprop_loop<T, decltype(wd)::value, decltype(centered)::value, decltype(small)::value, decltype(mom)::value>(
+              p, g, sq, ga, buf, c, begin, end);
+        });
+      },
+      a.weight_decay != 0, a.centered, small_w, a.momentum != 0);
+}
+
+// torch.optim.Adagrad's single-tensor (dense) update.
+template <typename T, bool kWd>
+void adagrad_loop(T* __restrict p, const T* __restrict g, T* __restrict sum, T wd, T eps, T neg_clr, int64_t begin,
+                  int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    T gi = g[i];
+    if constexpr (kWd) gi = std::fma(p[i], wd, gi);  // grad.add(param, alpha=wd)
+    const T si = std::fma(gi, gi, sum[i]);           // state_sum.addcmul_(grad, grad, value=1)
+    sum[i] = si;
+    const T std_i = std::sqrt(si) + eps;  // state_sum.sqrt().add_(eps)
+    p[i] = p[i] + neg_clr * gi / std_i;   // param.addcdiv_(grad, std, value=-clr)
+  }
+}
+
+template <typename T>
+void adagrad_step_cpu(const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStepArgs& a) {
+  T* p = param.data_ptr<T>();
+  const T* g = grad.data_ptr<T>();
+  T* s = sum.data_ptr<T>();
+  const double clr = a.lr / (1 + (a.step - 1) * a.lr_decay);  // Python floats in PyTorch
+  const T wd = static_cast<T>(a.weight_decay), eps = static_cast<T>(a.eps), neg_clr = static_cast<T>(-clr);
+  with_flags(
+      [&](auto use_wd) {
+        parallel_for(0, param.numel(), kOptimGrain, [&](int64_t begin, int64_t end) {
+          adagrad_loop<T, decltype(use_wd)::value>(p, g, s, wd, eps, neg_clr, begin, end);
+        });
+      },
+      a.weight_decay != 0);
 }
 
 template <typename T>
@@ -216,6 +335,8 @@ void register_cpu_kernels() {
   constexpr DType dt = dtype_of<T>;
   sgd_step_table().set(DeviceType::CPU, dt, &sgd_step_cpu<T>);
   adam_step_table().set(DeviceType::CPU, dt, &adam_step_cpu<T>);
+  rmsprop_step_table().set(DeviceType::CPU, dt, &rmsprop_step_cpu<T>);
+  adagrad_step_table().set(DeviceType::CPU, dt, &adagrad_step_cpu<T>);
   grad_norm_table().set(DeviceType::CPU, dt, &grad_norm_cpu<T>);
   grad_scale_table().set(DeviceType::CPU, dt, &grad_scale_cpu<T>);
 }

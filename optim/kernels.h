@@ -32,9 +32,27 @@ struct AdamStepArgs {
   bool decoupled_weight_decay = false;  // AdamW: p *= 1 - lr * wd; Adam: g += wd * p
   double step = 1;                      // the step count after incrementing (1 on the first step)
 };
+// max_exp_avg_sq is defined for AMSGrad only: it keeps the running maximum of
+// exp_avg_sq (NaN propagating, as torch.maximum), and the denominator uses it.
 using AdamStepFn = void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                        const AdamStepArgs& a);
+                        const Tensor& max_exp_avg_sq, const AdamStepArgs& a);
 KernelTable<AdamStepFn>& adam_step_table();
+
+struct RMSpropStepArgs {
+  double lr = 0, alpha = 0, eps = 0, weight_decay = 0, momentum = 0;
+  bool centered = false;
+};
+// grad_avg is defined when centered, momentum_buffer when momentum != 0.
+using RMSpropStepFn = void(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
+                           const Tensor& momentum_buffer, const RMSpropStepArgs& a);
+KernelTable<RMSpropStepFn>& rmsprop_step_table();
+
+struct AdagradStepArgs {
+  double lr = 0, lr_decay = 0, weight_decay = 0, eps = 0;
+  double step = 1;  // the step count after incrementing (1 on the first step)
+};
+using AdagradStepFn = void(const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStepArgs& a);
+KernelTable<AdagradStepFn>& adagrad_step_table();
 
 // Sum of |g|^p over g's elements (p finite), or max |g| (p infinite), in float64.
 // Deterministic: partial sums over fixed-size blocks combined in block order.

@@ -180,8 +180,7 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
                  shape_str(t.sizes()));
       new_options[gi][key] = t.item<double>();
     }
-    for (const auto& [key, value] : defaults_)
-      WEFT_CHECK(new_options[gi].count(key), op, ": missing hyper-parameter '", prefix, key, "'");
+    complete_loaded_options(new_options[gi], op, prefix);
     validate(new_options[gi]);
   }
 
@@ -203,6 +202,13 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
   // ---- everything checked: replace options and state ----
   for (size_t gi = 0; gi < groups_.size(); ++gi) groups_[gi].options = new_options[gi];
   replace_state(params, entries_of);
+}
+
+void Optimizer::complete_loaded_options(OptionMap& options, const std::string& op,
+                                        const std::string& key_prefix) const {
+  for (const auto& [key, value] : late_options_) options.emplace(key, value);
+  for (const auto& [key, value] : defaults_)
+    WEFT_CHECK(options.count(key), op, ": missing hyper-parameter '", key_prefix, key, "'");
 }
 
 void Optimizer::check_state_entry(const std::string& op, const std::string& key, const std::string& name,
@@ -250,6 +256,31 @@ UpdateOperands prepare_update(const std::string& op, const Tensor& param) {
   WEFT_CHECK(grad.sizes() == param.sizes(), op, ": gradient shape ", shape_str(grad.sizes()),
              " does not match parameter shape ", shape_str(param.sizes()));
   return {param.is_contiguous() ? param : param.contiguous(), grad.contiguous()};
+}
+
+double count_step(ParamState& state) {
+  auto it = state.find("step");
+  if (it == state.end()) it = state.emplace("step", zeros({}, TensorOptions{DType::Float32, kCPU})).first;  // ()
+  float* step = it->second.data_ptr<float>();
+  *step += 1.0f;
+  it->second.bump_version();
+  return static_cast<double>(*step);
+}
+
+Tensor& state_buffer(const std::string& op, ParamState& state, const char* key, const Tensor& p, bool first,
+                     double init) {
+  if (first) {
+    Tensor t = init == 0.0 ? zeros(p.sizes(), p.options()) : full(p.sizes(), init, p.options());  // (p.shape)
+    return state[key] = t;
+  }
+  auto it = state.find(key);
+  WEFT_CHECK(it != state.end(), op, ": parameter of shape ", shape_str(p.sizes()), " has state but no '", key,
+             "' (an option that needs it was turned on after the parameter's first step, or the loaded state ",
+             "dict lacks it)");
+  WEFT_CHECK(it->second.device() == p.device(), op, ": state '", key, "' is on ", it->second.device(),
+             " but its parameter is on ", p.device(),
+             " (was the module moved after the optimizer created its state? move it first)");
+  return it->second;
 }
 
 void finish_update(const Tensor& param, const UpdateOperands& ops) {

@@ -1,4 +1,4 @@
-// Optimizer: the base of SGD, Adam and AdamW.
+// Optimizer: the base of SGD, Adam, AdamW, RMSprop and Adagrad.
 //
 // Contract (PyTorch's torch.optim.Optimizer, in C++):
 // - Parameters live in parameter groups; each group carries its own
@@ -132,6 +132,8 @@ class Optimizer {
   virtual std::vector<std::string> state_names() const = 0;
 
   ParamState& mutable_state(const Tensor& param) { return state_[param.impl()]; }
+  // Hyper-parameters a loaded state dict may lack (they take these values).
+  void set_late_options(OptionMap late) { late_options_ = std::move(late); }
   // Adds the groups, or one group of `params` with the defaults.
   void init_groups(std::vector<ParamGroup> groups);
 
@@ -147,8 +149,12 @@ class Optimizer {
   void replace_state(const std::vector<const Tensor*>& params,
                      const std::vector<std::map<std::string, Tensor>>& entries);
 
+  // Fills in late options a loaded group lacks, then requires every default's key.
+  void complete_loaded_options(OptionMap& options, const std::string& op, const std::string& key_prefix) const;
+
   std::string name_;
   OptionMap defaults_;
+  OptionMap late_options_;
   std::vector<ParamGroup> groups_;
   std::unordered_map<const TensorImpl*, ParamState> state_;
 };
@@ -164,6 +170,14 @@ struct UpdateOperands {
 UpdateOperands prepare_update(const std::string& op, const Tensor& param);
 // Copies a contiguous working copy back into the parameter and bumps its version.
 void finish_update(const Tensor& param, const UpdateOperands& ops);
+// Adds 1 to state "step" (a float32 CPU scalar, as in PyTorch; created at 0
+// when absent) and returns the new count.
+double count_step(ParamState& state);
+// State buffer `key` of parameter `p`, created as zeros (filled with `init`)
+// on the parameter's first update (`first`); later it must exist and be on the
+// parameter's device: errors name the optimizer op and the state.
+Tensor& state_buffer(const std::string& op, ParamState& state, const char* key, const Tensor& p, bool first,
+                     double init = 0.0);
 }  // namespace detail
 
 }  // namespace weft::optim

@@ -133,8 +133,7 @@ std::vector<std::string> Optimizer::load_by_name_impl(const OptimizerStateDict& 
                    "' must have one element, got shape ", shape_str(t.sizes()));
         opts[key] = t.item<double>();
       }
-      for (const auto& [key, value] : defaults_)
-        WEFT_CHECK(opts.count(key), op, ": missing hyper-parameter 'options.", n, ".", key, "'");
+      complete_loaded_options(opts, op, "options." + n + ".");
       if (!first) {
         first = &n;
         new_options[gi] = opts;

@@ -9,15 +9,18 @@
 //   shard optimizer holds the gradients), it must run at the start of every
 //   step() before any update (parallel::hybrid::ClipBeforeStep does this).
 // - make_optimizer<Opt>(options) is that factory for any weft optimizer
-//   constructible as Opt(named_params, options); sgd(), adam() and adamw()
-//   are its common forms: train::sgd({.lr = 0.05, .momentum = 0.9}).
+//   constructible as Opt(named_params, options); sgd(), adam(), adamw(),
+//   rmsprop() and adagrad() are its common forms:
+//   train::sgd({.lr = 0.05, .momentum = 0.9}).
 #pragma once
 
 #include <functional>
 #include <memory>
 
+#include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/optimizer.h"
+#include "optim/rmsprop.h"
 #include "optim/sgd.h"
 #include "parallel/hybrid/clip_grad.h"
 
@@ -38,5 +41,7 @@ OptimizerFactory make_optimizer(Options options) {
 inline OptimizerFactory sgd(const optim::SGDOptions& o) { return make_optimizer<optim::SGD>(o); }
 inline OptimizerFactory adam(const optim::AdamOptions& o) { return make_optimizer<optim::Adam>(o); }
 inline OptimizerFactory adamw(const optim::AdamWOptions& o) { return make_optimizer<optim::AdamW>(o); }
+inline OptimizerFactory rmsprop(const optim::RMSpropOptions& o) { return make_optimizer<optim::RMSprop>(o); }
+inline OptimizerFactory adagrad(const optim::AdagradOptions& o) { return make_optimizer<optim::Adagrad>(o); }
 
 }  // namespace weft::train

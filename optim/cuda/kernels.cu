@@ -1,11 +1,12 @@
 // CUDA kernels for the optimizer tables in optim/kernels.h: sgd_step,
-// adam_step (Adam and AdamW), grad_norm, grad_scale; float32 and float64.
+// adam_step (Adam and AdamW, with AMSGrad), rmsprop_step, adagrad_step,
+// grad_norm, grad_scale; float32 and float64.
 //
 // Contract: the same per-element expressions, operation order and roundings as
 // the CPU kernels in optim/kernels.cc (Note [optimizer rounding]): the fmas the
 // CPU spells with std::fma are fma_rn here and every other operation is an
-// explicit unfused IEEE op (nvcc would otherwise contract a * b + c), so SGD and
-// Adam/AdamW updates equal the CPU's bit for bit. One kernel launch per
+// explicit unfused IEEE op (nvcc would otherwise contract a * b + c), so the
+// parameter updates equal the CPU's bit for bit. One kernel launch per
 // parameter (grad_norm: one per tensor plus one combining launch), on the
 // current stream of the parameter's device. grad_norm is deterministic: fixed
 // 4096-element chunks, each reduced in a fixed tree order in float64, partials
@@ -94,6 +95,13 @@ void sgd_step_cuda(const Tensor& param, const Tensor& grad, const Tensor& buf, c
 }
 
 // ---- Adam / AdamW ----
+// ATen's lerp(start, end, w), one_minus_w = 1 - w (the CPU's lerp_aten).
+template <typename T>
+__device__ __forceinline__ T lerp_aten(T start, T end, T w, T one_minus_w, bool small_w) {
+  const T diff = sub_rn(end, start);
+  return small_w ? fma_rn(w, diff, start) : fma_rn(-diff, one_minus_w, end);
+}
+
 template <typename T>
 struct AdamConsts {
   T decay, wd, w, one_minus_w, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size;
@@ -102,21 +110,24 @@ struct AdamConsts {
 
 template <typename T>
 __global__ void adam_kernel(int64_t n, T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
-                            const AdamConsts<T> c) {
+                            T* __restrict__ vmax, const AdamConsts<T> c) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     T pi = p[i], gi = g[i];
-    if (c.use_wd && c.decoupled) pi = mul_rn(pi, c.decay);    // param.mul_(1 - lr * wd)
-    if (c.use_wd && !c.decoupled) gi = fma_rn(pi, c.wd, gi);  // grad.add(param, alpha=wd)
-    // exp_avg.lerp_(grad, 1 - beta1)
-    const T mi0 = m[i];
-    const T diff = sub_rn(gi, mi0);
-    const T mi = c.small_w ? fma_rn(c.w, diff, mi0) : fma_rn(-diff, c.one_minus_w, gi);
+    if (c.use_wd && c.decoupled) pi = mul_rn(pi, c.decay);            // param.mul_(1 - lr * wd)
+    if (c.use_wd && !c.decoupled) gi = fma_rn(pi, c.wd, gi);          // grad.add(param, alpha=wd)
+    const T mi = lerp_aten(m[i], gi, c.w, c.one_minus_w, c.small_w);  // exp_avg.lerp_(grad, 1 - beta1)
     // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
     T vi = mul_rn(v[i], c.beta2);
     vi = fma_rn(mul_rn(c.one_minus_beta2, gi), gi, vi);
-    // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-    const T denom = add_rn(div_rn(sqrt_rn(vi), c.bc2_sqrt), c.eps);
+    T vd = vi;
+    if (vmax) {  // torch.maximum(max_exp_avg_sq, exp_avg_sq): NaN propagates
+      const T old = vmax[i];
+      vd = (old != old || old > vi) ? old : vi;
+      vmax[i] = vd;
+    }
+    // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)  (max_exp_avg_sq with amsgrad)
+    const T denom = add_rn(div_rn(sqrt_rn(vd), c.bc2_sqrt), c.eps);
     // param.addcdiv_(exp_avg, denom, value=-step_size)
     p[i] = add_rn(pi, div_rn(mul_rn(c.neg_step_size, mi), denom));
     m[i] = mi;
@@ -126,8 +137,8 @@ __global__ void adam_kernel(int64_t n, T* __restrict__ p, const T* __restrict__ 
 
 template <typename T>
 void adam_step_cuda(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                    const AdamStepArgs& a) {
-  check_operands("adam_step", param, {&grad, &exp_avg, &exp_avg_sq});
+                    const Tensor& max_exp_avg_sq, const AdamStepArgs& a) {
+  check_operands("adam_step", param, {&grad, &exp_avg, &exp_avg_sq, &max_exp_avg_sq});
   const int64_t n = param.numel();
   if (n == 0) return;
   // Python-float arithmetic in PyTorch (double), then rounded to T (as the CPU kernel).
@@ -151,8 +162,103 @@ void adam_step_cuda(const Tensor& param, const Tensor& grad, const Tensor& exp_a
   cuda::DeviceGuard guard(param.device().index);
   adam_kernel<T><<<grid_for(n), kThreads, 0, cuda::stream_for(param)>>>(
       n, static_cast<T*>(param.raw_data()), static_cast<const T*>(grad.raw_data()), static_cast<T*>(exp_avg.raw_data()),
-      static_cast<T*>(exp_avg_sq.raw_data()), c);
+      static_cast<T*>(exp_avg_sq.raw_data()),
+      max_exp_avg_sq.defined() ? static_cast<T*>(max_exp_avg_sq.raw_data()) : nullptr, c);
   WEFT_CUDA_KERNEL_CHECK("adam_step");
+}
+
+// ---- RMSprop ----
+template <typename T>
+struct RMSpropConsts {
+  T wd, alpha, one_minus_alpha, w, one_minus_w, eps, mom, neg_lr;
+  bool use_wd, small_w;
+};
+
+// ga is null unless centered, buf null unless momentum != 0.
+template <typename T>
+__global__ void rmsprop_kernel(int64_t n, T* __restrict__ p, const T* __restrict__ g, T* __restrict__ sq,
+                               T* __restrict__ ga, T* __restrict__ buf, const RMSpropConsts<T> c) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    T gi = g[i];
+    if (c.use_wd) gi = fma_rn(p[i], c.wd, gi);  // grad.add(param, alpha=wd)
+    // square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
+    const T si = fma_rn(mul_rn(c.one_minus_alpha, gi), gi, mul_rn(sq[i], c.alpha));
+    sq[i] = si;
+    T avg;
+    if (ga) {
+      const T gai = lerp_aten(ga[i], gi, c.w, c.one_minus_w, c.small_w);  // grad_avg.lerp_(grad, 1 - alpha)
+      ga[i] = gai;
+      avg = sqrt_rn(fma_rn(-gai, gai, si));  // square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
+    } else {
+      avg = sqrt_rn(si);
+    }
+    avg = add_rn(avg, c.eps);
+    if (buf) {
+      const T bi = add_rn(mul_rn(buf[i], c.mom), div_rn(gi, avg));  // buf.mul_(momentum).addcdiv_(grad, avg)
+      buf[i] = bi;
+      p[i] = fma_rn(bi, c.neg_lr, p[i]);  // param.add_(buf, alpha=-lr)
+    } else {
+      p[i] = add_rn(p[i], div_rn(mul_rn(c.neg_lr, gi), avg));  // param.addcdiv_(grad, avg, value=-lr)
+    }
+  }
+}
+
+template <typename T>
+void rmsprop_step_cuda(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
+                       const Tensor& momentum_buffer, const RMSpropStepArgs& a) {
+  WEFT_CHECK(!a.centered || grad_avg.defined(), "rmsprop_step (cuda): centered needs grad_avg");
+  WEFT_CHECK(a.momentum == 0 || momentum_buffer.defined(), "rmsprop_step (cuda): momentum ", a.momentum,
+             " needs a momentum buffer");
+  check_operands("rmsprop_step", param, {&grad, &square_avg, &grad_avg, &momentum_buffer});
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  RMSpropConsts<T> c;
+  c.wd = static_cast<T>(a.weight_decay);
+  c.alpha = static_cast<T>(a.alpha);
+  c.one_minus_alpha = static_cast<T>(1 - a.alpha);
+  c.w = c.one_minus_alpha;
+  c.one_minus_w = static_cast<T>(1) - c.w;
+  c.eps = static_cast<T>(a.eps);
+  c.mom = static_cast<T>(a.momentum);
+  c.neg_lr = static_cast<T>(-a.lr);
+  c.use_wd = a.weight_decay != 0;
+  c.small_w = std::abs(c.w) < static_cast<T>(0.5);
+  cuda::DeviceGuard guard(param.device().index);
+  T* ga = a.centered ? static_cast<T*>(grad_avg.raw_data()) : nullptr;
+  T* buf = a.momentum != 0 ? static_cast<T*>(momentum_buffer.raw_data()) : nullptr;
+  rmsprop_kernel<T><<<grid_for(n), kThreads, 0, cuda::stream_for(param)>>>(
+      n, static_cast<T*>(param.raw_data()), static_cast<const T*>(grad.raw_data()),
+      static_cast<T*>(square_avg.raw_data()), ga, buf, c);
+  WEFT_CUDA_KERNEL_CHECK("rmsprop_step");
+}
+
+// ---- Adagrad ----
+template <typename T>
+__global__ void adagrad_kernel(int64_t n, T* __restrict__ p, const T* __restrict__ g, T* __restrict__ sum, T wd,
+                               bool use_wd, T eps, T neg_clr) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    T gi = g[i];
+    if (use_wd) gi = fma_rn(p[i], wd, gi);  // grad.add(param, alpha=wd)
+    const T si = fma_rn(gi, gi, sum[i]);    // state_sum.addcmul_(grad, grad, value=1)
+    sum[i] = si;
+    const T std_i = add_rn(sqrt_rn(si), eps);                 // state_sum.sqrt().add_(eps)
+    p[i] = add_rn(p[i], div_rn(mul_rn(neg_clr, gi), std_i));  // param.addcdiv_(grad, std, value=-clr)
+  }
+}
+
+template <typename T>
+void adagrad_step_cuda(const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradStepArgs& a) {
+  check_operands("adagrad_step", param, {&grad, &sum});
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  const double clr = a.lr / (1 + (a.step - 1) * a.lr_decay);  // as the CPU kernel
+  cuda::DeviceGuard guard(param.device().index);
+  adagrad_kernel<T><<<grid_for(n), kThreads, 0, cuda::stream_for(param)>>>(
+      n, static_cast<T*>(param.raw_data()), static_cast<const T*>(grad.raw_data()), static_cast<T*>(sum.raw_data()),
+      static_cast<T>(a.weight_decay), a.weight_decay != 0, static_cast<T>(a.eps), static_cast<T>(-clr));
+  WEFT_CUDA_KERNEL_CHECK("adagrad_step");
 }
 
 // ---- grad_norm ----
@@ -259,6 +365,8 @@ void register_cuda_kernels() {
   constexpr DType dt = dtype_of<T>;
   sgd_step_table().set(DeviceType::CUDA, dt, &sgd_step_cuda<T>);
   adam_step_table().set(DeviceType::CUDA, dt, &adam_step_cuda<T>);
+  rmsprop_step_table().set(DeviceType::CUDA, dt, &rmsprop_step_cuda<T>);
+  adagrad_step_table().set(DeviceType::CUDA, dt, &adagrad_step_cuda<T>);
   grad_norm_table().set(DeviceType::CUDA, dt, &grad_norm_cuda<T>);
   grad_scale_table().set(DeviceType::CUDA, dt, &grad_scale_cuda<T>);
 }

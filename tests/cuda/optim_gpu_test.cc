@@ -1,6 +1,7 @@
 // CUDA optimizer kernels (optim/cuda/kernels.cu) against the CPU kernels of
-// optim/kernels.cc: k SGD (momentum, dampening, nesterov, weight decay) and
-// Adam/AdamW steps on the GPU equal k steps on the CPU (float32 1e-6 relative,
+// optim/kernels.cc: k SGD (momentum, dampening, nesterov, weight decay),
+// Adam/AdamW (with AMSGrad), RMSprop (centered, momentum) and Adagrad steps on
+// the GPU equal k steps on the CPU (float32 1e-6 relative,
 // float64 1e-12; the kernels use the same roundings, so they are expected to be
 // bit-identical), grad_norm (p = 1, 2, 3, inf, NaN) agrees with the CPU to
 // float64 rounding and is run-to-run deterministic, grad_scale is exact.
@@ -17,7 +18,9 @@
 
 namespace weft {
 namespace {
+using optim::AdagradStepArgs;
 using optim::AdamStepArgs;
+using optim::RMSpropStepArgs;
 using optim::SGDStepArgs;
 using testing::kGPU;
 using testing::rnd;
@@ -53,18 +56,23 @@ TEST(CudaOptim, SgdStepsMatchCpu) {
     }
 }
 
-void check_adam(DType dt, int64_t n, AdamStepArgs a, int steps) {
+void check_adam(DType dt, int64_t n, AdamStepArgs a, int steps, bool amsgrad = false) {
   Tensor p_cpu = rnd({n}, dt, 2), m_cpu = zeros({n}, {dt}), v_cpu = zeros({n}, {dt});
+  Tensor vmax_cpu = amsgrad ? zeros({n}, {dt}) : Tensor();
   Tensor p_gpu = p_cpu.to(kGPU), m_gpu = m_cpu.to(kGPU), v_gpu = v_cpu.to(kGPU);
+  Tensor vmax_gpu = amsgrad ? vmax_cpu.to(kGPU) : Tensor();
   for (int k = 0; k < steps; ++k) {
-    Tensor g = rnd({n}, dt, 200 + k);
+    Tensor g = rnd({n}, dt, 200 + k) * (k % 2 ? 0.1 : 1.0);  // shrinking v: the maximum matters
     a.step = k + 1;
-    optim::adam_step_table()(kCPU, dt, p_cpu, g, m_cpu, v_cpu, a);
-    optim::adam_step_table()(kGPU, dt, p_gpu, g.to(kGPU), m_gpu, v_gpu, a);
+    optim::adam_step_table()(kCPU, dt, p_cpu, g, m_cpu, v_cpu, vmax_cpu, a);
+    optim::adam_step_table()(kGPU, dt, p_gpu, g.to(kGPU), m_gpu, v_gpu, vmax_gpu, a);
   }
   EXPECT_TRUE(tensors_near(p_gpu.cpu(), p_cpu, step_tol(dt))) << dt << " n=" << n;
   EXPECT_TRUE(tensors_near(m_gpu.cpu(), m_cpu, step_tol(dt))) << dt << " n=" << n;
   EXPECT_TRUE(tensors_near(v_gpu.cpu(), v_cpu, step_tol(dt))) << dt << " n=" << n;
+  if (amsgrad) {
+    EXPECT_TRUE(tensors_near(vmax_gpu.cpu(), vmax_cpu, step_tol(dt))) << dt << " n=" << n;
+  }
 }
 
 TEST(CudaOptim, AdamAndAdamWStepsMatchCpu) {
@@ -79,6 +87,60 @@ TEST(CudaOptim, AdamAndAdamWStepsMatchCpu) {
           6);
       // beta1 < 0.5: the lerp takes its other branch
       check_adam(dt, n, {.lr = 1e-2, .beta1 = 0.3, .beta2 = 0.9, .eps = 1e-8}, 4);
+      check_adam(dt, n, {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8}, 6, /*amsgrad=*/true);
+    }
+}
+
+void check_rmsprop(DType dt, int64_t n, RMSpropStepArgs a, int steps) {
+  Tensor p_cpu = rnd({n}, dt, 3), sq_cpu = zeros({n}, {dt});
+  Tensor ga_cpu = a.centered ? zeros({n}, {dt}) : Tensor(), buf_cpu = a.momentum != 0 ? zeros({n}, {dt}) : Tensor();
+  Tensor p_gpu = p_cpu.to(kGPU), sq_gpu = sq_cpu.to(kGPU);
+  Tensor ga_gpu = a.centered ? ga_cpu.to(kGPU) : Tensor(), buf_gpu = a.momentum != 0 ? buf_cpu.to(kGPU) : Tensor();
+  for (int k = 0; k < steps; ++k) {
+    Tensor g = rnd({n}, dt, 300 + k);
+    optim::rmsprop_step_table()(kCPU, dt, p_cpu, g, sq_cpu, ga_cpu, buf_cpu, a);
+    optim::rmsprop_step_table()(kGPU, dt, p_gpu, g.to(kGPU), sq_gpu, ga_gpu, buf_gpu, a);
+  }
+  EXPECT_TRUE(tensors_near(p_gpu.cpu(), p_cpu, step_tol(dt))) << dt << " n=" << n;
+  EXPECT_TRUE(tensors_near(sq_gpu.cpu(), sq_cpu, step_tol(dt))) << dt << " n=" << n;
+  if (a.centered) {
+    EXPECT_TRUE(tensors_near(ga_gpu.cpu(), ga_cpu, step_tol(dt))) << dt << " n=" << n;
+  }
+  if (a.momentum != 0) {
+    EXPECT_TRUE(tensors_near(buf_gpu.cpu(), buf_cpu, step_tol(dt))) << dt << " n=" << n;
+  }
+}
+
+TEST(CudaOptim, RMSpropStepsMatchCpu) {
+  WEFT_REQUIRE_GPU();
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (int64_t n : {1, 7, 4099, 300001}) {
+      check_rmsprop(dt, n, {.lr = 1e-2, .alpha = 0.99, .eps = 1e-8}, 5);
+      check_rmsprop(dt, n, {.lr = 1e-2, .alpha = 0.9, .eps = 1e-6, .weight_decay = 0.1, .momentum = 0.9}, 5);
+      check_rmsprop(dt, n, {.lr = 1e-3, .alpha = 0.99, .eps = 1e-8, .momentum = 0.5, .centered = true}, 5);
+      check_rmsprop(dt, n, {.lr = 1e-3, .alpha = 0.3, .eps = 1e-8, .centered = true}, 4);  // the other lerp form
+    }
+}
+
+void check_adagrad(DType dt, int64_t n, AdagradStepArgs a, double init, int steps) {
+  Tensor p_cpu = rnd({n}, dt, 4), s_cpu = full({n}, init, {dt});
+  Tensor p_gpu = p_cpu.to(kGPU), s_gpu = s_cpu.to(kGPU);
+  for (int k = 0; k < steps; ++k) {
+    Tensor g = rnd({n}, dt, 400 + k);
+    a.step = k + 1;
+    optim::adagrad_step_table()(kCPU, dt, p_cpu, g, s_cpu, a);
+    optim::adagrad_step_table()(kGPU, dt, p_gpu, g.to(kGPU), s_gpu, a);
+  }
+  EXPECT_TRUE(tensors_near(p_gpu.cpu(), p_cpu, step_tol(dt))) << dt << " n=" << n;
+  EXPECT_TRUE(tensors_near(s_gpu.cpu(), s_cpu, step_tol(dt))) << dt << " n=" << n;
+}
+
+TEST(CudaOptim, AdagradStepsMatchCpu) {
+  WEFT_REQUIRE_GPU();
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (int64_t n : {1, 7, 4099, 300001}) {
+      check_adagrad(dt, n, {.lr = 1e-2, .eps = 1e-10}, 0.0, 5);
+      check_adagrad(dt, n, {.lr = 0.1, .lr_decay = 0.05, .weight_decay = 0.01, .eps = 1e-8}, 0.1, 5);
     }
 }
 

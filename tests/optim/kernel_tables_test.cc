@@ -11,6 +11,8 @@ namespace {
 TEST(KernelTables, IndexListsEveryOptimTableWithItsCpuDtypes) {
   testing::expect_index_matches({testing::facts("optim::sgd_step_table()", optim::sgd_step_table()),
                                  testing::facts("optim::adam_step_table()", optim::adam_step_table()),
+                                 testing::facts("optim::rmsprop_step_table()", optim::rmsprop_step_table()),
+                                 testing::facts("optim::adagrad_step_table()", optim::adagrad_step_table()),
                                  testing::facts("optim::grad_norm_table()", optim::grad_norm_table()),
                                  testing::facts("optim::grad_scale_table()", optim::grad_scale_table())},
                                 "optim/");

@@ -35,9 +35,10 @@ struct TrainRun {
 
 // Fits `epochs` with the cosine schedule; `setup` adds callbacks or resumes first. A resumed run
 // starts from other weights than the reference: loading must replace them all.
-TrainRun fit(int64_t epochs, const std::function<void(Trainer&)>& setup = nullptr, bool resumed = false) {
+TrainRun fit(int64_t epochs, const std::function<void(Trainer&)>& setup = nullptr, bool resumed = false,
+             const OptimizerFactory& optimizer = sgd(sgd_options())) {
   auto m = model(resumed ? kSeed + 1 : kSeed);
-  Trainer t(Local{}, m, ce, sgd(sgd_options()), {.valid_name = "test"});
+  Trainer t(Local{}, m, ce, optimizer, {.valid_name = "test"});
   t.add<LRSchedule>(cosine(epochs));
   if (setup) setup(t);
   io::DataLoader train = loader(dataset()), valid(dataset(32, 5), {.batch_size = 16});
@@ -122,6 +123,29 @@ TEST(TrainerCheckpoint, ResumeFromTheLatestEqualsTheUninterruptedRun) {
     ASSERT_EQ(steps_under(root).back(), every);
     const TrainRun resumed = fit(
         3, [&](Trainer& t) { t.resume(root); }, true);
+    expect_same(full, resumed);
+  }
+}
+
+TEST(TrainerCheckpoint, ResumeEqualsTheUninterruptedRunWithEachOptimizersState) {
+  const std::vector<std::pair<std::string, OptimizerFactory>> optimizers = {
+      {"rmsprop", rmsprop({.lr = 0.01, .weight_decay = 1e-3, .momentum = 0.5, .centered = true})},
+      {"adagrad", adagrad({.lr = 0.05, .lr_decay = 0.01, .initial_accumulator_value = 0.1})},
+      {"adam_amsgrad", adam({.lr = 0.01, .amsgrad = true})}};
+  for (const auto& [name, optimizer] : optimizers) {
+    SCOPED_TRACE(name);
+    const TrainRun full = fit(2, nullptr, false, optimizer);
+    EXPECT_LT(full.history.back().train_loss, full.history.front().train_loss);
+    const std::string root = fresh_dir("resume_" + name);
+    fit(
+        2,
+        [&](Trainer& t) {
+          t.add<Checkpoint>(CheckpointOptions{.root = root, .every_steps = 4, .quiet = true});
+          stop_at_step(5)(t);
+        },
+        false, optimizer);
+    const TrainRun resumed = fit(
+        2, [&](Trainer& t) { t.resume(root); }, true, optimizer);
     expect_same(full, resumed);
   }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes tests/optim/golden/optim_golden.safetensors: expected results of
-PyTorch's optimizers (single-tensor path, foreach=False), learning-rate
-schedulers and clip_grad_norm_, which tests/optim/*_test.cc compare weft against.
+PyTorch's optimizers (SGD, Adam, AdamW, RMSprop, Adagrad; single-tensor path,
+foreach=False), learning-rate schedulers and clip_grad_norm_, which
+tests/optim/*_test.cc compare weft against.
 
 Made with: torch 2.15.0 (PyPI, CPU) and safetensors 0.8.0, Python 3.11:
   /root/.cache/weft-venv/bin/python tools/golden/make_optim_golden.py
@@ -55,6 +56,16 @@ CASES = {
     "adam": (torch.optim.Adam, dict(lr=0.01), None),
     "adam_wd": (torch.optim.Adam, dict(lr=0.02, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1), None),
     "adamw": (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.05), None),
+    "adam_amsgrad": (torch.optim.Adam, dict(lr=0.02, betas=(0.8, 0.9), weight_decay=0.05, amsgrad=True), None),
+    "adamw_amsgrad": (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.1, amsgrad=True), None),
+    "rmsprop": (torch.optim.RMSprop, dict(lr=0.01), None),
+    "rmsprop_wd_mom": (torch.optim.RMSprop, dict(lr=0.005, alpha=0.9, eps=1e-6, weight_decay=0.05, momentum=0.8),
+                       None),
+    "rmsprop_centered": (torch.optim.RMSprop, dict(lr=0.002, alpha=0.95, momentum=0.5, centered=True), None),
+    "rmsprop_small_alpha": (torch.optim.RMSprop, dict(lr=0.01, alpha=0.3, centered=True), None),
+    "adagrad": (torch.optim.Adagrad, dict(lr=0.1), None),
+    "adagrad_decay": (torch.optim.Adagrad, dict(lr=0.2, lr_decay=0.1, weight_decay=0.02,
+                                                initial_accumulator_value=0.5, eps=1e-6), None),
     "sgd_steplr": (torch.optim.SGD, dict(lr=0.1, momentum=0.9),
                    lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5)),
     "adamw_warmcos": (torch.optim.AdamW, dict(lr=0.02, weight_decay=0.1),
