@@ -80,11 +80,13 @@ Tensor embedding(const Tensor& indices, const Tensor& weight);
 
 // ---- losses (core/ops/loss.cc) ----
 enum class Reduction { None, Mean, Sum };
-// logits: (N, C) or (N, C, d1...), target: int64 class indices (N) / (N, d1...)
+// logits: (N, C) or (N, C, d1...), target: int64 class indices (N) / (N, d1...);
+// weight: undefined or (C) per-class weights (Mean then divides by the sum of
+// the kept targets' weights, as PyTorch).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::Mean,
-                     int64_t ignore_index = -100, double label_smoothing = 0.0);
+                     int64_t ignore_index = -100, double label_smoothing = 0.0, const Tensor& weight = Tensor());
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = Reduction::Mean,
-                int64_t ignore_index = -100);
+                int64_t ignore_index = -100, const Tensor& weight = Tensor());
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         Reduction reduction = Reduction::Mean, const Tensor& pos_weight = Tensor());

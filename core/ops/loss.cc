@@ -14,7 +14,8 @@
 // non-ignored positions (NaN when all are ignored, like PyTorch). Sums are
 // accumulated in double over fixed blocks, so results do not depend on the
 // thread count. Targets outside [0, C) that are not ignore_index are an error
-// naming the target and C. Float16/BFloat16 compute in float32.
+// naming the target and C. Float16/BFloat16 compute in float32. Class weights
+// (weight=) are composed over the per-position losses (weighted_class_loss).
 #include "core/kernels/loss.h"
 
 #include <cmath>
@@ -414,15 +415,69 @@ Tensor point_loss(const char* op, PointLossKernel& fwd, PointLossBackwardKernel&
   return out;
 }
 
+// Per-class weights (weight: (C)), as PyTorch: each position's loss times the
+// weight of its target class, and with label smoothing the smoothing term
+// -sum_c weight_c log p_c; Mean divides by the sum of the kept positions'
+// target weights. Composed of the unweighted op's per-position losses and
+// element-wise ops (in float32 for 16-bit input), so it runs and
+// differentiates wherever they do. The weight gets no gradient.
+Tensor weighted_class_loss(const char* op, const Tensor& input, const Tensor& target, const Tensor& weight,
+                           Reduction reduction, int64_t ignore_index, double smoothing, bool log_probs) {
+  detail::check_devices(op, {input, target, weight});
+  WEFT_CHECK(is_floating(input.dtype()), op, ": expected floating input, got dtype ", input.dtype());
+  WEFT_CHECK(input.dim() >= 1, op, ": expected input of shape (C), (N, C) or (N, C, d1, ...), got shape ",
+             shape_str(input.sizes()));
+  const int64_t cdim = input.dim() == 1 ? 0 : 1;
+  const int64_t C = input.size(cdim);
+  WEFT_CHECK(is_floating(weight.dtype()), op, ": expected a floating class weight, got dtype ", weight.dtype());
+  WEFT_CHECK(weight.dim() == 1 && weight.size(0) == C, op, ": weight tensor should be defined either for all ", C,
+             " classes or no classes but got weight tensor of shape: ", shape_str(weight.sizes()));
+  const DType dt = input.dtype();
+  const bool narrow = dt == DType::Float16 || dt == DType::BFloat16;
+  const Tensor x = narrow ? input.to(DType::Float32) : input;  // (input.shape)
+  const DType ct = x.dtype();
+  // Per-position losses; 0 where the target is ignore_index (and the checks on target).
+  Tensor nll = class_loss(op, x, target, Reduction::None, ignore_index, 0.0, log_probs);  // (target.shape)
+  const Tensor ignored = eq(target, scalar_tensor(ignore_index, target.options()));       // (target.shape) bool
+  const Tensor w = weight.detach().to(ct);                                                // (C)
+  const Tensor safe = where(ignored, zeros_like(target), target);                         // (target.shape)
+  const Tensor wy =
+      masked_fill(index_select(w, 0, safe.reshape({-1})).view(target.sizes()), ignored, 0.0);  // (target.shape)
+  Tensor loss = nll * wy;
+  if (smoothing > 0) {
+    Shape ws(x.dim(), 1);
+    ws[cdim] = C;
+    const Tensor logp = log_probs ? x : log_softmax(x, cdim);
+    const Tensor smooth = masked_fill(neg(sum(logp * w.view(ws), {cdim})), ignored, 0.0);  // (target.shape)
+    loss = loss * (1.0 - smoothing) + smooth * (smoothing / static_cast<double>(C));
+  }
+  Tensor out;
+  switch (reduction) {
+    case Reduction::None: out = loss; break;
+    case Reduction::Sum: out = sum(loss); break;
+    case Reduction::Mean:
+      out = sum(loss) / sum(wy);  // NaN when no kept position has weight, as PyTorch
+      break;
+  }
+  return narrow ? out.to(dt) : out;
+}
+
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
-                     double label_smoothing) {
+                     double label_smoothing, const Tensor& weight) {
+  if (weight.defined())
+    return weighted_class_loss("cross_entropy", autocast::upcast(logits), autocast::upcast(target),
+                               autocast::upcast(weight), reduction, ignore_index, label_smoothing, false);
   return class_loss("cross_entropy", autocast::upcast(logits), autocast::upcast(target), reduction, ignore_index,
                     label_smoothing, false);
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                const Tensor& weight) {
+  if (weight.defined())
+    return weighted_class_loss("nll_loss", autocast::upcast(log_probs), autocast::upcast(target),
+                               autocast::upcast(weight), reduction, ignore_index, 0.0, true);
   return class_loss("nll_loss", autocast::upcast(log_probs), autocast::upcast(target), reduction, ignore_index, 0.0,
                     true);
 }
