@@ -64,7 +64,7 @@ int run(const Flags& f) {
                                           : f.model == "lstm" ? fashion_lstm()
                                                               : fashion_mlp();
   train::Trainer trainer(train::Local{.device = dev, .autocast = autocast_of(f.amp)}, model, cross_entropy_loss(),
-                         sgd_from(f), {.valid_name = "test", .name = "fashion_mnist"});
+                         optimizer_from(f), {.valid_name = "test", .name = "fashion_mnist"});
   add_run_callbacks(
       trainer, f,
       {.title = "weft: Fashion-MNIST " + f.model, .stop_after = f.stop_after, .checkpoint = {.quiet = true}});

@@ -92,7 +92,7 @@ int run(const Flags& f) {
   manual_seed(f.seed);
   std::shared_ptr<nn::Sequential> model = f.model == "cnn" ? fashion_cnn() : fashion_mlp();
   DataParallelComm comm(f, ctx.world_ptr(), ddp_group, device, f.bucket_cap_mb, model);
-  train::Trainer trainer(comm.layout(device, autocast_of(f.amp)), model, cross_entropy_loss(), sgd_from(f),
+  train::Trainer trainer(comm.layout(device, autocast_of(f.amp)), model, cross_entropy_loss(), optimizer_from(f),
                          {.valid_name = "test", .name = "fashion_mnist_ddp"});
   comm.attach(trainer, train.num_batches(), f.epochs);
   add_run_callbacks(trainer, f,

@@ -102,7 +102,7 @@ int run(const Flags& f) {
       .optimizer_state_factor = f.momentum != 0 ? (f.zero ? 1.0 / dp : 1.0) : 0,  // SGD's momentum buffer
       .shard_optimizer_state = f.zero};
   train::Trainer trainer(train::Hybrid{.world = ctx.world_ptr(), .options = o}, model, cross_entropy_loss(),
-                         sgd_from(f), {.valid_name = "test", .name = "fashion_mnist_hybrid"});
+                         optimizer_from(f), {.valid_name = "test", .name = "fashion_mnist_hybrid"});
   model.reset();
   parallel::hybrid::DistributedModel& dm = trainer.distributed_model();
   if (!f.chart.empty()) trainer.add<ScheduleChart>(f.chart, f.trace);

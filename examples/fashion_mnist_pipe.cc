@@ -114,7 +114,7 @@ int run(const Flags& f) {
       f.balance == kBalanceAuto ? auto_balance(*model, *data.train, f, po, g) : parse_balance(f.balance);
   const int64_t layers = static_cast<int64_t>(model->size());
   train::Trainer trainer(train::Pipeline{.group = ctx.world_ptr(), .balance = balance, .pipe = po}, model,
-                         cross_entropy_loss(), sgd_from(f), {.valid_name = "test", .name = "fashion_mnist_pipe"});
+                         cross_entropy_loss(), optimizer_from(f), {.valid_name = "test", .name = "fashion_mnist_pipe"});
   model.reset();
   const pp::Pipe& pipe = trainer.distributed_model().pipe();
   trainer.add<ScheduleChart>(f.chart, f.trace);

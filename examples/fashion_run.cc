@@ -30,7 +30,18 @@ train::LossFn cross_entropy_loss() {
   return [](const Tensor& logits, const Tensor& y) { return cross_entropy(logits, y); };
 }
 
-train::OptimizerFactory sgd_from(const TrainFlags& f) {
+train::OptimizerFactory optimizer_from(const TrainFlags& f) {
+  if (f.optimizer == "adam") return train::adam({.lr = f.lr, .weight_decay = f.weight_decay});
+  if (f.optimizer == "adamw") {
+    optim::AdamWOptions o;
+    o.lr = f.lr;
+    o.weight_decay = f.weight_decay;
+    return train::adamw(o);
+  }
+  if (f.optimizer == "rmsprop")
+    return train::rmsprop({.lr = f.lr, .weight_decay = f.weight_decay, .momentum = f.momentum});
+  if (f.optimizer == "adagrad") return train::adagrad({.lr = f.lr, .weight_decay = f.weight_decay});
+  WEFT_CHECK(f.optimizer == "sgd", "--optimizer ", f.optimizer, ": expected one of sgd, adam, adamw, rmsprop, adagrad");
   return train::sgd({.lr = f.lr, .momentum = f.momentum, .weight_decay = f.weight_decay});
 }
 

@@ -6,8 +6,9 @@
 // - normalize: Fashion-MNIST's mean/std (0.2860, 0.3530), the loaders' transform.
 // - load_fashion(flags): the training and test sets of --data, each cut to
 //   --limit-train / --limit-test rows (0: all).
-// - cross_entropy_loss(), sgd_from(flags): the examples' loss and their SGD
-//   (--lr, --momentum, --weight-decay).
+// - cross_entropy_loss(), optimizer_from(flags): the examples' loss and their
+//   optimizer (--optimizer with --lr, --weight-decay and, for sgd and rmsprop,
+//   --momentum; the others keep PyTorch's defaults).
 // - add_run_callbacks(trainer, flags, spec): on every rank, the cosine LR
 //   schedule stepped per epoch over --epochs, the progress bar (--no-progress)
 //   and epoch lines in images, the metrics file, the plot titled spec.title,
@@ -53,7 +54,7 @@ struct FashionData {
 FashionData load_fashion(const TrainFlags& f);
 
 train::LossFn cross_entropy_loss();
-train::OptimizerFactory sgd_from(const TrainFlags& f);
+train::OptimizerFactory optimizer_from(const TrainFlags& f);
 
 struct RunSpec {
   std::string title;                    // the plot's

@@ -19,9 +19,10 @@ void add_train_flags(FlagParser& p, TrainFlags& f, const TrainFlagsSpec& spec) {
       .add_choice("--model", &f.model, spec.models, "model")
       .add("--epochs N", &f.epochs, "epochs")
       .add("--batch-size N", &f.batch_size, spec.batch_size_help)
-      .add("--lr X", &f.lr, "SGD learning rate, cosine-annealed per epoch")
-      .add("--momentum X", &f.momentum, "SGD momentum")
-      .add("--weight-decay X", &f.weight_decay, "SGD weight decay")
+      .add_choice("--optimizer", &f.optimizer, kOptimizers, "optimizer")
+      .add("--lr X", &f.lr, "learning rate, cosine-annealed per epoch")
+      .add("--momentum X", &f.momentum, "momentum of sgd and rmsprop")
+      .add("--weight-decay X", &f.weight_decay, "weight decay (decoupled for adamw)")
       .add("--seed N", &f.seed, "seed for init and data order")
       .add("--threads N", &f.threads, ranks ? "CPU threads per rank" : "CPU threads",
            ranks ? "cores / ranks on this node, at least 1" : "all cores")

@@ -1,5 +1,6 @@
 // The training flags the example programs share (--data, --model, --epochs,
-// --batch-size, --lr, --momentum, --weight-decay, --seed, --threads, --workers,
+// --batch-size, --optimizer, --lr, --momentum, --weight-decay, --seed,
+// --threads, --workers,
 // --save, --resume, --metrics, --plot, --step-log, --limit-train,
 // --limit-test, --no-progress): one struct with their defaults, one registration on a
 // FlagParser (examples/flags.h) and one check that runs after parsing. Each
@@ -48,11 +49,15 @@ namespace weft::examples {
 // back to (a run that diverged, a checkpoint from the wrong flags).
 inline constexpr int kDefaultKeepLast = 2;
 
+// --optimizer's choices (examples/fashion_run.h optimizer_from).
+inline const std::vector<std::string> kOptimizers = {"sgd", "adam", "adamw", "rmsprop", "adagrad"};
+
 struct TrainFlags {
   std::string data = io::kFashionMnistDir;
   std::string model = "cnn";
   int64_t epochs = 5;
   int64_t batch_size = 128;
+  std::string optimizer = "sgd";  // --optimizer: one of kOptimizers
   double lr = 0.05;
   double momentum = 0.9;
   double weight_decay = 5e-4;
