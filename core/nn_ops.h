@@ -74,6 +74,15 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   double eps = 1e-5);
 
+// ---- recurrent cells (core/ops/rnn_cell.cc) ----
+// One LSTM step's element-wise part: with gates = xg + hg (N, 4H) in PyTorch's
+// order i, f, g, o and the cell state c (N, H):
+//   c2 = sigmoid(f) c + sigmoid(i) tanh(g);  h2 = sigmoid(o) tanh(c2)
+// Returns {h2, c2}, both (N, H). One fused pass forward and backward where the
+// device registers the kernels (the CPU: float32, float64), else the
+// element-wise ops; the values agree to a few ulp.
+std::pair<Tensor, Tensor> lstm_cell(const Tensor& xg, const Tensor& hg, const Tensor& c);
+
 // ---- embedding (core/ops/embedding.cc) ----
 // weight: (num_embeddings, dim); indices: int64 of any shape -> (*indices.shape, dim)
 Tensor embedding(const Tensor& indices, const Tensor& weight);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <utility>
 
+#include "core/nn_ops.h"
 #include "core/ops.h"
 #include "nn/init.h"
 
@@ -27,10 +28,8 @@ std::pair<Tensor, Tensor> recur(RNNMode mode, const Tensor& xg, const Tensor& h,
     case RNNMode::RNNTanh: return {weft::tanh(xg + hg), Tensor()};
     case RNNMode::RNNReLU: return {relu(xg + hg), Tensor()};
     case RNNMode::LSTM: {
-      std::vector<Tensor> g = chunk(xg + hg, 4, 1);  // i, f, g, o: (N, H) each
-      Tensor c2 = sigmoid(g[1]) * c + sigmoid(g[0]) * weft::tanh(g[2]);
-      Tensor h2 = sigmoid(g[3]) * weft::tanh(c2);  // (N, H)
-      if (w_hr.defined()) h2 = linear(h2, w_hr);   // (N, proj_size)
+      auto [h2, c2] = weft::lstm_cell(xg, hg, c);  // (N, H) each
+      if (w_hr.defined()) h2 = linear(h2, w_hr);  // (N, proj_size)
       return {h2, c2};
     }
     case RNNMode::GRU: {

@@ -17,6 +17,7 @@
 #include "core/kernels/random.h"
 #include "core/kernels/reduce.h"
 #include "core/kernels/reduce_stats.h"
+#include "core/kernels/rnn.h"
 #include "core/kernels/softmax.h"
 #include "core/kernels/sort.h"
 #include "core/kernels/ternary.h"
@@ -79,6 +80,9 @@ std::vector<testing::TableFacts> core_tables() {
       WEFT_T(mse_backward_table),
       WEFT_T(bce_table),
       WEFT_T(bce_backward_table),
+      // recurrent cells
+      WEFT_T(lstm_cell_table),
+      WEFT_T(lstm_cell_backward_table),
       // matmul, norm
       WEFT_T(matmul_table),
       WEFT_T(addmm_table),

@@ -1,0 +1,146 @@
+// lstm_cell: one LSTM step's element-wise part (contract in core/nn_ops.h).
+//
+// The fused CPU kernels make one pass over the N x H units per step, forward
+// and backward, where the composition is eleven element-wise ops and their
+// backward nodes: at the sizes of a recurrent layer (a few thousand units per
+// step) each op's cost is mostly the threads' wake-up, so one pass is the
+// saving. The arithmetic is the composition's (sigmoid as 1 / (1 + exp(-x)),
+// tanh and exp from core/cpu/vec_math.h), so both give the same values to a
+// few ulp; devices or dtypes without the kernels run the composition.
+#include "core/autograd_meta.h"
+#include "core/cpu/vec_math.h"
+#include "core/kernels/rnn.h"
+#include "core/nn_ops.h"
+#include "core/ops.h"
+#include "core/parallel.h"
+
+namespace weft {
+
+LstmCellKernel& lstm_cell_table() {
+  static LstmCellKernel t("lstm_cell");
+  return t;
+}
+LstmCellBackwardKernel& lstm_cell_backward_table() {
+  static LstmCellBackwardKernel t("lstm_cell_backward");
+  return t;
+}
+
+namespace {
+
+// Rows per parallel chunk: about kGrainSize units, so a small step stays on one thread.
+int64_t row_grain(int64_t H) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, 4 * H)); }
+
+template <typename T>
+T sigmoid_of(T x) {
+  return T(1) / (T(1) + cpu::vmath::exp(-x));
+}
+
+template <typename T>
+void lstm_cell_cpu(const Tensor& xg, const Tensor& hg, const Tensor& c, const Tensor& h2, const Tensor& c2,
+                   const Tensor& acts, const Tensor& tc) {
+  const int64_t N = c.size(0), H = c.size(1);
+  const T *px = xg.data_ptr<T>(), *ph = hg.data_ptr<T>(), *pc = c.data_ptr<T>();
+  T *ph2 = h2.data_ptr<T>(), *pc2 = c2.data_ptr<T>(), *pa = acts.data_ptr<T>(), *ptc = tc.data_ptr<T>();
+  parallel_for(0, N, row_grain(H), [&](int64_t r0, int64_t r1) {
+    for (int64_t n = r0; n < r1; ++n) {
+      const T *x = px + n * 4 * H, *h = ph + n * 4 * H;
+      T* a = pa + n * 4 * H;
+      for (int64_t j = 0; j < H; ++j) {
+        const T i = sigmoid_of(x[j] + h[j]);
+        const T f = sigmoid_of(x[H + j] + h[H + j]);
+        const T g = cpu::vmath::tanh(x[2 * H + j] + h[2 * H + j]);
+        const T o = sigmoid_of(x[3 * H + j] + h[3 * H + j]);
+        const T cn = f * pc[n * H + j] + i * g;
+        const T t = cpu::vmath::tanh(cn);
+        a[j] = i;
+        a[H + j] = f;
+        a[2 * H + j] = g;
+        a[3 * H + j] = o;
+        pc2[n * H + j] = cn;
+        ptc[n * H + j] = t;
+        ph2[n * H + j] = o * t;
+      }
+    }
+  });
+}
+
+template <typename T>
+void lstm_cell_backward_cpu(const Tensor& dh2, const Tensor& dc2, const Tensor& acts, const Tensor& c, const Tensor& tc,
+                            const Tensor& dgates, const Tensor& dc) {
+  const int64_t N = c.size(0), H = c.size(1);
+  const T *pdh = dh2.data_ptr<T>(), *pdc2 = dc2.data_ptr<T>(), *pa = acts.data_ptr<T>(), *pc = c.data_ptr<T>();
+  const T* ptc = tc.data_ptr<T>();
+  T *pdg = dgates.data_ptr<T>(), *pdc = dc.data_ptr<T>();
+  parallel_for(0, N, row_grain(H), [&](int64_t r0, int64_t r1) {
+    for (int64_t n = r0; n < r1; ++n) {
+      const T* a = pa + n * 4 * H;
+      T* dg = pdg + n * 4 * H;
+      for (int64_t j = 0; j < H; ++j) {
+        const int64_t k = n * H + j;
+        const T i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j], t = ptc[k];
+        const T dh = pdh[k];
+        // h2 = o tanh(c2): dc2 gains dh o (1 - tanh^2)
+        const T dcn = pdc2[k] + dh * o * (T(1) - t * t);
+        dg[j] = dcn * g * i * (T(1) - i);          // i
+        dg[H + j] = dcn * pc[k] * f * (T(1) - f);  // f
+        dg[2 * H + j] = dcn * i * (T(1) - g * g);  // g
+        dg[3 * H + j] = dh * t * o * (T(1) - o);   // o
+        pdc[k] = dcn * f;
+      }
+    }
+  });
+}
+
+// The composition: what the kernels compute, from the element-wise ops.
+std::pair<Tensor, Tensor> lstm_cell_composed(const Tensor& xg, const Tensor& hg, const Tensor& c) {
+  std::vector<Tensor> g = chunk(xg + hg, 4, 1);  // i, f, g, o: (N, H) each
+  Tensor c2 = sigmoid(g[1]) * c + sigmoid(g[0]) * weft::tanh(g[2]);
+  Tensor h2 = sigmoid(g[3]) * weft::tanh(c2);
+  return {h2, c2};
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> lstm_cell(const Tensor& xg, const Tensor& hg, const Tensor& c) {
+  const char* op = "lstm_cell";
+  WEFT_CHECK(xg.defined() && hg.defined() && c.defined(), op, ": xg, hg and c must be defined");
+  WEFT_CHECK(c.dim() == 2, op, ": expected c of shape (N, H), got ", shape_str(c.sizes()));
+  const int64_t N = c.size(0), H = c.size(1);
+  const Shape gates{N, 4 * H};
+  WEFT_CHECK(xg.sizes() == gates && hg.sizes() == gates, op, ": expected xg and hg of shape ", shape_str(gates),
+             " for c of shape ", shape_str(c.sizes()), ", got ", shape_str(xg.sizes()), " and ", shape_str(hg.sizes()));
+  const DType dt = c.dtype();
+  WEFT_CHECK(xg.dtype() == dt && hg.dtype() == dt, op, ": xg, hg and c must have one dtype, got ", xg.dtype(), ", ",
+             hg.dtype(), " and ", c.dtype());
+  WEFT_CHECK(xg.device() == c.device() && hg.device() == c.device(), op, ": xg, hg and c are on different devices");
+  const DeviceType dev = c.device().type;
+  if (!lstm_cell_table().has(dev, dt) || !lstm_cell_backward_table().has(dev, dt)) return lstm_cell_composed(xg, hg, c);
+
+  const Tensor x = xg.detach().contiguous(), h = hg.detach().contiguous(), cc = c.detach().contiguous();
+  Tensor h2 = empty({N, H}, c.options()), c2 = empty({N, H}, c.options());
+  Tensor acts = empty(gates, c.options()), tc = empty({N, H}, c.options());
+  lstm_cell_table()(c.device(), dt, x, h, cc, h2, c2, acts, tc);
+  if (any_requires_grad({xg, hg, c})) {
+    SavedTensor sa(acts), sc(cc), stc(tc);
+    record_function("LstmCellBackward", {xg, hg, c}, {h2, c2}, [=](const std::vector<Tensor>& grads) {
+      const Tensor a = sa.get("LstmCellBackward"), c0 = sc.get("LstmCellBackward");
+      Tensor dgates = empty(a.sizes(), a.options()), dc = empty(c0.sizes(), c0.options());
+      lstm_cell_backward_table()(a.device(), a.dtype(), grads[0].contiguous(), grads[1].contiguous(), a, c0,
+                                 stc.get("LstmCellBackward"), dgates, dc);
+      return std::vector<Tensor>{dgates, dgates, dc};
+    });
+  }
+  return {h2, c2};
+}
+
+template <typename T>
+void register_lstm_cell_cpu() {
+  lstm_cell_table().set(DeviceType::CPU, dtype_of<T>, &lstm_cell_cpu<T>);
+  lstm_cell_backward_table().set(DeviceType::CPU, dtype_of<T>, &lstm_cell_backward_cpu<T>);
+}
+static detail::Registrar lstm_cell_cpu_kernels([] {
+  register_lstm_cell_cpu<float>();
+  register_lstm_cell_cpu<double>();
+});
+
+}  // namespace weft
