@@ -1,11 +1,26 @@
-// Learning-rate schedulers: the recursive formulas of PyTorch's StepLR,
-// LinearLR, CosineAnnealingLR and SequentialLR, in the same expression order.
+// Learning-rate schedulers: the base's stepping and state dict, and PyTorch's
+// get_lr of StepLR, MultiStepLR, ExponentialLR, LinearLR, ConstantLR, LambdaLR,
+// MultiplicativeLR, CosineAnnealingLR, SequentialLR, OneCycleLR and
+// ReduceLROnPlateau, in the same expression order.
 #include "optim/lr_scheduler.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
+#include <set>
 
 namespace weft::optim {
+
+std::vector<double> PerGroup::resolve(const char* who, const char* name, const Optimizer& optimizer) const {
+  const size_t n = optimizer.param_groups().size();
+  if (!per_group_) return std::vector<double>(n, values_[0]);
+  WEFT_CHECK(values_.size() == n, who, ": ", name, " must have the same length as optimizer.param_groups. ", name,
+             " has ", values_.size(), " values, param_groups has ", n, ".");
+  return values_;
+}
+
+// ---- LRScheduler ----
 
 LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
   for (const auto& g : optimizer_.param_groups()) base_lrs_.push_back(g.lr());
@@ -20,40 +35,70 @@ void LRScheduler::step() {
   WEFT_CHECK(base_lrs_.size() == num_groups(), "LRScheduler.step: the optimizer has ", num_groups(),
              " param groups but the scheduler was made for ", base_lrs_.size());
   ++last_epoch_;
-  std::vector<double> lrs = get_lr();
+  std::vector<double> lrs;
+  try {
+    lrs = get_lr();
+  } catch (...) {
+    --last_epoch_;
+    throw;
+  }
+  set_lrs(std::move(lrs));
+}
+
+void LRScheduler::set_lrs(std::vector<double> lrs) {
   auto& groups = optimizer_.param_groups();
+  WEFT_INTERNAL_ASSERT(lrs.size() == groups.size(), "LRScheduler: ", lrs.size(), " lrs for ", groups.size(),
+                       " param groups");
   for (size_t g = 0; g < groups.size(); ++g) groups[g].set_lr(lrs[g]);
   last_lrs_ = std::move(lrs);
 }
 
-std::map<std::string, Tensor> LRScheduler::state_dict() const {
-  return {{"last_epoch", scalar_tensor(last_epoch_, TensorOptions{DType::Int64})},
-          {"base_lrs", tensor<double>(base_lrs_, {static_cast<int64_t>(base_lrs_.size())})},
-          {"last_lrs", tensor<double>(last_lrs_, {static_cast<int64_t>(last_lrs_.size())})}};
+std::vector<double> LRScheduler::group_lrs_times(double factor) const {
+  std::vector<double> out(num_groups());
+  for (size_t g = 0; g < out.size(); ++g) out[g] = group_lr(g) * factor;
+  return out;
 }
 
-void LRScheduler::load_state_dict(const std::map<std::string, Tensor>& sd) {
-  for (const char* key : {"last_epoch", "base_lrs", "last_lrs"})
-    WEFT_CHECK(sd.count(key), "LRScheduler.load_state_dict: missing '", key, "'");
-  for (const auto& [key, t] : sd)
-    WEFT_CHECK(key == "last_epoch" || key == "base_lrs" || key == "last_lrs",
-               "LRScheduler.load_state_dict: unexpected key '", key, "'");
-  const Tensor& base = sd.at("base_lrs");
-  const Tensor& last = sd.at("last_lrs");
+Tensor LRScheduler::per_group_tensor(const std::vector<double>& v) {
+  return tensor<double>(v, {static_cast<int64_t>(v.size())});
+}
+
+SchedulerStateDict LRScheduler::state_dict() const {
+  SchedulerStateDict sd{{"last_epoch", scalar_tensor(last_epoch_, TensorOptions{DType::Int64})},
+                        {"base_lrs", per_group_tensor(base_lrs_)},
+                        {"last_lrs", per_group_tensor(last_lrs_)}};
+  save_extra_state(sd);
+  return sd;
+}
+
+std::vector<double> LRScheduler::per_group_entry(const SchedulerStateDict& sd, const std::string& key) const {
+  const Tensor& t = sd.at(key);
   const int64_t n = static_cast<int64_t>(num_groups());
-  WEFT_CHECK(base.dim() == 1 && base.numel() == n && last.dim() == 1 && last.numel() == n,
-             "LRScheduler.load_state_dict: base_lrs has shape ", shape_str(base.sizes()), " and last_lrs has shape ",
-             shape_str(last.sizes()), " but the optimizer has ", n, " param groups");
-  WEFT_CHECK(sd.at("last_epoch").numel() == 1, "LRScheduler.load_state_dict: last_epoch must have one element");
-  Tensor b = base.to(DType::Float64).contiguous(), l = last.to(DType::Float64).contiguous();
-  base_lrs_.assign(b.data_ptr<double>(), b.data_ptr<double>() + n);
-  last_lrs_.assign(l.data_ptr<double>(), l.data_ptr<double>() + n);
-  last_epoch_ = sd.at("last_epoch").item<int64_t>();
-  auto& groups = optimizer_.param_groups();
-  for (int64_t g = 0; g < n; ++g) groups[g].set_lr(last_lrs_[g]);
+  WEFT_CHECK(t.dim() == 1 && t.numel() == n && t.is_floating_point(), "LRScheduler.load_state_dict: '", key,
+             "' has shape ", shape_str(t.sizes()), " and dtype ", t.dtype(), " but the optimizer has ", n,
+             " param groups (one floating-point value each)");
+  Tensor c = t.to(DType::Float64).contiguous();
+  return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + n);
 }
 
-// ---- StepLR ----
+void LRScheduler::load_state_dict(const SchedulerStateDict& sd) {
+  std::set<std::string> expected{"last_epoch", "base_lrs", "last_lrs"};
+  for (const auto& k : extra_state_keys()) expected.insert(k);
+  for (const auto& key : expected) WEFT_CHECK(sd.count(key), "LRScheduler.load_state_dict: missing '", key, "'");
+  for (const auto& [key, t] : sd)
+    WEFT_CHECK(expected.count(key), "LRScheduler.load_state_dict: unexpected key '", key, "'");
+  const Tensor& last_epoch = sd.at("last_epoch");
+  WEFT_CHECK(last_epoch.numel() == 1 && !last_epoch.is_floating_point(),
+             "LRScheduler.load_state_dict: last_epoch must be one integer, got shape ", shape_str(last_epoch.sizes()),
+             " and dtype ", last_epoch.dtype());
+  std::vector<double> base = per_group_entry(sd, "base_lrs"), last = per_group_entry(sd, "last_lrs");
+  load_extra_state(sd);  // checks its entries before changing anything
+  base_lrs_ = std::move(base);
+  last_epoch_ = last_epoch.item<int64_t>();
+  set_lrs(std::move(last));
+}
+
+// ---- StepLR, MultiStepLR, ExponentialLR ----
 
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
     : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
@@ -62,17 +107,128 @@ StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
 }
 
 std::vector<double> StepLR::get_lr() {
-  std::vector<double> out(num_groups());
   const bool decay = last_epoch_ != 0 && last_epoch_ % step_size_ == 0;
-  for (size_t g = 0; g < out.size(); ++g) out[g] = decay ? group_lr(g) * gamma_ : group_lr(g);
+  return group_lrs_times(decay ? gamma_ : 1.0);
+}
+
+MultiStepLR::MultiStepLR(Optimizer& optimizer, const std::vector<int64_t>& milestones, double gamma)
+    : LRScheduler(optimizer), gamma_(gamma) {
+  for (int64_t m : milestones) ++milestones_[m];
+  initial_step();
+}
+
+std::vector<double> MultiStepLR::get_lr() {
+  auto it = milestones_.find(last_epoch_);
+  if (it == milestones_.end()) return group_lrs_times(1.0);
+  return group_lrs_times(std::pow(gamma_, static_cast<double>(it->second)));
+}
+
+ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma) : LRScheduler(optimizer), gamma_(gamma) {
+  initial_step();
+}
+
+std::vector<double> ExponentialLR::get_lr() { return group_lrs_times(last_epoch_ == 0 ? 1.0 : gamma_); }
+
+// ---- LinearLR, ConstantLR ----
+
+namespace {
+
+constexpr double kPi = std::numbers::pi;
+
+// PyTorch's LinearLR.get_lr multiplier for epoch e in [1, total_iters] (recursive form).
+double linear_multiplier(double start, double end, int64_t total_iters, int64_t e) {
+  return 1.0 + (end - start) / (total_iters * start + (e - 1) * (end - start));
+}
+
+void check_start_factor(const char* who, double start_factor) {
+  WEFT_CHECK(start_factor > 0 && start_factor <= 1.0, who,
+             ": Starting multiplicative factor expected to be greater than 0 and less or equal to 1, got ",
+             start_factor);
+}
+
+}  // namespace
+
+LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor, int64_t total_iters)
+    : LRScheduler(optimizer), start_factor_(start_factor), end_factor_(end_factor), total_iters_(total_iters) {
+  check_start_factor("LinearLR", start_factor);
+  WEFT_CHECK(end_factor >= 0 && end_factor <= 1.0,
+             "LinearLR: Ending multiplicative factor expected to be between 0 and 1, got ", end_factor);
+  initial_step();
+}
+
+std::vector<double> LinearLR::get_lr() {
+  if (last_epoch_ == 0) return group_lrs_times(start_factor_);
+  if (last_epoch_ > total_iters_) return group_lrs_times(1.0);
+  return group_lrs_times(linear_multiplier(start_factor_, end_factor_, total_iters_, last_epoch_));
+}
+
+ConstantLR::ConstantLR(Optimizer& optimizer, double factor, int64_t total_iters)
+    : LRScheduler(optimizer), factor_(factor), total_iters_(total_iters) {
+  WEFT_CHECK(factor >= 0 && factor <= 1.0,
+             "ConstantLR: Constant multiplicative factor expected to be between 0 and 1, ", "got ", factor);
+  initial_step();
+}
+
+std::vector<double> ConstantLR::get_lr() {
+  if (last_epoch_ == 0) return group_lrs_times(factor_);
+  if (last_epoch_ != total_iters_) return group_lrs_times(1.0);
+  WEFT_CHECK(factor_ != 0, "ConstantLR: factor 0 cannot be undone at epoch total_iters (", total_iters_,
+             "): 1 / factor is a division by zero");
+  return group_lrs_times(1.0 / factor_);
+}
+
+// ---- LambdaLR, MultiplicativeLR ----
+
+namespace {
+
+// PyTorch's lr_lambda list: one function per group, each callable.
+std::vector<LRLambda> per_group_lambdas(const char* who, std::vector<LRLambda> fs, const Optimizer& optimizer) {
+  const size_t n = optimizer.param_groups().size();
+  WEFT_CHECK(fs.size() == n, who, ": Expected ", n, " lr_lambdas, but got ", fs.size());
+  for (size_t g = 0; g < n; ++g)
+    WEFT_CHECK(static_cast<bool>(fs[g]), who, ": lr_lambda should be a function, but got an empty std::function ",
+               "(param group ", g, ")");
+  return fs;
+}
+
+std::vector<LRLambda> repeated(LRLambda f, const Optimizer& optimizer) {
+  return std::vector<LRLambda>(optimizer.param_groups().size(), std::move(f));
+}
+
+}  // namespace
+
+LambdaLR::LambdaLR(Optimizer& optimizer, LRLambda lr_lambda)
+    : LambdaLR(optimizer, repeated(std::move(lr_lambda), optimizer)) {}
+
+LambdaLR::LambdaLR(Optimizer& optimizer, std::vector<LRLambda> lr_lambdas)
+    : LRScheduler(optimizer), lambdas_(per_group_lambdas("LambdaLR", std::move(lr_lambdas), optimizer)) {
+  initial_step();
+}
+
+std::vector<double> LambdaLR::get_lr() {
+  std::vector<double> out(num_groups());
+  for (size_t g = 0; g < out.size(); ++g) out[g] = base_lrs_[g] * lambdas_[g](last_epoch_);
+  return out;
+}
+
+MultiplicativeLR::MultiplicativeLR(Optimizer& optimizer, LRLambda lr_lambda)
+    : MultiplicativeLR(optimizer, repeated(std::move(lr_lambda), optimizer)) {}
+
+MultiplicativeLR::MultiplicativeLR(Optimizer& optimizer, std::vector<LRLambda> lr_lambdas)
+    : LRScheduler(optimizer), lambdas_(per_group_lambdas("MultiplicativeLR", std::move(lr_lambdas), optimizer)) {
+  initial_step();
+}
+
+std::vector<double> MultiplicativeLR::get_lr() {
+  std::vector<double> out(num_groups());
+  for (size_t g = 0; g < out.size(); ++g)
+    out[g] = last_epoch_ == 0 ? group_lr(g) : group_lr(g) * lambdas_[g](last_epoch_);
   return out;
 }
 
 // ---- cosine recursion shared by CosineAnnealingLR and LinearWarmupCosine ----
 
 namespace {
-
-constexpr double kPi = std::numbers::pi;
 
 // PyTorch's CosineAnnealingLR.get_lr for epoch e >= 1 (recursive form).
 double cosine_recursive(double lr, double base_lr, double eta_min, int64_t e, int64_t T) {
@@ -113,9 +269,7 @@ LinearWarmupCosine::LinearWarmupCosine(Optimizer& optimizer, int64_t warmup_step
   WEFT_CHECK(warmup_steps >= 0, "LinearWarmupCosine: warmup_steps must be >= 0, got ", warmup_steps);
   WEFT_CHECK(total_steps > warmup_steps, "LinearWarmupCosine: total_steps (", total_steps,
              ") must be greater than warmup_steps (", warmup_steps, ")");
-  WEFT_CHECK(warmup_start_factor > 0 && warmup_start_factor <= 1.0,
-             "LinearWarmupCosine: Starting multiplicative factor expected to be greater than 0 and less or ",
-             "equal to 1, got ", warmup_start_factor);
+  check_start_factor("LinearWarmupCosine", warmup_start_factor);
   initial_step();
 }
 
@@ -126,13 +280,7 @@ std::vector<double> LinearWarmupCosine::get_lr() {
     const double lr = group_lr(g);
     if (e < warmup_) {
       // LinearLR(start_factor, end_factor = 1, total_iters = warmup).
-      if (e == 0) {
-        out[g] = lr * start_factor_;
-      } else {
-        const double end_factor = 1.0;
-        out[g] = lr * (1.0 + (end_factor - start_factor_) /
-                                 (warmup_ * start_factor_ + (e - 1) * (end_factor - start_factor_)));
-      }
+      out[g] = e == 0 ? lr * start_factor_ : lr * linear_multiplier(start_factor_, 1.0, warmup_, e);
     } else if (e == warmup_) {
       // SequentialLR switches to the cosine with its closed form at epoch 0
       // (with no warm-up the cosine's own first step keeps the lr).
@@ -142,6 +290,222 @@ std::vector<double> LinearWarmupCosine::get_lr() {
     }
   }
   return out;
+}
+
+// ---- OneCycleLR ----
+
+OneCycleLR::OneCycleLR(Optimizer& optimizer, const PerGroup& max_lr, int64_t total_steps,
+                       const OneCycleLROptions& options)
+    : LRScheduler(optimizer),
+      total_steps_(total_steps),
+      anneal_(options.anneal_strategy),
+      cycle_momentum_(options.cycle_momentum) {
+  WEFT_CHECK(total_steps > 0, "OneCycleLR: Expected positive integer total_steps, but got ", total_steps);
+  const double pct_start = options.pct_start;
+  WEFT_CHECK(pct_start >= 0 && pct_start <= 1, "OneCycleLR: Expected float between 0 and 1 pct_start, but got ",
+             pct_start);
+  WEFT_CHECK(anneal_ == AnnealStrategy::kCos || anneal_ == AnnealStrategy::kLinear,
+             "OneCycleLR: anneal_strategy must be kCos or kLinear, got ", static_cast<int>(anneal_));
+  WEFT_CHECK(options.div_factor > 0,
+             "OneCycleLR: div_factor must be positive (the initial lr is max_lr / div_factor), ", "got ",
+             options.div_factor);
+  WEFT_CHECK(options.final_div_factor > 0,
+             "OneCycleLR: final_div_factor must be positive (the min lr is the initial lr / final_div_factor), got ",
+             options.final_div_factor);
+  const double T = static_cast<double>(total_steps);
+  if (options.three_phase) {
+    phases_ = {{pct_start * T - 1, Point::kInitial, Point::kMax},
+               {2 * pct_start * T - 2, Point::kMax, Point::kInitial},
+               {T - 1, Point::kInitial, Point::kMin}};
+  } else {
+    phases_ = {{pct_start * T - 1, Point::kInitial, Point::kMax}, {T - 1, Point::kMax, Point::kMin}};
+  }
+  max_lrs_ = max_lr.resolve("OneCycleLR", "max_lr", optimizer);
+  for (size_t g = 0; g < max_lrs_.size(); ++g) {
+    base_lrs_[g] = max_lrs_[g] / options.div_factor;  // PyTorch's group["initial_lr"]
+    min_lrs_.push_back(base_lrs_[g] / options.final_div_factor);
+  }
+  if (cycle_momentum_) {
+    const OptionMap& d = optimizer.defaults();
+    WEFT_CHECK(d.count("momentum") || d.count("beta1"),
+               "OneCycleLR: optimizer must support momentum or beta1 with `cycle_momentum` option enabled (",
+               optimizer.name(), " has neither a 'momentum' nor a 'beta1' option; pass cycle_momentum = false)");
+    momentum_key_ = d.count("beta1") ? "beta1" : "momentum";
+    max_momentums_ = options.max_momentum.resolve("OneCycleLR", "max_momentum", optimizer);
+    base_momentums_ = options.base_momentum.resolve("OneCycleLR", "base_momentum", optimizer);
+  }
+  initial_step();
+}
+
+double OneCycleLR::anneal(double start, double end, double pct) const {
+  if (anneal_ == AnnealStrategy::kCos) {
+    const double cos_out = std::cos(kPi * pct) + 1;
+    return end + (start - end) / 2.0 * cos_out;
+  }
+  return (end - start) * pct + start;
+}
+
+double OneCycleLR::lr_at(size_t g, Point p) const {
+  return p == Point::kInitial ? base_lrs_[g] : p == Point::kMax ? max_lrs_[g] : min_lrs_[g];
+}
+
+// The momentum moves against the lr: max_momentum at the initial and min lrs, base_momentum at max_lr.
+double OneCycleLR::momentum_at(size_t g, Point p) const {
+  return p == Point::kMax ? base_momentums_[g] : max_momentums_[g];
+}
+
+std::vector<double> OneCycleLR::get_lr() {
+  const int64_t step_num = last_epoch_;
+  WEFT_CHECK(step_num <= total_steps_, "OneCycleLR: Tried to step ", step_num,
+             " times. The specified number of total steps is ", total_steps_);
+  double start_step = 0.0;
+  size_t i = 0;
+  for (; i + 1 < phases_.size() && !(step_num <= phases_[i].end_step); ++i) start_step = phases_[i].end_step;
+  const Phase& phase = phases_[i];
+  WEFT_CHECK(phase.end_step != start_step, "OneCycleLR: step ", step_num, " falls in phase ", i + 1, " of ",
+             phases_.size(), ", which has no length (it starts and ends at step ", start_step, " of total_steps ",
+             total_steps_, "); PyTorch fails here with a division by zero. Choose another pct_start");
+  const double pct = (static_cast<double>(step_num) - start_step) / (phase.end_step - start_step);
+  std::vector<double> lrs(num_groups());
+  for (size_t g = 0; g < lrs.size(); ++g) lrs[g] = anneal(lr_at(g, phase.start), lr_at(g, phase.end), pct);
+  if (cycle_momentum_) {
+    std::vector<double> momentums(num_groups());
+    auto& groups = optimizer_.param_groups();
+    for (size_t g = 0; g < momentums.size(); ++g) {
+      momentums[g] = anneal(momentum_at(g, phase.start), momentum_at(g, phase.end), pct);
+      groups[g].options[momentum_key_] = momentums[g];
+    }
+    last_momentums_ = std::move(momentums);
+  }
+  return lrs;
+}
+
+std::vector<std::string> OneCycleLR::extra_state_keys() const {
+  std::vector<std::string> keys{"max_lrs", "min_lrs"};
+  if (cycle_momentum_) keys.insert(keys.end(), {"base_momentums", "max_momentums", "last_momentums"});
+  return keys;
+}
+
+void OneCycleLR::save_extra_state(SchedulerStateDict& sd) const {
+  sd["max_lrs"] = per_group_tensor(max_lrs_);
+  sd["min_lrs"] = per_group_tensor(min_lrs_);
+  if (!cycle_momentum_) return;
+  sd["base_momentums"] = per_group_tensor(base_momentums_);
+  sd["max_momentums"] = per_group_tensor(max_momentums_);
+  sd["last_momentums"] = per_group_tensor(last_momentums_);
+}
+
+void OneCycleLR::load_extra_state(const SchedulerStateDict& sd) {
+  std::vector<double> max_lrs = per_group_entry(sd, "max_lrs"), min_lrs = per_group_entry(sd, "min_lrs");
+  if (cycle_momentum_) {
+    std::vector<double> base = per_group_entry(sd, "base_momentums"), max = per_group_entry(sd, "max_momentums");
+    std::vector<double> last = per_group_entry(sd, "last_momentums");
+    base_momentums_ = std::move(base);
+    max_momentums_ = std::move(max);
+    last_momentums_ = std::move(last);
+    auto& groups = optimizer_.param_groups();
+    for (size_t g = 0; g < groups.size(); ++g) groups[g].options[momentum_key_] = last_momentums_[g];
+  }
+  max_lrs_ = std::move(max_lrs);
+  min_lrs_ = std::move(min_lrs);
+}
+
+// ---- ReduceLROnPlateau ----
+
+ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, const ReduceLROnPlateauOptions& options)
+    : LRScheduler(optimizer), options_(options) {
+  using O = ReduceLROnPlateauOptions;
+  WEFT_CHECK(options.factor < 1.0, "ReduceLROnPlateau: Factor should be < 1.0, got ", options.factor);
+  WEFT_CHECK(options.mode == O::Mode::kMin || options.mode == O::Mode::kMax, "ReduceLROnPlateau: mode ",
+             static_cast<int>(options.mode), " is unknown!");
+  WEFT_CHECK(options.threshold_mode == O::ThresholdMode::kRel || options.threshold_mode == O::ThresholdMode::kAbs,
+             "ReduceLROnPlateau: threshold mode ", static_cast<int>(options.threshold_mode), " is unknown!");
+  WEFT_CHECK(options.patience >= 0, "ReduceLROnPlateau: patience must be >= 0, got ", options.patience);
+  WEFT_CHECK(options.cooldown >= 0, "ReduceLROnPlateau: cooldown must be >= 0, got ", options.cooldown);
+  const size_t n = num_groups();
+  WEFT_CHECK(!options.min_lr.per_group() || options.min_lr.size() == n, "ReduceLROnPlateau: expected ", n,
+             " min_lrs, got ", options.min_lr.size());
+  min_lrs_ = options.min_lr.resolve("ReduceLROnPlateau", "min_lr", optimizer);
+  best_ = options.mode == O::Mode::kMin ? std::numeric_limits<double>::infinity()
+                                        : -std::numeric_limits<double>::infinity();
+  last_epoch_ = 0;
+  set_lrs(group_lrs_times(1.0));
+}
+
+void ReduceLROnPlateau::step() {
+  WEFT_ERROR("ReduceLROnPlateau.step: needs the metric it watches; call step(metric), e.g. with the epoch's ",
+             "validation loss");
+}
+
+void ReduceLROnPlateau::step(double metric) {
+  metric_ = metric;
+  LRScheduler::step();
+}
+
+bool ReduceLROnPlateau::is_better(double a) const {
+  using O = ReduceLROnPlateauOptions;
+  const double t = options_.threshold;
+  if (options_.mode == O::Mode::kMin) {
+    if (options_.threshold_mode == O::ThresholdMode::kRel) {
+      const double rel_epsilon = 1.0 - t;
+      return a < best_ * rel_epsilon;
+    }
+    return a < best_ - t;
+  }
+  if (options_.threshold_mode == O::ThresholdMode::kRel) {
+    const double rel_epsilon = t + 1.0;
+    return a > best_ * rel_epsilon;
+  }
+  return a > best_ + t;
+}
+
+std::vector<double> ReduceLROnPlateau::get_lr() {
+  if (is_better(metric_)) {  // a NaN metric compares false: never better
+    best_ = metric_;
+    num_bad_epochs_ = 0;
+  } else {
+    ++num_bad_epochs_;
+  }
+  if (cooldown_counter_ > 0) {
+    --cooldown_counter_;
+    num_bad_epochs_ = 0;  // bad epochs in cooldown are not counted
+  }
+  std::vector<double> lrs = group_lrs_times(1.0);
+  if (num_bad_epochs_ > options_.patience) {
+    for (size_t g = 0; g < lrs.size(); ++g) {
+      const double old_lr = lrs[g];
+      const double new_lr = std::max(old_lr * options_.factor, min_lrs_[g]);
+      if (old_lr - new_lr > options_.eps) lrs[g] = new_lr;
+    }
+    cooldown_counter_ = options_.cooldown;
+    num_bad_epochs_ = 0;
+  }
+  return lrs;
+}
+
+std::vector<std::string> ReduceLROnPlateau::extra_state_keys() const {
+  return {"best", "num_bad_epochs", "cooldown_counter"};
+}
+
+void ReduceLROnPlateau::save_extra_state(SchedulerStateDict& sd) const {
+  sd["best"] = scalar_tensor(best_, TensorOptions{DType::Float64});
+  sd["num_bad_epochs"] = scalar_tensor(num_bad_epochs_, TensorOptions{DType::Int64});
+  sd["cooldown_counter"] = scalar_tensor(cooldown_counter_, TensorOptions{DType::Int64});
+}
+
+void ReduceLROnPlateau::load_extra_state(const SchedulerStateDict& sd) {
+  const Tensor &best = sd.at("best"), &bad = sd.at("num_bad_epochs"), &cooldown = sd.at("cooldown_counter");
+  WEFT_CHECK(best.numel() == 1 && best.is_floating_point(),
+             "ReduceLROnPlateau.load_state_dict: best must be one floating-point value, got shape ",
+             shape_str(best.sizes()), " and dtype ", best.dtype());
+  for (const auto& [name, t] :
+       {std::pair<const char*, const Tensor*>{"num_bad_epochs", &bad}, {"cooldown_counter", &cooldown}})
+    WEFT_CHECK(t->numel() == 1 && !t->is_floating_point() && t->item<int64_t>() >= 0,
+               "ReduceLROnPlateau.load_state_dict: ", name, " must be one integer >= 0, got shape ",
+               shape_str(t->sizes()), " and dtype ", t->dtype());
+  best_ = best.item<double>();
+  num_bad_epochs_ = bad.item<int64_t>();
+  cooldown_counter_ = cooldown.item<int64_t>();
 }
 
 }  // namespace weft::optim

@@ -9,10 +9,18 @@
 //   after each training step (kStep) or at each epoch's end (kEpoch),
 //   before other callbacks (order -10), so a checkpoint saves the stepped
 //   schedule.
+// - A ReduceLROnPlateau (every scheduler is an optim::LRScheduler, so it is
+//   saved and resumed the same way) steps at each epoch's end (kEpoch only:
+//   kStep is an error at on_prepared) with the epoch's `monitor` value, an
+//   EpochRecord key (train/history.h: "test_loss", "valid_accuracy", ...);
+//   empty: the validation loss ("<valid>_loss") when the epoch was
+//   evaluated, else the training loss ("train_loss"). Its mode (kMin, kMax)
+//   must suit that value; a value not measured is NaN, never an improvement.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "optim/lr_scheduler.h"
 #include "train/callback.h"
@@ -24,22 +32,24 @@ using SchedulerFactory = std::function<std::unique_ptr<optim::LRScheduler>(optim
 class LRSchedule : public Callback {
  public:
   enum class Every { kStep, kEpoch };
-  explicit LRSchedule(SchedulerFactory factory, Every every = Every::kEpoch)
-      : factory_(std::move(factory)), every_(every) {}
+  explicit LRSchedule(SchedulerFactory factory, Every every = Every::kEpoch, std::string monitor = "")
+      : factory_(std::move(factory)), every_(every), monitor_(std::move(monitor)) {}
   int order() const override { return -10; }
   void on_prepared(Trainer& t) override;
   void on_step_end(Trainer&) override {
     if (scheduler_ && every_ == Every::kStep) scheduler_->step();
   }
-  void on_epoch_end(Trainer&) override {
-    if (scheduler_ && every_ == Every::kEpoch) scheduler_->step();
-  }
+  void on_evaluate_end(Trainer&) override { evaluated_ = true; }
+  void on_epoch_end(Trainer& t) override;
   optim::LRScheduler* scheduler() const { return scheduler_.get(); }
 
  private:
   SchedulerFactory factory_;
   Every every_;
+  std::string monitor_;
   std::unique_ptr<optim::LRScheduler> scheduler_;
+  optim::ReduceLROnPlateau* plateau_ = nullptr;  // scheduler_, when it is one
+  bool evaluated_ = false;                       // this epoch was evaluated
 };
 
 }  // namespace weft::train

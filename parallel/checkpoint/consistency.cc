@@ -32,10 +32,6 @@ int64_t integer_at_least(const json& j, const char* key, int64_t least, const st
   return n;
 }
 
-bool numbers(const json& v) {
-  return v.is_array() && std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number(); });
-}
-
 std::string describe(DType d, const Shape& s, uint64_t begin, uint64_t end) {
   std::ostringstream os;
   os << d << " " << shape_str(s) << " at data_offsets [" << begin << ", " << end << ")";
@@ -67,11 +63,10 @@ void check_trainer_state(const json& ts, const std::string& where) {
   }
   if (ts.contains("scheduler") && !ts["scheduler"].is_null()) {
     const json& s = ts["scheduler"];
-    WEFT_CHECK(s.is_object() && s.contains("last_epoch") && s["last_epoch"].is_number_integer() &&
-                   s.contains("base_lrs") && numbers(s["base_lrs"]) && s.contains("last_lrs") && numbers(s["last_lrs"]),
-               where,
+    WEFT_CHECK(is_scheduler_state_json(s), where,
                ": \"scheduler\" must be null or {\"last_epoch\": integer, \"base_lrs\": [numbers], \"last_lrs\": "
-               "[numbers]} (it is ",
+               "[numbers], and the scheduler's own numbers or lists of numbers (\"inf\", \"-inf\" and \"nan\" as "
+               "strings)} (it is ",
                shown(s), ")");
   }
 }

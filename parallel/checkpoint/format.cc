@@ -2,9 +2,12 @@
 #include "parallel/checkpoint/format.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "core/error.h"
+#include "core/ops.h"
 #include "io/crc32.h"
 #include "io/safetensors.h"
 
@@ -238,6 +241,86 @@ Manifest parse_manifest(const std::string& bytes, const std::string& where) {
                " is not a rank of the saving world (\"layout.world\" ", world, ")");
   }
   return m;
+}
+
+// ---- Note [scheduler JSON] ----
+
+namespace {
+
+json scheduler_number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+bool is_scheduler_number(const json& v) {
+  return v.is_number() || (v.is_string() && (v == "inf" || v == "-inf" || v == "nan"));
+}
+
+double scheduler_number_from(const json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (v == "nan") return std::numeric_limits<double>::quiet_NaN();
+  return v == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+}
+
+bool is_scheduler_list(const json& v) {
+  return v.is_array() && std::all_of(v.begin(), v.end(), [](const json& x) { return is_scheduler_number(x); });
+}
+
+}  // namespace
+
+json scheduler_state_to_json(const std::map<std::string, Tensor>& state) {
+  json j = json::object();
+  for (const auto& [key, t] : state) {
+    WEFT_CHECK(t.dim() <= 1, "checkpoint save: LR scheduler state '", key, "' has shape ", shape_str(t.sizes()),
+               ", but only one value or one per param group can be saved");
+    if (t.dim() == 0 && !t.is_floating_point()) {
+      j[key] = t.item<int64_t>();
+    } else if (t.dim() == 0) {
+      j[key] = scheduler_number(t.item<double>());
+    } else {
+      Tensor c = t.to(DType::Float64).contiguous();
+      json list = json::array();
+      for (int64_t i = 0; i < c.numel(); ++i) list.push_back(scheduler_number(c.data_ptr<double>()[i]));
+      j[key] = std::move(list);
+    }
+  }
+  return j;
+}
+
+bool is_scheduler_state_json(const json& j) {
+  if (!j.is_object() || !j.contains("last_epoch") || !j["last_epoch"].is_number_integer() || !j.contains("base_lrs") ||
+      !j["base_lrs"].is_array() || !j.contains("last_lrs") || !j["last_lrs"].is_array())
+    return false;
+  return std::all_of(j.begin(), j.end(), [](const json& v) { return is_scheduler_number(v) || is_scheduler_list(v); });
+}
+
+std::map<std::string, Tensor> scheduler_state_from_json(const json& j, size_t groups, const std::string& where) {
+  WEFT_CHECK(is_scheduler_state_json(j), where, ": the LR schedule's state is not one of a scheduler (",
+             "Note [scheduler JSON]): ", j.dump().substr(0, 60));
+  std::map<std::string, Tensor> sd;
+  const int64_t n = static_cast<int64_t>(groups);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const json& v = it.value();
+    if (v.is_number_integer()) {
+      sd[it.key()] = scalar_tensor(v.get<int64_t>(), TensorOptions{DType::Int64});
+    } else if (!v.is_array()) {
+      sd[it.key()] = scalar_tensor(scheduler_number_from(v), TensorOptions{DType::Float64});
+    } else {
+      std::vector<double> xs;
+      for (const json& x : v) xs.push_back(scheduler_number_from(x));
+      if (xs.size() != groups) {
+        const bool uniform = !xs.empty() && std::all_of(xs.begin(), xs.end(), [&](double x) { return x == xs[0]; });
+        const bool lrs = it.key() == "base_lrs" || it.key() == "last_lrs";
+        WEFT_CHECK(uniform, where, ": the LR schedule was saved with ", xs.size(), " parameter groups of different ",
+                   lrs ? std::string("learning rates") : "'" + it.key() + "' values", ", but this optimizer has ",
+                   groups, " groups");
+        xs.assign(groups, xs[0]);
+      }
+      sd[it.key()] = tensor<double>(xs, {n});
+    }
+  }
+  return sd;
 }
 
 }  // namespace weft::parallel::checkpoint

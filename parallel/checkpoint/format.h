@@ -10,8 +10,9 @@
 //                                      CRC-32 in "manifest_crc32" (computed
 //                                      with that value written "00000000")
 //   trainer_state.json                 step, epoch, batch (the global batch
-//                                      within the epoch), the LR schedule,
-//                                      every rank's RNG state, user metadata
+//                                      within the epoch), the LR schedule
+//                                      (Note [scheduler JSON]), every rank's
+//                                      RNG state, user metadata
 //   model.safetensors.index.json       {"metadata": {"total_size": ...},
 //                                      "weight_map": {name: file},
 //                                      "weft.pieces": {name: [piece, ...]}}
@@ -106,5 +107,23 @@ Manifest parse_manifest(const std::string& bytes, const std::string& where);
 // Piece <-> JSON (for the ranks' descriptions gathered before the commit).
 nlohmann::json piece_to_json(const Piece& p);
 Piece piece_from_json(const nlohmann::json& j, const std::string& where);
+
+// Note [scheduler JSON]: trainer_state.json's "scheduler" holds an LR
+// scheduler's state_dict() (optim/lr_scheduler.h) as a JSON object, each entry
+// under its key: an integer 0-dim tensor as an integer ("last_epoch",
+// ReduceLROnPlateau's counters), a floating 0-dim tensor as a number, a 1-d
+// tensor (one value per param group: "base_lrs", "last_lrs", OneCycleLR's
+// "max_lrs", ...) as a list of numbers; a value that is not finite (e.g.
+// ReduceLROnPlateau's "best" before its first step) as the string "inf",
+// "-inf" or "nan". JSON doubles round-trip exactly. Loaded into an optimizer
+// with another number of param groups (another pipeline partition), each list
+// must hold one value repeated, which every group gets.
+nlohmann::json scheduler_state_to_json(const std::map<std::string, Tensor>& state);
+// Whether `j` has that shape, with "last_epoch" an integer and "base_lrs" and
+// "last_lrs" lists (the check of check_trainer_state).
+bool is_scheduler_state_json(const nlohmann::json& j);
+// The state dict for a scheduler over `groups` param groups; errors name `where`.
+std::map<std::string, Tensor> scheduler_state_from_json(const nlohmann::json& j, size_t groups,
+                                                        const std::string& where);
 
 }  // namespace weft::parallel::checkpoint

@@ -75,21 +75,7 @@ std::vector<Tensor> read_plan(CheckpointReader& reader, const LoadPlan& plan) {
 }
 
 void load_scheduler(const json& js, optim::LRScheduler& sched, const std::string& where) {
-  const auto base = js.at("base_lrs").get<std::vector<double>>(), last = js.at("last_lrs").get<std::vector<double>>();
-  std::vector<double> b = base, l = last;
-  const size_t n = sched.base_lrs().size();
-  if (base.size() != n) {
-    const bool uniform = !base.empty() &&
-                         std::all_of(base.begin(), base.end(), [&](double v) { return v == base[0]; }) &&
-                         std::all_of(last.begin(), last.end(), [&](double v) { return v == last[0]; });
-    WEFT_CHECK(uniform, where, ": the LR schedule was saved with ", base.size(),
-               " parameter groups of different learning rates, but this optimizer has ", n, " groups");
-    b.assign(n, base[0]);
-    l.assign(n, last[0]);
-  }
-  sched.load_state_dict({{"last_epoch", scalar_tensor(js.at("last_epoch").get<int64_t>(), TensorOptions{DType::Int64})},
-                         {"base_lrs", tensor<double>(b, {static_cast<int64_t>(n)})},
-                         {"last_lrs", tensor<double>(l, {static_cast<int64_t>(n)})}});
+  sched.load_state_dict(scheduler_state_from_json(js, sched.base_lrs().size(), where));
 }
 
 std::string describe(const Shape& s, DType d) {

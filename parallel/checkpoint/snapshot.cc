@@ -46,9 +46,7 @@ void zero_pieces(const optim::OptimizerStateDict& sd, const std::map<std::string
 
 }  // namespace
 
-nlohmann::json scheduler_to_json(const optim::LRScheduler& s) {
-  return nlohmann::json{{"last_epoch", s.last_epoch()}, {"base_lrs", s.base_lrs()}, {"last_lrs", s.get_last_lr()}};
-}
+nlohmann::json scheduler_to_json(const optim::LRScheduler& s) { return scheduler_state_to_json(s.state_dict()); }
 
 Snapshot take_snapshot(const Stateful& state, const TrainingState& training, Kind kind) {
   WEFT_CHECK(state.model != nullptr, "checkpoint save: no model given");

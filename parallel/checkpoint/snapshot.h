@@ -96,8 +96,8 @@ struct Snapshot {
 
 Snapshot take_snapshot(const Stateful& state, const TrainingState& training, Kind kind);
 
-// LRScheduler state <-> JSON ({"last_epoch", "base_lrs", "last_lrs"}; JSON
-// doubles round-trip exactly).
+// An LRScheduler's state_dict() as JSON (Note [scheduler JSON] in format.h:
+// "last_epoch", "base_lrs", "last_lrs" and the scheduler's own entries).
 nlohmann::json scheduler_to_json(const optim::LRScheduler& s);
 
 }  // namespace weft::parallel::checkpoint
