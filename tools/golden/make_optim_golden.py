@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Writes tests/optim/golden/optim_golden.safetensors: expected results of
 PyTorch's optimizers (SGD, Adam, AdamW, RMSprop, Adagrad; single-tensor path,
-foreach=False), learning-rate schedulers and clip_grad_norm_, which
-tests/optim/*_test.cc compare weft against.
+foreach=False), two of them with a learning-rate schedule, and
+clip_grad_norm_, which tests/optim/*_test.cc compare weft against (the
+schedulers alone: make_lr_scheduler_golden.py).
 
 Made with: torch 2.15.0 (PyPI, CPU) and safetensors 0.8.0, Python 3.11:
-  /root/.cache/weft-venv/bin/python tools/golden/make_optim_golden.py
+  /root/.cache/weft/torch-venv/bin/python tools/golden/make_optim_golden.py
 
 Contents (all names are flat; K = number of optimizer steps):
 - "init.p0" (3, 4), "init.p1" (5,): float32 starting parameters.
@@ -18,8 +19,6 @@ Contents (all names are flat; K = number of optimizer steps):
   (only for cases with a scheduler, stepped after each optimizer step).
   Cases and hyper-parameters are listed in CASES below and mirrored in
   tests/optim/optim_test.cc.
-- "sched.<name>.lr" (N + 1, 2) float64: get_last_lr() of both param groups
-  (base lrs 0.1 and 0.03) right after construction and after each of N steps.
 - "clip.<name>.total" () float32 and "clip.<name>.g0"/"g1": total norm returned
   by clip_grad_norm_ and the clipped gradients, starting from grads step 0.
 """
@@ -99,26 +98,6 @@ def run_case(cls, kw, make_sched, g0, g1):
     return torch.stack(h0), torch.stack(h1), torch.tensor(lrs, dtype=torch.float64)
 
 
-SCHEDS = {
-    "step": (lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.1), 20),
-    "cosine": (lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=10, eta_min=0.001), 35),
-    "warmcos": (lambda o: warmup_cosine(o, warmup=5, total=20, start_factor=0.1, eta_min=1e-4), 20),
-}
-
-
-def run_sched(make, n):
-    a = torch.zeros(1, requires_grad=True)
-    b = torch.zeros(1, requires_grad=True)
-    opt = torch.optim.SGD([{"params": [a], "lr": 0.1}, {"params": [b], "lr": 0.03}])
-    sched = make(opt)
-    rows = [list(sched.get_last_lr())]
-    for _ in range(n):
-        opt.step()
-        sched.step()
-        rows.append(list(sched.get_last_lr()))
-    return torch.tensor(rows, dtype=torch.float64)
-
-
 CLIPS = {"l2_clipped": (0.5, 2.0), "l2_unclipped": (100.0, 2.0), "inf_clipped": (0.3, math.inf),
          "l1_clipped": (1.0, 1.0)}
 
@@ -133,8 +112,6 @@ def main():
         out[f"opt.{name}.p0"], out[f"opt.{name}.p1"] = h0, h1
         if make_sched:
             out[f"opt.{name}.lr"] = lrs
-    for name, (make, n) in SCHEDS.items():
-        out[f"sched.{name}.lr"] = run_sched(make, n)
     for name, (max_norm, norm_type) in CLIPS.items():
         a, b = init_params()
         a.grad, b.grad = g0[0].clone(), g1[0].clone()
