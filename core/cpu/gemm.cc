@@ -1,7 +1,7 @@
 // CPU GEMM front end (see core/cpu/gemm.h and Note [gemm determinism]): float32
-// goes to the AVX-512 kernel where the CPU has it, everything else to Eigen's
-// product. Eigen's own OpenMP threading is switched off here: weft shares out
-// blocks of C itself so results are independent of the thread count.
+// goes to the AVX-512 kernel where the CPU has it, else to the AVX2 + FMA one
+// where the CPU has that, everything else to Eigen's product. Eigen's own OpenMP threading is switched off here: weft
+// shares out blocks of C itself so results are independent of the thread count.
 #define EIGEN_DONT_PARALLELIZE
 #include "core/cpu/gemm.h"
 
@@ -12,6 +12,7 @@
 
 #include <Eigen/Core>
 
+#include "core/cpu/gemm_avx2.h"
 #include "core/cpu/gemm_avx512.h"
 #include "core/cpu/vec_math.h"
 #include "core/error.h"
@@ -135,12 +136,27 @@ void gemm_eigen(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64
   else go(ColT{}, ColT{});
 }
 
-std::atomic<bool> g_use_avx512{true};
+std::atomic<bool> g_use_avx512{true}, g_use_avx2{true};
 
 }  // namespace
 
 bool gemm_f32_uses_avx512() { return g_use_avx512.load(std::memory_order_relaxed) && gemm_avx512_available(); }
 void set_gemm_f32_avx512(bool enabled) { g_use_avx512.store(enabled, std::memory_order_relaxed); }
+bool gemm_f32_uses_avx2() {
+  return !gemm_f32_uses_avx512() && g_use_avx2.load(std::memory_order_relaxed) && gemm_avx2_available();
+}
+void set_gemm_f32_avx2(bool enabled) { g_use_avx2.store(enabled, std::memory_order_relaxed); }
+
+namespace {
+// float32 without the AVX-512 kernel: the AVX2 one where it runs, else Eigen's product.
+void gemm_f32_below_avx512(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
+                           const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs,
+                           float* c, int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias) {
+  if (gemm_f32_uses_avx2())
+    gemm_avx2_f32(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate, col_bias);
+  else gemm_eigen(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate, col_bias);
+}
+}  // namespace
 
 bool gemm_layout_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   bool row = (cs == 1 || cols <= 1) && (rows <= 1 || rs >= cols);
@@ -154,7 +170,9 @@ void gemm_batched(int64_t batch, const int64_t* a_off, const int64_t* b_off, int
   WEFT_CHECK(!(accumulate && col_bias), "gemm: a column bias cannot be combined with accumulate");
   if (gemm_f32_uses_avx512())
     gemm_avx512_f32(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate, col_bias);
-  else gemm_eigen(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate, col_bias);
+  else
+    gemm_f32_below_avx512(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate,
+                          col_bias);
 }
 void gemm_row_sums(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
                    int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, float* row_sums) {
@@ -163,8 +181,20 @@ void gemm_row_sums(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs
     return;
   }
   const int64_t zero = 0;
-  gemm_eigen<float>(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, nullptr);
-  parallel_for(0, m, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(k, 1)), [&](int64_t r0, int64_t r1) {
+  gemm_f32_below_avx512(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, nullptr);
+  // each row summed over k in order; with rows adjacent in memory (A = g^T,
+  // a_rs == 1) a chunk of rows goes through k together, so the loop reads A
+  // sequentially and vectorises (the same sums, bit for bit)
+  parallel_for(0, m, std::max<int64_t>(16, kGrainSize / std::max<int64_t>(k, 1)), [&](int64_t r0, int64_t r1) {
+    if (a_rs == 1) {
+      float* __restrict s = row_sums + r0;
+      std::fill(s, s + (r1 - r0), 0.0f);
+      for (int64_t p = 0; p < k; ++p) {
+        const float* __restrict col = a + r0 + p * a_cs;
+        for (int64_t i = 0; i < r1 - r0; ++i) s[i] += col[i];
+      }
+      return;
+    }
     for (int64_t i = r0; i < r1; ++i) {
       float s = 0;
       for (int64_t p = 0; p < k; ++p) s += a[i * a_rs + p * a_cs];
@@ -204,9 +234,9 @@ void gemm_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
     gemm_avx512_f32_gelu_tanh(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, col_bias, ep);
     return;
   }
-  // Eigen's product, then the epilogue as a pass of the unary kernels' formulas
+  // the product, then the epilogue as a pass of the unary kernels' formulas
   const int64_t zero = 0;
-  gemm_eigen<float>(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, col_bias);
+  gemm_f32_below_avx512(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, col_bias);
   parallel_for(0, m, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i)
       for (int64_t j = 0; j < n; ++j) apply_epilogue(ep, c + i * ldc + j, c[i * ldc + j], i, j);

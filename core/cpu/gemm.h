@@ -134,5 +134,9 @@ void gemm_row_sums(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs
 // against concurrent GEMMs.
 bool gemm_f32_uses_avx512();
 void set_gemm_f32_avx512(bool enabled);
+// The AVX2 + FMA kernel (core/cpu/gemm_avx2.h) takes float32 where the AVX-512
+// one does not run and the CPU has AVX2 and FMA; switched off, Eigen's product.
+bool gemm_f32_uses_avx2();
+void set_gemm_f32_avx2(bool enabled);
 
 }  // namespace weft::cpu

@@ -35,6 +35,24 @@ T sigmoid_of(T x) {
   return T(1) / (T(1) + cpu::vmath::exp(-x));
 }
 
+// One row, as short loops the compiler vectorises (the operands do not
+// overlap: restrict): the sigmoid gates i, f (adjacent) and o, the tanh gate g,
+// then the states.
+template <typename T>
+void lstm_cell_row(int64_t H, const T* __restrict x, const T* __restrict h, const T* __restrict c, T* __restrict a,
+                   T* __restrict c2, T* __restrict tc, T* __restrict h2) {
+  for (int64_t j = 0; j < 2 * H; ++j) a[j] = sigmoid_of(x[j] + h[j]);
+  for (int64_t j = 3 * H; j < 4 * H; ++j) a[j] = sigmoid_of(x[j] + h[j]);
+  for (int64_t j = 2 * H; j < 3 * H; ++j) a[j] = cpu::vmath::tanh(x[j] + h[j]);
+  for (int64_t j = 0; j < H; ++j) {
+    const T cn = a[H + j] * c[j] + a[j] * a[2 * H + j];
+    const T t = cpu::vmath::tanh(cn);
+    c2[j] = cn;
+    tc[j] = t;
+    h2[j] = a[3 * H + j] * t;
+  }
+}
+
 template <typename T>
 void lstm_cell_cpu(const Tensor& xg, const Tensor& hg, const Tensor& c, const Tensor& h2, const Tensor& c2,
                    const Tensor& acts, const Tensor& tc) {
@@ -42,26 +60,26 @@ void lstm_cell_cpu(const Tensor& xg, const Tensor& hg, const Tensor& c, const Te
   const T *px = xg.data_ptr<T>(), *ph = hg.data_ptr<T>(), *pc = c.data_ptr<T>();
   T *ph2 = h2.data_ptr<T>(), *pc2 = c2.data_ptr<T>(), *pa = acts.data_ptr<T>(), *ptc = tc.data_ptr<T>();
   parallel_for(0, N, row_grain(H), [&](int64_t r0, int64_t r1) {
-    for (int64_t n = r0; n < r1; ++n) {
-      const T *x = px + n * 4 * H, *h = ph + n * 4 * H;
-      T* a = pa + n * 4 * H;
-      for (int64_t j = 0; j < H; ++j) {
-        const T i = sigmoid_of(x[j] + h[j]);
-        const T f = sigmoid_of(x[H + j] + h[H + j]);
-        const T g = cpu::vmath::tanh(x[2 * H + j] + h[2 * H + j]);
-        const T o = sigmoid_of(x[3 * H + j] + h[3 * H + j]);
-        const T cn = f * pc[n * H + j] + i * g;
-        const T t = cpu::vmath::tanh(cn);
-        a[j] = i;
-        a[H + j] = f;
-        a[2 * H + j] = g;
-        a[3 * H + j] = o;
-        pc2[n * H + j] = cn;
-        ptc[n * H + j] = t;
-        ph2[n * H + j] = o * t;
-      }
-    }
+    for (int64_t n = r0; n < r1; ++n)
+      lstm_cell_row(H, px + n * 4 * H, ph + n * 4 * H, pc + n * H, pa + n * 4 * H, pc2 + n * H, ptc + n * H,
+                    ph2 + n * H);
   });
+}
+
+template <typename T>
+void lstm_cell_backward_row(int64_t H, const T* __restrict dh2, const T* __restrict dc2, const T* __restrict a,
+                            const T* __restrict c, const T* __restrict tc, T* __restrict dg, T* __restrict dc) {
+  for (int64_t j = 0; j < H; ++j) {
+    const T i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j], t = tc[j];
+    const T dh = dh2[j];
+    // h2 = o tanh(c2): dc2 gains dh o (1 - tanh^2)
+    const T dcn = dc2[j] + dh * o * (T(1) - t * t);
+    dg[j] = dcn * g * i * (T(1) - i);          // i
+    dg[H + j] = dcn * c[j] * f * (T(1) - f);   // f
+    dg[2 * H + j] = dcn * i * (T(1) - g * g);  // g
+    dg[3 * H + j] = dh * t * o * (T(1) - o);   // o
+    dc[j] = dcn * f;
+  }
 }
 
 template <typename T>
@@ -72,22 +90,9 @@ void lstm_cell_backward_cpu(const Tensor& dh2, const Tensor& dc2, const Tensor& 
   const T* ptc = tc.data_ptr<T>();
   T *pdg = dgates.data_ptr<T>(), *pdc = dc.data_ptr<T>();
   parallel_for(0, N, row_grain(H), [&](int64_t r0, int64_t r1) {
-    for (int64_t n = r0; n < r1; ++n) {
-      const T* a = pa + n * 4 * H;
-      T* dg = pdg + n * 4 * H;
-      for (int64_t j = 0; j < H; ++j) {
-        const int64_t k = n * H + j;
-        const T i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j], t = ptc[k];
-        const T dh = pdh[k];
-        // h2 = o tanh(c2): dc2 gains dh o (1 - tanh^2)
-        const T dcn = pdc2[k] + dh * o * (T(1) - t * t);
-        dg[j] = dcn * g * i * (T(1) - i);          // i
-        dg[H + j] = dcn * pc[k] * f * (T(1) - f);  // f
-        dg[2 * H + j] = dcn * i * (T(1) - g * g);  // g
-        dg[3 * H + j] = dh * t * o * (T(1) - o);   // o
-        pdc[k] = dcn * f;
-      }
-    }
+    for (int64_t n = r0; n < r1; ++n)
+      lstm_cell_backward_row(H, pdh + n * H, pdc2 + n * H, pa + n * 4 * H, pc + n * H, ptc + n * H, pdg + n * 4 * H,
+                             pdc + n * H);
   });
 }
 

@@ -110,15 +110,23 @@ template <typename T>
   return ::testing::AssertionSuccess();
 }
 
-// Runs the body once on each float32 path (AVX-512 kernel, Eigen), restoring the default.
+// Runs the body once on each float32 path this CPU has (AVX-512 kernel, AVX2
+// kernel, Eigen), restoring the default.
 template <typename F>
 void for_each_f32_path(F&& body) {
-  for (bool avx : {true, false}) {
-    cpu::set_gemm_f32_avx512(avx);
-    SCOPED_TRACE(avx ? (cpu::gemm_f32_uses_avx512() ? "avx512 kernel" : "avx512 unavailable: eigen") : "eigen");
+  for (int path = 0; path < 3; ++path) {
+    cpu::set_gemm_f32_avx512(path == 0);
+    cpu::set_gemm_f32_avx2(path <= 1);
+    const char* runs = cpu::gemm_f32_uses_avx512() ? "avx512 kernel"
+                       : cpu::gemm_f32_uses_avx2() ? "avx2 kernel"
+                                                   : "eigen";
+    if (path == 0 && !cpu::gemm_f32_uses_avx512()) continue;  // the next round runs what this one would
+    if (path == 1 && !cpu::gemm_f32_uses_avx2()) continue;
+    SCOPED_TRACE(runs);
     body();
   }
   cpu::set_gemm_f32_avx512(true);
+  cpu::set_gemm_f32_avx2(true);
 }
 
 const Kind kPlain[] = {kRow, kCol};
