@@ -239,6 +239,27 @@ void gemm_avx2_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, in
                   col_bias ? row_bias.data() : nullptr);
     return;
   }
+  // A C of 2..15 columns fills part of a 16-column tile, so it is computed
+  // transposed, C^T (n, m) = B^T A^T, into a scratch and copied back (as the
+  // AVX-512 kernel's Note [narrow gemm]): the same FMA chains over the same K
+  // blocks, so the same bits; a bias is written into C^T first and the first
+  // K block's sum added to it (a rounding difference, fixed by the shape).
+  // (bench/gemm_shapes, Zen 4 without AVX-512, 1 thread: the DDP MLP's 64 x 10
+  // x 2048 head 19 -> see docs/benchmarks.md.)
+  if (n > 1 && n < kNR && m >= 2 * n && m >= kNR) {
+    std::vector<float> ct(static_cast<size_t>(batch * n * m));  // (batch, n, m)
+    if (accumulate || col_bias)
+      for (int64_t x = 0; x < batch; ++x)
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < m; ++i)
+            ct[(x * n + j) * m + i] = accumulate ? c[x * c_stride + i * ldc + j] : col_bias[j];
+    gemm_avx2_f32(batch, b_off, a_off, n, m, k, b, b_cs, b_rs, a, a_cs, a_rs, ct.data(), n * m, m,
+                  accumulate || col_bias, nullptr);
+    for (int64_t x = 0; x < batch; ++x)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) c[x * c_stride + i * ldc + j] = ct[(x * n + j) * m + i];
+    return;
+  }
   // Thread tiling: each matrix is cut into `parts` slabs of whole micro-tiles
   // along N (or M) so that batch * parts shares out over the threads; a single
   // matrix's slabs are sized by the threads' measured speeds (Note [gemm
