@@ -237,9 +237,19 @@ void gemm_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
   // the product, then the epilogue as a pass of the unary kernels' formulas
   const int64_t zero = 0;
   gemm_f32_below_avx512(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, col_bias);
+  // one kind per call (checked above): a row loop of its formula, which vectorises
+  const bool forward = ep.kind == GemmEpilogue::Kind::kGeluForward;
   parallel_for(0, m, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0; i < r1; ++i)
-      for (int64_t j = 0; j < n; ++j) apply_epilogue(ep, c + i * ldc + j, c[i * ldc + j], i, j);
+    for (int64_t i = r0; i < r1; ++i) {
+      float* __restrict row = c + i * ldc;
+      if (forward) {
+        float* __restrict act = ep.act + i * ep.ld_act;
+        for (int64_t j = 0; j < n; ++j) act[j] = vmath::gelu_tanh(row[j]);
+      } else {
+        const float* __restrict pre = ep.pre + i * ep.ld_pre;
+        for (int64_t j = 0; j < n; ++j) row[j] = row[j] * vmath::gelu_tanh_grad(pre[j]);
+      }
+    }
   });
 }
 
