@@ -29,7 +29,7 @@ std::pair<Tensor, Tensor> recur(RNNMode mode, const Tensor& xg, const Tensor& h,
     case RNNMode::RNNReLU: return {relu(xg + hg), Tensor()};
     case RNNMode::LSTM: {
       auto [h2, c2] = weft::lstm_cell(xg, hg, c);  // (N, H) each
-      if (w_hr.defined()) h2 = linear(h2, w_hr);  // (N, proj_size)
+      if (w_hr.defined()) h2 = linear(h2, w_hr);   // (N, proj_size)
       return {h2, c2};
     }
     case RNNMode::GRU: {

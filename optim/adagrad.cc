@@ -47,9 +47,10 @@ void Adagrad::update(ParamGroup& group) {
   const double init = group.get("initial_accumulator_value");
   for (Tensor& p : group.params) {
     if (!p.grad().defined()) continue;
-    detail::UpdateOperands ops = detail::prepare_update("Adagrad.step", p);
+    const char* op = "Adagrad.step";
+    detail::UpdateOperands ops = detail::prepare_update(op, p);
     ParamState& st = mutable_state(p);
-    const Tensor& sum = detail::state_buffer("Adagrad.step", st, "sum", p, st.empty(), init);  // (p.shape)
+    const Tensor& sum = detail::state_buffer(op, st, "sum", p, st.empty(), init);  // (p.shape)
     a.step = detail::count_step(st);
     adagrad_step_table()(p.device(), p.dtype(), ops.param, ops.grad, sum, a);
     detail::finish_update(p, ops);

@@ -48,16 +48,16 @@ void RMSprop::update(ParamGroup& group) {
   a.weight_decay = group.get("weight_decay");
   a.momentum = group.get("momentum");
   a.centered = group.get("centered") != 0.0;
+  const std::string op = "RMSprop.step";
   for (Tensor& p : group.params) {
     if (!p.grad().defined()) continue;
-    detail::UpdateOperands ops = detail::prepare_update("RMSprop.step", p);
+    detail::UpdateOperands ops = detail::prepare_update(op, p);
     ParamState& st = mutable_state(p);
     const bool first = st.empty();
-    const Tensor& square_avg = detail::state_buffer("RMSprop.step", st, "square_avg", p, first);  // (p.shape)
-    const Tensor buf = a.momentum != 0 ? detail::state_buffer("RMSprop.step", st, "momentum_buffer", p, first)
-                                       : Tensor();  // (p.shape)
-    const Tensor grad_avg =
-        a.centered ? detail::state_buffer("RMSprop.step", st, "grad_avg", p, first) : Tensor();  // (p.shape)
+    const Tensor& square_avg = detail::state_buffer(op, st, "square_avg", p, first);  // (p.shape)
+    const Tensor buf =
+        a.momentum != 0 ? detail::state_buffer(op, st, "momentum_buffer", p, first) : Tensor();          // (p.shape)
+    const Tensor grad_avg = a.centered ? detail::state_buffer(op, st, "grad_avg", p, first) : Tensor();  // (p.shape)
     detail::count_step(st);
     rmsprop_step_table()(p.device(), p.dtype(), ops.param, ops.grad, square_avg, grad_avg, buf, a);
     detail::finish_update(p, ops);

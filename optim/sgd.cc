@@ -51,16 +51,12 @@ void SGD::update(ParamGroup& group) {
     a.init_buffer = false;
     if (a.momentum != 0) {
       ParamState& st = mutable_state(p);
-      auto it = st.find("momentum_buffer");
-      if (it == st.end()) {
-        buf = empty(p.sizes(), p.options());  // (p.shape)
+      if (!st.count("momentum_buffer")) {
+        buf = empty(p.sizes(), p.options());  // (p.shape): set to the gradient by the first step
         st["momentum_buffer"] = buf;
         a.init_buffer = true;
       } else {
-        buf = it->second;
-        WEFT_CHECK(buf.device() == p.device(), "SGD.step: state 'momentum_buffer' is on ", buf.device(),
-                   " but its parameter is on ", p.device(),
-                   " (was the module moved after the optimizer created its state? move it first)");
+        buf = detail::state_buffer("SGD.step", st, "momentum_buffer", p, false);
       }
     }
     sgd_step_table()(p.device(), p.dtype(), ops.param, ops.grad, buf, a);

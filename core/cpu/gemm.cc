@@ -148,11 +148,12 @@ bool gemm_f32_uses_avx2() {
 void set_gemm_f32_avx2(bool enabled) { g_use_avx2.store(enabled, std::memory_order_relaxed); }
 
 namespace {
-// float32 without the AVX-512 kernel: the AVX2 one where it runs, else Eigen's product.
+// float32 without the AVX-512 kernel: the AVX2 one where it runs, else Eigen's
+// product (also for k == 0, where C is only filled with the bias or zeros).
 void gemm_f32_below_avx512(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                            const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs,
                            float* c, int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias) {
-  if (gemm_f32_uses_avx2())
+  if (gemm_f32_uses_avx2() && k > 0)
     gemm_avx2_f32(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate, col_bias);
   else gemm_eigen(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate, col_bias);
 }

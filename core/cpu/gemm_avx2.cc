@@ -221,16 +221,7 @@ void gemm_avx2_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, in
                    int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias) {
   WEFT_CHECK(!(accumulate && col_bias), "gemm: a column bias cannot be combined with accumulate");
   if (m == 0 || n == 0 || batch == 0) return;
-  if (k == 0) {
-    if (!accumulate)
-      for (int64_t x = 0; x < batch; ++x)
-        for (int64_t i = 0; i < m; ++i) {
-          float* row = c + x * c_stride + i * ldc;
-          if (col_bias) std::copy(col_bias, col_bias + n, row);
-          else std::fill(row, row + n, 0.0f);
-        }
-    return;
-  }
+  WEFT_CHECK(k > 0, "gemm_avx2_f32: an empty inner dimension goes to the caller's fill (core/cpu/gemm.cc)");
   // A matrix-vector product C (m, 1) = A b with contiguous C is computed as the
   // row C^T (1, m) = b^T A^T: full 16-column tiles instead of one useful column.
   if (n == 1 && m > 1 && ldc == 1) {

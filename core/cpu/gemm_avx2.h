@@ -7,7 +7,8 @@
 // (k, n), or C_i += A_i * B_i when `accumulate`, or C_i = col_bias + A_i * B_i,
 // for i < batch, with A_i at a + a_off[i] (element (r, c) at r * a_rs + c *
 // a_cs, any strides), B_i likewise, C_i row-major at c + i * c_stride with
-// leading dimension ldc >= n, not overlapping A or B. Note [gemm determinism]:
+// leading dimension ldc >= n, not overlapping A or B; k > 0 (gemm.cc sends an
+// empty inner dimension, which only fills C, to its Eigen path). Note [gemm determinism]:
 // K is cut into blocks from K alone; each block's products are chained in k
 // order by one FMA per k, starting from zero (the first block: from the bias),
 // and the block sums are added to C in block order, so the result does not

@@ -423,24 +423,21 @@ Tensor point_loss(const char* op, PointLossKernel& fwd, PointLossBackwardKernel&
 // differentiates wherever they do. The weight gets no gradient.
 Tensor weighted_class_loss(const char* op, const Tensor& input, const Tensor& target, const Tensor& weight,
                            Reduction reduction, int64_t ignore_index, double smoothing, bool log_probs) {
-  detail::check_devices(op, {input, target, weight});
-  WEFT_CHECK(is_floating(input.dtype()), op, ": expected floating input, got dtype ", input.dtype());
-  WEFT_CHECK(input.dim() >= 1, op, ": expected input of shape (C), (N, C) or (N, C, d1, ...), got shape ",
-             shape_str(input.sizes()));
-  const int64_t cdim = input.dim() == 1 ? 0 : 1;
-  const int64_t C = input.size(cdim);
-  WEFT_CHECK(is_floating(weight.dtype()), op, ": expected a floating class weight, got dtype ", weight.dtype());
-  WEFT_CHECK(weight.dim() == 1 && weight.size(0) == C, op, ": weight tensor should be defined either for all ", C,
-             " classes or no classes but got weight tensor of shape: ", shape_str(weight.sizes()));
   const DType dt = input.dtype();
   const bool narrow = dt == DType::Float16 || dt == DType::BFloat16;
   const Tensor x = narrow ? input.to(DType::Float32) : input;  // (input.shape)
   const DType ct = x.dtype();
-  // Per-position losses; 0 where the target is ignore_index (and the checks on target).
+  // Per-position losses; 0 where the target is ignore_index. class_loss checks input and target.
   Tensor nll = class_loss(op, x, target, Reduction::None, ignore_index, 0.0, log_probs);  // (target.shape)
-  const Tensor ignored = eq(target, scalar_tensor(ignore_index, target.options()));       // (target.shape) bool
-  const Tensor w = weight.detach().to(ct);                                                // (C)
-  const Tensor safe = where(ignored, zeros_like(target), target);                         // (target.shape)
+  const int64_t cdim = x.dim() == 1 ? 0 : 1;
+  const int64_t C = x.size(cdim);
+  detail::check_devices(op, {x, weight});
+  WEFT_CHECK(is_floating(weight.dtype()), op, ": expected a floating class weight, got dtype ", weight.dtype());
+  WEFT_CHECK(weight.dim() == 1 && weight.size(0) == C, op, ": weight tensor should be defined either for all ", C,
+             " classes or no classes but got weight tensor of shape: ", shape_str(weight.sizes()));
+  const Tensor ignored = eq(target, scalar_tensor(ignore_index, target.options()));  // (target.shape) bool
+  const Tensor w = weight.detach().to(ct);                                           // (C)
+  const Tensor safe = where(ignored, zeros_like(target), target);                    // (target.shape)
   const Tensor wy =
       masked_fill(index_select(w, 0, safe.reshape({-1})).view(target.sizes()), ignored, 0.0);  // (target.shape)
   Tensor loss = nll * wy;
