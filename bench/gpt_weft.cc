@@ -8,6 +8,8 @@
 //            [--steps 20 --warmup 3] [--init FILE] [--amp bf16]
 // --amp bf16: forward and loss under bfloat16 autocast on the CPU
 // (core/autocast.h; float32 weights, gradients and AdamW state).
+// --attention unfused: attention without the CPU flash kernels
+// (core/cpu/flash_attention.h), to measure what they bring.
 // --init FILE writes the initial weights (state-dict names) and the batch's
 // tokens ("tokens", (B, T + 1) int64) as safetensors before the first step,
 // so the PyTorch peer starts from the same weights and data.
@@ -19,6 +21,7 @@
 #include "bench/bench_util.h"
 #include "core/autocast.h"
 #include "core/autograd_meta.h"
+#include "core/cpu/flash_attention.h"
 #include "core/nn_ops.h"
 #include "core/parallel.h"
 #include "core/rng.h"
@@ -51,7 +54,7 @@ int run(int argc, char** argv) {
   c.context = 256;
   int64_t batch = 8;
   int steps = 20, warmup = 3, threads = 0;
-  std::string init, amp = "none";
+  std::string init, amp = "none", attention = "flash";
   examples::FlagParser flags("usage: gpt_weft [flags]");
   flags.add("--layers N", &c.layers, "transformer blocks")
       .add("--dim N", &c.dim, "model width")
@@ -62,8 +65,11 @@ int run(int argc, char** argv) {
       .add("--warmup N", &warmup, "untimed steps first")
       .add("--threads N", &threads, "CPU threads", "all cores")
       .add("--init FILE", &init, "write the initial weights and tokens here (safetensors)")
-      .add_choice("--amp", &amp, {"none", "bf16"}, "bfloat16 autocast for the forward pass and loss");
+      .add_choice("--amp", &amp, {"none", "bf16"}, "bfloat16 autocast for the forward pass and loss")
+      .add_choice("--attention", &attention, {"flash", "unfused"},
+                  "the CPU flash attention kernels where the CPU has them, or the unfused path");
   if (auto status = flags.parse_in_main(argc, argv, "gpt_weft")) return *status;
+  cpu::set_flash_attention_enabled(attention == "flash");
   if (threads > 0) set_num_threads(threads);
   manual_seed(0);
   auto model = examples::gpt::make_gpt(c);

@@ -3,7 +3,7 @@
 // Per matrix (one batch, one head), serially, after copying its strided rows of
 // q, v (forward) or q, k, do (backward) contiguous (copy_rows):
 //   forward:  k^T is packed once, as one contiguous (D x 64) panel per key block
-//             (16 x 16 register transposes; v^T likewise in the backward). For each block
+//             (register transposes; v^T likewise in the backward). For each block
 //             of 64 queries: for each visible key block, s = q k^T (a
 //             register-tiled product), then the online softmax: the row maximum m
 //             and sum l are updated, the running output is rescaled by
@@ -14,17 +14,18 @@
 //             dq += ds k, dk += ds^T q (delta = rowsum(do * o), computed first).
 // The products are register-tiled (core/cpu/flash_tiles.h), ForwardF32 and
 // BackwardF32 with float32 FMAs, A read by broadcasts (any strides, so p^T and
-// ds^T need no copies) and B by rows of up to 64 floats, in tiles of up to 6
-// rows x 64 columns. Blocks are 64 x 64 floats, so s, p and the running output
+// ds^T need no copies) and B by rows of up to 64 floats (AVX2: 16), in tiles
+// of up to 6 rows x 64 columns (AVX2: 16). Blocks are 64 x 64 floats, so s, p and the running output
 // of a block stay in L1/L2. bfloat16 operands are widened as they are copied
 // or packed (copy_rows, pack_transposed_panels; o's rows in delta), so all of
 // the above runs on float32 either way -- unless the products take bfloat16
 // pairs (ForwardPairs, BackwardPairs: Note [flash pair products]). The output
 // is rounded as it is stored, the gradients once per matrix from the thread's
 // float32 scratch (they are accumulated over blocks).
+// This file holds the loops, free of any instruction set: the products, the
+// softmax rows and the packing come from flash_tiles.h's table for the path
+// taken (AVX-512, or AVX2 + FMA for float32) and its AVX-512 bfloat16 pieces.
 #include "core/cpu/flash_attention.h"
-
-#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -34,7 +35,6 @@
 #include <optional>
 #include <type_traits>
 
-#include "core/cpu/avx512_util.h"
 #include "core/cpu/flash_tiles.h"
 #include "core/cpu/gemm_bf16.h"
 #include "core/cpu/thread_balance.h"
@@ -45,13 +45,33 @@ namespace weft::cpu {
 
 namespace {
 bool g_enabled = true;
+std::atomic<int> g_path{-1};      // a forced FlashPath, or -1: the best this CPU has
 std::atomic<int> g_products{-1};  // a forced FlashBf16Products, or -1: follow the bfloat16 GEMM path
 }  // namespace
 
-bool flash_attention_available() {
-  static const bool ok = __builtin_cpu_supports("avx512f") != 0;
-  return ok && g_enabled;
+const char* flash_path_name(FlashPath p) { return p == FlashPath::kAvx512 ? "avx512" : "avx2"; }
+
+bool flash_path_available(FlashPath p) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f") != 0;
+  static const bool avx2 = __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
+  return p == FlashPath::kAvx512 ? avx512 : avx2;
 }
+
+FlashPath flash_path() {
+  const int forced = g_path.load(std::memory_order_relaxed);
+  if (forced >= 0) return static_cast<FlashPath>(forced);
+  return flash_path_available(FlashPath::kAvx512) ? FlashPath::kAvx512 : FlashPath::kAvx2;
+}
+
+void set_flash_path(std::optional<FlashPath> p) {
+  WEFT_CHECK(!p || flash_path_available(*p), "flash attention: path '", flash_path_name(*p), "' needs a CPU with ",
+             *p == FlashPath::kAvx512 ? "AVX-512F" : "AVX2 and FMA");
+  g_path.store(p ? static_cast<int>(*p) : -1, std::memory_order_relaxed);
+}
+
+bool flash_attention_available() { return g_enabled && flash_path_available(flash_path()); }
+
+bool flash_attention_bf16_available() { return flash_attention_available() && flash_path() == FlashPath::kAvx512; }
 
 void set_flash_attention_enabled(bool enabled) { g_enabled = enabled; }
 
@@ -85,20 +105,19 @@ void set_flash_bf16_products(std::optional<FlashBf16Products> p) {
   g_products.store(p ? static_cast<int>(*p) : -1, std::memory_order_relaxed);
 }
 
-// Everything below is compiled for AVX-512 whatever -march says; it only runs
-// when flash_attention_available().
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
 namespace {
 
 using flash::kB;
+using flash::Kernels;
 
-// Keys of block [c0, c0 + bc) visible to query row r: a prefix of the block.
-inline int64_t visible(const FlashGeometry& g, int64_t r, int64_t c0, int64_t bc) {
-  return g.causal ? std::clamp<int64_t>(r - c0 + 1, 0, bc) : bc;
+const Kernels& kernels() {
+  return flash_path() == FlashPath::kAvx512 ? flash::avx512_kernels() : flash::avx2_kernels();
+}
+
+// Query row r0 + i sees the first clamp(first + i, 0, bc) keys of the block
+// [c0, c0 + bc) (flash_tiles.h): under `causal` those up to the diagonal.
+inline int64_t first_visible(const FlashGeometry& g, int64_t r0, int64_t c0, int64_t bc) {
+  return g.causal ? r0 - c0 + 1 : bc;
 }
 
 // A buffer that only grows, its contents uninitialised; float32 elements, or
@@ -185,32 +204,24 @@ const float* copy_rows(const float* src, int64_t rows, int64_t cols, int64_t rs,
   return dst.data();
 }
 const float* copy_rows(const uint16_t* src, int64_t rows, int64_t cols, int64_t rs, const Buffer& dst) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; c += 16) {
-      const __mmask16 mk = lanes(cols - c);
-      _mm512_mask_storeu_ps(dst.data() + r * cols + c, mk, load16(mk, src + r * rs + c));
-    }
+  flash::widen_rows(src, rows, cols, rs, dst.data());
   return dst.data();
 }
 
-// The contiguous float32 (rows, cols) src rounded to bfloat16 into dst (row stride rs).
-void round_rows(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int64_t rs) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; c += 16) {
-      const __mmask16 mk = lanes(cols - c);
-      store16(mk, dst + r * rs + c, _mm512_maskz_loadu_ps(mk, src + r * cols + c));
-    }
+// The ISA-specific pieces that depend on o's element type: float32 through the
+// table, bfloat16 (AVX-512 only) directly.
+float dot_row(const Kernels& K, const float* a, const float* b, int64_t n) { return K.dot_row(a, b, n); }
+template <typename A>
+float dot_row(const Kernels&, const A* a, const uint16_t* b, int64_t n) {
+  return flash::dot_row(a, b, n);
 }
-
-// rowsum(a * b) over n elements, a and b float32 or bfloat16 bits.
-template <typename A, typename B>
-float dot_row(const A* a, const B* b, int64_t n) {
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t d = 0; d < n; d += 16) {
-    const __mmask16 mk = lanes(n - d);
-    sum = _mm512_fmadd_ps(load16(mk, a + d), load16(mk, b + d), sum);
-  }
-  return _mm512_reduce_add_ps(sum);
+void finish_block(const Kernels& K, int64_t br, int64_t Dv, const float* acc, const float* m, const float* l, float* o,
+                  int64_t o_rs, float* lse) {
+  K.finish_block(br, Dv, acc, m, l, o, o_rs, lse);
+}
+void finish_block(const Kernels&, int64_t br, int64_t Dv, const float* acc, const float* m, const float* l, uint16_t* o,
+                  int64_t o_rs, float* lse) {
+  flash::finish_block(br, Dv, acc, m, l, o, o_rs, lse);
 }
 
 // Note [flash pair products]: with bfloat16 inputs on a CPU whose bfloat16
@@ -230,21 +241,24 @@ float dot_row(const A* a, const B* b, int64_t n) {
 class ForwardF32 {
  public:
   template <typename E>
-  ForwardF32(const FlashGeometry& g, const E* q, const E* k, const E* v, Scratch& w)
-      : D_(g.D), Dv_(g.Dv), q_(copy_rows(q, g.L, g.D, g.q_rs, w.q)), v_(copy_rows(v, g.S, g.Dv, g.v_rs, w.v)) {
-    flash::pack_transposed_panels(k, g.S, g.D, g.k_rs, w.kt.data());  // (S / kB, D, kB): k^T by key block
+  ForwardF32(const Kernels& K, const FlashGeometry& g, const E* q, const E* k, const E* v, Scratch& w)
+      : K_(K), D_(g.D), Dv_(g.Dv), q_(copy_rows(q, g.L, g.D, g.q_rs, w.q)), v_(copy_rows(v, g.S, g.Dv, g.v_rs, w.v)) {
+    if constexpr (std::is_same_v<E, float>)
+      K.pack_transposed_panels(k, g.S, g.D, g.k_rs, w.kt.data());  // (S / kB, D, kB): k^T by key block
+    else flash::pack_transposed_panels(k, g.S, g.D, g.k_rs, w.kt.data());
     kt_ = w.kt.data();
   }
   // s (br x bc, row stride kB) = q k^T for queries [r0, r0 + br), keys [c0, c0 + bc)
   void scores(int64_t r0, int64_t br, int64_t c0, int64_t bc, float* s) const {
-    flash::tile_gemm(br, bc, D_, q_ + r0 * D_, D_, 1, kt_ + c0 * D_, kB, s, kB, false);
+    K_.tile_gemm(br, bc, D_, q_ + r0 * D_, D_, 1, kt_ + c0 * D_, kB, s, kB, false);
   }
   // acc (br x Dv) += p v, p (br x bc, row stride kB)
   void add_pv(int64_t br, int64_t c0, int64_t bc, const float* p, float* acc) const {
-    flash::tile_gemm(br, Dv_, bc, p, kB, 1, v_ + c0 * Dv_, Dv_, acc, Dv_, true);
+    K_.tile_gemm(br, Dv_, bc, p, kB, 1, v_ + c0 * Dv_, Dv_, acc, Dv_, true);
   }
 
  private:
+  const Kernels& K_;
   int64_t D_, Dv_;
   const float *q_, *v_, *kt_ = nullptr;
 };
@@ -278,12 +292,10 @@ class ForwardPairs {
 
 // E: the element type of o (float, or bfloat16 bits).
 template <typename E, typename Products>
-void forward_matrix(const FlashGeometry& g, const Products& prod, E* o, float* lse, Scratch& w) {
+void forward_matrix(const Kernels& K, const FlashGeometry& g, const Products& prod, E* o, float* lse, Scratch& w) {
   const int64_t L = g.L, S = g.S, Dv = g.Dv;
   float* s = w.p.data();      // (kB, kB)
   float* acc = w.acc.data();  // (kB, Dv)
-  const __m512 scale = _mm512_set1_ps(g.scale);
-  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   float m_row[kB], l_row[kB];
   for (int64_t r0 = 0; r0 < L; r0 += kB) {
     const int64_t br = std::min(kB, L - r0);
@@ -293,50 +305,11 @@ void forward_matrix(const FlashGeometry& g, const Products& prod, E* o, float* l
     std::fill(l_row, l_row + br, 0.0f);
     for (int64_t c0 = 0; c0 < kend; c0 += kB) {
       const int64_t bc = std::min(kB, kend - c0);
-      prod.scores(r0, br, c0, bc, s);  // (br, bc)
-      for (int64_t i = 0; i < br; ++i) {
-        float* srow = s + i * kB;
-        const int64_t n = visible(g, r0 + i, c0, bc);
-        __m512 mx = ninf;
-        for (int64_t j = 0; j < n; j += 16) {
-          const __mmask16 mk = lanes(n - j);
-          mx = _mm512_mask_max_ps(mx, mk, mx, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, srow + j), scale));
-        }
-        const float m_new = std::max(m_row[i], n > 0 ? _mm512_reduce_max_ps(mx) : m_row[i]);
-        __m512 sum = _mm512_setzero_ps();
-        const __m512 mv = _mm512_set1_ps(m_new);
-        for (int64_t j = 0; j < bc; j += 16) {
-          const __mmask16 mk = lanes(n - j);  // hidden keys get p = 0
-          const __m512 p =
-              _mm512_maskz_mov_ps(mk, exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mk, srow + j), scale, mv)));
-          sum = _mm512_add_ps(sum, p);
-          _mm512_mask_storeu_ps(srow + j, lanes(bc - j), p);
-        }
-        if (n == 0) continue;
-        const float alpha = std::exp(m_row[i] - m_new);  // 0 on the first visible block
-        l_row[i] = l_row[i] * alpha + _mm512_reduce_add_ps(sum);
-        m_row[i] = m_new;
-        if (alpha != 1.0f) {
-          float* arow = acc + i * Dv;
-          const __m512 av = _mm512_set1_ps(alpha);
-          for (int64_t d = 0; d < Dv; d += 16) {
-            const __mmask16 mk = lanes(Dv - d);
-            _mm512_mask_storeu_ps(arow + d, mk, _mm512_mul_ps(av, _mm512_maskz_loadu_ps(mk, arow + d)));
-          }
-        }
-      }
-      prod.add_pv(br, c0, bc, s, acc);  // acc += p v
+      prod.scores(r0, br, c0, bc, s);                                                            // (br, bc)
+      K.softmax_block(br, bc, first_visible(g, r0, c0, bc), g.scale, s, m_row, l_row, acc, Dv);  // s becomes p
+      prod.add_pv(br, c0, bc, s, acc);                                                           // acc += p v
     }
-    for (int64_t i = 0; i < br; ++i) {
-      const float inv = l_row[i] > 0 ? 1.0f / l_row[i] : 0.0f;  // a row that sees no key: zeros
-      const float* arow = acc + i * Dv;
-      E* orow = o + (r0 + i) * g.o_rs;
-      for (int64_t d = 0; d < Dv; d += 16) {
-        const __mmask16 mk = lanes(Dv - d);
-        store16(mk, orow + d, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, arow + d), _mm512_set1_ps(inv)));
-      }
-      lse[r0 + i] = l_row[i] > 0 ? m_row[i] + std::log(l_row[i]) : -std::numeric_limits<float>::infinity();
-    }
+    finish_block(K, br, Dv, acc, m_row, l_row, o + r0 * g.o_rs, g.o_rs, lse + r0);
   }
 }
 
@@ -347,39 +320,43 @@ void forward_matrix(const FlashGeometry& g, const Products& prod, E* o, float* l
 class BackwardF32 {
  public:
   template <typename E>
-  BackwardF32(const FlashGeometry& g, const E* q, const E* k, const E* v, const E* d_o, int64_t do_rs, Scratch& w)
-      : D_(g.D),
+  BackwardF32(const Kernels& K, const FlashGeometry& g, const E* q, const E* k, const E* v, const E* d_o, int64_t do_rs,
+              Scratch& w)
+      : K_(K),
+        D_(g.D),
         Dv_(g.Dv),
         q_(copy_rows(q, g.L, g.D, g.q_rs, w.q)),        // (L, D)
         k_(copy_rows(k, g.S, g.D, g.k_rs, w.k)),        // (S, D)
         d_o_(copy_rows(d_o, g.L, g.Dv, do_rs, w.d_o)),  // (L, Dv)
         kt_(w.kt.data()),                               // (S / kB, D, kB): k^T by key block
         vt_(w.vt.data()) {                              // (S / kB, Dv, kB)
-    flash::pack_transposed_panels(k_, g.S, g.D, g.D, w.kt.data());
-    flash::pack_transposed_panels(v, g.S, g.Dv, g.v_rs, w.vt.data());
+    K.pack_transposed_panels(k_, g.S, g.D, g.D, w.kt.data());
+    if constexpr (std::is_same_v<E, float>) K.pack_transposed_panels(v, g.S, g.Dv, g.v_rs, w.vt.data());
+    else flash::pack_transposed_panels(v, g.S, g.Dv, g.v_rs, w.vt.data());
   }
   // rowsum(do * o) of query i, o's row at orow
   template <typename E>
   float delta(int64_t i, const E* orow) const {
-    return dot_row(d_o_ + i * Dv_, orow, Dv_);
+    return dot_row(K_, d_o_ + i * Dv_, orow, Dv_);
   }
   void scores(int64_t r0, int64_t br, int64_t c0, int64_t bc, float* s) const {
-    flash::tile_gemm(br, bc, D_, q_ + r0 * D_, D_, 1, kt_ + c0 * D_, kB, s, kB, false);
+    K_.tile_gemm(br, bc, D_, q_ + r0 * D_, D_, 1, kt_ + c0 * D_, kB, s, kB, false);
   }
   void add_dv(int64_t r0, int64_t br, int64_t c0, int64_t bc, const float* p, float* dv, int64_t ld, bool acc) const {
-    flash::tile_gemm(bc, Dv_, br, p, 1, kB, d_o_ + r0 * Dv_, Dv_, dv + c0 * ld, ld, acc);  // dv += p^T do
+    K_.tile_gemm(bc, Dv_, br, p, 1, kB, d_o_ + r0 * Dv_, Dv_, dv + c0 * ld, ld, acc);  // dv += p^T do
   }
   void dp(int64_t r0, int64_t br, int64_t c0, int64_t bc, float* out) const {
-    flash::tile_gemm(br, bc, Dv_, d_o_ + r0 * Dv_, Dv_, 1, vt_ + c0 * Dv_, kB, out, kB, false);  // do v^T
+    K_.tile_gemm(br, bc, Dv_, d_o_ + r0 * Dv_, Dv_, 1, vt_ + c0 * Dv_, kB, out, kB, false);  // do v^T
   }
   void add_dq(int64_t r0, int64_t br, int64_t c0, int64_t bc, const float* ds, float* dq, int64_t ld, bool acc) const {
-    flash::tile_gemm(br, D_, bc, ds, kB, 1, k_ + c0 * D_, D_, dq + r0 * ld, ld, acc);  // dq += ds k
+    K_.tile_gemm(br, D_, bc, ds, kB, 1, k_ + c0 * D_, D_, dq + r0 * ld, ld, acc);  // dq += ds k
   }
   void add_dk(int64_t r0, int64_t br, int64_t c0, int64_t bc, const float* ds, float* dk, int64_t ld, bool acc) const {
-    flash::tile_gemm(bc, D_, br, ds, 1, kB, q_ + r0 * D_, D_, dk + c0 * ld, ld, acc);  // dk += ds^T q
+    K_.tile_gemm(bc, D_, br, ds, 1, kB, q_ + r0 * D_, D_, dk + c0 * ld, ld, acc);  // dk += ds^T q
   }
 
  private:
+  const Kernels& K_;
   int64_t D_, Dv_;
   const float *q_, *k_, *d_o_, *kt_, *vt_;
 };
@@ -400,7 +377,7 @@ class BackwardPairs {
     flash::pair_rows(w.k16.h(), g.S, g.D, 2 * D2_, w.k2.words(), g.D);          // (S / 2, D) words
     flash::pair_rows(w.q16.h(), g.L, g.D, 2 * D2_, w.q2.words(), g.D);          // (L / 2, D) words
   }
-  float delta(int64_t i, const uint16_t* orow) const { return dot_row(w_.do16.h() + i * 2 * Dv2_, orow, Dv_); }
+  float delta(int64_t i, const uint16_t* orow) const { return flash::dot_row(w_.do16.h() + i * 2 * Dv2_, orow, Dv_); }
   void scores(int64_t r0, int64_t br, int64_t c0, int64_t bc, float* s) const {
     flash::pair_tile_gemm(native_, br, bc, D2_, w_.q16.words() + r0 * D2_, D2_, 1, w_.kt.words() + c0 * D2_, kB, s, kB,
                           false);
@@ -434,8 +411,8 @@ class BackwardPairs {
 
 // E: the element type of o; the gradients are float32.
 template <typename E, typename Products>
-void backward_matrix(const FlashGeometry& g, const Products& prod, const E* o, const float* lse, float* dq, float* dk,
-                     float* dv, Scratch& w) {
+void backward_matrix(const Kernels& K, const FlashGeometry& g, const Products& prod, const E* o, const float* lse,
+                     float* dq, float* dk, float* dv, Scratch& w) {
   const int64_t L = g.L, S = g.S, D = g.D, Dv = g.Dv;
   float* delta = w.delta.data();
   for (int64_t i = 0; i < L; ++i) delta[i] = prod.delta(i, o + i * g.o_rs);
@@ -444,7 +421,6 @@ void backward_matrix(const FlashGeometry& g, const Products& prod, const E* o, c
   // block writes its dk, dv), and blocks no product reaches are zeroed here.
   if (S == 0)
     for (int64_t i = 0; i < L; ++i) std::fill(dq + i * g.dq_rs, dq + i * g.dq_rs + D, 0.0f);
-  const __m512 scale = _mm512_set1_ps(g.scale);
   float* p = w.p.data();
   float* ds = w.ds.data();
   for (int64_t c0 = 0; c0 < S; c0 += kB) {
@@ -454,32 +430,12 @@ void backward_matrix(const FlashGeometry& g, const Products& prod, const E* o, c
       const int64_t br = std::min(kB, L - r0);
       if (g.causal && r0 + br - 1 < c0) continue;  // no row of this block sees these keys
       prod.scores(r0, br, c0, bc, p);              // s (br, bc)
-      for (int64_t i = 0; i < br; ++i) {
-        float* row = p + i * kB;
-        const int64_t n = visible(g, r0 + i, c0, bc);
-        const __m512 lv = _mm512_set1_ps(lse[r0 + i]);
-        for (int64_t j = 0; j < bc; j += 16) {
-          const __mmask16 mk = lanes(n - j);
-          const __m512 pv =
-              _mm512_maskz_mov_ps(mk, exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mk, row + j), scale, lv)));
-          _mm512_mask_storeu_ps(row + j, lanes(bc - j), pv);
-        }
-      }
-      prod.add_dv(r0, br, c0, bc, p, dv, g.dv_rs, !first);  // dv += p^T do
-      prod.dp(r0, br, c0, bc, ds);                          // dp = do v^T
-      for (int64_t i = 0; i < br; ++i) {
-        const float* prow = p + i * kB;
-        float* row = ds + i * kB;
-        const __m512 dl = _mm512_set1_ps(delta[r0 + i]);
-        for (int64_t j = 0; j < bc; j += 16) {
-          const __mmask16 mk = lanes(bc - j);
-          const __m512 t = _mm512_sub_ps(_mm512_maskz_loadu_ps(mk, row + j), dl);
-          _mm512_mask_storeu_ps(row + j, mk,
-                                _mm512_mul_ps(scale, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, prow + j), t)));
-        }
-      }
-      prod.add_dq(r0, br, c0, bc, ds, dq, g.dq_rs, c0 > 0);  // dq += ds k
-      prod.add_dk(r0, br, c0, bc, ds, dk, g.dk_rs, !first);  // dk += ds^T q
+      K.probs_block(br, bc, first_visible(g, r0, c0, bc), g.scale, lse + r0, p);  // p
+      prod.add_dv(r0, br, c0, bc, p, dv, g.dv_rs, !first);                        // dv += p^T do
+      prod.dp(r0, br, c0, bc, ds);                                                // dp = do v^T
+      K.ds_block(br, bc, g.scale, p, delta + r0, ds);                             // ds
+      prod.add_dq(r0, br, c0, bc, ds, dq, g.dq_rs, c0 > 0);                       // dq += ds k
+      prod.add_dk(r0, br, c0, bc, ds, dk, g.dk_rs, !first);                       // dk += ds^T q
       first = false;
     }
     if (first)  // keys no query sees (causal, L < S): zero gradients
@@ -522,7 +478,7 @@ PairChoice pair_choice() {
 }
 
 template <typename E>
-void forward_all(const FlashGeometry& g, const E* q, const E* k, const E* v, E* o, float* lse) {
+void forward_all(const Kernels& K, const FlashGeometry& g, const E* q, const E* k, const E* v, E* o, float* lse) {
   constexpr bool kBf16 = std::is_same_v<E, uint16_t>;
   const PairChoice pc = kBf16 ? pair_choice() : PairChoice{false, false};
   const int64_t BH = g.batch * g.heads;
@@ -532,19 +488,19 @@ void forward_all(const FlashGeometry& g, const E* q, const E* k, const E* v, E* 
     E* om = o + b * g.o_sb + h * g.o_sh;
     if constexpr (kBf16) {
       if (pc.pairs) {
-        forward_matrix(g, ForwardPairs(g, qm, km, vm, w, pc.native), om, lse + m * g.L, w);
+        forward_matrix(K, g, ForwardPairs(g, qm, km, vm, w, pc.native), om, lse + m * g.L, w);
         return;
       }
     }
-    forward_matrix(g, ForwardF32(g, qm, km, vm, w), om, lse + m * g.L, w);
+    forward_matrix(K, g, ForwardF32(K, g, qm, km, vm, w), om, lse + m * g.L, w);
   });
 }
 
 // float32 gradients are written in place; bfloat16 ones are computed into the
 // thread's float32 scratch (contiguous) and rounded once per matrix.
 template <typename E>
-void backward_all(const FlashGeometry& g, const E* q, const E* k, const E* v, const E* o, const float* lse,
-                  const E* d_o, int64_t do_sb, int64_t do_sh, int64_t do_rs, E* dq, E* dk, E* dv) {
+void backward_all(const Kernels& K, const FlashGeometry& g, const E* q, const E* k, const E* v, const E* o,
+                  const float* lse, const E* d_o, int64_t do_sb, int64_t do_sh, int64_t do_rs, E* dq, E* dk, E* dv) {
   constexpr bool kBf16 = std::is_same_v<E, uint16_t>;
   const PairChoice pc = kBf16 ? pair_choice() : PairChoice{false, false};
   const int64_t BH = g.batch * g.heads;
@@ -559,16 +515,16 @@ void backward_all(const FlashGeometry& g, const E* q, const E* k, const E* v, co
       FlashGeometry gm = g;
       gm.dq_rs = g.D, gm.dk_rs = g.D, gm.dv_rs = g.Dv;
       if (pc.pairs)
-        backward_matrix(gm, BackwardPairs(g, qm, km, vm, dom, do_rs, w, pc.native), om, lse + m * g.L, w.dq.data(),
+        backward_matrix(K, gm, BackwardPairs(g, qm, km, vm, dom, do_rs, w, pc.native), om, lse + m * g.L, w.dq.data(),
                         w.dk.data(), w.dv.data(), w);
       else
-        backward_matrix(gm, BackwardF32(g, qm, km, vm, dom, do_rs, w), om, lse + m * g.L, w.dq.data(), w.dk.data(),
-                        w.dv.data(), w);
-      round_rows(w.dq.data(), g.L, g.D, dqm, g.dq_rs);
-      round_rows(w.dk.data(), g.S, g.D, dkm, g.dk_rs);
-      round_rows(w.dv.data(), g.S, g.Dv, dvm, g.dv_rs);
+        backward_matrix(K, gm, BackwardF32(K, g, qm, km, vm, dom, do_rs, w), om, lse + m * g.L, w.dq.data(),
+                        w.dk.data(), w.dv.data(), w);
+      flash::round_rows(w.dq.data(), g.L, g.D, dqm, g.dq_rs);
+      flash::round_rows(w.dk.data(), g.S, g.D, dkm, g.dk_rs);
+      flash::round_rows(w.dv.data(), g.S, g.Dv, dvm, g.dv_rs);
     } else {
-      backward_matrix(g, BackwardF32(g, qm, km, vm, dom, do_rs, w), om, lse + m * g.L, dqm, dkm, dvm, w);
+      backward_matrix(K, g, BackwardF32(K, g, qm, km, vm, dom, do_rs, w), om, lse + m * g.L, dqm, dkm, dvm, w);
     }
   });
 }
@@ -577,27 +533,26 @@ void backward_all(const FlashGeometry& g, const E* q, const E* k, const E* v, co
 
 void flash_attention_forward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v, float* o,
                                  float* lse) {
-  forward_all(g, q, k, v, o, lse);
+  forward_all(kernels(), g, q, k, v, o, lse);
 }
 
 void flash_attention_backward_f32(const FlashGeometry& g, const float* q, const float* k, const float* v,
                                   const float* o, const float* lse, const float* d_o, int64_t do_sb, int64_t do_sh,
                                   int64_t do_rs, float* dq, float* dk, float* dv) {
-  backward_all(g, q, k, v, o, lse, d_o, do_sb, do_sh, do_rs, dq, dk, dv);
+  backward_all(kernels(), g, q, k, v, o, lse, d_o, do_sb, do_sh, do_rs, dq, dk, dv);
 }
 
 void flash_attention_forward_bf16(const FlashGeometry& g, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                                   uint16_t* o, float* lse) {
-  forward_all(g, q, k, v, o, lse);
+  WEFT_CHECK(flash_attention_bf16_available(), "flash attention: the bfloat16 kernels need AVX-512F");
+  forward_all(flash::avx512_kernels(), g, q, k, v, o, lse);
 }
 
 void flash_attention_backward_bf16(const FlashGeometry& g, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                                    const uint16_t* o, const float* lse, const uint16_t* d_o, int64_t do_sb,
                                    int64_t do_sh, int64_t do_rs, uint16_t* dq, uint16_t* dk, uint16_t* dv) {
-  backward_all(g, q, k, v, o, lse, d_o, do_sb, do_sh, do_rs, dq, dk, dv);
+  WEFT_CHECK(flash_attention_bf16_available(), "flash attention: the bfloat16 kernels need AVX-512F");
+  backward_all(flash::avx512_kernels(), g, q, k, v, o, lse, d_o, do_sb, do_sh, do_rs, dq, dk, dv);
 }
-
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
 
 }  // namespace weft::cpu

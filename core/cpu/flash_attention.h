@@ -1,5 +1,5 @@
-// Flash-style attention on the CPU (AVX-512), forward and backward, float32 and
-// bfloat16 (core/cpu/flash_attention.cc). The CPU entries of the fused attention tables
+// Flash-style attention on the CPU, forward and backward: float32 on AVX-512 or
+// AVX2 + FMA, bfloat16 on AVX-512 (core/cpu/flash_attention.cc). The CPU entries of the fused attention tables
 // (core/kernels/attention.h) call these.
 //
 // Contract: one (batch, head) pair is a "matrix" m = b * heads + h < BH. q (L, D)
@@ -17,7 +17,8 @@
 // above the diagonal are never computed. Work is shared out by whole matrices,
 // each computed in one fixed order, so results do not depend on the thread count.
 // Scores live only in one block at a time (no L x S tensor); the backward
-// recomputes them from lse. Requires flash_attention_available() (AVX-512F).
+// recomputes them from lse. The float32 entries require
+// flash_attention_available(), the bfloat16 ones flash_attention_bf16_available().
 #pragma once
 
 #include <cstdint>
@@ -25,8 +26,23 @@
 
 namespace weft::cpu {
 
-// True when this CPU has AVX-512F and the kernels are enabled (the default).
+// The instruction set the float32 kernels use: by default the best this CPU
+// has. The results of the two differ in the last bits (their exp and their
+// products' tiling differ); each is independent of the thread count.
+enum class FlashPath { kAvx512, kAvx2 };
+const char* flash_path_name(FlashPath p);  // "avx512", "avx2"
+bool flash_path_available(FlashPath p);    // AVX-512F; AVX2 and FMA
+FlashPath flash_path();
+// Forces one (an error naming it where the CPU cannot run it), or with nullopt
+// goes back to the default. For tests and benchmarks; not thread-safe against
+// attention calls running meanwhile.
+void set_flash_path(std::optional<FlashPath> p);
+
+// True when the kernels are enabled (the default) and this CPU has a path for
+// float32 (AVX-512F, or AVX2 and FMA) ...
 bool flash_attention_available();
+// ... and for bfloat16: the AVX-512 path, taken now.
+bool flash_attention_bf16_available();
 // For tests and benchmarks comparing with the unfused path; not thread-safe
 // against concurrent attention calls.
 void set_flash_attention_enabled(bool enabled);

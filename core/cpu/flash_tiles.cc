@@ -1,12 +1,14 @@
-// Block products and operand layouts of the CPU flash attention (contract in
-// core/cpu/flash_tiles.h).
+// Block products, operand layouts and softmax rows of the CPU flash attention,
+// AVX-512 (contract in core/cpu/flash_tiles.h).
 #include "core/cpu/flash_tiles.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "core/cpu/avx512_util.h"
@@ -20,6 +22,8 @@ namespace weft::cpu::flash {
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,avx2,fma")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// _mm512_reduce_add_ps / _max_ps start from _mm256_undefined_pd() inside GCC's headers.
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace {
 
@@ -170,6 +174,137 @@ void pair_rows(const E* src, int64_t rows, int64_t cols, int64_t rs, uint32_t* d
 }
 template void pair_rows<float>(const float*, int64_t, int64_t, int64_t, uint32_t*, int64_t);
 template void pair_rows<uint16_t>(const uint16_t*, int64_t, int64_t, int64_t, uint32_t*, int64_t);
+
+namespace {
+
+// Keys of a block visible to its row i (flash_tiles.h: n_i).
+inline int64_t visible(int64_t first, int64_t i, int64_t bc) { return std::clamp<int64_t>(first + i, 0, bc); }
+
+void softmax_block512(int64_t br, int64_t bc, int64_t first, float scale_f, float* s, float* m_row, float* l_row,
+                      float* acc, int64_t Dv) {
+  const __m512 scale = _mm512_set1_ps(scale_f);
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t i = 0; i < br; ++i) {
+    float* srow = s + i * kB;
+    const int64_t n = visible(first, i, bc);
+    __m512 mx = ninf;
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 mk = lanes(n - j);
+      mx = _mm512_mask_max_ps(mx, mk, mx, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, srow + j), scale));
+    }
+    const float m_new = std::max(m_row[i], n > 0 ? _mm512_reduce_max_ps(mx) : m_row[i]);
+    __m512 sum = _mm512_setzero_ps();
+    const __m512 mv = _mm512_set1_ps(m_new);
+    for (int64_t j = 0; j < bc; j += 16) {
+      const __mmask16 mk = lanes(n - j);  // hidden keys get p = 0
+      const __m512 p = _mm512_maskz_mov_ps(mk, exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mk, srow + j), scale, mv)));
+      sum = _mm512_add_ps(sum, p);
+      _mm512_mask_storeu_ps(srow + j, lanes(bc - j), p);
+    }
+    if (n == 0) continue;
+    const float alpha = std::exp(m_row[i] - m_new);  // 0 on the first visible block
+    l_row[i] = l_row[i] * alpha + _mm512_reduce_add_ps(sum);
+    m_row[i] = m_new;
+    if (alpha != 1.0f) {
+      float* arow = acc + i * Dv;
+      const __m512 av = _mm512_set1_ps(alpha);
+      for (int64_t d = 0; d < Dv; d += 16) {
+        const __mmask16 mk = lanes(Dv - d);
+        _mm512_mask_storeu_ps(arow + d, mk, _mm512_mul_ps(av, _mm512_maskz_loadu_ps(mk, arow + d)));
+      }
+    }
+  }
+}
+
+template <typename E>
+void finish_block512(int64_t br, int64_t Dv, const float* acc, const float* m_row, const float* l_row, E* o,
+                     int64_t o_rs, float* lse) {
+  for (int64_t i = 0; i < br; ++i) {
+    const float inv = l_row[i] > 0 ? 1.0f / l_row[i] : 0.0f;  // a row that sees no key: zeros
+    const float* arow = acc + i * Dv;
+    E* orow = o + i * o_rs;
+    for (int64_t d = 0; d < Dv; d += 16) {
+      const __mmask16 mk = lanes(Dv - d);
+      store16(mk, orow + d, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, arow + d), _mm512_set1_ps(inv)));
+    }
+    lse[i] = l_row[i] > 0 ? m_row[i] + std::log(l_row[i]) : -std::numeric_limits<float>::infinity();
+  }
+}
+
+void probs_block512(int64_t br, int64_t bc, int64_t first, float scale_f, const float* lse, float* s) {
+  const __m512 scale = _mm512_set1_ps(scale_f);
+  for (int64_t i = 0; i < br; ++i) {
+    float* row = s + i * kB;
+    const int64_t n = visible(first, i, bc);
+    const __m512 lv = _mm512_set1_ps(lse[i]);
+    for (int64_t j = 0; j < bc; j += 16) {
+      const __mmask16 mk = lanes(n - j);
+      const __m512 pv = _mm512_maskz_mov_ps(mk, exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mk, row + j), scale, lv)));
+      _mm512_mask_storeu_ps(row + j, lanes(bc - j), pv);
+    }
+  }
+}
+
+void ds_block512(int64_t br, int64_t bc, float scale_f, const float* p, const float* delta, float* ds) {
+  const __m512 scale = _mm512_set1_ps(scale_f);
+  for (int64_t i = 0; i < br; ++i) {
+    const float* prow = p + i * kB;
+    float* row = ds + i * kB;
+    const __m512 dl = _mm512_set1_ps(delta[i]);
+    for (int64_t j = 0; j < bc; j += 16) {
+      const __mmask16 mk = lanes(bc - j);
+      const __m512 t = _mm512_sub_ps(_mm512_maskz_loadu_ps(mk, row + j), dl);
+      _mm512_mask_storeu_ps(row + j, mk, _mm512_mul_ps(scale, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, prow + j), t)));
+    }
+  }
+}
+
+// rowsum(a * b) over n elements, a and b float32 or bfloat16 bits.
+template <typename A, typename B>
+float dot_row512(const A* a, const B* b, int64_t n) {
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t d = 0; d < n; d += 16) {
+    const __mmask16 mk = lanes(n - d);
+    sum = _mm512_fmadd_ps(load16(mk, a + d), load16(mk, b + d), sum);
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+
+void pack_transposed_panels_f32(const float* src, int64_t rows, int64_t cols, int64_t rs, float* dst) {
+  pack_transposed_panels(src, rows, cols, rs, dst);
+}
+
+}  // namespace
+
+const Kernels& avx512_kernels() {
+  static constexpr Kernels k{
+      &tile_gemm,   &pack_transposed_panels_f32, &softmax_block512, &finish_block512<float>, &probs_block512,
+      &ds_block512, &dot_row512<float, float>};
+  return k;
+}
+
+void finish_block(int64_t br, int64_t Dv, const float* acc, const float* m, const float* l, uint16_t* o, int64_t o_rs,
+                  float* lse) {
+  finish_block512(br, Dv, acc, m, l, o, o_rs, lse);
+}
+float dot_row(const float* a, const uint16_t* b, int64_t n) { return dot_row512(a, b, n); }
+float dot_row(const uint16_t* a, const uint16_t* b, int64_t n) { return dot_row512(a, b, n); }
+
+void widen_rows(const uint16_t* src, int64_t rows, int64_t cols, int64_t rs, float* dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; c += 16) {
+      const __mmask16 mk = lanes(cols - c);
+      _mm512_mask_storeu_ps(dst + r * cols + c, mk, load16(mk, src + r * rs + c));
+    }
+}
+
+void round_rows(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int64_t rs) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; c += 16) {
+      const __mmask16 mk = lanes(cols - c);
+      store16(mk, dst + r * rs + c, _mm512_maskz_loadu_ps(mk, src + r * cols + c));
+    }
+}
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options

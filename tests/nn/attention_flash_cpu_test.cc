@@ -12,7 +12,8 @@
 // products (float32, pairs emulated, VDPBF16PS pairs) against float64 from the
 // same bfloat16 values, and closer to it than the unfused bfloat16 path; the
 // pair products independent of the thread count and VDPBF16PS bit for bit its
-// emulation. Skipped where the CPU lacks AVX-512.
+// emulation. The float32 tests run on each path the CPU has (AVX-512, AVX2 +
+// FMA); the bfloat16 ones need AVX-512.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -63,10 +64,31 @@ void expect_close(const Result& flash, const Result& ref) {
   EXPECT_TRUE(tensors_near(flash.dv, ref.dv, 2e-6));
 }
 
-class FlashCpu : public ::testing::Test {
+// The float32 tests, once per path (cpu::FlashPath): AVX-512 and AVX2 + FMA,
+// each where the CPU has it, so an AVX-512 machine tests both.
+class FlashCpu : public ::testing::TestWithParam<cpu::FlashPath> {
  protected:
   void SetUp() override {
-    if (!cpu::flash_attention_available()) GTEST_SKIP() << "this CPU has no AVX-512F";
+    if (!cpu::flash_path_available(GetParam()))
+      GTEST_SKIP() << "this CPU cannot run the " << cpu::flash_path_name(GetParam()) << " path";
+    cpu::set_flash_path(GetParam());
+    ASSERT_TRUE(cpu::flash_attention_available());
+  }
+  void TearDown() override {
+    cpu::set_flash_attention_enabled(true);
+    cpu::set_flash_path(std::nullopt);
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Paths, FlashCpu, ::testing::Values(cpu::FlashPath::kAvx512, cpu::FlashPath::kAvx2),
+                         [](const ::testing::TestParamInfo<cpu::FlashPath>& info) {
+                           return std::string(cpu::flash_path_name(info.param));
+                         });
+
+// The bfloat16 tests: the AVX-512 path only.
+class FlashCpuBf16 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cpu::flash_attention_bf16_available()) GTEST_SKIP() << "this CPU has no AVX-512F";
   }
   void TearDown() override {
     cpu::set_flash_attention_enabled(true);
@@ -78,7 +100,7 @@ struct Case {
   int64_t B, H, L, S, D, Dv;
 };
 
-TEST_F(FlashCpu, MatchesTheFloat64UnfusedPath) {
+TEST_P(FlashCpu, MatchesTheFloat64UnfusedPath) {
   const Case cases[] = {{2, 3, 64, 64, 64, 64}, {1, 2, 130, 130, 64, 64}, {2, 1, 100, 37, 24, 40},
                         {1, 2, 37, 100, 72, 8}, {1, 1, 1, 1, 3, 5},       {1, 1, 200, 70, 16, 96},
                         {3, 2, 65, 129, 17, 33}};
@@ -100,7 +122,35 @@ TEST_F(FlashCpu, MatchesTheFloat64UnfusedPath) {
     }
 }
 
-TEST_F(FlashCpu, StridedViewsOfOneQkvTensorAndAStridedGradient) {
+// Scores hundreds apart: most probabilities underflow to exactly 0 in float32
+// (exp below -104 flushes) and the running maximum jumps between key blocks,
+// so the rescaling factor exp(m_old - m_new) underflows too. q and k hold
+// multiples of 1/8 and the scale is 1/sqrt(64) = 1/8, so every score is exact
+// in float32 and the comparison measures the kernels, not the rounding of
+// scores in the hundreds. The output keeps its usual bound; the gradients
+// recompute p from the float32 logsumexp, itself in the hundreds here, whose
+// ulp (2^-17 at 128-256) bounds p's relative error, hence 1e-4.
+TEST_P(FlashCpu, WidelySpreadScoresMatchFloat64) {
+  auto eighths = [](const Tensor& t) { return round(t * 8.0) / 8.0; };
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    Tensor q = eighths(rnd({2, 2, 150, 64}, DType::Float32, 30) * 30.0),
+           k = eighths(rnd({2, 2, 150, 64}, DType::Float32, 31) * 3.0), v = rnd({2, 2, 150, 64}, DType::Float32, 32),
+           g = rnd({2, 2, 150, 64}, DType::Float32, 33);
+    Result flash = run(q, k, v, g, causal);
+    EXPECT_EQ(flash.node, "ScaledDotProductAttentionBackward");
+    Result ref = run(f64(q), f64(k), f64(v), f64(g), causal);
+    EXPECT_TRUE(tensors_near(flash.out, ref.out, 2e-6));
+    EXPECT_TRUE(tensors_near(flash.dq, ref.dq, 1e-4));
+    EXPECT_TRUE(tensors_near(flash.dk, ref.dk, 1e-4));
+    EXPECT_TRUE(tensors_near(flash.dv, ref.dv, 1e-4));
+    // the spread is real: some scores of a row lie more than 104 below its maximum
+    Tensor s = matmul(q.narrow(2, 0, 64), k.narrow(2, 0, 64).transpose(2, 3)) / 8.0;  // (2, 2, 64, 64)
+    EXPECT_GT(max(amax(s, {3}) - amin(s, {3})).item<float>(), 104.0f);
+  }
+}
+
+TEST_P(FlashCpu, StridedViewsOfOneQkvTensorAndAStridedGradient) {
   const int64_t B = 2, T = 90, H = 3, D = 20, C = H * D;
   for (bool causal : {false, true}) {
     Tensor qkv = rnd({B, T, 3 * C}, DType::Float32, 40 + causal);
@@ -122,9 +172,11 @@ TEST_F(FlashCpu, StridedViewsOfOneQkvTensorAndAStridedGradient) {
 // gradient reaching the (B, T, 3C) tensor is the very memory dq was written to.
 // Its values match float64 through the unfused path (split, cat and all), in
 // float32 and in bfloat16.
-TEST_F(FlashCpu, SplitQkvGradientReachesTheQkvTensorWithoutACopy) {
+TEST_P(FlashCpu, SplitQkvGradientReachesTheQkvTensorWithoutACopy) {
   const int64_t B = 2, T = 90, H = 3, D = 20, C = H * D;
-  for (DType dt : {DType::Float32, DType::BFloat16}) {
+  std::vector<DType> dtypes{DType::Float32};
+  if (cpu::flash_attention_bf16_available()) dtypes.push_back(DType::BFloat16);
+  for (DType dt : dtypes) {
     SCOPED_TRACE(dt == DType::Float32 ? "float32" : "bfloat16");
     auto grad_of_qkv = [&](const Tensor& x0, const Tensor& g, const void** dq_mem, const void** qkv_mem) {
       Tensor x = x0.detach().requires_grad_();
@@ -154,7 +206,7 @@ TEST_F(FlashCpu, SplitQkvGradientReachesTheQkvTensorWithoutACopy) {
   }
 }
 
-TEST_F(FlashCpu, AgreesWithTheUnfusedFloat32Path) {
+TEST_P(FlashCpu, AgreesWithTheUnfusedFloat32Path) {
   Tensor q = rnd({2, 2, 96, 32}, DType::Float32, 60), k = rnd({2, 2, 96, 32}, DType::Float32, 61),
          v = rnd({2, 2, 96, 32}, DType::Float32, 62), g = rnd({2, 2, 96, 32}, DType::Float32, 63);
   Result flash = run(q, k, v, g, true);
@@ -164,7 +216,7 @@ TEST_F(FlashCpu, AgreesWithTheUnfusedFloat32Path) {
   expect_close(flash, plain);
 }
 
-TEST_F(FlashCpu, ResultDoesNotDependOnTheThreadCount) {
+TEST_P(FlashCpu, ResultDoesNotDependOnTheThreadCount) {
   Tensor q = rnd({3, 2, 70, 24}, DType::Float32, 70), k = rnd({3, 2, 70, 24}, DType::Float32, 71),
          v = rnd({3, 2, 70, 24}, DType::Float32, 72), g = rnd({3, 2, 70, 24}, DType::Float32, 73);
   const int prev = get_num_threads();
@@ -183,7 +235,7 @@ TEST_F(FlashCpu, ResultDoesNotDependOnTheThreadCount) {
 // the first product into each block rather than clearing first): outputs
 // prefilled with NaN come out bit-equal to outputs prefilled with zeros, for a
 // causal L < S whose last key blocks no query sees, and without the mask.
-TEST_F(FlashCpu, KernelsOverwriteEveryOutputElement) {
+TEST_P(FlashCpu, KernelsOverwriteEveryOutputElement) {
   const int64_t B = 1, H = 2, L = 37, S = 150, D = 24, Dv = 40;
   Tensor q = rnd({B, H, L, D}, DType::Float32, 100), k = rnd({B, H, S, D}, DType::Float32, 101),
          v = rnd({B, H, S, Dv}, DType::Float32, 102), d_o = rnd({B, H, L, Dv}, DType::Float32, 103);
@@ -223,7 +275,7 @@ TEST_F(FlashCpu, KernelsOverwriteEveryOutputElement) {
   }
 }
 
-TEST_F(FlashCpu, TransformerBlockGradientsMatchWithoutTheKernel) {
+TEST_P(FlashCpu, TransformerBlockGradientsMatchWithoutTheKernel) {
   auto grads = [](bool flash) {
     cpu::set_flash_attention_enabled(flash);
     manual_seed(5);
@@ -244,7 +296,7 @@ TEST_F(FlashCpu, TransformerBlockGradientsMatchWithoutTheKernel) {
 // so the reshape to (B, T, H * D) after attention is a view. So are the same
 // steps back on the gradients: dq here is laid out like q, a view of the
 // (B, T, 3C) tensor (rows 3C apart), which reshapes without a copy too.
-TEST_F(FlashCpu, OutputAndGradientsAreLaidOutTokensThenHeads) {
+TEST_P(FlashCpu, OutputAndGradientsAreLaidOutTokensThenHeads) {
   const int64_t B = 2, T = 33, H = 3, D = 16;
   Tensor qkv = rnd({B, T, 3 * H * D}, DType::Float32, 95).requires_grad_();
   std::vector<Tensor> parts = split(qkv, H * D, 2);
@@ -292,7 +344,7 @@ std::vector<cpu::FlashBf16Products> bf16_products() {
 // bfloat16 too, which stays within these bounds. Sizes off the 64-row blocks
 // and odd ones (an odd head dim, odd counts of queries and keys) take the pair
 // layouts' zero padding.
-TEST_F(FlashCpu, Bfloat16InputsMatchFloat64WithEveryKindOfProducts) {
+TEST_F(FlashCpuBf16, Bfloat16InputsMatchFloat64WithEveryKindOfProducts) {
   const Case cases[] = {
       {2, 3, 64, 64, 64, 64}, {1, 2, 130, 130, 64, 64}, {2, 1, 100, 37, 24, 40}, {1, 2, 71, 99, 23, 17}};
   uint64_t seed = 100;
@@ -411,7 +463,7 @@ std::vector<Tensor> run_kernels(const BfCase& c, const BfInputs& in, bool causal
 
 }  // namespace flash_bf16
 
-TEST_F(FlashCpu, Bfloat16KernelsAreTheFloat32KernelsOnWidenedInputsRounded) {
+TEST_F(FlashCpuBf16, Bfloat16KernelsAreTheFloat32KernelsOnWidenedInputsRounded) {
   using namespace flash_bf16;
   cpu::set_flash_bf16_products(cpu::FlashBf16Products::kFloat32);
   const BfCase cases[] = {{2, 3, 90, 90, 20, 20, true}, {1, 2, 37, 150, 24, 40, false}, {2, 1, 130, 70, 80, 72, false}};
@@ -456,7 +508,7 @@ TEST_F(FlashCpu, Bfloat16KernelsAreTheFloat32KernelsOnWidenedInputsRounded) {
 // the two agree (VDPBF16PS flushes denormals). Strided q, k, v views of one
 // tensor, a strided output gradient, causal and not, L < S and L > S, odd
 // sizes (padded pairs) and head dims above 64; outputs prefilled with NaN.
-TEST_F(FlashCpu, PairProductsIgnoreTheThreadCountAndMatchTheirEmulation) {
+TEST_F(FlashCpuBf16, PairProductsIgnoreTheThreadCountAndMatchTheirEmulation) {
   using namespace flash_bf16;
   const BfCase cases[] = {{2, 3, 90, 90, 20, 20, true}, {1, 2, 37, 151, 23, 41, false}, {2, 1, 131, 70, 80, 72, false}};
   const bool native = cpu::flash_bf16_products_available(cpu::FlashBf16Products::kPairs);
@@ -488,7 +540,7 @@ TEST_F(FlashCpu, PairProductsIgnoreTheThreadCountAndMatchTheirEmulation) {
   }
 }
 
-TEST_F(FlashCpu, AutocastSendsFloat32AttentionToTheBfloat16Kernel) {
+TEST_F(FlashCpuBf16, AutocastSendsFloat32AttentionToTheBfloat16Kernel) {
   Tensor q = rnd({1, 2, 50, 16}, DType::Float32, 90), k = rnd({1, 2, 50, 16}, DType::Float32, 91),
          v = rnd({1, 2, 50, 16}, DType::Float32, 92);
   Tensor y;
