@@ -238,19 +238,56 @@ void gemm_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
   // the product, then the epilogue as a pass of the unary kernels' formulas
   const int64_t zero = 0;
   gemm_f32_below_avx512(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, col_bias);
-  // one kind per call (checked above): a row loop of its formula, which vectorises
-  const bool forward = ep.kind == GemmEpilogue::Kind::kGeluForward;
-  parallel_for(0, m, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0; i < r1; ++i) {
-      float* __restrict row = c + i * ldc;
-      if (forward) {
-        float* __restrict act = ep.act + i * ep.ld_act;
-        for (int64_t j = 0; j < n; ++j) act[j] = vmath::gelu_tanh(row[j]);
-      } else {
-        const float* __restrict pre = ep.pre + i * ep.ld_pre;
-        for (int64_t j = 0; j < n; ++j) row[j] = row[j] * vmath::gelu_tanh_grad(pre[j]);
-      }
+  apply_epilogue_rows(ep, c, ldc, m, n);
+}
+
+namespace {
+
+// Row i of each kind (core/cpu/gemm.h: Note [gemm epilogue]); plain loops over
+// restrict pointers, so each vectorises.
+void epilogue_row(const GemmEpilogue& ep, float* __restrict row, int64_t i, int64_t n) {
+  using Kind = GemmEpilogue::Kind;
+  switch (ep.kind) {
+    case Kind::kGeluForward: {
+      float* __restrict act = ep.act + i * ep.ld_act;
+      for (int64_t j = 0; j < n; ++j) act[j] = vmath::gelu_tanh(row[j]);
+      break;
     }
+    case Kind::kGeluBackward: {
+      const float* __restrict pre = ep.pre + i * ep.ld_pre;
+      for (int64_t j = 0; j < n; ++j) row[j] = row[j] * vmath::gelu_tanh_grad(pre[j]);
+      break;
+    }
+    case Kind::kRoundBf16: {
+      uint16_t* __restrict out = ep.out16 + i * ep.ld_out16;
+      for (int64_t j = 0; j < n; ++j) out[j] = BFloat16(row[j]).x;
+      break;
+    }
+    case Kind::kGeluForwardBf16: {
+      uint16_t* __restrict out = ep.out16 + i * ep.ld_out16;
+      uint16_t* __restrict act = ep.act16 + i * ep.ld_act16;
+      for (int64_t j = 0; j < n; ++j) {
+        const BFloat16 h(row[j]);
+        out[j] = h.x;
+        act[j] = BFloat16(vmath::gelu_tanh(static_cast<float>(h))).x;
+      }
+      break;
+    }
+    case Kind::kGeluBackwardBf16: {
+      uint16_t* __restrict out = ep.out16 + i * ep.ld_out16;
+      const uint16_t* __restrict pre = ep.pre16 + i * ep.ld_pre16;
+      for (int64_t j = 0; j < n; ++j)
+        out[j] = BFloat16(row[j] * vmath::gelu_tanh_grad(static_cast<float>(BFloat16::from_bits(pre[j])))).x;
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+void apply_epilogue_rows(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m, int64_t n) {
+  parallel_for(0, m, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) epilogue_row(ep, c + i * ldc, i, n);
   });
 }
 

@@ -114,6 +114,12 @@ struct GemmEpilogue {
 // the paths without an AVX-512 store of their own (Eigen's, the AMX kernels).
 void apply_epilogue(const GemmEpilogue& ep, float* cp, float r, int64_t i, int64_t j);
 
+// The same formulas as a pass over a finished C (m, n; leading dimension ldc,
+// ep's pointers at C's first element): one kind per call, a row loop per kind
+// that vectorises, rows shared among threads. For the paths whose product has
+// no epilogue store of its own (the AVX2 kernel, Eigen, widened bfloat16).
+void apply_epilogue_rows(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m, int64_t n);
+
 // One float32 matrix: C (m, n) = [col_bias +] A (m, k) * B (k, n), then a GELU
 // epilogue. Threads and determinism as gemm (Note [gemm determinism]).
 void gemm_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <sys/syscall.h>
@@ -131,14 +132,35 @@ namespace {
 
 float widen(uint16_t bits) { return BFloat16::from_bits(bits); }
 
+// An operand (rows, cols; element (r, c) at src[r * rs + c * cs]) widened into
+// the contiguous float32 dst in the source's orientation, so that both sides
+// stream: row-major, or column-major where the source's columns are its
+// contiguous lines (rs == 1: a transposed view such as a weight's). Lines are
+// shared among threads. Returns dst's (row, column) strides.
+std::pair<int64_t, int64_t> widen_into(const uint16_t* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                                       float* dst) {
+  const bool by_columns = rs == 1 && cs != 1;
+  const int64_t lines = by_columns ? cols : rows, len = by_columns ? rows : cols;
+  const int64_t line_stride = by_columns ? cs : rs, step = by_columns ? 1 : cs;
+  parallel_for(0, lines, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(len, 1)), [&](int64_t l0, int64_t l1) {
+    for (int64_t l = l0; l < l1; ++l) {
+      const uint16_t* __restrict s = src + l * line_stride;
+      float* __restrict d = dst + l * len;
+      if (step == 1)
+        for (int64_t x = 0; x < len; ++x) d[x] = widen(s[x]);
+      else
+        for (int64_t x = 0; x < len; ++x) d[x] = widen(s[x * step]);
+    }
+  });
+  return by_columns ? std::pair<int64_t, int64_t>{1, rows} : std::pair<int64_t, int64_t>{cols, 1};
+}
+
 void gemm_widened(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
                   int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const float* bias) {
   std::vector<float> af(static_cast<size_t>(m * k)), bf(static_cast<size_t>(k * n));
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t p = 0; p < k; ++p) af[i * k + p] = widen(a[i * a_rs + p * a_cs]);
-  for (int64_t p = 0; p < k; ++p)
-    for (int64_t j = 0; j < n; ++j) bf[p * n + j] = widen(b[p * b_rs + j * b_cs]);
-  gemm<float>(m, n, k, af.data(), k, 1, bf.data(), n, 1, c, ldc, false, bias);
+  const auto [ars, acs] = widen_into(a, m, k, a_rs, a_cs, af.data());
+  const auto [brs, bcs] = widen_into(b, k, n, b_rs, b_cs, bf.data());
+  gemm<float>(m, n, k, af.data(), ars, acs, bf.data(), brs, bcs, c, ldc, false, bias);
 }
 
 // Steps 2p and 2p + 1 of a row of A or a column of B (element q at s[q * stride]),
@@ -643,9 +665,7 @@ void gemm_one(Bf16GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_t
         break;
     }
   }
-  if (ep && pass)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) apply_epilogue(*ep, c + i * ldc + j, c[i * ldc + j], i, j);
+  if (ep && pass) apply_epilogue_rows(*ep, c, ldc, m, n);
 }
 
 }  // namespace
