@@ -59,9 +59,9 @@ double now(bool cpu_time) {
 // The machine's float32 FMA peak on one thread, GFLOP/s: 12 independent chains
 // of AVX-512 FMAs (enough to cover the FMA latency on two FMA ports), all
 // operands in registers, best of 5 runs of thread CPU time. 0 where the CPU
-// lacks AVX-512. (With a memory operand per FMA, as GCC compiles the loop when
-// its constants are visible, the loop measured 59-69 GFLOP/s instead of 90.5 on
-// an AVX2-only Zen 4 guest, below the GEMM kernels themselves.)
+// lacks AVX-512. (GCC put the AVX2 loop's constants in memory operands of
+// every FMA, short of ymm registers, and that loop measured 59-69 GFLOP/s
+// instead of 90.5 on an AVX2-only Zen 4 guest, below the GEMM kernels.)
 __attribute__((target("avx512f"))) double fma_peak_avx512() {
   double best = 0;
   for (int run = 0; run < 5; ++run) {
