@@ -71,8 +71,6 @@ void set_flash_path(std::optional<FlashPath> p) {
 
 bool flash_attention_available() { return g_enabled && flash_path_available(flash_path()); }
 
-bool flash_attention_bf16_available() { return flash_attention_available() && flash_path() == FlashPath::kAvx512; }
-
 void set_flash_attention_enabled(bool enabled) { g_enabled = enabled; }
 
 const char* flash_bf16_products_name(FlashBf16Products p) {
@@ -85,8 +83,12 @@ const char* flash_bf16_products_name(FlashBf16Products p) {
 }
 
 bool flash_bf16_products_available(FlashBf16Products p) {
-  return p == FlashBf16Products::kPairs ? bf16_gemm_path_available(Bf16GemmPath::kAvx512Bf16)
-                                        : __builtin_cpu_supports("avx512f") != 0;
+  switch (p) {
+    case FlashBf16Products::kFloat32: return flash_path_available(FlashPath::kAvx2);  // every path
+    case FlashBf16Products::kPairsEmulated: return flash_path_available(FlashPath::kAvx512);
+    case FlashBf16Products::kPairs: return bf16_gemm_path_available(Bf16GemmPath::kAvx512Bf16);
+  }
+  return false;
 }
 
 FlashBf16Products flash_bf16_products() {
@@ -101,7 +103,10 @@ FlashBf16Products flash_bf16_products() {
 
 void set_flash_bf16_products(std::optional<FlashBf16Products> p) {
   WEFT_CHECK(!p || flash_bf16_products_available(*p), "flash attention: bfloat16 products '",
-             flash_bf16_products_name(*p), "' need a CPU with AVX512-BF16");
+             flash_bf16_products_name(*p), "' need a CPU with ",
+             *p == FlashBf16Products::kPairs           ? "AVX512-BF16"
+             : *p == FlashBf16Products::kPairsEmulated ? "AVX-512F"
+                                                       : "AVX2 and FMA");
   g_products.store(p ? static_cast<int>(*p) : -1, std::memory_order_relaxed);
 }
 
@@ -199,29 +204,33 @@ Scratch& scratch(const FlashGeometry& g, bool backward, bool bf16, bool pairs) {
 // of bytes apart (q, k, v are views of one (B, T, 3C) tensor) map onto few L1
 // sets and evict each other inside the products.
 // bfloat16 elements are widened to float32 on the way.
-const float* copy_rows(const float* src, int64_t rows, int64_t cols, int64_t rs, const Buffer& dst) {
+const float* copy_rows(const Kernels&, const float* src, int64_t rows, int64_t cols, int64_t rs, const Buffer& dst) {
   for (int64_t r = 0; r < rows; ++r) std::copy(src + r * rs, src + r * rs + cols, dst.data() + r * cols);
   return dst.data();
 }
-const float* copy_rows(const uint16_t* src, int64_t rows, int64_t cols, int64_t rs, const Buffer& dst) {
-  flash::widen_rows(src, rows, cols, rs, dst.data());
+const float* copy_rows(const Kernels& K, const uint16_t* src, int64_t rows, int64_t cols, int64_t rs,
+                       const Buffer& dst) {
+  K.widen_rows(src, rows, cols, rs, dst.data());
   return dst.data();
 }
 
-// The ISA-specific pieces that depend on o's element type: float32 through the
-// table, bfloat16 (AVX-512 only) directly.
+// The table's entries by the element type of o (and of k, v where packed
+// straight from the input).
 float dot_row(const Kernels& K, const float* a, const float* b, int64_t n) { return K.dot_row(a, b, n); }
-template <typename A>
-float dot_row(const Kernels&, const A* a, const uint16_t* b, int64_t n) {
-  return flash::dot_row(a, b, n);
-}
+float dot_row(const Kernels& K, const float* a, const uint16_t* b, int64_t n) { return K.dot_row_bf16(a, b, n); }
 void finish_block(const Kernels& K, int64_t br, int64_t Dv, const float* acc, const float* m, const float* l, float* o,
                   int64_t o_rs, float* lse) {
   K.finish_block(br, Dv, acc, m, l, o, o_rs, lse);
 }
-void finish_block(const Kernels&, int64_t br, int64_t Dv, const float* acc, const float* m, const float* l, uint16_t* o,
-                  int64_t o_rs, float* lse) {
-  flash::finish_block(br, Dv, acc, m, l, o, o_rs, lse);
+void finish_block(const Kernels& K, int64_t br, int64_t Dv, const float* acc, const float* m, const float* l,
+                  uint16_t* o, int64_t o_rs, float* lse) {
+  K.finish_block_bf16(br, Dv, acc, m, l, o, o_rs, lse);
+}
+void pack_panels(const Kernels& K, const float* src, int64_t rows, int64_t cols, int64_t rs, float* dst) {
+  K.pack_transposed_panels(src, rows, cols, rs, dst);
+}
+void pack_panels(const Kernels& K, const uint16_t* src, int64_t rows, int64_t cols, int64_t rs, float* dst) {
+  K.pack_transposed_panels_bf16(src, rows, cols, rs, dst);
 }
 
 // Note [flash pair products]: with bfloat16 inputs on a CPU whose bfloat16
@@ -242,10 +251,12 @@ class ForwardF32 {
  public:
   template <typename E>
   ForwardF32(const Kernels& K, const FlashGeometry& g, const E* q, const E* k, const E* v, Scratch& w)
-      : K_(K), D_(g.D), Dv_(g.Dv), q_(copy_rows(q, g.L, g.D, g.q_rs, w.q)), v_(copy_rows(v, g.S, g.Dv, g.v_rs, w.v)) {
-    if constexpr (std::is_same_v<E, float>)
-      K.pack_transposed_panels(k, g.S, g.D, g.k_rs, w.kt.data());  // (S / kB, D, kB): k^T by key block
-    else flash::pack_transposed_panels(k, g.S, g.D, g.k_rs, w.kt.data());
+      : K_(K),
+        D_(g.D),
+        Dv_(g.Dv),
+        q_(copy_rows(K, q, g.L, g.D, g.q_rs, w.q)),
+        v_(copy_rows(K, v, g.S, g.Dv, g.v_rs, w.v)) {
+    pack_panels(K, k, g.S, g.D, g.k_rs, w.kt.data());  // (S / kB, D, kB): k^T by key block
     kt_ = w.kt.data();
   }
   // s (br x bc, row stride kB) = q k^T for queries [r0, r0 + br), keys [c0, c0 + bc)
@@ -325,14 +336,13 @@ class BackwardF32 {
       : K_(K),
         D_(g.D),
         Dv_(g.Dv),
-        q_(copy_rows(q, g.L, g.D, g.q_rs, w.q)),        // (L, D)
-        k_(copy_rows(k, g.S, g.D, g.k_rs, w.k)),        // (S, D)
-        d_o_(copy_rows(d_o, g.L, g.Dv, do_rs, w.d_o)),  // (L, Dv)
-        kt_(w.kt.data()),                               // (S / kB, D, kB): k^T by key block
-        vt_(w.vt.data()) {                              // (S / kB, Dv, kB)
+        q_(copy_rows(K, q, g.L, g.D, g.q_rs, w.q)),        // (L, D)
+        k_(copy_rows(K, k, g.S, g.D, g.k_rs, w.k)),        // (S, D)
+        d_o_(copy_rows(K, d_o, g.L, g.Dv, do_rs, w.d_o)),  // (L, Dv)
+        kt_(w.kt.data()),                                  // (S / kB, D, kB): k^T by key block
+        vt_(w.vt.data()) {                                 // (S / kB, Dv, kB)
     K.pack_transposed_panels(k_, g.S, g.D, g.D, w.kt.data());
-    if constexpr (std::is_same_v<E, float>) K.pack_transposed_panels(v, g.S, g.Dv, g.v_rs, w.vt.data());
-    else flash::pack_transposed_panels(v, g.S, g.Dv, g.v_rs, w.vt.data());
+    pack_panels(K, v, g.S, g.Dv, g.v_rs, w.vt.data());
   }
   // rowsum(do * o) of query i, o's row at orow
   template <typename E>
@@ -520,9 +530,9 @@ void backward_all(const Kernels& K, const FlashGeometry& g, const E* q, const E*
       else
         backward_matrix(K, gm, BackwardF32(K, g, qm, km, vm, dom, do_rs, w), om, lse + m * g.L, w.dq.data(),
                         w.dk.data(), w.dv.data(), w);
-      flash::round_rows(w.dq.data(), g.L, g.D, dqm, g.dq_rs);
-      flash::round_rows(w.dk.data(), g.S, g.D, dkm, g.dk_rs);
-      flash::round_rows(w.dv.data(), g.S, g.Dv, dvm, g.dv_rs);
+      K.round_rows(w.dq.data(), g.L, g.D, dqm, g.dq_rs);
+      K.round_rows(w.dk.data(), g.S, g.D, dkm, g.dk_rs);
+      K.round_rows(w.dv.data(), g.S, g.Dv, dvm, g.dv_rs);
     } else {
       backward_matrix(K, g, BackwardF32(K, g, qm, km, vm, dom, do_rs, w), om, lse + m * g.L, dqm, dkm, dvm, w);
     }
@@ -544,15 +554,13 @@ void flash_attention_backward_f32(const FlashGeometry& g, const float* q, const 
 
 void flash_attention_forward_bf16(const FlashGeometry& g, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                                   uint16_t* o, float* lse) {
-  WEFT_CHECK(flash_attention_bf16_available(), "flash attention: the bfloat16 kernels need AVX-512F");
-  forward_all(flash::avx512_kernels(), g, q, k, v, o, lse);
+  forward_all(kernels(), g, q, k, v, o, lse);
 }
 
 void flash_attention_backward_bf16(const FlashGeometry& g, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                                    const uint16_t* o, const float* lse, const uint16_t* d_o, int64_t do_sb,
                                    int64_t do_sh, int64_t do_rs, uint16_t* dq, uint16_t* dk, uint16_t* dv) {
-  WEFT_CHECK(flash_attention_bf16_available(), "flash attention: the bfloat16 kernels need AVX-512F");
-  backward_all(flash::avx512_kernels(), g, q, k, v, o, lse, d_o, do_sb, do_sh, do_rs, dq, dk, dv);
+  backward_all(kernels(), g, q, k, v, o, lse, d_o, do_sb, do_sh, do_rs, dq, dk, dv);
 }
 
 }  // namespace weft::cpu

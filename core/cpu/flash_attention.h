@@ -1,5 +1,5 @@
-// Flash-style attention on the CPU, forward and backward: float32 on AVX-512 or
-// AVX2 + FMA, bfloat16 on AVX-512 (core/cpu/flash_attention.cc). The CPU entries of the fused attention tables
+// Flash-style attention on the CPU, forward and backward, float32 and bfloat16,
+// on AVX-512 or AVX2 + FMA (core/cpu/flash_attention.cc). The CPU entries of the fused attention tables
 // (core/kernels/attention.h) call these.
 //
 // Contract: one (batch, head) pair is a "matrix" m = b * heads + h < BH. q (L, D)
@@ -17,8 +17,7 @@
 // above the diagonal are never computed. Work is shared out by whole matrices,
 // each computed in one fixed order, so results do not depend on the thread count.
 // Scores live only in one block at a time (no L x S tensor); the backward
-// recomputes them from lse. The float32 entries require
-// flash_attention_available(), the bfloat16 ones flash_attention_bf16_available().
+// recomputes them from lse. Requires flash_attention_available().
 #pragma once
 
 #include <cstdint>
@@ -38,11 +37,9 @@ FlashPath flash_path();
 // attention calls running meanwhile.
 void set_flash_path(std::optional<FlashPath> p);
 
-// True when the kernels are enabled (the default) and this CPU has a path for
-// float32 (AVX-512F, or AVX2 and FMA) ...
+// True when the kernels are enabled (the default) and this CPU has a path
+// (AVX-512F, or AVX2 and FMA).
 bool flash_attention_available();
-// ... and for bfloat16: the AVX-512 path, taken now.
-bool flash_attention_bf16_available();
 // For tests and benchmarks comparing with the unfused path; not thread-safe
 // against concurrent attention calls.
 void set_flash_attention_enabled(bool enabled);
@@ -90,6 +87,8 @@ void flash_attention_backward_f32(const FlashGeometry& g, const float* q, const 
 //   kPairsEmulated: kPairs's layouts and order with each pair product as two
 //     float32 FMAs (any AVX-512 CPU; the same bits as kPairs on normal numbers),
 //     so a CPU without AVX512-BF16 still tests that code.
+// kFloat32 runs on either path (FlashPath); the pair products are AVX-512
+// code whichever path the softmax rows take.
 // By default they follow the bfloat16 matmuls (bf16_gemm_path() in
 // core/cpu/gemm_bf16.h): kPairs where those take avx512_bf16 (a Zen 4: twice
 // the float32 FMA rate), kPairsEmulated under avx512_emulated, else kFloat32

@@ -116,11 +116,6 @@ inline __m256i bits16(__mmask16 m, const float* p) { return round_bf16x16(_mm512
 
 }  // namespace
 
-void tile_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b, int64_t ldb,
-               float* c, int64_t ldc, bool accumulate) {
-  over_tiles(kTiles, m, n, k, a, ars, acs, b, ldb, c, ldc, accumulate);
-}
-
 void pair_tile_gemm(bool native, int64_t m, int64_t n, int64_t kp, const uint32_t* a, int64_t ars, int64_t acs,
                     const uint32_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   over_tiles(native ? kPairTiles : kPairTilesEmulated, m, n, kp, a, ars, acs, b, ldb, c, ldc, accumulate);
@@ -270,27 +265,7 @@ float dot_row512(const A* a, const B* b, int64_t n) {
   return _mm512_reduce_add_ps(sum);
 }
 
-void pack_transposed_panels_f32(const float* src, int64_t rows, int64_t cols, int64_t rs, float* dst) {
-  pack_transposed_panels(src, rows, cols, rs, dst);
-}
-
-}  // namespace
-
-const Kernels& avx512_kernels() {
-  static constexpr Kernels k{
-      &tile_gemm,   &pack_transposed_panels_f32, &softmax_block512, &finish_block512<float>, &probs_block512,
-      &ds_block512, &dot_row512<float, float>};
-  return k;
-}
-
-void finish_block(int64_t br, int64_t Dv, const float* acc, const float* m, const float* l, uint16_t* o, int64_t o_rs,
-                  float* lse) {
-  finish_block512(br, Dv, acc, m, l, o, o_rs, lse);
-}
-float dot_row(const float* a, const uint16_t* b, int64_t n) { return dot_row512(a, b, n); }
-float dot_row(const uint16_t* a, const uint16_t* b, int64_t n) { return dot_row512(a, b, n); }
-
-void widen_rows(const uint16_t* src, int64_t rows, int64_t cols, int64_t rs, float* dst) {
+void widen_rows512(const uint16_t* src, int64_t rows, int64_t cols, int64_t rs, float* dst) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; c += 16) {
       const __mmask16 mk = lanes(cols - c);
@@ -298,13 +273,38 @@ void widen_rows(const uint16_t* src, int64_t rows, int64_t cols, int64_t rs, flo
     }
 }
 
-void round_rows(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int64_t rs) {
+void round_rows512(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int64_t rs) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; c += 16) {
       const __mmask16 mk = lanes(cols - c);
       store16(mk, dst + r * rs + c, _mm512_maskz_loadu_ps(mk, src + r * cols + c));
     }
 }
+
+void tile_gemm512(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b,
+                  int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  over_tiles(kTiles, m, n, k, a, ars, acs, b, ldb, c, ldc, accumulate);
+}
+
+}  // namespace
+
+const Kernels& avx512_kernels() {
+  static constexpr Kernels k{&tile_gemm512,
+                             &pack_transposed_panels<float>,
+                             &softmax_block512,
+                             &finish_block512<float>,
+                             &probs_block512,
+                             &ds_block512,
+                             &dot_row512<float, float>,
+                             &pack_transposed_panels<uint16_t>,
+                             &finish_block512<uint16_t>,
+                             &dot_row512<float, uint16_t>,
+                             &widen_rows512,
+                             &round_rows512};
+  return k;
+}
+
+float dot_row(const uint16_t* a, const uint16_t* b, int64_t n) { return dot_row512(a, b, n); }
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options

@@ -1,8 +1,8 @@
 // Block products, operand layouts and softmax rows of the CPU flash attention
 // (core/cpu/flash_attention.cc), which alone uses them. Two instruction sets:
 // AVX-512 (flash_tiles.cc: every function below) and AVX2 + FMA
-// (flash_tiles_avx2.cc: the float32 Kernels table only); callers run each only
-// where the CPU has it.
+// (flash_tiles_avx2.cc: the Kernels table only, float32 products); callers
+// run each only where the CPU has it.
 //
 // Contract:
 // - tile_gemm: C (m x n, row stride ldc) = or += A (m x k) B (k x n) in float32.
@@ -45,6 +45,10 @@
 // - widen_rows: bfloat16 src (rows x cols, row stride rs) into the contiguous
 //   float32 dst; round_rows: the contiguous float32 src into bfloat16 dst (row
 //   stride rs), to nearest even.
+// - The _bf16 entries of Kernels: the same with bfloat16 elements (bits) for
+//   o (finish_block_bf16: rounded to nearest even as stored), the second
+//   operand of dot_row_bf16 and the source of pack_transposed_panels_bf16
+//   (widened as read).
 #pragma once
 
 #include <cstdint>
@@ -65,19 +69,19 @@ struct Kernels {
   void (*probs_block)(int64_t br, int64_t bc, int64_t first, float scale, const float* lse, float* s);
   void (*ds_block)(int64_t br, int64_t bc, float scale, const float* p, const float* delta, float* ds);
   float (*dot_row)(const float* a, const float* b, int64_t n);
+  // bfloat16 inputs on float32 products
+  void (*pack_transposed_panels_bf16)(const uint16_t* src, int64_t rows, int64_t cols, int64_t rs, float* dst);
+  void (*finish_block_bf16)(int64_t br, int64_t Dv, const float* acc, const float* m, const float* l, uint16_t* o,
+                            int64_t o_rs, float* lse);
+  float (*dot_row_bf16)(const float* a, const uint16_t* b, int64_t n);
+  void (*widen_rows)(const uint16_t* src, int64_t rows, int64_t cols, int64_t rs, float* dst);
+  void (*round_rows)(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int64_t rs);
 };
 const Kernels& avx512_kernels();  // flash_tiles.cc
 const Kernels& avx2_kernels();    // flash_tiles_avx2.cc
 
-// AVX-512 only: the bfloat16 entries' pieces.
-void tile_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b, int64_t ldb,
-               float* c, int64_t ldc, bool accumulate);
-void finish_block(int64_t br, int64_t Dv, const float* acc, const float* m, const float* l, uint16_t* o, int64_t o_rs,
-                  float* lse);
-float dot_row(const float* a, const uint16_t* b, int64_t n);
+// AVX-512 only: the pair products' pieces.
 float dot_row(const uint16_t* a, const uint16_t* b, int64_t n);
-void widen_rows(const uint16_t* src, int64_t rows, int64_t cols, int64_t rs, float* dst);
-void round_rows(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int64_t rs);
 
 void pair_tile_gemm(bool native, int64_t m, int64_t n, int64_t kp, const uint32_t* a, int64_t ars, int64_t acs,
                     const uint32_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate);

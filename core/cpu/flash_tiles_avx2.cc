@@ -1,5 +1,6 @@
-// The float32 pieces of the CPU flash attention on AVX2 + FMA, for CPUs
-// without AVX-512 (contract in core/cpu/flash_tiles.h: avx2_kernels()).
+// The pieces of the CPU flash attention on AVX2 + FMA, for CPUs without
+// AVX-512 (contract in core/cpu/flash_tiles.h: avx2_kernels()): float32
+// products, with bfloat16 inputs widened as they are copied or packed.
 //
 // The same arithmetic as the AVX-512 table, eight lanes at a time: register
 // tiles of up to 6 rows x 16 columns (12 ymm accumulators, two loads of B and
@@ -18,6 +19,7 @@
 #include <utility>
 
 #include "core/cpu/flash_tiles.h"
+#include "core/half.h"
 
 namespace weft::cpu::flash {
 
@@ -81,6 +83,22 @@ inline __m256 exp256(__m256 x) {
 
 inline __m256 load8(__m256i mk, const float* p) { return _mm256_maskload_ps(p, mk); }
 inline void store8(__m256i mk, float* p, __m256 v) { _mm256_maskstore_ps(p, mk, v); }
+
+// The first n (<= 8) elements at p as float32 lanes, the others zero:
+// float32, or bfloat16 bits widened (exact: a bfloat16 is the top half of a
+// float32).
+inline __m256 load8(int64_t n, const float* p) { return load8(lanes8(n), p); }
+inline __m256 load8(int64_t n, const uint16_t* p) {
+  __m128i h;
+  if (n >= 8) {
+    h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  } else {
+    alignas(16) uint16_t t[8] = {};
+    for (int64_t i = 0; i < n; ++i) t[i] = p[i];
+    h = _mm_load_si128(reinterpret_cast<const __m128i*>(t));
+  }
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
 
 // C (R x 8V) = or += A (R x k) B (k x 8V); with kMasked the last ymm of a row
 // covers only its first `tail` lanes.
@@ -165,17 +183,17 @@ __attribute__((always_inline)) inline void transpose8(__m256 r[8]) {
   }
 }
 
-void pack_transposed_panels8(const float* src, int64_t rows, int64_t cols, int64_t rs, float* dst) {
+template <typename E>
+void pack_transposed_panels8(const E* src, int64_t rows, int64_t cols, int64_t rs, float* dst) {
   for (int64_t j0 = 0; j0 < rows; j0 += 8) {
     const int64_t jn = std::min<int64_t>(8, rows - j0);
     float* panel = dst + j0 / kB * cols * kB + j0 % kB;
     const __m256i out = lanes8(jn);
     for (int64_t d0 = 0; d0 < cols; d0 += 8) {
       const int64_t dn = std::min<int64_t>(8, cols - d0);
-      const __m256i in = lanes8(dn);
       __m256 r[8];
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) r[j] = j < jn ? load8(in, src + (j0 + j) * rs + d0) : _mm256_setzero_ps();
+      for (int j = 0; j < 8; ++j) r[j] = j < jn ? load8(dn, src + (j0 + j) * rs + d0) : _mm256_setzero_ps();
       transpose8(r);
       for (int64_t d = 0; d < dn; ++d) store8(out, panel + (d0 + d) * kB, r[d]);
     }
@@ -234,6 +252,18 @@ void finish_block8(int64_t br, int64_t Dv, const float* acc, const float* m_row,
   }
 }
 
+// The same with o in bfloat16: each value rounded to nearest even as stored.
+void finish_block8_bf16(int64_t br, int64_t Dv, const float* acc, const float* m_row, const float* l_row, uint16_t* o,
+                        int64_t o_rs, float* lse) {
+  for (int64_t i = 0; i < br; ++i) {
+    const float inv = l_row[i] > 0 ? 1.0f / l_row[i] : 0.0f;
+    const float* __restrict arow = acc + i * Dv;
+    uint16_t* __restrict orow = o + i * o_rs;
+    for (int64_t d = 0; d < Dv; ++d) orow[d] = BFloat16(arow[d] * inv).x;
+    lse[i] = l_row[i] > 0 ? m_row[i] + std::log(l_row[i]) : -std::numeric_limits<float>::infinity();
+  }
+}
+
 void probs_block8(int64_t br, int64_t bc, int64_t first, float scale_f, const float* lse, float* s) {
   const __m256 scale = _mm256_set1_ps(scale_f);
   for (int64_t i = 0; i < br; ++i) {
@@ -262,20 +292,36 @@ void ds_block8(int64_t br, int64_t bc, float scale_f, const float* p, const floa
   }
 }
 
-float dot_row8(const float* a, const float* b, int64_t n) {
+template <typename B>
+float dot_row8(const float* a, const B* b, int64_t n) {
   __m256 sum = _mm256_setzero_ps();
-  for (int64_t d = 0; d < n; d += 8) {
-    const __m256i mk = lanes8(n - d);
-    sum = _mm256_fmadd_ps(load8(mk, a + d), load8(mk, b + d), sum);
-  }
+  for (int64_t d = 0; d < n; d += 8) sum = _mm256_fmadd_ps(load8(n - d, a + d), load8(n - d, b + d), sum);
   return hsum(sum);
+}
+
+void widen_rows8(const uint16_t* src, int64_t rows, int64_t cols, int64_t rs, float* dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; c += 8)
+      store8(lanes8(cols - c), dst + r * cols + c, load8(cols - c, src + r * rs + c));
+}
+
+void round_rows8(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int64_t rs) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* __restrict s = src + r * cols;
+    uint16_t* __restrict d = dst + r * rs;
+    for (int64_t c = 0; c < cols; ++c) d[c] = BFloat16(s[c]).x;
+  }
 }
 
 }  // namespace
 
 const Kernels& avx2_kernels() {
-  static constexpr Kernels k{
-      &tile_gemm8, &pack_transposed_panels8, &softmax_block8, &finish_block8, &probs_block8, &ds_block8, &dot_row8};
+  static constexpr Kernels k{&tile_gemm8,         &pack_transposed_panels8<float>,
+                             &softmax_block8,     &finish_block8,
+                             &probs_block8,       &ds_block8,
+                             &dot_row8<float>,    &pack_transposed_panels8<uint16_t>,
+                             &finish_block8_bf16, &dot_row8<uint16_t>,
+                             &widen_rows8,        &round_rows8};
   return k;
 }
 

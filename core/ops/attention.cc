@@ -157,8 +157,8 @@ bool qkv_grads(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& dq, Te
 }
 
 // The CPU's fused attention: float32 and bfloat16 through the flash kernels
-// (core/cpu/flash_attention.h); float32 declines where the CPU has neither
-// AVX-512 nor AVX2 + FMA, bfloat16 where it lacks AVX-512.
+// (core/cpu/flash_attention.h); they decline where the CPU has neither
+// AVX-512 nor AVX2 + FMA.
 cpu::FlashGeometry flash_geometry(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, double scale,
                                   bool causal) {
   cpu::FlashGeometry g;
@@ -218,7 +218,7 @@ uint16_t* bf16_bits_out(const Tensor& t) { return reinterpret_cast<uint16_t*>(t.
 
 bool cpu_sdpa_flash_bf16(const Tensor& o, const Tensor& stats, const Tensor& q, const Tensor& k, const Tensor& v,
                          double scale, bool causal) {
-  if (!cpu::flash_attention_bf16_available()) return false;
+  if (!cpu::flash_attention_available()) return false;
   cpu::flash_attention_forward_bf16(flash_geometry(q, k, v, o, scale, causal), bf16_bits(q), bf16_bits(k), bf16_bits(v),
                                     bf16_bits_out(o), stats.data_ptr<float>());
   return true;
@@ -227,7 +227,7 @@ bool cpu_sdpa_flash_bf16(const Tensor& o, const Tensor& stats, const Tensor& q, 
 bool cpu_sdpa_flash_bf16_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& d_o,
                                   const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                                   const Tensor& stats, double scale, bool causal) {
-  if (!cpu::flash_attention_bf16_available()) return false;
+  if (!cpu::flash_attention_available()) return false;
   const cpu::FlashGeometry g = flash_backward_geometry(dq, dk, dv, q, k, v, o, scale, causal);
   cpu::flash_attention_backward_bf16(g, bf16_bits(q), bf16_bits(k), bf16_bits(v), bf16_bits(o), stats.data_ptr<float>(),
                                      bf16_bits(d_o), d_o.stride(0), d_o.stride(1), d_o.stride(2), bf16_bits_out(dq),

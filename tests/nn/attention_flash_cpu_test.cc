@@ -12,8 +12,8 @@
 // products (float32, pairs emulated, VDPBF16PS pairs) against float64 from the
 // same bfloat16 values, and closer to it than the unfused bfloat16 path; the
 // pair products independent of the thread count and VDPBF16PS bit for bit its
-// emulation. The float32 tests run on each path the CPU has (AVX-512, AVX2 +
-// FMA); the bfloat16 ones need AVX-512.
+// emulation. Every test runs on each path the CPU has (AVX-512, AVX2 + FMA);
+// the pair products need AVX-512 (AVX512-BF16 for VDPBF16PS).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -64,8 +64,8 @@ void expect_close(const Result& flash, const Result& ref) {
   EXPECT_TRUE(tensors_near(flash.dv, ref.dv, 2e-6));
 }
 
-// The float32 tests, once per path (cpu::FlashPath): AVX-512 and AVX2 + FMA,
-// each where the CPU has it, so an AVX-512 machine tests both.
+// Every test once per path (cpu::FlashPath): AVX-512 and AVX2 + FMA, each
+// where the CPU has it, so an AVX-512 machine tests both.
 class FlashCpu : public ::testing::TestWithParam<cpu::FlashPath> {
  protected:
   void SetUp() override {
@@ -77,24 +77,13 @@ class FlashCpu : public ::testing::TestWithParam<cpu::FlashPath> {
   void TearDown() override {
     cpu::set_flash_attention_enabled(true);
     cpu::set_flash_path(std::nullopt);
+    cpu::set_flash_bf16_products(std::nullopt);
   }
 };
 INSTANTIATE_TEST_SUITE_P(Paths, FlashCpu, ::testing::Values(cpu::FlashPath::kAvx512, cpu::FlashPath::kAvx2),
                          [](const ::testing::TestParamInfo<cpu::FlashPath>& info) {
                            return std::string(cpu::flash_path_name(info.param));
                          });
-
-// The bfloat16 tests: the AVX-512 path only.
-class FlashCpuBf16 : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cpu::flash_attention_bf16_available()) GTEST_SKIP() << "this CPU has no AVX-512F";
-  }
-  void TearDown() override {
-    cpu::set_flash_attention_enabled(true);
-    cpu::set_flash_bf16_products(std::nullopt);
-  }
-};
 
 struct Case {
   int64_t B, H, L, S, D, Dv;
@@ -174,9 +163,7 @@ TEST_P(FlashCpu, StridedViewsOfOneQkvTensorAndAStridedGradient) {
 // float32 and in bfloat16.
 TEST_P(FlashCpu, SplitQkvGradientReachesTheQkvTensorWithoutACopy) {
   const int64_t B = 2, T = 90, H = 3, D = 20, C = H * D;
-  std::vector<DType> dtypes{DType::Float32};
-  if (cpu::flash_attention_bf16_available()) dtypes.push_back(DType::BFloat16);
-  for (DType dt : dtypes) {
+  for (DType dt : {DType::Float32, DType::BFloat16}) {
     SCOPED_TRACE(dt == DType::Float32 ? "float32" : "bfloat16");
     auto grad_of_qkv = [&](const Tensor& x0, const Tensor& g, const void** dq_mem, const void** qkv_mem) {
       Tensor x = x0.detach().requires_grad_();
@@ -344,7 +331,7 @@ std::vector<cpu::FlashBf16Products> bf16_products() {
 // bfloat16 too, which stays within these bounds. Sizes off the 64-row blocks
 // and odd ones (an odd head dim, odd counts of queries and keys) take the pair
 // layouts' zero padding.
-TEST_F(FlashCpuBf16, Bfloat16InputsMatchFloat64WithEveryKindOfProducts) {
+TEST_P(FlashCpu, Bfloat16InputsMatchFloat64WithEveryKindOfProducts) {
   const Case cases[] = {
       {2, 3, 64, 64, 64, 64}, {1, 2, 130, 130, 64, 64}, {2, 1, 100, 37, 24, 40}, {1, 2, 71, 99, 23, 17}};
   uint64_t seed = 100;
@@ -463,7 +450,7 @@ std::vector<Tensor> run_kernels(const BfCase& c, const BfInputs& in, bool causal
 
 }  // namespace flash_bf16
 
-TEST_F(FlashCpuBf16, Bfloat16KernelsAreTheFloat32KernelsOnWidenedInputsRounded) {
+TEST_P(FlashCpu, Bfloat16KernelsAreTheFloat32KernelsOnWidenedInputsRounded) {
   using namespace flash_bf16;
   cpu::set_flash_bf16_products(cpu::FlashBf16Products::kFloat32);
   const BfCase cases[] = {{2, 3, 90, 90, 20, 20, true}, {1, 2, 37, 150, 24, 40, false}, {2, 1, 130, 70, 80, 72, false}};
@@ -508,7 +495,9 @@ TEST_F(FlashCpuBf16, Bfloat16KernelsAreTheFloat32KernelsOnWidenedInputsRounded) 
 // the two agree (VDPBF16PS flushes denormals). Strided q, k, v views of one
 // tensor, a strided output gradient, causal and not, L < S and L > S, odd
 // sizes (padded pairs) and head dims above 64; outputs prefilled with NaN.
-TEST_F(FlashCpuBf16, PairProductsIgnoreTheThreadCountAndMatchTheirEmulation) {
+TEST_P(FlashCpu, PairProductsIgnoreTheThreadCountAndMatchTheirEmulation) {
+  if (!cpu::flash_bf16_products_available(cpu::FlashBf16Products::kPairsEmulated))
+    GTEST_SKIP() << "the pair products need AVX-512F";
   using namespace flash_bf16;
   const BfCase cases[] = {{2, 3, 90, 90, 20, 20, true}, {1, 2, 37, 151, 23, 41, false}, {2, 1, 131, 70, 80, 72, false}};
   const bool native = cpu::flash_bf16_products_available(cpu::FlashBf16Products::kPairs);
@@ -540,7 +529,7 @@ TEST_F(FlashCpuBf16, PairProductsIgnoreTheThreadCountAndMatchTheirEmulation) {
   }
 }
 
-TEST_F(FlashCpuBf16, AutocastSendsFloat32AttentionToTheBfloat16Kernel) {
+TEST_P(FlashCpu, AutocastSendsFloat32AttentionToTheBfloat16Kernel) {
   Tensor q = rnd({1, 2, 50, 16}, DType::Float32, 90), k = rnd({1, 2, 50, 16}, DType::Float32, 91),
          v = rnd({1, 2, 50, 16}, DType::Float32, 92);
   Tensor y;
