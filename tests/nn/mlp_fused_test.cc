@@ -1,12 +1,15 @@
 // mlp_gelu_tanh (core/nn_ops.h, Note [fused mlp] in core/ops/matmul.cc): the
 // transformer MLP with its tanh GELU inside the GEMMs. Its output and all five
 // gradients against linear, gelu, linear composed in float64 on the same values,
-// on both float32 GEMM paths (AVX-512 kernel, Eigen) and on shapes whose rows,
+// on every float32 GEMM path the CPU has (AVX-512 kernel, AVX2 kernel with the
+// epilogue on each finished tile, Eigen) and on shapes whose rows,
 // hidden width and K (in_features forward, out_features backward) cut the
 // kernel's tiles and K blocks unevenly; parts of the inputs requiring grad; a
 // second backward through the same graph with another gradient; bfloat16 (fused
 // on the CPU) against float64; the float64 fallback; and TransformerBlock taking
 // the fused op unless a forward hook must see the modules.
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
 #include "core/autocast.h"
@@ -78,19 +81,32 @@ void expect_close(const Grads& a, const Grads& ref, double tol = 4e-6) {
 
 class MlpFused : public ::testing::Test {
  protected:
-  void TearDown() override { cpu::set_gemm_f32_avx512(true); }
+  void TearDown() override {
+    cpu::set_gemm_f32_avx512(true);
+    cpu::set_gemm_f32_avx2(true);
+  }
 };
 
-TEST_F(MlpFused, MatchesTheComposedOpsInFloat64OnBothGemmPaths) {
+TEST_F(MlpFused, MatchesTheComposedOpsInFloat64OnEveryGemmPath) {
   struct Case {
     Shape x;
     int64_t hid, out;
   };
   // rows 21 / 50 / 1 (not multiples of the 12-row tiles), hidden 70 / 37 / 33
-  // (masked last columns), K = 400 in forward and 450 in backward (two K blocks)
-  const Case cases[] = {{{3, 7, 40}, 70, 450}, {{50, 400}, 37, 20}, {{1, 5}, 33, 3}};
-  for (bool avx512 : {true, false}) {
-    cpu::set_gemm_f32_avx512(avx512);
+  // (masked last columns), K = 400 in forward and 450 in backward (two K
+  // blocks); hidden 12 with 50 rows takes the AVX2 kernel's transposed narrow path
+  const Case cases[] = {{{3, 7, 40}, 70, 450}, {{50, 400}, 37, 20}, {{1, 5}, 33, 3}, {{50, 30}, 12, 7}};
+  struct Path {
+    const char* name;
+    bool avx512, avx2;
+  };
+  for (const Path& p : {Path{"avx512", true, true}, Path{"avx2", false, true}, Path{"eigen", false, false}}) {
+    cpu::set_gemm_f32_avx512(p.avx512);
+    cpu::set_gemm_f32_avx2(p.avx2);
+    if (p.avx512 != cpu::gemm_f32_uses_avx512() || (!p.avx512 && p.avx2 != cpu::gemm_f32_uses_avx2())) {
+      std::printf("this CPU has no %s GEMM path\n", p.name);
+      continue;
+    }
     for (const Case& c : cases) {
       const std::vector<Tensor> in = inputs(c.x, c.hid, c.out, 10 + c.hid);
       const Tensor g = rnd(
@@ -103,7 +119,7 @@ TEST_F(MlpFused, MatchesTheComposedOpsInFloat64OnBothGemmPaths) {
       Grads fused = run(mlp_gelu_tanh, in, g);
       EXPECT_EQ(fused.node, "MlpGeluBackward");
       Grads ref = run(composed, f64(in), g.to(DType::Float64));
-      SCOPED_TRACE(std::string(avx512 ? "avx512 " : "eigen ") + shape_str(c.x));
+      SCOPED_TRACE(std::string(p.name) + " " + shape_str(c.x));
       expect_close(fused, ref);
     }
   }
