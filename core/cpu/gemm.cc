@@ -235,12 +235,8 @@ void gemm_gelu_tanh(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
     gemm_avx512_f32_gelu_tanh(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, col_bias, ep);
     return;
   }
-  const int64_t zero = 0;
-  if (gemm_f32_uses_avx2() && k > 0) {  // the epilogue on each tile as the kernel finishes it
-    gemm_avx2_f32(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, col_bias, &ep);
-    return;
-  }
   // the product, then the epilogue as a pass of the unary kernels' formulas
+  const int64_t zero = 0;
   gemm_f32_below_avx512(1, &zero, &zero, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, 0, ldc, false, col_bias);
   apply_epilogue_rows(ep, c, ldc, m, n);
 }
@@ -288,10 +284,6 @@ void epilogue_row(const GemmEpilogue& ep, float* __restrict row, int64_t i, int6
 }
 
 }  // namespace
-
-void apply_epilogue_block(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m, int64_t n) {
-  for (int64_t i = 0; i < m; ++i) epilogue_row(ep, c + i * ldc, i, n);
-}
 
 void apply_epilogue_rows(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m, int64_t n) {
   parallel_for(0, m, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {

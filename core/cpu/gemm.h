@@ -116,11 +116,8 @@ void apply_epilogue(const GemmEpilogue& ep, float* cp, float r, int64_t i, int64
 
 // The same formulas as a pass over a finished C (m, n; leading dimension ldc,
 // ep's pointers at C's first element): one kind per call, a row loop per kind
-// that vectorises. apply_epilogue_block on the calling thread (the AVX2
-// kernel, on each tile it has just finished), apply_epilogue_rows with rows
-// shared among threads (the products without an epilogue of their own:
-// Eigen's, widened bfloat16).
-void apply_epilogue_block(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m, int64_t n);
+// that vectorises, rows shared among threads. For the paths whose product has
+// no epilogue store of its own (the AVX2 kernel, Eigen, widened bfloat16).
 void apply_epilogue_rows(const GemmEpilogue& ep, float* c, int64_t ldc, int64_t m, int64_t n);
 
 // One float32 matrix: C (m, n) = [col_bias +] A (m, k) * B (k, n), then a GELU

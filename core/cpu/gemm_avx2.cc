@@ -161,11 +161,9 @@ PackBuffers& buffers() {
   return bufs;
 }
 
-// One tile of one matrix: C (m x n at c) = or += A (m x k) * B (k x n), or bias + A * B;
-// then the epilogue (its pointers at c) on each micro-tile once its last K block is in.
+// One tile of one matrix: C (m x n at c) = or += A (m x k) * B (k x n), or bias + A * B.
 void gemm_tile(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
-               int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const float* bias,
-               const GemmEpilogue* ep) {
+               int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const float* bias) {
   PackBuffers& buf = buffers();
   float* apack = buf.a.get();
   float* bpack = buf.b.get();
@@ -175,8 +173,7 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, in
   for (int64_t pc = 0; pc < k; pc += kcb) {
     const int64_t kc = std::min(kcb, k - pc);
     const bool load_c = accumulate || pc > 0;
-    const float* bias_k = pc == 0 ? bias : nullptr;          // Note [gemm determinism]: the bias is summed first
-    const GemmEpilogue* ep_k = pc + kc == k ? ep : nullptr;  // after the last K block
+    const float* bias_k = pc == 0 ? bias : nullptr;  // Note [gemm determinism]: the bias is summed first
     for (int64_t jc = 0; jc < n; jc += kNC) {
       const int64_t nc = std::min(kNC, n - jc);
       pack_b(b + pc * b_rs + jc * b_cs, b_rs, b_cs, kc, nc, bpack);
@@ -201,7 +198,6 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, in
             float* ct = c + (ic + ir) * ldc + jc + jr;
             if (mr == kMR && nr == kNR) {
               micro_kernel(kc, apack + ir * kc, bp, ct, ldc, load_c, bj);
-              if (ep_k) apply_epilogue_block(ep_k->at(ic + ir, jc + jr), ct, ldc, kMR, kNR);
               continue;
             }
             // an edge tile: through the scratch, only its valid part read and written
@@ -211,7 +207,6 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, in
             }
             micro_kernel(kc, apack + ir * kc, bp, scratch, kNR, load_c, bj);
             for (int64_t i = 0; i < mr; ++i) std::copy(scratch + i * kNR, scratch + i * kNR + nr, ct + i * ldc);
-            if (ep_k) apply_epilogue_block(ep_k->at(ic + ir, jc + jr), ct, ldc, mr, nr);
           }
         }
       }
@@ -223,25 +218,16 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, in
 
 void gemm_avx2_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                    const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
-                   int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias, const GemmEpilogue* ep) {
+                   int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias) {
   WEFT_CHECK(!(accumulate && col_bias), "gemm: a column bias cannot be combined with accumulate");
-  WEFT_CHECK(!ep || (batch == 1 && !accumulate && !ep->bf16_out()),
-             "gemm_avx2_f32: an epilogue takes one matrix, no accumulate and a float32 kind");
   if (m == 0 || n == 0 || batch == 0) return;
-  // The paths that compute C through a transposed scratch finish it with a pass.
-  auto scratch_path = [&](auto&& compute) {
-    compute();
-    if (ep) apply_epilogue_rows(*ep, c, ldc, m, n);
-  };
   WEFT_CHECK(k > 0, "gemm_avx2_f32: an empty inner dimension goes to the caller's fill (core/cpu/gemm.cc)");
   // A matrix-vector product C (m, 1) = A b with contiguous C is computed as the
   // row C^T (1, m) = b^T A^T: full 16-column tiles instead of one useful column.
   if (n == 1 && m > 1 && ldc == 1) {
-    scratch_path([&] {
-      std::vector<float> row_bias(col_bias ? m : 0, col_bias ? col_bias[0] : 0.0f);
-      gemm_avx2_f32(batch, b_off, a_off, 1, m, k, b, b_cs, b_rs, a, a_cs, a_rs, c, c_stride, m, accumulate,
-                    col_bias ? row_bias.data() : nullptr);
-    });
+    std::vector<float> row_bias(col_bias ? m : 0, col_bias ? col_bias[0] : 0.0f);
+    gemm_avx2_f32(batch, b_off, a_off, 1, m, k, b, b_cs, b_rs, a, a_cs, a_rs, c, c_stride, m, accumulate,
+                  col_bias ? row_bias.data() : nullptr);
     return;
   }
   // A C of 2..15 columns fills part of a 16-column tile, so it is computed
@@ -252,13 +238,6 @@ void gemm_avx2_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, in
   // (bench/gemm_shapes, Zen 4 without AVX-512, 1 thread: the DDP MLP's 64 x 10
   // x 2048 head, 19 -> 28 GFLOP/s.)
   if (n > 1 && n < kNR && m >= 2 * n && m >= kNR) {
-    if (ep) {
-      scratch_path([&] {
-        gemm_avx2_f32(batch, a_off, b_off, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_stride, ldc, accumulate,
-                      col_bias);
-      });
-      return;
-    }
     std::vector<float> ct(static_cast<size_t>(batch * n * m));  // (batch, n, m)
     if (accumulate || col_bias)
       for (int64_t x = 0; x < batch; ++x)
@@ -290,15 +269,10 @@ void gemm_avx2_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, in
     const float* pa = a + a_off[x];
     const float* pb = b + b_off[x];
     float* pc = c + x * c_stride;
-    if (split_n) {
-      const GemmEpilogue e = ep ? ep->at(0, s0) : GemmEpilogue();
+    if (split_n)
       gemm_tile(m, s1 - s0, k, pa, a_rs, a_cs, pb + s0 * b_cs, b_rs, b_cs, pc + s0, ldc, accumulate,
-                col_bias ? col_bias + s0 : nullptr, ep ? &e : nullptr);
-    } else {
-      const GemmEpilogue e = ep ? ep->at(s0, 0) : GemmEpilogue();
-      gemm_tile(s1 - s0, n, k, pa + s0 * a_rs, a_rs, a_cs, pb, b_rs, b_cs, pc + s0 * ldc, ldc, accumulate, col_bias,
-                ep ? &e : nullptr);
-    }
+                col_bias ? col_bias + s0 : nullptr);
+    else gemm_tile(s1 - s0, n, k, pa + s0 * a_rs, a_rs, a_cs, pb, b_rs, b_cs, pc + s0 * ldc, ldc, accumulate, col_bias);
   };
   if (batch == 1) {
     over_balanced_slabs(extent, work, unit, [&](int64_t s0, int64_t s1) { slab(0, s0, s1); });

@@ -12,15 +12,10 @@
 // K is cut into blocks from K alone; each block's products are chained in k
 // order by one FMA per k, starting from zero (the first block: from the bias),
 // and the block sums are added to C in block order, so the result does not
-// depend on the thread count or on how C is tiled among threads. With an
-// `epilogue` (batch 1, not accumulating; float32 GELU kinds), each tile of C
-// goes through apply_epilogue_block (core/cpu/gemm.h) as soon as its last K
-// block is stored, while it is in L1: the same values as a pass over C after.
+// depend on the thread count or on how C is tiled among threads.
 #pragma once
 
 #include <cstdint>
-
-#include "core/cpu/gemm.h"
 
 namespace weft::cpu {
 
@@ -29,7 +24,6 @@ bool gemm_avx2_available();
 
 void gemm_avx2_f32(int64_t batch, const int64_t* a_off, const int64_t* b_off, int64_t m, int64_t n, int64_t k,
                    const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float* c,
-                   int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias = nullptr,
-                   const GemmEpilogue* epilogue = nullptr);
+                   int64_t c_stride, int64_t ldc, bool accumulate, const float* col_bias = nullptr);
 
 }  // namespace weft::cpu

@@ -1,8 +1,8 @@
 // mlp_gelu_tanh (core/nn_ops.h, Note [fused mlp] in core/ops/matmul.cc): the
 // transformer MLP with its tanh GELU inside the GEMMs. Its output and all five
 // gradients against linear, gelu, linear composed in float64 on the same values,
-// on every float32 GEMM path the CPU has (AVX-512 kernel, AVX2 kernel with the
-// epilogue on each finished tile, Eigen) and on shapes whose rows,
+// on every float32 GEMM path the CPU has (AVX-512 kernel with the GELU in its
+// store, AVX2 kernel and Eigen with a GELU pass after) and on shapes whose rows,
 // hidden width and K (in_features forward, out_features backward) cut the
 // kernel's tiles and K blocks unevenly; parts of the inputs requiring grad; a
 // second backward through the same graph with another gradient; bfloat16 (fused
