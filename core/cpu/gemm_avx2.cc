@@ -24,6 +24,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/cpu/pack_buffers.h"
 #include "core/cpu/thread_balance.h"
 #include "core/error.h"
 #include "core/parallel.h"
@@ -145,26 +146,12 @@ void pack_b(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_t nc, floa
   }
 }
 
-struct PackBuffers {
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float[], Free> a, b;
-  PackBuffers() {
-    a.reset(static_cast<float*>(std::aligned_alloc(64, kMC * kKC * sizeof(float))));
-    b.reset(static_cast<float*>(std::aligned_alloc(64, kKC * kNC * sizeof(float))));
-    WEFT_CHECK(a && b, "gemm: cannot allocate packing buffers");
-  }
-};
-PackBuffers& buffers() {
-  static thread_local PackBuffers bufs;
-  return bufs;
-}
+using Buffers = PackBuffers<kMC * kKC, kKC * kNC>;  // A's block, B's block
 
 // One tile of one matrix: C (m x n at c) = or += A (m x k) * B (k x n), or bias + A * B.
 void gemm_tile(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const float* bias) {
-  PackBuffers& buf = buffers();
+  Buffers& buf = Buffers::get();
   float* apack = buf.a.get();
   float* bpack = buf.b.get();
   alignas(32) float scratch[kMR * kNR];

@@ -42,6 +42,7 @@
 
 #include "core/cpu/avx512_util.h"
 #include "core/cpu/gemm_epilogue_avx512.h"
+#include "core/cpu/pack_buffers.h"
 #include "core/cpu/thread_balance.h"
 #include "core/error.h"
 #include "core/parallel.h"
@@ -252,22 +253,7 @@ void pack_b_block(const S* b, int64_t rs, int64_t cs, int64_t kc, int64_t nc, fl
   }
 }
 
-// Per-thread packing buffers, 64-byte aligned, kept between calls.
-struct PackBuffers {
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float[], Free> a, b;
-  PackBuffers() {
-    a.reset(static_cast<float*>(std::aligned_alloc(64, kMC * kKC * sizeof(float))));
-    b.reset(static_cast<float*>(std::aligned_alloc(64, kKC * kNC * sizeof(float))));
-    WEFT_CHECK(a && b, "gemm: cannot allocate packing buffers");
-  }
-};
-PackBuffers& buffers() {
-  static thread_local PackBuffers bufs;
-  return bufs;
-}
+using Buffers = PackBuffers<kMC * kKC, kKC * kNC>;  // A's block, B's block
 
 template <typename S>
 struct Operand {
@@ -332,7 +318,7 @@ inline void add_row_sums(float* s, __mmask16 mm, __m512 sum, bool first) {
 template <typename S>
 void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, float* c, int64_t ldc, bool accumulate,
                const float* bias, const GemmEpilogue* epilogue, float* row_sums, const GemmPackB* packb = nullptr) {
-  PackBuffers& buf = buffers();
+  Buffers& buf = Buffers::get();
   float* apack = buf.a.get();
   float* bpack = buf.b.get();
   const int64_t kcb = k_block(k);
