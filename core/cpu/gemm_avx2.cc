@@ -146,12 +146,10 @@ void pack_b(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_t nc, floa
   }
 }
 
-using Buffers = PackBuffers<kMC * kKC, kKC * kNC>;  // A's block, B's block
-
 // One tile of one matrix: C (m x n at c) = or += A (m x k) * B (k x n), or bias + A * B.
 void gemm_tile(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, bool accumulate, const float* bias) {
-  Buffers& buf = Buffers::get();
+  static thread_local PackBuffers<float> buf(kMC * kKC, kKC * kNC);  // A's block, B's block
   float* apack = buf.a.get();
   float* bpack = buf.b.get();
   alignas(32) float scratch[kMR * kNR];

@@ -253,8 +253,6 @@ void pack_b_block(const S* b, int64_t rs, int64_t cs, int64_t kc, int64_t nc, fl
   }
 }
 
-using Buffers = PackBuffers<kMC * kKC, kKC * kNC>;  // A's block, B's block
-
 template <typename S>
 struct Operand {
   const S* p;
@@ -318,7 +316,7 @@ inline void add_row_sums(float* s, __mmask16 mm, __m512 sum, bool first) {
 template <typename S>
 void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, float* c, int64_t ldc, bool accumulate,
                const float* bias, const GemmEpilogue* epilogue, float* row_sums, const GemmPackB* packb = nullptr) {
-  Buffers& buf = Buffers::get();
+  static thread_local PackBuffers<float> buf(kMC * kKC, kKC * kNC);  // A's block, B's block
   float* apack = buf.a.get();
   float* bpack = buf.b.get();
   const int64_t kcb = k_block(k);

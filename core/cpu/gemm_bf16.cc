@@ -40,6 +40,7 @@
 #include "core/cpu/gemm.h"
 #include "core/cpu/gemm_avx512.h"
 #include "core/cpu/gemm_epilogue_avx512.h"
+#include "core/cpu/pack_buffers.h"
 #include "core/cpu/pair_dot.h"
 #include "core/cpu/thread_balance.h"
 #include "core/error.h"
@@ -197,19 +198,6 @@ void pack_pairs(const uint16_t* src, int64_t line_stride, int64_t step_stride, i
     }
   }
 }
-
-// A thread's packing buffers: `a_words` and `b_words` 32-bit words, 64-byte aligned.
-struct PackBuffers {
-  struct Free {
-    void operator()(uint32_t* p) const { std::free(p); }
-  };
-  std::unique_ptr<uint32_t[], Free> a, b;
-  PackBuffers(int64_t a_words, int64_t b_words) {
-    a.reset(static_cast<uint32_t*>(std::aligned_alloc(64, a_words * sizeof(uint32_t))));
-    b.reset(static_cast<uint32_t*>(std::aligned_alloc(64, b_words * sizeof(uint32_t))));
-    WEFT_CHECK(a && b, "gemm_bf16: cannot allocate packing buffers");
-  }
-};
 
 // C (m x n, at c with leading dimension ldc) cut into one slab per thread,
 // sized by the threads' speeds (over_balanced_slabs, core/cpu/thread_balance.h):
@@ -370,7 +358,7 @@ void micro_kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __r
 template <bool kNative>
 void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
                 int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const GemmEpilogue* ep, const float* bias) {
-  static thread_local PackBuffers buf(kMC * kKP, kKP * kNC);
+  static thread_local PackBuffers<uint32_t> buf(kMC * kKP, kKP * kNC);
   uint32_t* apack = buf.a.get();
   uint32_t* bpack = buf.b.get();
   const int64_t pairs = (k + 1) / 2, blocks = (pairs + kKP - 1) / kKP, kpb = (pairs + blocks - 1) / blocks;
@@ -575,7 +563,7 @@ void finish_amx_block_scalar(const float* s, int rows, int cols, float* c, int64
 template <typename Tiles>
 void amx_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
               int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, const GemmEpilogue* ep, const float* bias) {
-  static thread_local PackBuffers buf(kAmxMC * kAmxKP, kAmxKP * kAmxNC);
+  static thread_local PackBuffers<uint32_t> buf(kAmxMC * kAmxKP, kAmxKP * kAmxNC);
   uint32_t* apack = buf.a.get();
   uint32_t* bpack = buf.b.get();
   alignas(64) float scratch[32 * 32];

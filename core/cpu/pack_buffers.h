@@ -1,10 +1,9 @@
-// Per-thread packing buffers of the float32 GEMM kernels (core/cpu/gemm_avx512.cc,
-// core/cpu/gemm_avx2.cc).
+// Per-thread packing buffers of the CPU GEMM kernels (core/cpu/gemm_avx512.cc,
+// core/cpu/gemm_avx2.cc: float; core/cpu/gemm_bf16.cc: 32-bit pair words).
 //
-// Contract: PackBuffers<A, B>::get() returns the calling thread's two float
-// buffers of A and B floats, 64-byte aligned, allocated on the thread's first
-// call and kept until the thread ends; their contents are whatever the last
-// product left. A kernel uses them for one product at a time on its thread.
+// Contract: PackBuffers<T>(a_elems, b_elems) holds two buffers of that many T,
+// 64-byte aligned, uninitialised; a kernel keeps one as a static thread_local
+// and uses it for one product at a time on its thread.
 #pragma once
 
 #include <cstdint>
@@ -15,21 +14,17 @@
 
 namespace weft::cpu {
 
-template <int64_t kAFloats, int64_t kBFloats>
+template <typename T>
 struct PackBuffers {
   struct Free {
-    void operator()(float* p) const { std::free(p); }
+    void operator()(T* p) const { std::free(p); }
   };
-  std::unique_ptr<float[], Free> a, b;
+  std::unique_ptr<T[], Free> a, b;
 
-  PackBuffers() {
-    a.reset(static_cast<float*>(std::aligned_alloc(64, kAFloats * sizeof(float))));
-    b.reset(static_cast<float*>(std::aligned_alloc(64, kBFloats * sizeof(float))));
-    WEFT_CHECK(a && b, "gemm: cannot allocate packing buffers (", kAFloats + kBFloats, " floats)");
-  }
-  static PackBuffers& get() {
-    static thread_local PackBuffers bufs;
-    return bufs;
+  PackBuffers(int64_t a_elems, int64_t b_elems) {
+    a.reset(static_cast<T*>(std::aligned_alloc(64, a_elems * sizeof(T))));
+    b.reset(static_cast<T*>(std::aligned_alloc(64, b_elems * sizeof(T))));
+    WEFT_CHECK(a && b, "gemm: cannot allocate packing buffers (", a_elems + b_elems, " elements)");
   }
 };
 
