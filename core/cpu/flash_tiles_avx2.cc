@@ -18,6 +18,7 @@
 #include <limits>
 #include <utility>
 
+#include "core/cpu/avx2_util.h"
 #include "core/cpu/flash_tiles.h"
 #include "core/half.h"
 
@@ -158,28 +159,6 @@ void tile_gemm8(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, in
       const int r = static_cast<int>(std::min<int64_t>(kTileRows, m - i));
       table[r - 1][v - 1](k, a + i * ars, ars, acs, b + j, ldb, c + i * ldc + j, ldc, tail, accumulate);
     }
-  }
-}
-
-// r[i] (row i of an 8 x 8 block) becomes column i.
-__attribute__((always_inline)) inline void transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-#pragma GCC unroll 2
-  for (int g = 0; g < 2; ++g) {
-    u[4 * g] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-    u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
-    u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-    u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
-  }
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
-    r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
   }
 }
 

@@ -13,7 +13,10 @@
 // accumulators start from the bias), later blocks add their partial sums. Panels
 // are zero-padded, so the kernel always computes a full tile; a tile at C's
 // right or bottom edge goes through a 6 x 16 scratch and only its valid part is
-// copied back.
+// copied back. The kernel fetches its C rows (prefetcht0) before its k loop.
+// Packing a row-major A or a column-major B (the GPT's activations and
+// transposed weights) reads 8 k steps of 6 or 8 rows and transposes them in
+// registers (transpose8, core/cpu/avx2_util.h).
 #include "core/cpu/gemm_avx2.h"
 
 #include <immintrin.h>
@@ -24,6 +27,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/cpu/avx2_util.h"
 #include "core/cpu/pack_buffers.h"
 #include "core/cpu/thread_balance.h"
 #include "core/error.h"
@@ -65,6 +69,14 @@ void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restric
   const __m256 i1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
   __m256 c00 = i0, c01 = i1, c10 = i0, c11 = i1, c20 = i0, c21 = i1;
   __m256 c30 = i0, c31 = i1, c40 = i0, c41 = i1, c50 = i0, c51 = i1;
+  // C's rows are fetched while the k loop runs: C is read (or written) only
+  // after it, and a large C comes from L3 or memory once per K block.
+#pragma GCC unroll 6
+  for (int i = 0; i < kMR; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + kNR - 1), _MM_HINT_T0);
+  }
+#pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
     const __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
     __m256 a = _mm256_broadcast_ss(ap);
@@ -116,6 +128,24 @@ void pack_a(const float* a, int64_t rs, int64_t cs, int64_t mc, int64_t kc, floa
     if (mr == kMR && rs == 1) {
       for (int64_t p = 0; p < kc; ++p)
         for (int i = 0; i < kMR; ++i) d[p * kMR + i] = s[i + p * cs];
+    } else if (mr == kMR && cs == 1) {  // rows contiguous along k: 8 steps at a time through a transpose
+      int64_t p = 0;
+      for (; p + 8 <= kc; p += 8) {
+        __m256 r[8];
+#pragma GCC unroll 6
+        for (int i = 0; i < kMR; ++i) r[i] = _mm256_loadu_ps(s + i * rs + p);
+        r[6] = r[7] = _mm256_setzero_ps();
+        transpose8(r);  // r[q]: step p + q of the six rows, then two zeros
+        float* o = d + p * kMR;
+        // each store's two zeros are overwritten by the next step's; the last
+        // step stores only its six floats
+#pragma GCC unroll 7
+        for (int q = 0; q < 7; ++q) _mm256_storeu_ps(o + q * kMR, r[q]);
+        _mm_storeu_ps(o + 7 * kMR, _mm256_castps256_ps128(r[7]));
+        _mm_storel_pi(reinterpret_cast<__m64*>(o + 7 * kMR + 4), _mm256_extractf128_ps(r[7], 1));
+      }
+      for (; p < kc; ++p)
+        for (int i = 0; i < kMR; ++i) d[p * kMR + i] = s[i * rs + p];
     } else {
       for (int64_t p = 0; p < kc; ++p)
         for (int i = 0; i < kMR; ++i) d[p * kMR + i] = i < mr ? s[i * rs + p * cs] : 0.0f;
@@ -136,6 +166,21 @@ void pack_b(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_t nc, floa
         _mm256_store_ps(d + p * kNR, _mm256_loadu_ps(s + p * rs));
         _mm256_store_ps(d + p * kNR + 8, _mm256_loadu_ps(s + p * rs + 8));
       }
+    } else if (nr == kNR && rs == 1) {  // columns contiguous along k: 8 x 8 blocks through a transpose
+      int64_t p = 0;
+      for (; p + 8 <= kc; p += 8) {
+#pragma GCC unroll 2
+        for (int h = 0; h < kNR / 8; ++h) {
+          __m256 r[8];
+#pragma GCC unroll 8
+          for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(s + (8 * h + j) * cs + p);
+          transpose8(r);  // r[q]: step p + q of columns 8h .. 8h + 7
+#pragma GCC unroll 8
+          for (int q = 0; q < 8; ++q) _mm256_store_ps(d + (p + q) * kNR + 8 * h, r[q]);
+        }
+      }
+      for (; p < kc; ++p)
+        for (int j = 0; j < kNR; ++j) d[p * kNR + j] = s[j * cs + p];
     } else if (rs == 1) {  // columns contiguous along k
       for (int j = 0; j < kNR; ++j)
         for (int64_t p = 0; p < kc; ++p) d[p * kNR + j] = j < nr ? s[j * cs + p] : 0.0f;
