@@ -125,9 +125,13 @@ void pack_a(const float* a, int64_t rs, int64_t cs, int64_t mc, int64_t kc, floa
     const int mr = static_cast<int>(std::min<int64_t>(kMR, mc - r0));
     float* d = dst + r0 * kc;
     const float* s = a + r0 * rs;
-    if (mr == kMR && rs == 1) {
-      for (int64_t p = 0; p < kc; ++p)
-        for (int i = 0; i < kMR; ++i) d[p * kMR + i] = s[i + p * cs];
+    if (mr == kMR && rs == 1) {  // a step's six rows are contiguous: four floats and two
+      for (int64_t p = 0; p < kc; ++p) {
+        const float* sp = s + p * cs;
+        _mm_storeu_ps(d + p * kMR, _mm_loadu_ps(sp));
+        _mm_storel_pi(reinterpret_cast<__m64*>(d + p * kMR + 4),
+                      _mm_loadl_pi(_mm_setzero_ps(), reinterpret_cast<const __m64*>(sp + 4)));
+      }
     } else if (mr == kMR && cs == 1) {  // rows contiguous along k: 8 steps at a time through a transpose
       int64_t p = 0;
       for (; p + 8 <= kc; p += 8) {
