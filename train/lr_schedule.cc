@@ -22,6 +22,9 @@ void LRSchedule::on_epoch_end(Trainer& t) {
   const bool evaluated = evaluated_;
   evaluated_ = false;
   if (!scheduler_ || every_ != Every::kEpoch) return;
+  // Note [a period cut short] (train/trainer.h): the period is recorded but not
+  // over; its step comes at its real end, when training goes on from here.
+  if (t.state().batch != 0) return;
   if (!plateau_) {
     scheduler_->step();
     return;

@@ -8,7 +8,10 @@
 //   save it and resume() loads it (add it before fit/resume). It steps
 //   after each training step (kStep) or at each epoch's end (kEpoch),
 //   before other callbacks (order -10), so a checkpoint saves the stepped
-//   schedule.
+//   schedule. A fit_steps period cut short by max_steps (Note [a period cut
+//   short], train/trainer.h) does not step a kEpoch schedule: the period
+//   steps it at its real end, so a run stopped there and resumed steps it
+//   as often as the uninterrupted run.
 // - A ReduceLROnPlateau (every scheduler is an optim::LRScheduler, so it is
 //   saved and resumed the same way) steps at each epoch's end (kEpoch only:
 //   kStep is an error at on_prepared) with the epoch's `monitor` value, an

@@ -235,7 +235,9 @@ struct StepsRun {
 constexpr int64_t kSteps = 16, kEvalEvery = 4;
 
 // Trains to max_steps (resuming from `root` first when `resume`), saving into `root` and writing `metrics`.
-StepsRun run_steps(int64_t max_steps, const std::string& root, const std::string& metrics, bool resume) {
+// `every`: the cosine schedule over kSteps steps (kStep) or over the kSteps / kEvalEvery periods (kEpoch).
+StepsRun run_steps(int64_t max_steps, const std::string& root, const std::string& metrics, bool resume,
+                   LRSchedule::Every every = LRSchedule::Every::kStep) {
   auto ds = dataset();
   io::DataLoader order = loader(ds);
   std::vector<io::Batch> batches;
@@ -245,7 +247,7 @@ StepsRun run_steps(int64_t max_steps, const std::string& root, const std::string
   }
   auto m = model(resume ? kSeed + 1 : kSeed);
   Trainer t(Local{}, m, ce, sgd(sgd_options()), {.valid_name = "test"});
-  t.add<LRSchedule>(cosine(kSteps), LRSchedule::Every::kStep);
+  t.add<LRSchedule>(cosine(every == LRSchedule::Every::kStep ? kSteps : kSteps / kEvalEvery), every);
   StepsRun run;
   t.add<Lambda>(Lambda::Events{.step_end = [&](Trainer& tr) { run.losses.push_back(tr.state().loss); }});
   t.add<MetricsLog>(metrics);
@@ -321,6 +323,27 @@ TEST(TrainerCheckpoint, FitStepsStoppedBetweenEvaluationsAndResumedEqualsTheUnin
   expect_same_history(saved_history(full_root), saved_history(root));
   expect_same_history(full.history, saved_history(root));
   EXPECT_EQ(metrics_periods(metrics), metrics_periods(full_metrics));
+}
+
+TEST(TrainerCheckpoint, FitStepsStoppedBetweenEvaluationsStepsAPerPeriodScheduleAsTheUninterruptedRun) {
+  // The schedule steps once per period (4 steps): stopped at step 10 inside period 3, whose record is
+  // made and saved then, the schedule must not step for period 3 until its real end at step 12.
+  const std::string full_root = fresh_dir("period_sched_full"), root = fresh_dir("period_sched_stopped");
+  const auto every = LRSchedule::Every::kEpoch;
+  const StepsRun full = run_steps(kSteps, full_root, full_root + ".jsonl", false, every);
+  const StepsRun stopped = run_steps(10, root, root + ".jsonl", false, every);
+  ASSERT_EQ(stopped.history.size(), 3u);
+  EXPECT_EQ(stopped.history.back().step, 10);
+  // the LR of steps 9..10 (period 3), as uninterrupted, is what the record holds
+  EXPECT_EQ(stopped.history.back().lr, full.history[2].lr);
+  EXPECT_NE(full.history[2].lr, full.history[3].lr);  // the schedule changes the LR each period
+  const StepsRun resumed = run_steps(kSteps, root, root + ".jsonl", true, every);
+  std::vector<double> losses = stopped.losses;
+  losses.insert(losses.end(), resumed.losses.begin(), resumed.losses.end());
+  EXPECT_EQ(losses, full.losses);
+  expect_same_history(full.history, resumed.history);
+  for (const auto& [k, v] : full.weights) EXPECT_TRUE(testing::tensors_near(resumed.weights.at(k), v, 0)) << k;
+  expect_same_history(full.history, saved_history(root));
 }
 
 TEST(TrainerCheckpoint, ResumeFromASingleFileCheckpointOfIoCheckpoint) {
