@@ -11,7 +11,8 @@ OptionMap AdagradOptions::to_map() const {
           {"lr_decay", lr_decay},
           {"weight_decay", weight_decay},
           {"initial_accumulator_value", initial_accumulator_value},
-          {"eps", eps}};
+          {"eps", eps},
+          {"maximize", maximize ? 1.0 : 0.0}};
 }
 
 Adagrad::Adagrad(std::vector<Tensor> params, const AdagradOptions& options) : Optimizer("Adagrad", options.to_map()) {
@@ -48,7 +49,7 @@ void Adagrad::update(ParamGroup& group) {
   for (Tensor& p : group.params) {
     if (!p.grad().defined()) continue;
     const char* op = "Adagrad.step";
-    detail::UpdateOperands ops = detail::prepare_update(op, p);
+    detail::UpdateOperands ops = detail::prepare_update(op, p, group);
     ParamState& st = mutable_state(p);
     const Tensor& sum = detail::state_buffer(op, st, "sum", p, st.empty(), init);  // (p.shape)
     a.step = detail::count_step(st);

@@ -4,7 +4,8 @@
 //   clr = lr / (1 + (t - 1) * lr_decay)
 //   sum += g * g
 //   p -= clr * g / (sqrt(sum) + eps)
-// Group options: lr, lr_decay, weight_decay, initial_accumulator_value, eps.
+// Group options: lr, lr_decay, weight_decay, initial_accumulator_value, eps,
+// maximize (0 or 1: g = -g first).
 // State: step (float32 0-dim, on the CPU) and sum, which starts at the
 // group's initial_accumulator_value. PyTorch creates that state when the
 // optimizer is built; weft creates it on a parameter's first update, from the
@@ -22,6 +23,7 @@ struct AdagradOptions {
   double weight_decay = 0;
   double initial_accumulator_value = 0;
   double eps = 1e-10;
+  bool maximize = false;  // negate the gradients: ascend (PyTorch's maximize)
   OptionMap to_map() const;
 };
 

@@ -12,7 +12,8 @@ OptionMap AdamOptions::to_map() const {
           {"beta2", beta2},
           {"eps", eps},
           {"weight_decay", weight_decay},
-          {"amsgrad", amsgrad ? 1.0 : 0.0}};
+          {"amsgrad", amsgrad ? 1.0 : 0.0},
+          {"maximize", maximize ? 1.0 : 0.0}};
 }
 
 Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)
@@ -58,7 +59,7 @@ void Adam::update(ParamGroup& group) {
   const std::string op = name() + ".step";
   for (Tensor& p : group.params) {
     if (!p.grad().defined()) continue;
-    detail::UpdateOperands ops = detail::prepare_update(op, p);
+    detail::UpdateOperands ops = detail::prepare_update(op, p, group);
     ParamState& st = mutable_state(p);
     const bool first = st.empty();
     const Tensor& m = detail::state_buffer(op, st, "exp_avg", p, first);     // (p.shape)

@@ -4,8 +4,8 @@
 //   m = lerp(m, g, 1 - beta1);  v = beta2 * v + (1 - beta2) * g * g
 //   amsgrad: vmax = max(vmax, v), used in place of v below
 //   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-// Group options: lr, beta1, beta2, eps, weight_decay, amsgrad (0 or 1; a state
-// dict saved without it loads as 0).
+// Group options: lr, beta1, beta2, eps, weight_decay, amsgrad and maximize (0
+// or 1: g = -g first; a state dict saved without either loads it as 0).
 // State: step (float32 0-dim, on the CPU, as in PyTorch), exp_avg, exp_avg_sq,
 // and max_exp_avg_sq with amsgrad.
 #pragma once
@@ -21,6 +21,7 @@ struct AdamOptions {
   double eps = 1e-8;
   double weight_decay = 0;
   bool amsgrad = false;
+  bool maximize = false;  // negate the gradients: ascend (PyTorch's maximize)
   OptionMap to_map() const;
 };
 

@@ -24,6 +24,21 @@ double ParamGroup::get(const std::string& key) const {
   return it->second;
 }
 
+Optimizer::Optimizer(std::string name, OptionMap defaults)
+    : name_(std::move(name)), defaults_(std::move(defaults)), late_options_{{"maximize", 0.0}} {
+  defaults_.emplace("maximize", 0.0);
+}
+
+void Optimizer::set_late_options(const OptionMap& late) {
+  for (const auto& [key, value] : late) late_options_[key] = value;
+}
+
+void Optimizer::check_options(const OptionMap& options) const {
+  const double maximize = options.at("maximize");
+  WEFT_CHECK(maximize == 0.0 || maximize == 1.0, name_, ": maximize must be 0 or 1, got ", maximize);
+  validate(options);
+}
+
 namespace {
 // The usual cause of an empty list is model.parameters() of a module whose
 // layers were never registered (a child kept as a plain member).
@@ -45,7 +60,7 @@ void Optimizer::add_param_group(ParamGroup group) {
     WEFT_CHECK(defaults_.count(key), name_, ": unknown hyper-parameter '", key, "' in param group (value ", value, ")");
   }
   for (const auto& [key, value] : defaults_) group.options.emplace(key, value);
-  validate(group.options);
+  check_options(group.options);
   WEFT_CHECK(group.param_names.empty() || group.param_names.size() == group.params.size(), name_, ": the group has ",
              group.params.size(), " parameters but ", group.param_names.size(), " parameter names");
   std::unordered_set<const TensorImpl*> seen;
@@ -181,7 +196,7 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
       new_options[gi][key] = t.item<double>();
     }
     complete_loaded_options(new_options[gi], op, prefix);
-    validate(new_options[gi]);
+    check_options(new_options[gi]);
   }
 
   // ---- per-parameter state: known names, known parameters, shapes ----
@@ -248,14 +263,15 @@ void Optimizer::replace_state(const std::vector<const Tensor*>& params,
 
 namespace detail {
 
-UpdateOperands prepare_update(const std::string& op, const Tensor& param) {
+UpdateOperands prepare_update(const std::string& op, const Tensor& param, const ParamGroup& group) {
   Tensor grad = param.grad();
   WEFT_CHECK(grad.dtype() == param.dtype(), op, ": gradient dtype ", grad.dtype(), " does not match parameter dtype ",
              param.dtype());
   WEFT_CHECK(grad.device() == param.device(), op, ": gradient and parameter are on different devices");
   WEFT_CHECK(grad.sizes() == param.sizes(), op, ": gradient shape ", shape_str(grad.sizes()),
              " does not match parameter shape ", shape_str(param.sizes()));
-  return {param.is_contiguous() ? param : param.contiguous(), grad.contiguous()};
+  Tensor p = param.is_contiguous() ? param : param.contiguous();
+  return {p, group.get("maximize") != 0.0 ? neg(grad).contiguous() : grad.contiguous()};
 }
 
 double count_step(ParamState& state) {

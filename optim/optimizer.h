@@ -6,6 +6,10 @@
 //   "momentum", "beta1"). Options a group leaves out take the optimizer's
 //   defaults; names the optimizer does not know are an error. A parameter may
 //   appear in only one group; parameters must be floating-point leaves.
+// - Every optimizer takes "maximize" (0 or 1, default 0; PyTorch's maximize):
+//   with 1 the group's gradients are negated before the update (before weight
+//   decay), so step() ascends the objective. A state dict saved before the
+//   option existed loads with maximize 0.
 // - step() updates, without recording autograd, every parameter whose .grad is
 //   defined (others are skipped and get no state), and bumps each updated
 //   parameter's version counter. zero_grad() drops (or zeroes) the gradients.
@@ -123,8 +127,10 @@ class Optimizer {
   std::vector<std::string> load_state_dict_by_name(const OptimizerStateDict& sd, const NamedParameters& names);
 
  protected:
-  Optimizer(std::string name, OptionMap defaults) : name_(std::move(name)), defaults_(std::move(defaults)) {}
-  // Throws for invalid hyper-parameters (the subclass's checks, PyTorch's messages).
+  // `defaults` without "maximize" get maximize 0.
+  Optimizer(std::string name, OptionMap defaults);
+  // Throws for invalid hyper-parameters (the subclass's checks, PyTorch's messages);
+  // the base class has checked its own options ("maximize") first.
   virtual void validate(const OptionMap& options) const = 0;
   // Updates the parameters of one group (grad defined, under NoGradGuard).
   virtual void update(ParamGroup& group) = 0;
@@ -132,8 +138,9 @@ class Optimizer {
   virtual std::vector<std::string> state_names() const = 0;
 
   ParamState& mutable_state(const Tensor& param) { return state_[param.impl()]; }
-  // Hyper-parameters a loaded state dict may lack (they take these values).
-  void set_late_options(OptionMap late) { late_options_ = std::move(late); }
+  // Adds hyper-parameters a loaded state dict may lack (they take these values;
+  // "maximize" is always one, as 0).
+  void set_late_options(const OptionMap& late);
   // Adds the groups, or one group of `params` with the defaults.
   void init_groups(std::vector<ParamGroup> groups);
 
@@ -149,6 +156,8 @@ class Optimizer {
   void replace_state(const std::vector<const Tensor*>& params,
                      const std::vector<std::map<std::string, Tensor>>& entries);
 
+  // The base class's checks, then the subclass's validate().
+  void check_options(const OptionMap& options) const;
   // Fills in late options a loaded group lacks, then requires every default's key.
   void complete_loaded_options(OptionMap& options, const std::string& op, const std::string& key_prefix) const;
 
@@ -162,12 +171,13 @@ class Optimizer {
 namespace detail {
 // One parameter update's operands for a fused kernel: the parameter (itself, or
 // a contiguous copy when it is not contiguous) and its gradient made
-// contiguous, after checking that the gradient's dtype, device and shape match.
+// contiguous (negated, in a new tensor, for a group with maximize), after
+// checking that the gradient's dtype, device and shape match.
 struct UpdateOperands {
   Tensor param;  // contiguous
   Tensor grad;   // contiguous
 };
-UpdateOperands prepare_update(const std::string& op, const Tensor& param);
+UpdateOperands prepare_update(const std::string& op, const Tensor& param, const ParamGroup& group);
 // Copies a contiguous working copy back into the parameter and bumps its version.
 void finish_update(const Tensor& param, const UpdateOperands& ops);
 // Adds 1 to state "step" (a float32 CPU scalar, as in PyTorch; created at 0

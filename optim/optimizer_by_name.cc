@@ -145,7 +145,7 @@ std::vector<std::string> Optimizer::load_by_name_impl(const OptimizerStateDict& 
                    detail::format_option_value(new_options[gi].at(key)), " and ", detail::format_option_value(value),
                    "); group the parameters as they were when saved");
     }
-    validate(new_options[gi]);
+    check_options(new_options[gi]);
   }
 
   // ---- state: known names, shapes ----

@@ -12,7 +12,8 @@ OptionMap RMSpropOptions::to_map() const {
           {"eps", eps},
           {"weight_decay", weight_decay},
           {"momentum", momentum},
-          {"centered", centered ? 1.0 : 0.0}};
+          {"centered", centered ? 1.0 : 0.0},
+          {"maximize", maximize ? 1.0 : 0.0}};
 }
 
 RMSprop::RMSprop(std::vector<Tensor> params, const RMSpropOptions& options) : Optimizer("RMSprop", options.to_map()) {
@@ -51,7 +52,7 @@ void RMSprop::update(ParamGroup& group) {
   const std::string op = "RMSprop.step";
   for (Tensor& p : group.params) {
     if (!p.grad().defined()) continue;
-    detail::UpdateOperands ops = detail::prepare_update(op, p);
+    detail::UpdateOperands ops = detail::prepare_update(op, p, group);
     ParamState& st = mutable_state(p);
     const bool first = st.empty();
     const Tensor& square_avg = detail::state_buffer(op, st, "square_avg", p, first);  // (p.shape)

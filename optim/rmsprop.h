@@ -6,7 +6,8 @@
 //   else:     avg = sqrt(v) + eps
 //   momentum: buf = momentum * buf + g / avg; p -= lr * buf
 //   else:     p -= lr * g / avg
-// Group options: lr, alpha, eps, weight_decay, momentum, centered (0 or 1).
+// Group options: lr, alpha, eps, weight_decay, momentum, centered (0 or 1),
+// maximize (0 or 1: g = -g first).
 // State: step (float32 0-dim, on the CPU), square_avg, momentum_buffer (when
 // momentum != 0) and grad_avg (when centered), all but step zeros at first.
 #pragma once
@@ -22,6 +23,7 @@ struct RMSpropOptions {
   double weight_decay = 0;
   double momentum = 0;
   bool centered = false;
+  bool maximize = false;  // negate the gradients: ascend (PyTorch's maximize)
   OptionMap to_map() const;
 };
 

@@ -11,7 +11,8 @@ OptionMap SGDOptions::to_map() const {
           {"momentum", momentum},
           {"dampening", dampening},
           {"weight_decay", weight_decay},
-          {"nesterov", nesterov ? 1.0 : 0.0}};
+          {"nesterov", nesterov ? 1.0 : 0.0},
+          {"maximize", maximize ? 1.0 : 0.0}};
 }
 
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& options) : Optimizer("SGD", options.to_map()) {
@@ -46,7 +47,7 @@ void SGD::update(ParamGroup& group) {
   a.nesterov = group.get("nesterov") != 0.0;
   for (Tensor& p : group.params) {
     if (!p.grad().defined()) continue;
-    detail::UpdateOperands ops = detail::prepare_update("SGD.step", p);
+    detail::UpdateOperands ops = detail::prepare_update("SGD.step", p, group);
     Tensor buf;
     a.init_buffer = false;
     if (a.momentum != 0) {

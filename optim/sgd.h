@@ -4,7 +4,8 @@
 //   buf = g on the first step, else buf = momentum * buf + (1 - dampening) * g
 //   g = nesterov ? g + momentum * buf : buf          (when momentum != 0)
 //   p -= lr * g
-// Group options: lr, momentum, dampening, weight_decay, nesterov (0 or 1).
+// Group options: lr, momentum, dampening, weight_decay, nesterov (0 or 1),
+// maximize (0 or 1: g = -g first).
 // State: momentum_buffer (only when momentum != 0).
 #pragma once
 
@@ -18,6 +19,7 @@ struct SGDOptions {
   double dampening = 0;
   double weight_decay = 0;
   bool nesterov = false;
+  bool maximize = false;  // negate the gradients: ascend (PyTorch's maximize)
   OptionMap to_map() const;
 };
 

@@ -34,8 +34,12 @@ using MakeOpt = std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>;
 using MakeSched = std::function<std::unique_ptr<LRScheduler>(Optimizer&)>;
 
 // Runs K steps from the golden start with the golden gradients and compares
-// every step's parameters (and lr) with PyTorch's.
-inline void check_case(const std::string& name, const MakeOpt& make, const MakeSched& make_sched = nullptr) {
+// every step's parameters (and lr) with PyTorch's, to `tol` relative (values
+// below 0.01 in magnitude: relative to 0.01). The default is ~2 ulp; a case
+// whose parameter falls close to zero carries its earlier, larger values'
+// one-ulp differences and passes a looser `tol`.
+inline void check_case(const std::string& name, const MakeOpt& make, const MakeSched& make_sched = nullptr,
+                       double tol = 3e-7) {
   SCOPED_TRACE(name);
   Tensor p0 = golden_param("init.p0"), p1 = golden_param("init.p1");
   auto opt = make({p0, p1});
@@ -51,8 +55,8 @@ inline void check_case(const std::string& name, const MakeOpt& make, const MakeS
     p1.set_grad(golden("grads.p1").select(0, k).clone());
     opt->step();
     if (sched) sched->step();
-    EXPECT_LE(max_rel_diff(p0, e0.select(0, k + 1)), 3e-7) << "p0 after step " << k;  // ~2 ulp
-    EXPECT_LE(max_rel_diff(p1, e1.select(0, k + 1)), 3e-7) << "p1 after step " << k;
+    EXPECT_LE(max_rel_diff(p0, e0.select(0, k + 1)), tol) << "p0 after step " << k;
+    EXPECT_LE(max_rel_diff(p1, e1.select(0, k + 1)), tol) << "p1 after step " << k;
     EXPECT_TRUE(tensors_near(p0, e0.select(0, k + 1), 1e-6));
     worst = std::max({worst, max_rel_diff(p0, e0.select(0, k + 1), 0), max_rel_diff(p1, e1.select(0, k + 1), 0)});
   }

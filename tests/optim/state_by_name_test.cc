@@ -193,7 +193,7 @@ TEST(OptimizerStateByName, LayoutAndNames) {
   EXPECT_EQ(sd.at("options.h.4.bias.lr").item<double>(), 0.003);
   EXPECT_EQ(sd.at("options.emb.weight.beta2").item<double>(), 0.999);
   const size_t n_params = model->named_parameters().size();
-  EXPECT_EQ(sd.size(), n_params * 6 + 2 * 3);  // 6 options each; head.weight and head.bias have 3 states
+  EXPECT_EQ(sd.size(), n_params * 7 + 2 * 3);  // 7 options each; head.weight and head.bias have 3 states
   // An optimizer built from plain parameters is given the names.
   Adam plain(model->parameters(), AdamOptions{.lr = 0.003});
   EXPECT_WEFT_ERROR(plain.state_dict_by_name(), "parameter group 0 has no parameter names");
