@@ -58,6 +58,13 @@ Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel_size, std::arra
 Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel_size, std::array<int64_t, 2> stride = {0, 0},
                   std::array<int64_t, 2> padding = {0, 0}, bool ceil_mode = false, bool count_include_pad = true);
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
+// 1-D pooling (core/ops/pool1d_rms_norm.cc, on the 2-D kernels): x (N, C, L) or
+// (C, L); stride 0 means "same as kernel_size" (PyTorch's stride=None).
+Tensor max_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0, int64_t dilation = 1,
+                  bool ceil_mode = false);
+Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0, bool ceil_mode = false,
+                  bool count_include_pad = true);
+Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size);
 
 // ---- normalisation (core/ops/norm.cc) ----
 // x: (N, C) or (N, C, *). In training mode uses batch statistics and, when
@@ -68,6 +75,13 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 // Normalises over the trailing dims given by normalized_shape.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+
+// PyTorch's rms_norm (core/ops/pool1d_rms_norm.cc): x / sqrt(mean(x^2) + eps) over
+// the trailing dims given by normalized_shape, times weight (normalized_shape) when
+// defined. eps defaults to the machine epsilon of x's dtype (float32's for float16
+// and bfloat16, which are normalised in float32 and rounded at the end).
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
 
 // x: (N, C, *), normalised over each group of C / num_groups channels of each
 // sample (biased variance), then scaled and shifted per channel by weight / bias (C).

@@ -115,6 +115,27 @@ std::string ConvTranspose2d::extra_repr() const {
          std::to_string(options.padding[0]) + ", " + std::to_string(options.padding[1]) + ")";
 }
 
+ConvTranspose1d::ConvTranspose1d(int64_t in, int64_t out, int64_t k, const ConvTranspose1dOptions& opts)
+    : Module("ConvTranspose1d"), in_channels(in), out_channels(out), kernel_size(k), options(opts) {
+  WEFT_CHECK(opts.groups > 0 && in % opts.groups == 0 && out % opts.groups == 0, "ConvTranspose1d: in_channels ", in,
+             " and out_channels ", out, " must both be divisible by groups ", opts.groups);
+  WEFT_CHECK(k > 0, "ConvTranspose1d: kernel size must be positive, got ", k);
+  weight = register_parameter("weight", empty({in, out / opts.groups, k}));
+  if (opts.bias) bias = register_parameter("bias", empty({out}));
+  reset_parameters();
+}
+// (PyTorch's init: fan_in is dim 1 of the weight, C_out / groups * K)
+void ConvTranspose1d::reset_parameters() { default_reset(weight, bias); }
+Tensor ConvTranspose1d::forward(const Tensor& x) {
+  return conv_transpose1d(x, weight, bias, options.stride, options.padding, options.output_padding, options.groups,
+                          options.dilation);
+}
+std::string ConvTranspose1d::extra_repr() const {
+  return std::to_string(in_channels) + ", " + std::to_string(out_channels) +
+         ", kernel_size=" + std::to_string(kernel_size) + ", stride=" + std::to_string(options.stride) +
+         ", padding=" + std::to_string(options.padding);
+}
+
 BatchNorm::BatchNorm(const char* type, int64_t lo, int64_t hi, int64_t c, double eps, double momentum, bool affine,
                      bool track)
     : Module(type), num_features(c), eps(eps), momentum(momentum), dims_lo_(lo), dims_hi_(hi) {
@@ -195,6 +216,17 @@ LayerNorm::LayerNorm(Shape shape, double eps, bool affine) : Module("LayerNorm")
     weight = register_parameter("weight", ones(shape));
     bias = register_parameter("bias", zeros(shape));
   }
+}
+
+RMSNorm::RMSNorm(Shape shape, std::optional<double> eps, bool affine)
+    : Module("RMSNorm"), normalized_shape(shape), eps(eps) {
+  WEFT_CHECK(!shape.empty(), "RMSNorm: normalized_shape must have at least one dimension");
+  if (affine) weight = register_parameter("weight", ones(shape));
+}
+std::string RMSNorm::extra_repr() const {
+  std::string r = shape_str(normalized_shape) + ", eps=";
+  r += eps.has_value() ? std::to_string(*eps) : "None";
+  return r + ", elementwise_affine=" + (weight.defined() ? "True" : "False");
 }
 
 GroupNorm::GroupNorm(int64_t groups, int64_t channels, double eps, bool affine)

@@ -1,5 +1,5 @@
-// The basic layers: Linear, Conv1d, Conv2d, ConvTranspose2d, pooling,
-// normalisation (batch, layer, group), Upsample, Dropout, Embedding,
+// The basic layers: Linear, Conv1d, Conv2d, ConvTranspose1d/2d, pooling (1-D
+// and 2-D), normalisation (batch, layer, RMS, group), Upsample, Dropout, Embedding,
 // activations, Identity and Flatten. Defaults (initialisation, eps, momentum) match
 // PyTorch so a ported model trains the same.
 #pragma once
@@ -7,6 +7,8 @@
 #include <array>
 #include <cmath>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "core/nn_ops.h"
@@ -98,6 +100,65 @@ class ConvTranspose2d : public Module {
   ConvTranspose2dOptions options;
 };
 
+struct ConvTranspose1dOptions {
+  int64_t stride = 1, padding = 0, output_padding = 0, dilation = 1, groups = 1;
+  bool bias = true;
+};
+
+// The adjoint of Conv1d in its input: upsampling of (N, C, L) by the stride.
+class ConvTranspose1d : public Module {
+ public:
+  ConvTranspose1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                  const ConvTranspose1dOptions& opts = {});
+  Tensor forward(const Tensor& x) override;  // (N, C_in, L) -> (N, C_out, L')
+  std::string extra_repr() const override;
+  void reset_parameters();
+  Tensor weight;  // (C_in, C_out / groups, K)
+  Tensor bias;    // (C_out) or undefined
+  int64_t in_channels, out_channels, kernel_size;
+  ConvTranspose1dOptions options;
+};
+
+// 1-D pooling over (N, C, L) or (C, L); stride 0 means "same as kernel_size".
+class MaxPool1d : public Module {
+ public:
+  explicit MaxPool1d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0, int64_t dilation = 1,
+                     bool ceil_mode = false)
+      : Module("MaxPool1d"),
+        kernel_size(kernel_size),
+        stride(stride),
+        padding(padding),
+        dilation(dilation),
+        ceil_mode(ceil_mode) {}
+  Tensor forward(const Tensor& x) override { return max_pool1d(x, kernel_size, stride, padding, dilation, ceil_mode); }
+  int64_t kernel_size, stride, padding, dilation;
+  bool ceil_mode;
+};
+
+class AvgPool1d : public Module {
+ public:
+  explicit AvgPool1d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0, bool ceil_mode = false,
+                     bool count_include_pad = true)
+      : Module("AvgPool1d"),
+        kernel_size(kernel_size),
+        stride(stride),
+        padding(padding),
+        ceil_mode(ceil_mode),
+        count_include_pad(count_include_pad) {}
+  Tensor forward(const Tensor& x) override {
+    return avg_pool1d(x, kernel_size, stride, padding, ceil_mode, count_include_pad);
+  }
+  int64_t kernel_size, stride, padding;
+  bool ceil_mode, count_include_pad;
+};
+
+class AdaptiveAvgPool1d : public Module {
+ public:
+  explicit AdaptiveAvgPool1d(int64_t output_size) : Module("AdaptiveAvgPool1d"), output_size(output_size) {}
+  Tensor forward(const Tensor& x) override { return adaptive_avg_pool1d(x, output_size); }
+  int64_t output_size;
+};
+
 class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(std::array<int64_t, 2> kernel_size, std::array<int64_t, 2> stride = {0, 0},
@@ -176,6 +237,20 @@ class LayerNorm : public Module {
   Tensor weight, bias;
   Shape normalized_shape;
   double eps;
+};
+
+// RMSNorm (PyTorch's nn.RMSNorm): x / sqrt(mean(x^2) + eps) over the trailing
+// normalized_shape, times a weight of ones when elementwise_affine. eps unset:
+// the machine epsilon of the input's dtype (core/nn_ops.h rms_norm).
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(Shape normalized_shape, std::optional<double> eps = std::nullopt, bool elementwise_affine = true);
+  explicit RMSNorm(int64_t dim, std::optional<double> eps = std::nullopt) : RMSNorm(Shape{dim}, eps) {}
+  Tensor forward(const Tensor& x) override { return rms_norm(x, normalized_shape, weight, eps); }
+  std::string extra_repr() const override;
+  Tensor weight;  // (normalized_shape) or undefined
+  Shape normalized_shape;
+  std::optional<double> eps;
 };
 
 // GroupNorm over (N, C, *): statistics per sample and group of C / num_groups channels;

@@ -17,6 +17,7 @@
 #include "core/nn_ops.h"
 #include "nn/nn.h"
 #include "tests/golden.h"
+#include "tests/nn/golden_case.h"
 #include "tests/testing.h"
 
 namespace weft {
@@ -31,7 +32,6 @@ const testing::Golden& golden() {
   return g;
 }
 const Tensor& G(const std::string& key) { return golden()(key); }
-bool has(const std::string& key) { return golden().has(key); }
 Tensor leaf(Tensor t) {
   t.requires_grad_(true);
   return t;
@@ -41,31 +41,11 @@ void expect_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f
   EXPECT_TRUE(r.ok) << r.message;
 }
 
-using Fn = std::function<Tensor(const Tensor& x, const Tensor& w, const Tensor& b)>;
-
-// Runs fn on the case's inputs (in dtype dt), checks the output and every
-// gradient against PyTorch's.
+using Fn = testing::GoldenFn;
 void check_case(const std::string& c, const Fn& fn, DType dt = DType::Float32, double tol = 2e-5) {
-  SCOPED_TRACE(c + " in " + std::string(dtype_name(dt)));
-  Tensor x = leaf(G(c + ".x").to(dt).clone());
-  Tensor w = has(c + ".w") ? leaf(G(c + ".w").to(dt).clone()) : Tensor();
-  Tensor b = has(c + ".b") ? leaf(G(c + ".b").to(dt).clone()) : Tensor();
-  Tensor y = fn(x, w, b);
-  EXPECT_EQ(y.dtype(), dt);
-  ASSERT_TRUE(tensors_near(y, G(c + ".out"), tol));
-  y.backward(G(c + ".go").to(dt));
-  EXPECT_TRUE(tensors_near(x.grad(), G(c + ".dx"), tol));
-  if (w.defined()) {
-    EXPECT_TRUE(tensors_near(w.grad(), G(c + ".dw"), tol));
-  }
-  if (b.defined()) {
-    EXPECT_TRUE(tensors_near(b.grad(), G(c + ".db"), tol));
-  }
+  testing::check_golden_case(golden(), c, fn, dt, tol);
 }
-void check_both(const std::string& c, const Fn& fn) {
-  check_case(c, fn, DType::Float32);
-  check_case(c, fn, DType::Float64);
-}
+void check_both(const std::string& c, const Fn& fn) { testing::check_golden_both(golden(), c, fn); }
 
 // ------------------------------------------------------------ transposed convolution
 

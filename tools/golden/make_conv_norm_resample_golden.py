@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from golden_util import wave, leaf  # noqa: E402
+from golden_util import record, wave  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "..", "tests", "nn", "golden", "conv_norm_resample_golden.safetensors")
@@ -31,24 +31,8 @@ OUT = os.path.join(HERE, "..", "..", "tests", "nn", "golden", "conv_norm_resampl
 def build():
     g = {}
 
-    def put(case, **tensors):
-        for k, v in tensors.items():
-            g[f"{case}.{k}"] = v.detach().clone().contiguous()
-
     def run(case, fn, x0, w0=None, b0=None):
-        """fn(x, w, b) -> out; records inputs, out, gradients for a wave upstream gradient."""
-        x = leaf(x0)
-        w = leaf(w0) if w0 is not None else None
-        b = leaf(b0) if b0 is not None else None
-        out = fn(x, w, b)
-        go = wave(tuple(out.shape), 1.0, 0.29, 0.6)
-        out.backward(go)
-        fields = dict(x=x0, go=go, out=out, dx=x.grad)
-        if w is not None:
-            fields.update(w=w0, dw=w.grad)
-        if b is not None:
-            fields.update(b=b0, db=b.grad)
-        put(case, **fields)
+        record(g, case, fn, x0, w0, b0)
 
     # ---- conv_transpose2d
     run("convt2d_s2", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
