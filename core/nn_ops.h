@@ -88,6 +88,27 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   double eps = 1e-5);
 
+// ---- activations (core/ops/activations.cc, composed of element-wise ops and where) ----
+// PyTorch's definitions and defaults, and its gradients at the kinks.
+// clamp(x, min_val, max_val); gradient 1 strictly inside, 0 elsewhere
+Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
+Tensor relu6(const Tensor& x);  // hardtanh(x, 0, 6)
+// x / 6 + 1/2 on (-3, 3), 0 below, 1 above
+Tensor hardsigmoid(const Tensor& x);
+// x (x + 3) / 6 on (-3, 3), 0 at and below -3, x at and above 3
+Tensor hardswish(const Tensor& x);
+Tensor mish(const Tensor& x);  // x tanh(softplus(x))
+// scale elu(x, alpha) with SELU's alpha 1.6732632423543772 and scale 1.0507009873554805
+Tensor selu(const Tensor& x);
+// x where x > 0, else alpha (exp(x / alpha) - 1)
+Tensor celu(const Tensor& x, double alpha = 1.0);
+Tensor logsigmoid(const Tensor& x);  // log(sigmoid(x))
+Tensor softsign(const Tensor& x);    // x / (1 + |x|)
+// a * sigmoid(b), a and b the two halves of x along dim (its size must be even)
+Tensor glu(const Tensor& x, int64_t dim = -1);
+// x where x > 0, else weight * x; weight: one parameter, or one per channel (dim 1 of x)
+Tensor prelu(const Tensor& x, const Tensor& weight);
+
 // ---- recurrent cells (core/ops/rnn_cell.cc) ----
 // One LSTM step's element-wise part: with gates = xg + hg (N, 4H) in PyTorch's
 // order i, f, g, o and the cell state c (N, H):

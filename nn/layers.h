@@ -1,7 +1,7 @@
 // The basic layers: Linear, Conv1d, Conv2d, ConvTranspose1d/2d, pooling (1-D
 // and 2-D), normalisation (batch, layer, RMS, group), Upsample, Dropout, Embedding,
-// activations, Identity and Flatten. Defaults (initialisation, eps, momentum) match
-// PyTorch so a ported model trains the same.
+// Identity and Flatten (the activations: nn/activations.h, included here). Defaults (initialisation, eps, momentum)
+// match PyTorch so a ported model trains the same.
 #pragma once
 
 #include <array>
@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/nn_ops.h"
+#include "nn/activations.h"
 #include "nn/module.h"
 
 namespace weft::nn {
@@ -288,64 +289,6 @@ class Embedding : public Module {
   Tensor weight;  // (num_embeddings, embedding_dim), N(0, 1) like PyTorch
 };
 
-// Activations.
-class ReLU : public Module {
- public:
-  ReLU() : Module("ReLU") {}
-  Tensor forward(const Tensor& x) override { return relu(x); }
-};
-class GELU : public Module {
- public:
-  explicit GELU(GeluApproximation approximate = GeluApproximation::None) : Module("GELU"), approximate(approximate) {}
-  Tensor forward(const Tensor& x) override { return gelu(x, approximate); }
-  GeluApproximation approximate;
-};
-class SiLU : public Module {
- public:
-  SiLU() : Module("SiLU") {}
-  Tensor forward(const Tensor& x) override { return silu(x); }
-};
-class Tanh : public Module {
- public:
-  Tanh() : Module("Tanh") {}
-  Tensor forward(const Tensor& x) override { return weft::tanh(x); }
-};
-class Sigmoid : public Module {
- public:
-  Sigmoid() : Module("Sigmoid") {}
-  Tensor forward(const Tensor& x) override { return sigmoid(x); }
-};
-class LeakyReLU : public Module {
- public:
-  explicit LeakyReLU(double negative_slope = 0.01) : Module("LeakyReLU"), negative_slope(negative_slope) {}
-  Tensor forward(const Tensor& x) override { return leaky_relu(x, negative_slope); }
-  double negative_slope;
-};
-class Softplus : public Module {
- public:
-  explicit Softplus(double beta = 1.0, double threshold = 20.0)
-      : Module("Softplus"), beta(beta), threshold(threshold) {}
-  Tensor forward(const Tensor& x) override { return softplus(x, beta, threshold); }
-  double beta, threshold;
-};
-class ELU : public Module {
- public:
-  explicit ELU(double alpha = 1.0) : Module("ELU"), alpha(alpha) {}
-  Tensor forward(const Tensor& x) override { return elu(x, alpha); }
-  double alpha;
-};
-class Softmax : public Module {
- public:
-  explicit Softmax(int64_t dim) : Module("Softmax"), dim(dim) {}
-  Tensor forward(const Tensor& x) override { return softmax(x, dim); }
-  int64_t dim;
-};
-class LogSoftmax : public Module {
- public:
-  explicit LogSoftmax(int64_t dim) : Module("LogSoftmax"), dim(dim) {}
-  Tensor forward(const Tensor& x) override { return log_softmax(x, dim); }
-  int64_t dim;
-};
 class Identity : public Module {
  public:
   Identity() : Module("Identity") {}

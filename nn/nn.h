@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/nn_ops.h"
+#include "nn/activations.h"
 #include "nn/container.h"
 #include "nn/init.h"
 #include "nn/layers.h"
