@@ -292,6 +292,52 @@ std::vector<double> LinearWarmupCosine::get_lr() {
   return out;
 }
 
+// ---- CosineAnnealingWarmRestarts ----
+
+CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& optimizer, int64_t T_0, int64_t T_mult,
+                                                         double eta_min)
+    : LRScheduler(optimizer), t_0_(T_0), t_mult_(T_mult), eta_min_(eta_min) {
+  WEFT_CHECK(T_0 > 0, "CosineAnnealingWarmRestarts: Expected positive integer T_0, but got ", T_0);
+  WEFT_CHECK(T_mult >= 1, "CosineAnnealingWarmRestarts: Expected integer T_mult >= 1, but got ", T_mult);
+  WEFT_CHECK(!std::isnan(eta_min), "CosineAnnealingWarmRestarts: eta_min is NaN");
+  initial_step();
+}
+
+CosineAnnealingWarmRestarts::Cycle CosineAnnealingWarmRestarts::cycle_at(int64_t epoch) const {
+  // PyTorch's step() without an epoch: T_cur += 1, and at T_i a restart (T_cur -= T_i, T_i *= T_mult).
+  Cycle c{epoch, t_0_};
+  while (c.t_cur >= c.t_i) {
+    c.t_cur -= c.t_i;
+    c.t_i *= t_mult_;
+  }
+  return c;
+}
+
+std::vector<double> CosineAnnealingWarmRestarts::get_lr() {
+  const Cycle c = cycle_at(last_epoch_);
+  std::vector<double> out(num_groups());
+  for (size_t g = 0; g < out.size(); ++g) out[g] = cosine_closed_form(base_lrs_[g], eta_min_, c.t_cur, c.t_i);
+  return out;
+}
+
+// ---- PolynomialLR ----
+
+PolynomialLR::PolynomialLR(Optimizer& optimizer, int64_t total_iters, double power)
+    : LRScheduler(optimizer), total_iters_(total_iters), power_(power) {
+  WEFT_CHECK(total_iters >= 0, "PolynomialLR: total_iters must be >= 0, got ", total_iters);
+  WEFT_CHECK(!std::isnan(power), "PolynomialLR: power is NaN");
+  initial_step();
+}
+
+std::vector<double> PolynomialLR::get_lr() {
+  const int64_t e = last_epoch_;
+  if (e == 0 || e > total_iters_) return group_lrs_times(1.0);
+  // PyTorch's recursive form: the ratio of this epoch's factor to the last one's.
+  const double n = static_cast<double>(total_iters_);
+  const double decay = std::pow((1.0 - e / n) / (1.0 - (e - 1) / n), power_);
+  return group_lrs_times(decay);
+}
+
 // ---- OneCycleLR ----
 
 OneCycleLR::OneCycleLR(Optimizer& optimizer, const PerGroup& max_lr, int64_t total_steps,

@@ -1,7 +1,7 @@
 // Learning-rate schedulers (PyTorch's torch.optim.lr_scheduler): StepLR,
 // MultiStepLR, ExponentialLR, LinearLR, ConstantLR, LambdaLR,
-// MultiplicativeLR, CosineAnnealingLR, LinearWarmupCosine, OneCycleLR and
-// ReduceLROnPlateau.
+// MultiplicativeLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
+// PolynomialLR, LinearWarmupCosine, OneCycleLR and ReduceLROnPlateau.
 //
 // Contract:
 // - A scheduler reads each group's lr at construction as its base lr (OneCycleLR:
@@ -231,6 +231,41 @@ class CosineAnnealingLR : public LRScheduler {
  private:
   int64_t t_max_;
   double eta_min_;
+};
+
+// Cosine annealing with warm restarts (SGDR): lr = eta_min + (base_lr - eta_min)
+// * (1 + cos(pi * T_cur / T_i)) / 2, where T_cur counts the epochs since the last
+// restart and a restart comes when T_cur reaches T_i; T_i starts at T_0 and is
+// multiplied by T_mult at each restart. PyTorch's step(epoch) form is not offered.
+class CosineAnnealingWarmRestarts : public LRScheduler {
+ public:
+  CosineAnnealingWarmRestarts(Optimizer& optimizer, int64_t T_0, int64_t T_mult = 1, double eta_min = 0.0);
+
+ protected:
+  std::vector<double> get_lr() override;
+
+ private:
+  struct Cycle {
+    int64_t t_cur, t_i;
+  };
+  // T_cur and T_i at `epoch` (a function of the epoch alone, so nothing extra is saved).
+  Cycle cycle_at(int64_t epoch) const;
+  int64_t t_0_, t_mult_;
+  double eta_min_;
+};
+
+// lr = base_lr * (1 - epoch / total_iters) ** power up to total_iters, then
+// constant (PyTorch's recursive form).
+class PolynomialLR : public LRScheduler {
+ public:
+  explicit PolynomialLR(Optimizer& optimizer, int64_t total_iters = 5, double power = 1.0);
+
+ protected:
+  std::vector<double> get_lr() override;
+
+ private:
+  int64_t total_iters_;
+  double power_;
 };
 
 // Linear warm-up from warmup_start_factor * lr to lr over warmup_steps epochs,

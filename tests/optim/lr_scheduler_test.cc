@@ -122,6 +122,27 @@ TEST(LRSchedulerGolden, LinearWarmupCosine) {
   check_golden("warmcos", s, t);
 }
 
+TEST(LRSchedulerGolden, CosineAnnealingWarmRestarts) {
+  TwoGroups t;
+  CosineAnnealingWarmRestarts s(*t.opt, 4, 1, 0.002);
+  check_golden("warm_restarts", s, t);  // 13 epochs: restarts at 4, 8 and 12
+  TwoGroups u;
+  CosineAnnealingWarmRestarts m(*u.opt, 3, 2, 0.001);
+  check_golden("warm_restarts_mult", m, u);  // cycles of 3, 6 and 12: restarts at 3, 9 and 21
+}
+
+TEST(LRSchedulerGolden, PolynomialLR) {
+  TwoGroups t;
+  PolynomialLR s(*t.opt, 6, 2.0);
+  check_golden("polynomial", s, t);  // 9 epochs: constant after total_iters
+  TwoGroups u;
+  PolynomialLR d(*u.opt);  // total_iters 5, power 1: linear to 0
+  check_golden("polynomial_default", d, u);
+  TwoGroups w;
+  PolynomialLR q(*w.opt, 10, 0.5);
+  check_golden("polynomial_sqrt", q, w);
+}
+
 TEST(LRSchedulerGolden, MultiStepLR) {
   TwoGroups t;
   MultiStepLR s(*t.opt, {2, 5, 5, 9}, 0.5);  // 5 twice: gamma ** 2 there
@@ -429,6 +450,38 @@ TEST(LRScheduler, StateDictRoundTrip) {
       Kind::kSgd,
       [](Optimizer& o) { return std::make_unique<MultiplicativeLR>(o, [](int64_t e) { return 1.0 / (1.0 + e); }); },
       plain_step, 2, 3);
+}
+
+TEST(LRScheduler, WarmRestartsAndPolynomialHandComputedAndRoundTrip) {
+  // T_0 = 2, T_mult = 3: cycles of 2 and 6 epochs, restarts at epochs 2 and 8.
+  TwoGroups t;
+  CosineAnnealingWarmRestarts s(*t.opt, 2, 3);
+  const double pi = std::acos(-1.0);
+  const std::vector<std::pair<int, int>> cur_and_len = {{0, 2}, {1, 2}, {0, 6}, {1, 6},  {2, 6},
+                                                        {3, 6}, {4, 6}, {5, 6}, {0, 18}, {1, 18}};
+  for (size_t e = 0; e < cur_and_len.size(); ++e) {
+    if (e > 0) s.step();
+    const auto [cur, len] = cur_and_len[e];
+    expect_rel(t.lr(0), 0.1 * (1 + std::cos(pi * cur / len)) / 2, "epoch " + std::to_string(e));
+  }
+  // (1 - e / 4) ** 3 times the base lr, then constant at 0.
+  TwoGroups u;
+  PolynomialLR p(*u.opt, 4, 3.0);
+  for (int e = 0; e <= 6; ++e) {
+    if (e > 0) p.step();
+    const double f = e <= 4 ? std::pow(1.0 - e / 4.0, 3.0) : 0.0;
+    EXPECT_NEAR(u.lr(1), 0.03 * f, 1e-15) << "epoch " << e;
+  }
+  round_trip(
+      Kind::kSgd, [](Optimizer& o) { return std::make_unique<CosineAnnealingWarmRestarts>(o, 3, 2, 0.01); }, plain_step,
+      5, 8);
+  round_trip(
+      Kind::kSgd, [](Optimizer& o) { return std::make_unique<PolynomialLR>(o, 8, 1.5); }, plain_step, 3, 7);
+  EXPECT_WEFT_ERROR(CosineAnnealingWarmRestarts(*t.opt, 0),
+                    "CosineAnnealingWarmRestarts: Expected positive integer T_0, but got 0");
+  EXPECT_WEFT_ERROR(CosineAnnealingWarmRestarts(*t.opt, 4, 0),
+                    "CosineAnnealingWarmRestarts: Expected integer T_mult >= 1, but got 0");
+  EXPECT_WEFT_ERROR(PolynomialLR(*u.opt, -1), "PolynomialLR: total_iters must be >= 0, got -1");
 }
 
 TEST(LRScheduler, OneCycleStateDictRoundTripRestoresTheMomentum) {
