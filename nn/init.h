@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "core/ops.h"
 
@@ -26,5 +27,14 @@ Tensor& kaiming_uniform_(Tensor& t, double a = 0.0, FanMode mode = FanMode::FanI
                          Nonlinearity nl = Nonlinearity::LeakyReLU);
 Tensor& kaiming_normal_(Tensor& t, double a = 0.0, FanMode mode = FanMode::FanIn,
                         Nonlinearity nl = Nonlinearity::LeakyReLU);
+// A normal(mean, std) truncated to [a, b], by PyTorch's method: uniform values
+// between the bounds' CDFs mapped through the inverse normal CDF (in float64),
+// then clamped to [a, b] in t's dtype. Needs std > 0 and a < b.
+Tensor& trunc_normal_(Tensor& t, double mean = 0.0, double std = 1.0, double a = -2.0, double b = 2.0);
+// A (semi-)orthogonal matrix times gain: t viewed as (size(0), numel / size(0))
+// gets orthonormal rows or columns, whichever are fewer, from the QR
+// decomposition of a standard-normal matrix with R's diagonal made positive
+// (PyTorch's orthogonal_). t needs at least 2 dims.
+Tensor& orthogonal_(Tensor& t, double gain = 1.0);
 
 }  // namespace weft::nn::init

@@ -1,5 +1,5 @@
 // clip_grad_norm_: total norm through grad_norm_table, scaling through
-// grad_scale_table (optim/kernels.h).
+// grad_scale_table (optim/kernels.h); clip_grad_value_ through clamp_.
 #include "optim/clip_grad.h"
 
 #include <cmath>
@@ -54,6 +54,17 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
     g.bump_version();
   }
   return total;
+}
+
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
+  WEFT_CHECK(clip_value >= 0, "clip_grad_value_: clip_value must be >= 0, got ", clip_value);
+  NoGradGuard no_grad;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    WEFT_CHECK(g.is_floating_point(), "clip_grad_value_: gradient has non-floating dtype ", g.dtype());
+    clamp_(g, -clip_value, clip_value);
+  }
 }
 
 }  // namespace weft::optim

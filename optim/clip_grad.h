@@ -1,4 +1,5 @@
-// Gradient clipping by total norm (torch.nn.utils.clip_grad_norm_).
+// Gradient clipping by total norm (torch.nn.utils.clip_grad_norm_) and by
+// value (clip_grad_value_).
 //
 // Contract: the total norm is the norm_type-norm of all defined gradients taken
 // together (norm_type > 0, or infinity for the max-abs norm), accumulated in
@@ -19,5 +20,9 @@ inline constexpr double kInfNorm = std::numeric_limits<double>::infinity();
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);
+
+// torch.nn.utils.clip_grad_value_: clamps every defined gradient, in place, to
+// [-clip_value, clip_value] (NaN gradients stay NaN). clip_value must be >= 0.
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
 
 }  // namespace weft::optim

@@ -71,6 +71,29 @@ TEST(ClipGrad, NonContiguousGradAndNoGrads) {
   EXPECT_EQ(clip_grad_norm_({b}, 1.0), 0.0);
 }
 
+TEST(ClipGradValue, ClampsEveryGradientInPlace) {
+  Tensor a = zeros({4}), b = zeros({3, 2}), none = zeros({2});
+  for (Tensor* t : {&a, &b, &none}) t->requires_grad_(true);
+  a.set_grad(tensor({-3.0f, -0.5f, 0.25f, 2.0f}, {4}));
+  Tensor gb = tensor({1.5f, -0.1f, 0.0f, NAN, -7.0f, 0.5f}, {2, 3}).t();  // (3, 2), not contiguous
+  b.set_grad(gb);
+  Tensor a_grad = a.grad();
+  clip_grad_value_({a, b, none}, 0.5);
+  EXPECT_TRUE(a.grad().is_same(a_grad));  // in place
+  EXPECT_EQ(values(a.grad()), (std::vector<double>{-0.5, -0.5, 0.25, 0.5}));
+  const std::vector<double> vb = values(b.grad());  // row-major (3, 2): [1.5 NaN; -0.1 -7; 0 0.5] clamped
+  EXPECT_EQ(vb[0], 0.5);
+  EXPECT_TRUE(std::isnan(vb[1]));
+  EXPECT_FLOAT_EQ(vb[2], -0.1f);
+  EXPECT_EQ(vb[3], -0.5);
+  EXPECT_EQ(vb[4], 0.0);
+  EXPECT_EQ(vb[5], 0.5);
+  EXPECT_FALSE(none.grad().defined());
+  clip_grad_value_({a}, 0.0);
+  EXPECT_EQ(values(a.grad()), std::vector<double>(4, 0.0));
+  EXPECT_WEFT_ERROR(clip_grad_value_({a}, -1.0), "clip_grad_value_: clip_value must be >= 0, got -1");
+}
+
 TEST(ClipGrad, Errors) {
   Tensor a = zeros({2});
   a.requires_grad_(true);
