@@ -76,6 +76,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
+// PyTorch's instance_norm (core/ops/nn_composed.cc): x (N, C, *) normalised per
+// sample and channel over the spatial dims, by batch_norm on (1, N * C, *). With
+// use_input_stats and running_mean / running_var (C) defined, those are updated
+// in place with the mean over the batch of each sample's update (momentum as
+// batch_norm's); without use_input_stats they normalise instead.
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean = Tensor(), const Tensor& running_var = Tensor(),
+                     const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
+
 // PyTorch's rms_norm (core/ops/pool1d_rms_norm.cc): x / sqrt(mean(x^2) + eps) over
 // the trailing dims given by normalized_shape, times weight (normalized_shape) when
 // defined. eps defaults to the machine epsilon of x's dtype (float32's for float16
@@ -109,6 +118,16 @@ Tensor glu(const Tensor& x, int64_t dim = -1);
 // x where x > 0, else weight * x; weight: one parameter, or one per channel (dim 1 of x)
 Tensor prelu(const Tensor& x, const Tensor& weight);
 
+// ---- rearranging and channel dropout (core/ops/nn_composed.cc) ----
+// (*, C r^2, H, W) -> (*, C, H r, W r), and back.
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
+// Dropout of whole channels: each channel of each sample zeroed with
+// probability p, the rest scaled by 1 / (1 - p). dropout1d takes (N, C, L) or
+// (C, L), dropout2d (N, C, H, W) or (C, H, W). Identity when !training.
+Tensor dropout1d(const Tensor& x, double p = 0.5, bool training = true);
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
+
 // ---- recurrent cells (core/ops/rnn_cell.cc) ----
 // One LSTM step's element-wise part: with gates = xg + hg (N, 4H) in PyTorch's
 // order i, f, g, o and the cell state c (N, H):
@@ -119,8 +138,9 @@ Tensor prelu(const Tensor& x, const Tensor& weight);
 std::pair<Tensor, Tensor> lstm_cell(const Tensor& xg, const Tensor& hg, const Tensor& c);
 
 // ---- embedding (core/ops/embedding.cc) ----
-// weight: (num_embeddings, dim); indices: int64 of any shape -> (*indices.shape, dim)
-Tensor embedding(const Tensor& indices, const Tensor& weight);
+// weight: (num_embeddings, dim); indices: int64 of any shape -> (*indices.shape, dim).
+// padding_idx (negative counts from the end): that row gets no gradient.
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
 
 // ---- losses (core/ops/loss.cc) ----
 enum class Reduction { None, Mean, Sum };

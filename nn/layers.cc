@@ -247,9 +247,65 @@ Dropout::Dropout(double p) : Module("Dropout"), p(p) {
   WEFT_CHECK(p >= 0.0 && p <= 1.0, "Dropout: probability has to be between 0 and 1, but got ", p);
 }
 
-Embedding::Embedding(int64_t n, int64_t dim) : Module("Embedding") {
+Dropout1d::Dropout1d(double p) : Module("Dropout1d"), p(p) {
+  WEFT_CHECK(p >= 0.0 && p <= 1.0, "Dropout1d: probability has to be between 0 and 1, but got ", p);
+}
+Dropout2d::Dropout2d(double p) : Module("Dropout2d"), p(p) {
+  WEFT_CHECK(p >= 0.0 && p <= 1.0, "Dropout2d: probability has to be between 0 and 1, but got ", p);
+}
+
+Embedding::Embedding(int64_t n, int64_t dim, std::optional<int64_t> pad) : Module("Embedding") {
+  if (pad) {
+    WEFT_CHECK(*pad < n && *pad >= -n, "Embedding: padding_idx ", *pad, " must be within num_embeddings ", n);
+    padding_idx = *pad < 0 ? *pad + n : *pad;
+  }
   weight = register_parameter("weight", empty({n, dim}));
   init::normal_(weight, 0.0, 1.0);
+  if (padding_idx) {
+    NoGradGuard ng;
+    weight.select(0, *padding_idx).zero_();
+  }
+}
+std::string Embedding::extra_repr() const {
+  std::string r = std::to_string(weight.size(0)) + ", " + std::to_string(weight.size(1));
+  if (padding_idx) r += ", padding_idx=" + std::to_string(*padding_idx);
+  return r;
+}
+
+InstanceNorm::InstanceNorm(const char* type, int64_t spatial_dims, int64_t c, double eps, double momentum, bool affine,
+                           bool track)
+    : Module(type), num_features(c), eps(eps), momentum(momentum), spatial_dims_(spatial_dims) {
+  WEFT_CHECK(c > 0, type, ": num_features must be positive, got ", c);
+  if (affine) {
+    weight = register_parameter("weight", ones({c}));
+    bias = register_parameter("bias", zeros({c}));
+  }
+  if (track) {
+    running_mean = register_buffer("running_mean", zeros({c}));
+    running_var = register_buffer("running_var", ones({c}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, {DType::Int64}));
+  }
+}
+Tensor InstanceNorm::forward(const Tensor& x) {
+  const int64_t unbatched = spatial_dims_ + 1;
+  WEFT_CHECK(x.dim() == unbatched || x.dim() == unbatched + 1, type_name(), ": expected a ", unbatched, "-D or ",
+             unbatched + 1, "-D input, got shape ", shape_str(x.sizes()));
+  const int64_t channels = x.size(x.dim() - unbatched);
+  WEFT_CHECK(channels == num_features || !weight.defined(), type_name(), ": input has ", channels, " channels (shape ",
+             shape_str(x.sizes()), ") but the layer was built for ", num_features);
+  const Tensor xb = x.dim() == unbatched ? x.unsqueeze(0) : x;
+  // (a forward inside backward is checkpointing recomputing this one: no second update)
+  const bool use_input_stats = is_training() || !running_mean.defined();
+  const bool update = use_input_stats && running_mean.defined() && !autograd::in_backward();
+  Tensor y =
+      instance_norm(xb, update || !use_input_stats ? running_mean : Tensor(),
+                    update || !use_input_stats ? running_var : Tensor(), weight, bias, use_input_stats, momentum, eps);
+  return x.dim() == unbatched ? y.squeeze(0) : y;
+}
+std::string InstanceNorm::extra_repr() const {
+  return std::to_string(num_features) + ", eps=" + std::to_string(eps) + ", momentum=" + std::to_string(momentum) +
+         ", affine=" + (weight.defined() ? "True" : "False") +
+         ", track_running_stats=" + (running_mean.defined() ? "True" : "False");
 }
 
 }  // namespace weft::nn

@@ -1,6 +1,7 @@
 // The basic layers: Linear, Conv1d, Conv2d, ConvTranspose1d/2d, pooling (1-D
 // and 2-D), normalisation (batch, layer, RMS, group), Upsample, Dropout, Embedding,
-// Identity and Flatten (the activations: nn/activations.h, included here). Defaults (initialisation, eps, momentum)
+// Identity and Flatten (the activations: nn/activations.h, included here;
+// rearranging and padding layers: nn/shape_layers.h). Defaults (initialisation, eps, momentum)
 // match PyTorch so a ported model trains the same.
 #pragma once
 
@@ -230,6 +231,37 @@ class BatchNorm2d : public BatchNorm {
       : BatchNorm("BatchNorm2d", 4, 4, num_features, eps, momentum, affine, track_running_stats) {}
 };
 
+// InstanceNorm over (N, C, *) (or unbatched (C, *)): statistics per sample and
+// channel; PyTorch's defaults (affine false, no running statistics). With
+// track_running_stats, training updates running_mean / running_var and eval
+// normalises with them.
+class InstanceNorm : public Module {
+ public:
+  InstanceNorm(const char* type, int64_t spatial_dims, int64_t num_features, double eps, double momentum, bool affine,
+               bool track_running_stats);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  Tensor weight, bias;                                    // (C) when affine
+  Tensor running_mean, running_var, num_batches_tracked;  // buffers, with track_running_stats
+  int64_t num_features;
+  double eps, momentum;
+
+ private:
+  int64_t spatial_dims_;
+};
+class InstanceNorm1d : public InstanceNorm {
+ public:
+  explicit InstanceNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
+                          bool track_running_stats = false)
+      : InstanceNorm("InstanceNorm1d", 1, num_features, eps, momentum, affine, track_running_stats) {}
+};
+class InstanceNorm2d : public InstanceNorm {
+ public:
+  explicit InstanceNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
+                          bool track_running_stats = false)
+      : InstanceNorm("InstanceNorm2d", 2, num_features, eps, momentum, affine, track_running_stats) {}
+};
+
 class LayerNorm : public Module {
  public:
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
@@ -282,11 +314,32 @@ class Dropout : public Module {
   double p;
 };
 
+// Dropout of whole channels (PyTorch's Dropout1d on (N, C, L) / (C, L), Dropout2d
+// on (N, C, H, W) / (C, H, W)).
+class Dropout1d : public Module {
+ public:
+  explicit Dropout1d(double p = 0.5);
+  Tensor forward(const Tensor& x) override { return dropout1d(x, p, is_training()); }
+  std::string extra_repr() const override { return "p=" + std::to_string(p); }
+  double p;
+};
+class Dropout2d : public Module {
+ public:
+  explicit Dropout2d(double p = 0.5);
+  Tensor forward(const Tensor& x) override { return dropout2d(x, p, is_training()); }
+  std::string extra_repr() const override { return "p=" + std::to_string(p); }
+  double p;
+};
+
+// padding_idx (negative counts from the end): that row starts at zero and gets
+// no gradient, as PyTorch's.
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim);
-  Tensor forward(const Tensor& indices) override { return embedding(indices, weight); }
-  Tensor weight;  // (num_embeddings, embedding_dim), N(0, 1) like PyTorch
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
+  Tensor forward(const Tensor& indices) override { return embedding(indices, weight, padding_idx); }
+  std::string extra_repr() const override;
+  Tensor weight;                       // (num_embeddings, embedding_dim), N(0, 1) like PyTorch
+  std::optional<int64_t> padding_idx;  // in [0, num_embeddings) once built
 };
 
 class Identity : public Module {

@@ -8,5 +8,6 @@
 #include "nn/layers.h"
 #include "nn/module.h"
 #include "nn/rnn.h"
+#include "nn/shape_layers.h"
 #include "nn/state_dict.h"
 #include "nn/transformer.h"

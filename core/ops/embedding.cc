@@ -1,5 +1,5 @@
 // embedding: row lookup out[i, :] = weight[indices[i], :] (PyTorch's F.embedding
-// without padding_idx / max_norm).
+// with padding_idx, without max_norm).
 //
 // Contract: indices are int64 of any shape; weight is (V, D); the result is
 // (*indices.shape, D) in weight's dtype. Every index must lie in [0, V); the
@@ -7,7 +7,8 @@
 // over indices. The backward accumulates gradient rows into a dense (V, D)
 // gradient deterministically: each thread owns a range of weight rows and adds
 // the contributions to its rows in index order, so results do not depend on the
-// thread count. Float16/BFloat16 accumulate in float32.
+// thread count. Float16/BFloat16 accumulate in float32. The padding_idx row's
+// gradient is zero (the forward still reads that row, as PyTorch's).
 #include "core/kernels/embedding.h"
 
 #include <cstring>
@@ -84,13 +85,19 @@ WEFT_REGISTER_KERNEL(embedding_backward_table(), DeviceType::CPU, kFloatingTypes
 
 }  // namespace
 
-Tensor embedding(const Tensor& indices, const Tensor& weight) {
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
   detail::check_devices("embedding", {indices, weight});
   WEFT_CHECK(indices.dtype() == DType::Int64, "embedding: indices must be int64, got dtype ", indices.dtype());
   WEFT_CHECK(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape ",
              shape_str(weight.sizes()));
   WEFT_CHECK(indices.device() == weight.device(), "embedding: indices and weight are on different devices");
   const int64_t V = weight.size(0), D = weight.size(1);
+  if (padding_idx) {
+    WEFT_CHECK(*padding_idx < V && *padding_idx >= -V, "embedding: padding_idx ", *padding_idx,
+               " must be within num_embeddings ", V, " (or -", V, " to -1)");
+    if (*padding_idx < 0) padding_idx = *padding_idx + V;
+  }
+  const int64_t pad = padding_idx.value_or(-1);
   Tensor idx = indices.detach().contiguous().view({indices.numel()});
   if (idx.device().is_cpu()) {  // device indices are range-checked by the CUDA kernel
     const int64_t* pi = idx.data_ptr<int64_t>();
@@ -107,11 +114,12 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   if (any_requires_grad({weight})) {
     Tensor saved_idx = idx;  // indices are not differentiable; keep the checked copy
     SavedTensor si(saved_idx);
-    record_function("EmbeddingBackward", {weight}, {out}, [si, V, D](const std::vector<Tensor>& grads) {
+    record_function("EmbeddingBackward", {weight}, {out}, [si, V, D, pad](const std::vector<Tensor>& grads) {
       Tensor ix = si.get("EmbeddingBackward");
       Tensor g = grads[0].contiguous().view({ix.numel(), D});
       Tensor gw = zeros({V, D}, g.options());
       embedding_backward_table()(g.device(), g.dtype(), gw, g, ix);
+      if (pad >= 0) gw.select(0, pad).zero_();
       return std::vector<Tensor>{gw};
     });
   }
