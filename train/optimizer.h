@@ -10,7 +10,7 @@
 //   step() before any update (parallel::hybrid::ClipBeforeStep does this).
 // - make_optimizer<Opt>(options) is that factory for any weft optimizer
 //   constructible as Opt(named_params, options); sgd(), adam(), adamw(),
-//   rmsprop() and adagrad() are its common forms:
+//   rmsprop(), adagrad(), radam() and adamax() are its common forms:
 //   train::sgd({.lr = 0.05, .momentum = 0.9}).
 #pragma once
 
@@ -19,7 +19,9 @@
 
 #include "optim/adagrad.h"
 #include "optim/adam.h"
+#include "optim/adamax.h"
 #include "optim/optimizer.h"
+#include "optim/radam.h"
 #include "optim/rmsprop.h"
 #include "optim/sgd.h"
 #include "parallel/hybrid/clip_grad.h"
@@ -43,5 +45,7 @@ inline OptimizerFactory adam(const optim::AdamOptions& o) { return make_optimize
 inline OptimizerFactory adamw(const optim::AdamWOptions& o) { return make_optimizer<optim::AdamW>(o); }
 inline OptimizerFactory rmsprop(const optim::RMSpropOptions& o) { return make_optimizer<optim::RMSprop>(o); }
 inline OptimizerFactory adagrad(const optim::AdagradOptions& o) { return make_optimizer<optim::Adagrad>(o); }
+inline OptimizerFactory radam(const optim::RAdamOptions& o) { return make_optimizer<optim::RAdam>(o); }
+inline OptimizerFactory adamax(const optim::AdamaxOptions& o) { return make_optimizer<optim::Adamax>(o); }
 
 }  // namespace weft::train
