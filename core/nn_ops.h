@@ -38,15 +38,15 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bia
                         int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);
 
 // ---- resampling (core/ops/interpolate.cc) ----
-enum class InterpolateMode { Nearest, NearestExact, Linear, Bilinear };
+enum class InterpolateMode { Nearest, NearestExact, Linear, Bilinear, Bicubic };
 // PyTorch's F.interpolate: exactly one of `size` and `scale_factor`, each one value
-// for every spatial dim or one per dim. linear takes (N, C, L), bilinear (N, C, H, W),
-// the nearest modes any (N, C, *spatial).
+// for every spatial dim or one per dim. linear takes (N, C, L), bilinear and bicubic
+// (N, C, H, W), the nearest modes any (N, C, *spatial).
 struct InterpolateOptions {
   std::vector<int64_t> size;
   std::vector<double> scale_factor;
   InterpolateMode mode = InterpolateMode::Nearest;
-  bool align_corners = false;  // the linear modes only
+  bool align_corners = false;  // the linear modes and bicubic only
 };
 Tensor interpolate(const Tensor& x, const InterpolateOptions& opts);
 

@@ -246,7 +246,7 @@ TEST(Interpolate, Errors) {
                     "mode linear expects a 3-D input");
   EXPECT_WEFT_ERROR(
       interpolate(x4, InterpolateOptions{.size = {7, 7}, .mode = InterpolateMode::Nearest, .align_corners = true}),
-      "align_corners applies to the linear modes only, not nearest");
+      "align_corners applies to the linear modes and bicubic only, not nearest");
   EXPECT_WEFT_ERROR(interpolate(x4, InterpolateOptions{.size = {7, 7, 7}, .mode = InterpolateMode::Nearest}),
                     "one per spatial dim");
   EXPECT_WEFT_ERROR(interpolate(x4, InterpolateOptions{.scale_factor = {0.1}, .mode = InterpolateMode::Nearest}),
