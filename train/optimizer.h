@@ -10,13 +10,14 @@
 //   step() before any update (parallel::hybrid::ClipBeforeStep does this).
 // - make_optimizer<Opt>(options) is that factory for any weft optimizer
 //   constructible as Opt(named_params, options); sgd(), adam(), adamw(),
-//   rmsprop(), adagrad(), radam() and adamax() are its common forms:
+//   rmsprop(), adagrad(), radam(), adamax() and adadelta() are its common forms:
 //   train::sgd({.lr = 0.05, .momentum = 0.9}).
 #pragma once
 
 #include <functional>
 #include <memory>
 
+#include "optim/adadelta.h"
 #include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/adamax.h"
@@ -47,5 +48,6 @@ inline OptimizerFactory rmsprop(const optim::RMSpropOptions& o) { return make_op
 inline OptimizerFactory adagrad(const optim::AdagradOptions& o) { return make_optimizer<optim::Adagrad>(o); }
 inline OptimizerFactory radam(const optim::RAdamOptions& o) { return make_optimizer<optim::RAdam>(o); }
 inline OptimizerFactory adamax(const optim::AdamaxOptions& o) { return make_optimizer<optim::Adamax>(o); }
+inline OptimizerFactory adadelta(const optim::AdadeltaOptions& o) { return make_optimizer<optim::Adadelta>(o); }
 
 }  // namespace weft::train

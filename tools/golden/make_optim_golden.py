@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/optim/golden/optim_golden.safetensors: expected results of
-PyTorch's optimizers (SGD, Adam, AdamW, RMSprop, Adagrad, RAdam, Adamax; single-tensor path,
+PyTorch's optimizers (SGD, Adam, AdamW, RMSprop, Adagrad, RAdam, Adamax,
+Adadelta; single-tensor path,
 foreach=False), two of them with a learning-rate schedule, and
 clip_grad_norm_, which tests/optim/*_test.cc compare weft against (the
 schedulers alone: make_lr_scheduler_golden.py).
@@ -78,6 +79,8 @@ CASES = {
     "adamax": (torch.optim.Adamax, dict(lr=0.02), None),
     "adamax_wd_max": (torch.optim.Adamax, dict(lr=0.01, betas=(0.8, 0.95), eps=1e-3, weight_decay=0.05,
                                                maximize=True), None),
+    "adadelta": (torch.optim.Adadelta, dict(), None),
+    "adadelta_wd_max": (torch.optim.Adadelta, dict(lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.05, maximize=True), None),
     "sgd_steplr": (torch.optim.SGD, dict(lr=0.1, momentum=0.9),
                    lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5)),
     "adamw_warmcos": (torch.optim.AdamW, dict(lr=0.02, weight_decay=0.1),
