@@ -171,6 +171,39 @@ Tensor kl_div(const Tensor& input, const Tensor& target, KlDivReduction reductio
 // input: probabilities in [0, 1]; weight (input's shape) or undefined
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
                             const Tensor& weight = Tensor());
+// ---- margin, ranking and likelihood losses (core/ops/losses_margin.cc) ----
+// PyTorch's definitions, defaults and reductions; the per-element losses:
+// max(0, -target (input1 - input2) + margin); inputs and target of one shape
+Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
+                           Reduction reduction = Reduction::Mean);
+// input where target is 1, max(0, margin - input) where it is -1
+Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, double margin = 1.0,
+                            Reduction reduction = Reduction::Mean);
+// log(1 + exp(-target input)), target 1 or -1
+Tensor soft_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// inputs (N, D) with target (N) (or (D) with a 0-D target) of 1 or -1: 1 - cos where
+// the target is 1, max(0, cos - margin) where it is -1 (cos with ATen's 1e-12 guard)
+Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
+                             Reduction reduction = Reduction::Mean);
+// the p-norm of x1 - x2 + eps over the last dim
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6, bool keepdim = false);
+// max(0, d(anchor, positive) - d(anchor, negative) + margin), d = pairwise_distance;
+// swap uses min(d(a, n), d(p, n)) as the negative distance. Inputs (N, D) or (D).
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative, double margin = 1.0,
+                           double p = 2.0, double eps = 1e-6, bool swap = false, Reduction reduction = Reduction::Mean);
+// log_input: exp(input) - target input; else input - target log(input + eps); full adds
+// Stirling's term where the target is above 1
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input = true, bool full = false,
+                        double eps = 1e-8, Reduction reduction = Reduction::Mean);
+// (log(var) + (input - target)^2 / var) / 2 (+ log(2 pi) / 2 with full), var clamped to
+// eps in value only; var of input's shape, or without (or with 1 in) its last dim
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var, bool full = false,
+                         double eps = 1e-6, Reduction reduction = Reduction::Mean);
+// -(target logsigmoid(input) + (1 - target) logsigmoid(-input)), times weight (C),
+// averaged over the classes (last dim), then reduced over the batch
+Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
+                                   Reduction reduction = Reduction::Mean);
+
 // sum over dim of (x1 / max(|x1|, eps)) (x2 / max(|x2|, eps))
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
 // x / max(|x|_p over dim, eps)

@@ -66,4 +66,13 @@ void check_pointwise_loss(const char* op, const Tensor& input, const Tensor& tar
              "other's shape)");
 }
 
+Tensor apply_reduction(const Tensor& loss, Reduction reduction) {
+  switch (reduction) {
+    case Reduction::None: return loss;
+    case Reduction::Mean: return mean(loss);
+    case Reduction::Sum: return sum(loss);
+  }
+  return loss;
+}
+
 }  // namespace weft::detail

@@ -7,6 +7,7 @@
 #include <functional>
 #include <initializer_list>
 
+#include "core/nn_ops.h"
 #include "core/ops.h"
 
 namespace weft::detail {
@@ -31,6 +32,8 @@ Tensor wrap_scalar(const Scalar& s, const Tensor& like);
 // The losses that compare input and target element by element (mse_loss,
 // l1_loss, ...): both defined and of one shape; they do not broadcast.
 void check_pointwise_loss(const char* op, const Tensor& input, const Tensor& target);
+// A loss's per-element values as `reduction` asks: as they are, their mean or their sum.
+Tensor apply_reduction(const Tensor& loss, Reduction reduction);
 
 // Checks that every defined tensor of `ts` (undefined ones, e.g. an absent bias, and
 // wrapped numbers are skipped) is on the device of the first defined one; the error

@@ -24,14 +24,7 @@ void check_pair(const char* op, const Tensor& input, const Tensor& target) {
              ": expected floating input and target, got ", input.dtype(), " and ", target.dtype());
 }
 
-Tensor reduce(const Tensor& loss, Reduction reduction) {
-  switch (reduction) {
-    case Reduction::None: return loss;
-    case Reduction::Mean: return mean(loss);
-    case Reduction::Sum: return sum(loss);
-  }
-  return loss;
-}
+Tensor reduce(const Tensor& loss, Reduction reduction) { return detail::apply_reduction(loss, reduction); }
 
 }  // namespace
 
