@@ -16,6 +16,8 @@ Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& 
              "shape ", shape_str(x.sizes()));
   WEFT_CHECK(running_mean.defined() == running_var.defined(),
              "instance_norm: running_mean and running_var must both be given or both be undefined");
+  WEFT_CHECK(use_input_stats || running_mean.defined(),
+             "instance_norm: expected running_mean and running_var to be defined when use_input_stats is false");
   const int64_t n = x.size(0), c = x.size(1);
   if (use_input_stats) {
     WEFT_CHECK(x.numel() / std::max<int64_t>(n * c, 1) > 1 || n * c == 0,

@@ -114,6 +114,8 @@ TEST(InstanceNorm, Errors) {
                     "instance_norm: running_mean must have shape [3] (the input's channels), got [4]");
   EXPECT_WEFT_ERROR(instance_norm(x, zeros({3}), Tensor()),
                     "instance_norm: running_mean and running_var must both be given or both be undefined");
+  EXPECT_WEFT_ERROR(instance_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), /*use_input_stats=*/false),
+                    "instance_norm: expected running_mean and running_var to be defined when use_input_stats is false");
   nn::InstanceNorm1d layer(5, 1e-5, 0.1, true);
   EXPECT_WEFT_ERROR(layer.forward(x),
                     "InstanceNorm1d: input has 3 channels (shape [2, 3, 4]) but the layer was "
