@@ -266,6 +266,23 @@ Embedding::Embedding(int64_t n, int64_t dim, std::optional<int64_t> pad) : Modul
     weight.select(0, *padding_idx).zero_();
   }
 }
+std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, bool freeze,
+                                                      std::optional<int64_t> padding_idx) {
+  WEFT_CHECK(embeddings.defined() && embeddings.dim() == 2,
+             "Embedding.from_pretrained: embeddings parameter is expected to be 2-dimensional, got ",
+             embeddings.defined() ? "shape " + shape_str(embeddings.sizes()) : std::string("an undefined tensor"));
+  WEFT_CHECK(embeddings.is_floating_point(), "Embedding.from_pretrained: expected floating embeddings, got dtype ",
+             embeddings.dtype());
+  auto e = std::make_shared<Embedding>(embeddings.size(0), embeddings.size(1), padding_idx);
+  e->to(embeddings.dtype());  // the weight keeps the embeddings' dtype and device
+  e->to(embeddings.device());
+  {
+    NoGradGuard ng;
+    e->weight.copy_(embeddings);
+  }
+  e->weight.requires_grad_(!freeze);
+  return e;
+}
 std::string Embedding::extra_repr() const {
   std::string r = std::to_string(weight.size(0)) + ", " + std::to_string(weight.size(1));
   if (padding_idx) r += ", padding_idx=" + std::to_string(*padding_idx);

@@ -336,6 +336,11 @@ class Dropout2d : public Module {
 class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
+  // PyTorch's Embedding.from_pretrained: the weight is a copy of `embeddings`
+  // (num_embeddings, embedding_dim), padding row included, in their dtype and on
+  // their device; frozen (no gradient) unless freeze is false.
+  static std::shared_ptr<Embedding> from_pretrained(const Tensor& embeddings, bool freeze = true,
+                                                    std::optional<int64_t> padding_idx = std::nullopt);
   Tensor forward(const Tensor& indices) override { return embedding(indices, weight, padding_idx); }
   std::string extra_repr() const override;
   Tensor weight;                       // (num_embeddings, embedding_dim), N(0, 1) like PyTorch

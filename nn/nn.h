@@ -11,3 +11,4 @@
 #include "nn/shape_layers.h"
 #include "nn/state_dict.h"
 #include "nn/transformer.h"
+#include "nn/utils.h"
