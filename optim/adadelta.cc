@@ -35,11 +35,7 @@ void Adadelta::update(ParamGroup& group) {
   const double lr = group.get("lr"), rho = group.get("rho"), eps = group.get("eps");
   const double wd = group.get("weight_decay");
   const std::string op = name() + ".step";
-  for (Tensor& p : group.params) {
-    if (!p.grad().defined()) continue;
-    detail::UpdateOperands ops = detail::prepare_update(op, p, group);
-    ParamState& st = mutable_state(p);
-    const bool first = st.empty();
+  for_each_update(group, op, [&](const Tensor& p, detail::UpdateOperands& ops, ParamState& st, bool first) {
     Tensor& v = detail::state_buffer(op, st, "square_avg", p, first);  // (p.shape)
     Tensor& u = detail::state_buffer(op, st, "acc_delta", p, first);   // (p.shape)
     detail::count_step(st);
@@ -55,8 +51,7 @@ void Adadelta::update(ParamGroup& group) {
     u.mul_(rho);
     addcmul_(u, delta, delta, 1 - rho);
     add_(ops.param, delta, -lr);
-    detail::finish_update(p, ops);
-  }
+  });
 }
 
 }  // namespace weft::optim

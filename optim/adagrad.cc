@@ -46,16 +46,12 @@ void Adagrad::update(ParamGroup& group) {
   a.weight_decay = group.get("weight_decay");
   a.eps = group.get("eps");
   const double init = group.get("initial_accumulator_value");
-  for (Tensor& p : group.params) {
-    if (!p.grad().defined()) continue;
-    const char* op = "Adagrad.step";
-    detail::UpdateOperands ops = detail::prepare_update(op, p, group);
-    ParamState& st = mutable_state(p);
-    const Tensor& sum = detail::state_buffer(op, st, "sum", p, st.empty(), init);  // (p.shape)
+  const std::string op = "Adagrad.step";
+  for_each_update(group, op, [&](const Tensor& p, detail::UpdateOperands& ops, ParamState& st, bool first) {
+    const Tensor& sum = detail::state_buffer(op, st, "sum", p, first, init);  // (p.shape)
     a.step = detail::count_step(st);
     adagrad_step_table()(p.device(), p.dtype(), ops.param, ops.grad, sum, a);
-    detail::finish_update(p, ops);
-  }
+  });
 }
 
 }  // namespace weft::optim

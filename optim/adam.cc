@@ -36,13 +36,7 @@ AdamW::AdamW(const NamedParameters& named_params, const AdamWOptions& options)
     : Adam("AdamW", true, {ParamGroup(named_params)}, options) {}
 
 void Adam::validate(const OptionMap& o) const {
-  const double lr = o.at("lr"), eps = o.at("eps"), b1 = o.at("beta1"), b2 = o.at("beta2");
-  const double wd = o.at("weight_decay");
-  WEFT_CHECK(lr >= 0.0, name(), ": Invalid learning rate: ", lr);
-  WEFT_CHECK(eps >= 0.0, name(), ": Invalid epsilon value: ", eps);
-  WEFT_CHECK(b1 >= 0.0 && b1 < 1.0, name(), ": Invalid beta parameter at index 0: ", b1);
-  WEFT_CHECK(b2 >= 0.0 && b2 < 1.0, name(), ": Invalid beta parameter at index 1: ", b2);
-  WEFT_CHECK(wd >= 0.0, name(), ": Invalid weight_decay value: ", wd);
+  detail::check_adam_options(name(), o);
   const double amsgrad = o.at("amsgrad");
   WEFT_CHECK(amsgrad == 0.0 || amsgrad == 1.0, name(), ": amsgrad must be 0 or 1, got ", amsgrad);
 }
@@ -57,18 +51,13 @@ void Adam::update(ParamGroup& group) {
   a.decoupled_weight_decay = decoupled_;
   const bool amsgrad = group.get("amsgrad") != 0.0;
   const std::string op = name() + ".step";
-  for (Tensor& p : group.params) {
-    if (!p.grad().defined()) continue;
-    detail::UpdateOperands ops = detail::prepare_update(op, p, group);
-    ParamState& st = mutable_state(p);
-    const bool first = st.empty();
+  for_each_update(group, op, [&](const Tensor& p, detail::UpdateOperands& ops, ParamState& st, bool first) {
     const Tensor& m = detail::state_buffer(op, st, "exp_avg", p, first);     // (p.shape)
     const Tensor& v = detail::state_buffer(op, st, "exp_avg_sq", p, first);  // (p.shape)
     const Tensor vmax = amsgrad ? detail::state_buffer(op, st, "max_exp_avg_sq", p, first) : Tensor();
     a.step = detail::count_step(st);
     adam_step_table()(p.device(), p.dtype(), ops.param, ops.grad, m, v, vmax, a);
-    detail::finish_update(p, ops);
-  }
+  });
 }
 
 }  // namespace weft::optim

@@ -299,6 +299,16 @@ Tensor& state_buffer(const std::string& op, ParamState& state, const char* key, 
   return it->second;
 }
 
+void check_adam_options(const std::string& who, const OptionMap& o) {
+  const double lr = o.at("lr"), eps = o.at("eps"), b1 = o.at("beta1"), b2 = o.at("beta2");
+  const double wd = o.at("weight_decay");
+  WEFT_CHECK(lr >= 0.0, who, ": Invalid learning rate: ", lr);
+  WEFT_CHECK(eps >= 0.0, who, ": Invalid epsilon value: ", eps);
+  WEFT_CHECK(b1 >= 0.0 && b1 < 1.0, who, ": Invalid beta parameter at index 0: ", b1);
+  WEFT_CHECK(b2 >= 0.0 && b2 < 1.0, who, ": Invalid beta parameter at index 1: ", b2);
+  WEFT_CHECK(wd >= 0.0, who, ": Invalid weight_decay value: ", wd);
+}
+
 void finish_update(const Tensor& param, const UpdateOperands& ops) {
   if (!ops.param.is_same(param)) {
     Tensor p = param;

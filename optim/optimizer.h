@@ -143,6 +143,12 @@ class Optimizer {
   void set_late_options(const OptionMap& late);
   // Adds the groups, or one group of `params` with the defaults.
   void init_groups(std::vector<ParamGroup> groups);
+  // The per-parameter frame of update(): for each parameter of `group` with a
+  // gradient, fn(p, ops, state, first) with its operands (detail::prepare_update,
+  // errors named `op`), its state and whether this is its first update (the
+  // state is empty); fn updates ops.param, then detail::finish_update.
+  template <class F>
+  void for_each_update(ParamGroup& group, const std::string& op, F&& fn);
 
  private:
   // The names of all parameters in group order: `names` looked up by identity, else the groups'.
@@ -188,6 +194,20 @@ double count_step(ParamState& state);
 // parameter's device: errors name the optimizer op and the state.
 Tensor& state_buffer(const std::string& op, ParamState& state, const char* key, const Tensor& p, bool first,
                      double init = 0.0);
+// The hyper-parameter checks of Adam and its relatives (lr, eps, beta1, beta2,
+// weight_decay), with PyTorch's messages prefixed by `who`.
+void check_adam_options(const std::string& who, const OptionMap& o);
 }  // namespace detail
+
+template <class F>
+void Optimizer::for_each_update(ParamGroup& group, const std::string& op, F&& fn) {
+  for (Tensor& p : group.params) {
+    if (!p.grad().defined()) continue;
+    detail::UpdateOperands ops = detail::prepare_update(op, p, group);
+    ParamState& st = mutable_state(p);
+    fn(p, ops, st, st.empty());
+    detail::finish_update(p, ops);
+  }
+}
 
 }  // namespace weft::optim

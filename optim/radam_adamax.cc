@@ -8,21 +8,6 @@
 
 namespace weft::optim {
 
-namespace {
-
-// Adam's family's checks, with PyTorch's messages.
-void check_adam_family(const std::string& who, const OptionMap& o) {
-  const double lr = o.at("lr"), eps = o.at("eps"), b1 = o.at("beta1"), b2 = o.at("beta2");
-  const double wd = o.at("weight_decay");
-  WEFT_CHECK(lr >= 0.0, who, ": Invalid learning rate: ", lr);
-  WEFT_CHECK(eps >= 0.0, who, ": Invalid epsilon value: ", eps);
-  WEFT_CHECK(b1 >= 0.0 && b1 < 1.0, who, ": Invalid beta parameter at index 0: ", b1);
-  WEFT_CHECK(b2 >= 0.0 && b2 < 1.0, who, ": Invalid beta parameter at index 1: ", b2);
-  WEFT_CHECK(wd >= 0.0, who, ": Invalid weight_decay value: ", wd);
-}
-
-}  // namespace
-
 // ---- RAdam ----
 
 OptionMap RAdamOptions::to_map() const {
@@ -46,7 +31,7 @@ RAdam::RAdam(const NamedParameters& named_params, const RAdamOptions& options) :
 }
 
 void RAdam::validate(const OptionMap& o) const {
-  check_adam_family(name(), o);
+  detail::check_adam_options(name(), o);
   const double d = o.at("decoupled_weight_decay");
   WEFT_CHECK(d == 0.0 || d == 1.0, name(), ": decoupled_weight_decay must be 0 or 1, got ", d);
 }
@@ -56,11 +41,7 @@ void RAdam::update(ParamGroup& group) {
   const double wd = group.get("weight_decay");
   const bool decoupled = group.get("decoupled_weight_decay") != 0.0;
   const std::string op = name() + ".step";
-  for (Tensor& p : group.params) {
-    if (!p.grad().defined()) continue;
-    detail::UpdateOperands ops = detail::prepare_update(op, p, group);
-    ParamState& st = mutable_state(p);
-    const bool first = st.empty();
+  for_each_update(group, op, [&](const Tensor& p, detail::UpdateOperands& ops, ParamState& st, bool first) {
     Tensor& m = detail::state_buffer(op, st, "exp_avg", p, first);     // (p.shape)
     Tensor& v = detail::state_buffer(op, st, "exp_avg_sq", p, first);  // (p.shape)
     const double t = detail::count_step(st);
@@ -86,8 +67,7 @@ void RAdam::update(ParamGroup& group) {
     } else {
       add_(param, corrected * lr, -1.0);
     }
-    detail::finish_update(p, ops);
-  }
+  });
 }
 
 // ---- Adamax ----
@@ -112,17 +92,13 @@ Adamax::Adamax(const NamedParameters& named_params, const AdamaxOptions& options
   init_groups({ParamGroup(named_params)});
 }
 
-void Adamax::validate(const OptionMap& o) const { check_adam_family(name(), o); }
+void Adamax::validate(const OptionMap& o) const { detail::check_adam_options(name(), o); }
 
 void Adamax::update(ParamGroup& group) {
   const double lr = group.get("lr"), b1 = group.get("beta1"), b2 = group.get("beta2"), eps = group.get("eps");
   const double wd = group.get("weight_decay");
   const std::string op = name() + ".step";
-  for (Tensor& p : group.params) {
-    if (!p.grad().defined()) continue;
-    detail::UpdateOperands ops = detail::prepare_update(op, p, group);
-    ParamState& st = mutable_state(p);
-    const bool first = st.empty();
+  for_each_update(group, op, [&](const Tensor& p, detail::UpdateOperands& ops, ParamState& st, bool first) {
     Tensor& m = detail::state_buffer(op, st, "exp_avg", p, first);  // (p.shape)
     Tensor& u = detail::state_buffer(op, st, "exp_inf", p, first);  // (p.shape)
     const double t = detail::count_step(st);
@@ -134,8 +110,7 @@ void Adamax::update(ParamGroup& group) {
     u.copy_(maximum(u, bound));
     const double clr = lr / (1 - std::pow(b1, t));
     addcdiv_(ops.param, m, u, -clr);
-    detail::finish_update(p, ops);
-  }
+  });
 }
 
 }  // namespace weft::optim

@@ -50,19 +50,14 @@ void RMSprop::update(ParamGroup& group) {
   a.momentum = group.get("momentum");
   a.centered = group.get("centered") != 0.0;
   const std::string op = "RMSprop.step";
-  for (Tensor& p : group.params) {
-    if (!p.grad().defined()) continue;
-    detail::UpdateOperands ops = detail::prepare_update(op, p, group);
-    ParamState& st = mutable_state(p);
-    const bool first = st.empty();
+  for_each_update(group, op, [&](const Tensor& p, detail::UpdateOperands& ops, ParamState& st, bool first) {
     const Tensor& square_avg = detail::state_buffer(op, st, "square_avg", p, first);  // (p.shape)
     const Tensor buf =
         a.momentum != 0 ? detail::state_buffer(op, st, "momentum_buffer", p, first) : Tensor();          // (p.shape)
     const Tensor grad_avg = a.centered ? detail::state_buffer(op, st, "grad_avg", p, first) : Tensor();  // (p.shape)
     detail::count_step(st);
     rmsprop_step_table()(p.device(), p.dtype(), ops.param, ops.grad, square_avg, grad_avg, buf, a);
-    detail::finish_update(p, ops);
-  }
+  });
 }
 
 }  // namespace weft::optim
