@@ -1,6 +1,8 @@
 #include "autograd/engine.h"
 
+#include <optional>
 #include <queue>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -71,9 +73,43 @@ struct Split {
 // Runs the graph. When `captures` is non-null, gradients arriving at the given
 // (node, input) pairs are stored into `captured` and AccumulateGrad never runs.
 // With `split`, only split->needed nodes run (Note [split backward]).
+// Note [double backward] (core/autograd_meta.h): the results of a node that
+// cannot build the graph of its own gradients get this history, so a later
+// backward through them stops with the node's name instead of missing terms.
+// Its edges are the node's own (the forward's inputs) and those of the
+// gradients it received: a backward that would need the node's derivative
+// with respect to either reaches it.
+void refuse_second_backward(Node* node, const std::vector<Edge>& grad_edges, std::vector<Tensor>& outputs) {
+  const std::string name = node->name();
+  auto refuse =
+      std::make_shared<FunctionNode>(name + "Backward", [name](const std::vector<Tensor>&) -> std::vector<Tensor> {
+        WEFT_CHECK(false, "autograd: ", name,
+                   " cannot be differentiated twice: its backward is not built of ops that autograd records. A "
+                   "gradient computed with create_graph=true went through it and is now being differentiated");
+        return {};
+      });
+  for (const Edge& e : node->next_edges)
+    if (e.valid()) refuse->next_edges.push_back(e);
+  for (const Edge& e : grad_edges) refuse->next_edges.push_back(e);
+  std::vector<Tensor> results;
+  for (Tensor& out : outputs)
+    if (out.defined() && is_floating(out.dtype())) {
+      out = out.detach();
+      results.push_back(out);
+    }
+  if (results.empty()) return;
+  // one node for every result: each is output i of it
+  set_history(results, refuse);
+}
+
 void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads, bool retain_graph,
-             const std::vector<Capture>* captures, std::vector<Tensor>* captured, const Split* split = nullptr) {
-  NoGradGuard no_grad;  // backward formulas build no graph (first-order autograd)
+             bool create_graph, const std::vector<Capture>* captures, std::vector<Tensor>* captured,
+             const Split* split = nullptr) {
+  // Backward formulas build no graph unless asked to (Note [double backward]).
+  std::optional<NoGradGuard> no_grad;
+  std::optional<EnableGradGuard> with_grad;
+  if (create_graph) with_grad.emplace();
+  else no_grad.emplace();
   // 1. dependency counts over the reachable graph (iterative DFS)
   std::unordered_map<Node*, int> deps;
   std::unordered_set<Node*> seen;
@@ -146,7 +182,19 @@ void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_gra
           if (!inputs[i].defined() && i < node->outputs.size())
             inputs[i] = zeros(node->outputs[i].sizes, {node->outputs[i].dtype, node->outputs[i].device});
       }
-      outputs = node->apply(std::move(inputs));
+      BackwardNodeGuard current(node);
+      if (create_graph && !is_acc && !node->supports_double_backward()) {
+        std::vector<Edge> grad_edges;
+        for (const Tensor& g : inputs)
+          if (g.defined() && g.requires_grad()) grad_edges.push_back(gradient_edge(g));
+        {
+          NoGradGuard first_order;
+          outputs = node->apply(std::move(inputs));
+        }
+        refuse_second_backward(node, grad_edges, outputs);
+      } else {
+        outputs = node->apply(std::move(inputs));
+      }
       if (!retain_graph) node->release_saved();
     }
     if (!is_acc) {
@@ -207,7 +255,9 @@ void with_backward_state(F&& fn) {
   t_state = nullptr;
 }
 
-void make_roots(const char* op, const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+// create_graph keeps the given gradients' history (they may be results of an
+// earlier create_graph backward); else they are detached.
+void make_roots(const char* op, const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool create_graph,
                 std::vector<Edge>& edges, std::vector<Tensor>& gs) {
   WEFT_CHECK(grads.empty() || grads.size() == roots.size(), op, ": got ", grads.size(), " gradients for ", roots.size(),
              " tensors");
@@ -224,7 +274,7 @@ void make_roots(const char* op, const std::vector<Tensor>& roots, const std::vec
     } else {
       WEFT_CHECK(g.sizes() == r.sizes(), op, ": gradient shape ", shape_str(g.sizes()), " does not match tensor shape ",
                  shape_str(r.sizes()));
-      g = g.detach().to(r.dtype());
+      g = create_graph ? g.to(r.dtype()) : g.detach().to(r.dtype());
     }
     edges.push_back(e);
     gs.push_back(g);
@@ -233,22 +283,25 @@ void make_roots(const char* op, const std::vector<Tensor>& roots, const std::vec
 
 }  // namespace
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, std::optional<bool> retain_graph,
+              bool create_graph) {
   std::vector<Edge> edges;
   std::vector<Tensor> gs;
-  make_roots("backward", roots, grads, edges, gs);
-  with_backward_state([&] { execute(edges, gs, retain_graph, nullptr, nullptr); });
+  make_roots("backward", roots, grads, create_graph, edges, gs);
+  const bool retain = retain_graph.value_or(create_graph);
+  with_backward_state([&] { execute(edges, gs, retain, create_graph, nullptr, nullptr); });
 }
 
-void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
-  backward(std::vector<Tensor>{root}, std::vector<Tensor>{gradient}, retain_graph);
+void backward(const Tensor& root, const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) {
+  backward(std::vector<Tensor>{root}, std::vector<Tensor>{gradient}, retain_graph, create_graph);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph, bool create_graph,
+                         bool allow_unused) {
   std::vector<Edge> edges;
   std::vector<Tensor> gs;
-  make_roots("grad", outputs, grad_outputs, edges, gs);
+  make_roots("grad", outputs, grad_outputs, create_graph, edges, gs);
   std::vector<Capture> caps;
   std::vector<std::shared_ptr<Node>> keep;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -258,7 +311,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     caps.push_back({e.node.get(), e.input_nr});
   }
   std::vector<Tensor> captured(inputs.size());
-  with_backward_state([&] { execute(edges, gs, retain_graph, &caps, &captured); });
+  const bool retain = retain_graph.value_or(create_graph);
+  with_backward_state([&] { execute(edges, gs, retain, create_graph, &caps, &captured); });
   for (size_t i = 0; i < captured.size(); ++i)
     WEFT_CHECK(allow_unused || captured[i].defined(), "grad: input ", i,
                " was not used in the graph; pass allow_unused=true to get an undefined gradient");
@@ -296,7 +350,7 @@ DeferredGrads backward_input(const std::vector<Tensor>& roots, const std::vector
                              const std::vector<Tensor>& inputs, bool retain_graph) {
   std::vector<Edge> edges;
   std::vector<Tensor> gs;
-  make_roots("backward_input", roots, grads, edges, gs);
+  make_roots("backward_input", roots, grads, /*create_graph=*/false, edges, gs);
   std::unordered_set<Node*> targets;
   std::vector<std::shared_ptr<Node>> keep;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -309,7 +363,7 @@ DeferredGrads backward_input(const std::vector<Tensor>& roots, const std::vector
   const std::unordered_set<Node*> needed = nodes_reaching(edges, targets);
   DeferredGrads out;
   Split split{&needed, &out.parts_};
-  with_backward_state([&] { execute(edges, gs, retain_graph, nullptr, nullptr, &split); });
+  with_backward_state([&] { execute(edges, gs, retain_graph, false, nullptr, nullptr, &split); });
   return out;
 }
 
@@ -322,7 +376,7 @@ void backward_weight(DeferredGrads deferred, bool retain_graph) {
     gs.push_back(g);
   }
   deferred.parts_.clear();
-  with_backward_state([&] { execute(edges, gs, retain_graph, nullptr, nullptr); });
+  with_backward_state([&] { execute(edges, gs, retain_graph, false, nullptr, nullptr); });
 }
 
 void queue_callback(std::function<void()> cb) {
@@ -335,8 +389,8 @@ bool in_backward() { return t_state != nullptr; }
 namespace {
 // Installs the engine behind Tensor::backward (Note [backward engine] in core/autograd_meta.h).
 const bool g_engine_installed = [] {
-  set_backward_engine(
-      [](const Tensor& root, const Tensor& gradient, bool retain_graph) { backward(root, gradient, retain_graph); });
+  set_backward_engine([](const Tensor& root, const Tensor& gradient, std::optional<bool> retain_graph,
+                         bool create_graph) { backward(root, gradient, retain_graph, create_graph); });
   return true;
 }();
 }  // namespace

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -28,15 +29,25 @@ namespace weft::autograd {
 
 // Accumulates d(sum of roots * grads)/d(leaf) into every reachable leaf's .grad.
 // A root without a gradient must be a one-element tensor (gradient 1).
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {}, bool retain_graph = false);
+// create_graph: the gradients get a history of their own, so they can be
+// differentiated again (Note [double backward] in core/autograd_meta.h); .grad
+// then holds them with that history. retain_graph defaults to create_graph,
+// as in PyTorch.
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {},
+              std::optional<bool> retain_graph = std::nullopt, bool create_graph = false);
 // One root: what Tensor::backward runs (Note [backward engine] in core/autograd_meta.h).
-void backward(const Tensor& root, const Tensor& gradient = Tensor(), bool retain_graph = false);
+void backward(const Tensor& root, const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+              bool create_graph = false);
 
-// Returns d(outputs)/d(inputs) without touching any .grad. An input the outputs
-// do not depend on gets an undefined tensor when allow_unused, else an error.
+// Returns d(outputs)/d(inputs) without touching any .grad; PyTorch's
+// torch.autograd.grad, arguments in its order. An input the outputs do not
+// depend on gets an undefined tensor when allow_unused, else an error.
+// create_graph as for backward: the results can be differentiated again
+// (Hessian-vector products, gradient penalties, derivatives of a network with
+// respect to its input inside a loss).
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
-                         bool allow_unused = false);
+                         const std::vector<Tensor>& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
+                         bool create_graph = false, bool allow_unused = false);
 
 // The second half of a split backward (Note [split backward] in engine.cc):
 // gradients that reached nodes the first half did not run. Move-only.

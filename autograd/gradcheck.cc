@@ -53,7 +53,7 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   Tensor v = projection(out.sizes(), opts.seed);
   std::vector<Tensor> analytical;
   if (out.requires_grad()) {
-    analytical = grad({out}, diff_inputs, {v.to(out.device())}, false, true);
+    analytical = grad({out}, diff_inputs, {v.to(out.device())}, false, /*create_graph=*/false, /*allow_unused=*/true);
   } else {
     analytical.resize(diff_inputs.size());
   }

@@ -55,7 +55,11 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
       if (r.defined()) g = r;
     }
   }
-  if (g.defined()) {
+  if (g.defined() && GradMode::is_enabled() && g.requires_grad()) {
+    // create_graph (Note [double backward]): .grad keeps the gradient's history,
+    // summed out of place, as PyTorch does
+    meta.grad = meta.grad.defined() ? add(meta.grad, g) : g;
+  } else if (g.defined()) {
     NoGradGuard no_grad;
     if (!meta.grad.defined()) {
       // Own the buffer: the incoming gradient may alias another tensor. A dense
@@ -87,15 +91,64 @@ SavedTensor::SavedTensor(const Tensor& t) {
   if (!t.defined()) return;
   data_ = t.detach();
   version_ = t.version();
+  if (!t.requires_grad()) return;  // Note [double backward]
+  if (const auto& fn = t.grad_fn()) {
+    grad_fn_ = fn;
+    output_nr_ = t.output_nr();
+  } else {
+    leaf_ = t.impl_ptr();
+    is_leaf_ = true;
+  }
 }
+
+SavedTensor SavedTensor::output(const Tensor& t, int output_nr) {
+  SavedTensor s;
+  if (!t.defined()) return s;
+  s.data_ = t.detach();
+  s.version_ = t.version();
+  s.output_nr_ = output_nr;
+  s.is_output_ = true;
+  return s;
+}
+
+namespace {
+// data_ as a result of output `nr` of `node`.
+Tensor with_history(const Tensor& data, const std::shared_ptr<Node>& node, int nr) {
+  Tensor out = data.detach();
+  AutogradMeta& meta = out.impl()->ensure_autograd_meta();
+  meta.requires_grad = true;
+  meta.grad_fn = node;
+  meta.output_nr = nr;
+  return out;
+}
+}  // namespace
 
 Tensor SavedTensor::get(const std::string& node_name) const {
   if (!data_.defined()) return data_;
   WEFT_CHECK(data_.version() == version_, node_name, ": a tensor saved for backward (shape ", shape_str(data_.sizes()),
              ", dtype ", data_.dtype(), ") was modified by an in-place operation: saved at version ", version_,
              ", now at version ", data_.version(), ".");
-  return data_;
+  if (!GradMode::is_enabled() || !is_floating(data_.dtype())) return data_;
+  // Note [double backward]: a backward that builds a graph sees the history
+  if (is_output_) {
+    Node* node = current_backward_node();
+    return node == nullptr ? data_ : with_history(data_, node->shared_from_this(), output_nr_);
+  }
+  if (!is_leaf_ && output_nr_ < 0) return data_;  // saved without history
+  auto fn = grad_fn_.lock();
+  auto leaf = leaf_.lock();
+  WEFT_CHECK(fn != nullptr || leaf != nullptr, node_name, ": the history of a tensor saved for backward (shape ",
+             shape_str(data_.sizes()), ") is gone, so its gradient cannot be differentiated again");
+  return leaf ? Tensor(leaf) : with_history(data_, fn, output_nr_);
 }
+
+namespace {
+thread_local Node* t_backward_node = nullptr;
+}  // namespace
+
+Node* current_backward_node() { return t_backward_node; }
+BackwardNodeGuard::BackwardNodeGuard(Node* node) : prev_(t_backward_node) { t_backward_node = node; }
+BackwardNodeGuard::~BackwardNodeGuard() { t_backward_node = prev_; }
 
 // ---- Note [views after an in-place op] ----
 namespace {
@@ -292,13 +345,23 @@ void record_function(const char* name, const std::vector<Tensor>& inputs, const 
   set_history(outputs, node);
 }
 
+void record_differentiable(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                           FunctionNode::Backward backward) {
+  if (!any_requires_grad(inputs)) return;
+  auto node = std::make_shared<FunctionNode>(name, std::move(backward), /*reusable=*/false, /*differentiable=*/true);
+  node->next_edges.reserve(inputs.size());
+  for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
+  set_history(outputs, node);
+}
+
 void record_function_parts(const char* name, const Tensor& output, BackwardPart first, BackwardPart second) {
   const OutputMeta meta{output.sizes(), output.dtype(), output.device()};
   // Created in increasing priority: `second`, then `first` (Node::sequence_nr).
   std::vector<std::shared_ptr<Node>> parts;
   for (BackwardPart* part : {&second, &first}) {
     if (!any_requires_grad(part->inputs)) continue;
-    auto node = std::make_shared<FunctionNode>(part->name, std::move(part->backward));
+    auto node =
+        std::make_shared<FunctionNode>(part->name, std::move(part->backward), /*reusable=*/false, part->differentiable);
     for (const Tensor& in : part->inputs) node->next_edges.push_back(gradient_edge(in));
     node->outputs = {meta};
     node->pre_hooks.assign(1, nullptr);
@@ -310,9 +373,13 @@ void record_function_parts(const char* name, const Tensor& output, BackwardPart 
     set_history({output}, parts[0]);
     return;
   }
-  auto fork = std::make_shared<FunctionNode>(name, [](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{g[0], g[0]};
-  });
+  auto fork = std::make_shared<FunctionNode>(
+      name,
+      [](const std::vector<Tensor>& g) {
+        return std::vector<Tensor>{g[0], g[0]};
+      },
+      /*reusable=*/false,
+      /*differentiable=*/true);
   fork->next_edges = {Edge{parts[1], 0}, Edge{parts[0], 0}};  // `first` first
   set_history({output}, fork);
 }

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,11 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
   // Drops saved tensors once backward is done with this node (retain_graph=false).
   virtual void release_saved() {}
+  // Whether apply() may run with grad mode on and build the graph of its own
+  // gradients (Note [double backward]). The engine runs a node that says no
+  // under NoGradGuard when create_graph is asked for, and gives its results a
+  // history that refuses a further backward, naming the node.
+  virtual bool supports_double_backward() const { return false; }
 
   std::vector<Edge> next_edges;
   std::vector<OutputMeta> outputs;
@@ -106,18 +112,22 @@ class FunctionNode final : public Node {
   using Backward = std::function<std::vector<Tensor>(const std::vector<Tensor>& grads)>;
   // `reusable`: the closure saves no tensors, so it is kept after a backward
   // and the node may be backpropagated through again (autocast's cached casts).
-  FunctionNode(std::string name, Backward backward, bool reusable = false)
-      : name_(std::move(name)), backward_(std::move(backward)), reusable_(reusable) {}
+  // `differentiable`: the closure is composed of ops that autograd records and
+  // reads its saved tensors through SavedTensor::get (Note [double backward]).
+  FunctionNode(std::string name, Backward backward, bool reusable = false, bool differentiable = false)
+      : name_(std::move(name)), backward_(std::move(backward)), reusable_(reusable), differentiable_(differentiable) {}
   std::string name() const override { return name_; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   void release_saved() override {
     if (!reusable_) backward_ = nullptr;
   }
+  bool supports_double_backward() const override { return differentiable_; }
 
  private:
   std::string name_;
   Backward backward_;
   bool reusable_;
+  bool differentiable_;
 };
 
 // ---- the engine seam (Note [backward engine]) ----
@@ -127,7 +137,8 @@ class FunctionNode final : public Node {
 // alwayslink). A binary that links only //core therefore links; calling
 // backward() there is an error that says to depend on //autograd. PyTorch's
 // ATen reaches its autograd the same way (VariableHooksInterface).
-using BackwardEngineFn = void (*)(const Tensor& root, const Tensor& gradient, bool retain_graph);
+using BackwardEngineFn = void (*)(const Tensor& root, const Tensor& gradient, std::optional<bool> retain_graph,
+                                  bool create_graph);
 void set_backward_engine(BackwardEngineFn fn);
 // The installed engine, or nullptr when //autograd is not linked.
 BackwardEngineFn backward_engine();
@@ -157,17 +168,59 @@ class EnableGradGuard {
 };
 
 // ---- saved tensors (Note [saved tensors]) ----
+// Note [double backward]: a backward run with create_graph (autograd::grad or
+// backward with create_graph = true) runs each node with grad mode on, so the
+// gradients it computes get a history of their own and can be differentiated
+// again. That needs two things of a node:
+// - its closure uses only ops that autograd records (no raw kernels, no
+//   NoGradGuard), which the op declares (record_differentiable, or
+//   BackwardPart::differentiable); every other node runs under NoGradGuard and
+//   its results get a history that refuses a second backward, naming the node,
+//   so a derivative it cannot give is an error, never a silent zero;
+// - its saved tensors come back with their history: SavedTensor::get returns,
+//   in grad mode, the saved leaf itself, or an alias of a saved result whose
+//   grad_fn is the op that made it (for an op's own output saved with
+//   SavedTensor::output: the node being run, which the engine names with
+//   BackwardNodeGuard).
+//   Outside create_graph (grad mode off in backward) get returns the detached
+//   alias, as before, and the saved history costs nothing but a reference.
 class SavedTensor {
  public:
   SavedTensor() = default;
   SavedTensor(const Tensor& t);  // NOLINT(google-explicit-constructor)
+  // An op's own result, `output_nr` among the op's outputs; saved before the
+  // op records its node (Note [double backward]).
+  static SavedTensor output(const Tensor& t, int output_nr = 0);
   // Returns the saved value; errors if it was modified in place since saving.
+  // In grad mode, with its history (Note [double backward]).
   Tensor get(const std::string& node_name) const;
   bool defined() const { return data_.defined(); }
 
  private:
   Tensor data_;
   uint64_t version_ = 0;
+  // The history (Note [double backward]), held weakly: the recording node's
+  // edges keep it alive as long as the node lives, and a saved tensor never
+  // keeps its own node alive (an in-place op saves its result after recording).
+  std::weak_ptr<Node> grad_fn_;     // a saved result of another op
+  std::weak_ptr<TensorImpl> leaf_;  // a saved leaf that requires grad
+  int output_nr_ = -1;              // grad_fn_'s output, or this op's own (is_output_)
+  bool is_leaf_ = false;
+  bool is_output_ = false;
+};
+
+// The node whose apply() the engine runs on this thread (for SavedTensor::output
+// in grad mode); nullptr outside backward.
+Node* current_backward_node();
+class BackwardNodeGuard {
+ public:
+  explicit BackwardNodeGuard(Node* node);
+  ~BackwardNodeGuard();
+  BackwardNodeGuard(const BackwardNodeGuard&) = delete;
+  BackwardNodeGuard& operator=(const BackwardNodeGuard&) = delete;
+
+ private:
+  Node* prev_;
 };
 
 // ---- recording helpers used by ops ----
@@ -214,12 +267,19 @@ void set_history(const std::vector<Tensor>& outputs, const std::shared_ptr<Node>
 // `reusable` as in FunctionNode (only for closures that save no tensors).
 void record_function(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                      FunctionNode::Backward backward, bool reusable = false);
+// record_function for a backward that can itself be differentiated: `backward`
+// is composed of ops that autograd records and reads saved tensors through
+// SavedTensor (Note [double backward]).
+void record_differentiable(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                           FunctionNode::Backward backward);
 // One side of an op's backward for record_function_parts: a node named `name`
-// with edges to `inputs`, returning one gradient per input.
+// with edges to `inputs`, returning one gradient per input; `differentiable`
+// as for record_differentiable.
 struct BackwardPart {
   const char* name;
   std::vector<Tensor> inputs;
   FunctionNode::Backward backward;
+  bool differentiable = false;
 };
 // Note [parameters first]: records `output`'s backward as two nodes that both
 // receive its gradient, where the engine runs `first` before `second`. Ops with

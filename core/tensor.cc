@@ -100,12 +100,12 @@ void set_backward_engine(BackwardEngineFn fn) { g_backward_engine.store(fn); }
 BackwardEngineFn backward_engine() { return g_backward_engine.load(); }
 
 // Note [backward engine] in core/autograd_meta.h.
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) const {
   BackwardEngineFn engine = backward_engine();
   WEFT_CHECK(engine != nullptr,
              "Tensor::backward: no autograd engine is linked into this binary; add a dependency on //autograd "
              "(it installs the engine; Note [backward engine] in core/autograd_meta.h)");
-  engine(*this, gradient, retain_graph);
+  engine(*this, gradient, retain_graph, create_graph);
 }
 
 bool Tensor::is_leaf() const { return grad_fn() == nullptr; }

@@ -107,8 +107,10 @@ class Tensor {
   void retain_grad() const;
   // Runs the engine of //autograd (Note [backward engine] in core/autograd_meta.h:
   // without //autograd linked it is an error). `gradient` may be omitted for
-  // one-element tensors. Same as autograd::backward(*this, gradient, retain_graph).
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  // one-element tensors. Same as autograd::backward(*this, gradient,
+  // retain_graph, create_graph) (create_graph: Note [double backward]).
+  void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
   // A tensor hook sees the gradient flowing into this tensor and may replace it
   // by returning a defined tensor (return an undefined Tensor to keep it).
   RemovableHandle register_hook(std::function<Tensor(const Tensor&)> hook) const;

@@ -176,7 +176,7 @@ DType div_type(const Tensor& a, const Tensor& b) {
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   Tensor out = binary_op(add_table(), "add", a, b, alpha, detail::result_type(a, b));
   Shape sa = a.sizes(), sb = b.sizes();
-  record_function("AddBackward", {a, b}, {out}, [sa, sb, alpha](const std::vector<Tensor>& g) {
+  record_differentiable("AddBackward", {a, b}, {out}, [sa, sb, alpha](const std::vector<Tensor>& g) {
     Tensor gb = alpha.to<double>() == 1.0 ? g[0] : mul(g[0], wrapped_scalar(alpha, g[0].dtype(), g[0].device()));
     return std::vector<Tensor>{sum_to(g[0], sa), sum_to(gb, sb)};
   });
@@ -191,7 +191,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
     SavedTensor save_a = b.requires_grad() ? SavedTensor(a) : SavedTensor();
     SavedTensor save_b = a.requires_grad() ? SavedTensor(b) : SavedTensor();
     Shape za = a.sizes(), zb = b.sizes();
-    record_function("MulBackward", {a, b}, {out}, [save_a, save_b, za, zb](const std::vector<Tensor>& g) {
+    record_differentiable("MulBackward", {a, b}, {out}, [save_a, save_b, za, zb](const std::vector<Tensor>& g) {
       Tensor ga, gb;
       if (save_b.defined()) ga = sum_to(mul(g[0], save_b.get("MulBackward")), za);
       if (save_a.defined()) gb = sum_to(mul(g[0], save_a.get("MulBackward")), zb);
@@ -206,7 +206,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
   if (any_requires_grad({a, b})) {
     SavedTensor save_a(a), save_b(b);
     Shape za = a.sizes(), zb = b.sizes();
-    record_function("DivBackward", {a, b}, {out}, [save_a, save_b, za, zb](const std::vector<Tensor>& g) {
+    record_differentiable("DivBackward", {a, b}, {out}, [save_a, save_b, za, zb](const std::vector<Tensor>& g) {
       Tensor bv = save_b.get("DivBackward");
       Tensor ga = sum_to(div(g[0], bv), za);
       Tensor gb = sum_to(neg(div(mul(g[0], save_a.get("DivBackward")), mul(bv, bv))), zb);
@@ -253,7 +253,7 @@ Tensor pow(const Tensor& a, const Scalar& e) {
   pow_scalar_table()(a.device(), dt, out, x, e);
   if (any_requires_grad({a})) {
     SavedTensor save_a(a);
-    record_function("PowBackward", {a}, {out}, [save_a, e](const std::vector<Tensor>& g) {
+    record_differentiable("PowBackward", {a}, {out}, [save_a, e](const std::vector<Tensor>& g) {
       Tensor av = save_a.get("PowBackward");
       double ed = e.to_double();
       if (ed == 0.0) return std::vector<Tensor>{zeros_like(av)};

@@ -85,8 +85,8 @@ Tensor to_dtype(const Tensor& t, DType dtype) {
   copy_table()(t.device(), dtype, out, t.detach());
   if (is_floating(dtype) && is_floating(t.dtype())) {
     DType src = t.dtype();
-    record_function("ToCopyBackward", {t}, {out},
-                    [src](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(src)}; });
+    record_differentiable("ToCopyBackward", {t}, {out},
+                          [src](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(src)}; });
   }
   return out;
 }
@@ -97,15 +97,15 @@ Tensor to_device(const Tensor& t, Device device) {
   Device dev = device.is_cpu() ? t.device() : device;
   copy_table()(dev, t.dtype(), out, t.detach());
   Device src = t.device();
-  record_function("ToDeviceBackward", {t}, {out},
-                  [src](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(src)}; });
+  record_differentiable("ToDeviceBackward", {t}, {out},
+                        [src](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(src)}; });
   return out;
 }
 
 Tensor clone(const Tensor& t) {
   Tensor out = empty(t.sizes(), t.options());
   copy_table()(t.device(), t.dtype(), out, t.detach());
-  record_function("CloneBackward", {t}, {out}, [](const std::vector<Tensor>& g) { return g; });
+  record_differentiable("CloneBackward", {t}, {out}, [](const std::vector<Tensor>& g) { return g; });
   return out;
 }
 

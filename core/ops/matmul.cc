@@ -300,7 +300,7 @@ Tensor matmul_nd(const char* op, const char* node, const Tensor& a, const Tensor
     // swapped product, so the gradient is col-major too and the weight's own
     // gradient comes out contiguous (no transposed copy when it is accumulated).
     const bool ta = col_major_2d(a) && b.dim() == 2, tb = col_major_2d(b) && a.dim() == 2;
-    record_function(node, {a, b}, {out}, [sa, sb, za, zb, name, ta, tb](const std::vector<Tensor>& g) {
+    record_differentiable(node, {a, b}, {out}, [sa, sb, za, zb, name, ta, tb](const std::vector<Tensor>& g) {
       Tensor ga, gb;
       if (sb.defined())
         ga = ta ? mT(matmul_nd("matmul", "MatmulBackward", sb.get(name), mT(g[0])))
@@ -418,10 +418,13 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   SavedTensor sx = weight.requires_grad() ? SavedTensor(x) : SavedTensor();
   const bool need_b = bias.defined() && bias.requires_grad();
   BackwardPart params{
-      "LinearWeightBackward", {weight, bias}, [sx, rows, in_f, out_f, need_b](const std::vector<Tensor>& g) {
+      "LinearWeightBackward",
+      {weight, bias},
+      [sx, rows, in_f, out_f, need_b](const std::vector<Tensor>& g) {
         Tensor g2 = reshape(g[0], {rows, out_f});  // (rows, out_f)
         Tensor dw, db;
-        if (sx.defined() && need_b &&
+        // the fused kernel records no graph: not when differentiating twice (Note [double backward])
+        if (sx.defined() && need_b && !GradMode::is_enabled() &&
             fused_weight_and_bias_grad(g2, reshape(sx.get("LinearWeightBackward"), {rows, in_f}), dw, db))
           return std::vector<Tensor>{dw, db};
         if (sx.defined()) {
@@ -430,15 +433,19 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
         }
         if (need_b) db = sum_to(g2, {out_f});  // (out_f)
         return std::vector<Tensor>{dw, db};
-      }};
+      },
+      /*differentiable=*/true};
   SavedTensor sw = x.requires_grad() ? SavedTensor(weight) : SavedTensor();
   const Shape xs = x.sizes();
-  BackwardPart input{"LinearInputBackward", {x}, [sw, xs, rows, out_f](const std::vector<Tensor>& g) {
+  BackwardPart input{"LinearInputBackward",
+                     {x},
+                     [sw, xs, rows, out_f](const std::vector<Tensor>& g) {
                        Tensor g2 = reshape(g[0], {rows, out_f});  // (rows, out_f)
                        // (rows, out_f) @ (out_f, in_f) -> (rows, in_f)
                        Tensor dx = matmul_nd("linear", "LinearInputBackward", g2, sw.get("LinearInputBackward"));
                        return std::vector<Tensor>{reshape(dx, xs)};
-                     }};
+                     },
+                     /*differentiable=*/true};
   record_function_parts("LinearBackward", y, std::move(params), std::move(input));
   return y;
 }
@@ -526,7 +533,9 @@ Tensor mlp_gelu_tanh(const Tensor& x_in, const Tensor& w1_in, const Tensor& b1_i
       }};
   const SavedTensor sw1 = need_x ? SavedTensor(w1) : SavedTensor();
   const Shape xs = x.sizes();
-  BackwardPart input{"MlpGeluInputBackward", {x}, [=](const std::vector<Tensor>& g) {
+  BackwardPart input{"MlpGeluInputBackward",
+                     {x},
+                     [=](const std::vector<Tensor>& g) {
                        const char* node = "MlpGeluInputBackward";
                        Tensor dh = stash->g.defined() && stash->g.is_same(g[0])
                                        ? stash->dh
@@ -534,7 +543,8 @@ Tensor mlp_gelu_tanh(const Tensor& x_in, const Tensor& w1_in, const Tensor& b1_i
                        *stash = Stash{};
                        Tensor dx = matmul_nd("mlp_gelu_tanh", node, dh, sw1.get(node));  // (rows, in_f)
                        return std::vector<Tensor>{reshape(dx, xs)};
-                     }};
+                     },
+                     /*differentiable=*/true};
   record_function_parts("MlpGeluBackward", y, std::move(params), std::move(input));
   return y;
 }

@@ -370,12 +370,12 @@ Tensor sum_impl(const char* op, const Tensor& a, const std::vector<int64_t>& dim
   Tensor out = p.finish(raw);
   Shape in = a.sizes(), keep = p.keep_shape;
   double gscale = scale;
-  record_function(scale_num > 0 ? "MeanBackward" : "SumBackward", {a}, {out},
-                  [in, keep, gscale](const std::vector<Tensor>& g) {
-                    Tensor ge = expand(g[0].reshape(keep), in);
-                    if (gscale != 1.0) ge = mul(ge, wrapped_scalar(gscale, ge.dtype(), ge.device()));
-                    return std::vector<Tensor>{ge.contiguous()};
-                  });
+  record_differentiable(scale_num > 0 ? "MeanBackward" : "SumBackward", {a}, {out},
+                        [in, keep, gscale](const std::vector<Tensor>& g) {
+                          Tensor ge = expand(g[0].reshape(keep), in);
+                          if (gscale != 1.0) ge = mul(ge, wrapped_scalar(gscale, ge.dtype(), ge.device()));
+                          return std::vector<Tensor>{ge.contiguous()};
+                        });
   return out;
 }
 

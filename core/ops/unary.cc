@@ -13,8 +13,12 @@
 // have zero gradient. Half/BFloat16 compute in float; float
 // exp/log/tanh/erf/log1p/expm1 and floor/ceil/round come from
 // core/cpu/vec_math.h so the loops vectorise (sin and cos are libm's).
-// First-order autograd only (the engine runs backward under NoGradGuard), so the
-// fused gradient kernels record no graph.
+// The fused gradient kernels record no graph. When a backward builds one
+// (create_graph, Note [double backward] in core/autograd_meta.h), the ops with a
+// composed form (exp, log, sqrt, rsqrt, abs, relu, sigmoid, tanh, silu, sin,
+// cos, erf, log1p, expm1, reciprocal, neg) use it instead: the same derivative
+// written with recorded ops on the saved tensor with its history. The others
+// (gelu, the in-place forms, clamp) refuse a second backward, naming the node.
 #include "core/kernels/unary.h"
 
 #include <cmath>
@@ -199,21 +203,55 @@ Tensor apply_grad(UnaryGradKernel& k, const Tensor& g, const Tensor& saved) {
 
 enum class Save { Input, Output };
 
-// Records `name` with a fused gradient kernel on `a` -> `out`.
-void record_unary(const char* name, UnaryGradKernel& k, const Tensor& a, const Tensor& out, Save which) {
+// dx from dy (g, in the saved tensor's dtype) and the saved input or output
+// `s`, composed of recorded ops: the fused kernel's formula, differentiable.
+using Composed = Tensor (*)(const Tensor& g, const Tensor& s);
+
+// Records `name` with a fused gradient kernel on `a` -> `out`; with `composed`,
+// a backward that builds a graph uses it instead (Note [double backward]).
+void record_unary(const char* name, UnaryGradKernel& k, const Tensor& a, const Tensor& out, Save which,
+                  Composed composed) {
   if (!any_requires_grad({a})) return;
-  SavedTensor s(which == Save::Input ? a : out);
-  record_function(name, {a}, {out}, [name, &k, s](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{apply_grad(k, g[0], s.get(name))};
+  SavedTensor s = which == Save::Input ? SavedTensor(a) : SavedTensor::output(out);
+  if (composed == nullptr) {
+    record_function(name, {a}, {out}, [name, &k, s](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{apply_grad(k, g[0], s.get(name))};
+    });
+    return;
+  }
+  record_differentiable(name, {a}, {out}, [name, &k, s, composed](const std::vector<Tensor>& g) {
+    Tensor saved = s.get(name);
+    if (GradMode::is_enabled()) return std::vector<Tensor>{composed(g[0].to(saved.dtype()), saved)};
+    return std::vector<Tensor>{apply_grad(k, g[0], saved)};
   });
 }
 
 Tensor unary_op(UnaryKernel& k, UnaryGradKernel& gk, const char* op, const char* node, const Tensor& a, Out mode,
-                Save which) {
+                Save which, Composed composed = nullptr) {
   Tensor out = unary_forward(k, op, a, mode);
-  record_unary(node, gk, a, out, which);
+  record_unary(node, gk, a, out, which, composed);
   return out;
 }
+
+// The composed derivatives (Composed): x is the saved input, y the saved output.
+Tensor d_exp(const Tensor& g, const Tensor& y) { return g * y; }
+Tensor d_log(const Tensor& g, const Tensor& x) { return g / x; }
+Tensor d_sqrt(const Tensor& g, const Tensor& y) { return g / (y * 2.0); }
+Tensor d_rsqrt(const Tensor& g, const Tensor& y) { return g * (y * y * y) * -0.5; }
+Tensor d_abs(const Tensor& g, const Tensor& x) { return g * sign(x); }
+Tensor d_relu(const Tensor& g, const Tensor& y) { return g * gt(y, zeros_like(y)).to(y.dtype()); }
+Tensor d_sigmoid(const Tensor& g, const Tensor& y) { return g * (y * (1.0 - y)); }
+Tensor d_tanh(const Tensor& g, const Tensor& y) { return g * (1.0 - y * y); }
+Tensor d_silu(const Tensor& g, const Tensor& x) {
+  Tensor s = sigmoid(x);
+  return g * (s * (1.0 + x * (1.0 - s)));
+}
+Tensor d_sin(const Tensor& g, const Tensor& x) { return g * cos(x); }
+Tensor d_cos(const Tensor& g, const Tensor& x) { return -(g * sin(x)); }
+Tensor d_erf(const Tensor& g, const Tensor& x) { return g * (exp(-(x * x)) * 1.1283791670955126); }  // 2 / sqrt(pi)
+Tensor d_log1p(const Tensor& g, const Tensor& x) { return g / (x + 1.0); }
+Tensor d_expm1(const Tensor& g, const Tensor& y) { return g * (y + 1.0); }
+Tensor d_reciprocal(const Tensor& g, const Tensor& y) { return -(g * (y * y)); }
 
 // In-place unary op on `a` (which keeps its dtype). When the gradient needs the
 // output, it is saved after the version bump; when it needs the input, a copy
@@ -235,7 +273,7 @@ Tensor& unary_inplace(UnaryKernel& k, UnaryGradKernel* gk, const char* op, const
     if (!gk) return std::vector<Tensor>{neg(g[0])};  // neg_
     return std::vector<Tensor>{apply_grad(*gk, g[0], saved->get(node))};
   });
-  if (need && gk && which == Save::Output) *saved = SavedTensor(a);
+  if (need && gk && which == Save::Output) *saved = SavedTensor::output(a);
   return a;
 }
 
@@ -243,37 +281,39 @@ Tensor& unary_inplace(UnaryKernel& k, UnaryGradKernel* gk, const char* op, const
 
 Tensor neg(const Tensor& a) {
   Tensor out = unary_forward(neg_table(), "neg", a, Out::Keep);
-  record_function("NegBackward", {a}, {out},
-                  [](const std::vector<Tensor>& g) { return std::vector<Tensor>{neg(g[0])}; });
+  record_differentiable("NegBackward", {a}, {out},
+                        [](const std::vector<Tensor>& g) { return std::vector<Tensor>{neg(g[0])}; });
   return out;
 }
 
 Tensor exp(const Tensor& a) {
-  return unary_op(exp_table(), exp_backward_table(), "exp", "ExpBackward", a, Out::Float, Save::Output);
+  return unary_op(exp_table(), exp_backward_table(), "exp", "ExpBackward", a, Out::Float, Save::Output, d_exp);
 }
 Tensor log(const Tensor& a) {
-  return unary_op(log_table(), log_backward_table(), "log", "LogBackward", a, Out::Float, Save::Input);
+  return unary_op(log_table(), log_backward_table(), "log", "LogBackward", a, Out::Float, Save::Input, d_log);
 }
 Tensor sqrt(const Tensor& a) {
-  return unary_op(sqrt_table(), sqrt_backward_table(), "sqrt", "SqrtBackward", a, Out::Float, Save::Output);
+  return unary_op(sqrt_table(), sqrt_backward_table(), "sqrt", "SqrtBackward", a, Out::Float, Save::Output, d_sqrt);
 }
 Tensor rsqrt(const Tensor& a) {
-  return unary_op(rsqrt_table(), rsqrt_backward_table(), "rsqrt", "RsqrtBackward", a, Out::Float, Save::Output);
+  return unary_op(rsqrt_table(), rsqrt_backward_table(), "rsqrt", "RsqrtBackward", a, Out::Float, Save::Output,
+                  d_rsqrt);
 }
 Tensor abs(const Tensor& a) {
-  return unary_op(abs_table(), abs_backward_table(), "abs", "AbsBackward", a, Out::Keep, Save::Input);
+  return unary_op(abs_table(), abs_backward_table(), "abs", "AbsBackward", a, Out::Keep, Save::Input, d_abs);
 }
 Tensor relu(const Tensor& a) {
-  return unary_op(relu_table(), relu_backward_table(), "relu", "ReluBackward", a, Out::Keep, Save::Output);
+  return unary_op(relu_table(), relu_backward_table(), "relu", "ReluBackward", a, Out::Keep, Save::Output, d_relu);
 }
 Tensor sigmoid(const Tensor& a) {
-  return unary_op(sigmoid_table(), sigmoid_backward_table(), "sigmoid", "SigmoidBackward", a, Out::Float, Save::Output);
+  return unary_op(sigmoid_table(), sigmoid_backward_table(), "sigmoid", "SigmoidBackward", a, Out::Float, Save::Output,
+                  d_sigmoid);
 }
 Tensor tanh(const Tensor& a) {
-  return unary_op(tanh_table(), tanh_backward_table(), "tanh", "TanhBackward", a, Out::Float, Save::Output);
+  return unary_op(tanh_table(), tanh_backward_table(), "tanh", "TanhBackward", a, Out::Float, Save::Output, d_tanh);
 }
 Tensor silu(const Tensor& a) {
-  return unary_op(silu_table(), silu_backward_table(), "silu", "SiluBackward", a, Out::Float, Save::Input);
+  return unary_op(silu_table(), silu_backward_table(), "silu", "SiluBackward", a, Out::Float, Save::Input, d_silu);
 }
 Tensor gelu(const Tensor& a, GeluApproximation approximate) {
   if (approximate == GeluApproximation::Tanh)
@@ -282,23 +322,24 @@ Tensor gelu(const Tensor& a, GeluApproximation approximate) {
 }
 
 Tensor sin(const Tensor& a) {
-  return unary_op(sin_table(), sin_backward_table(), "sin", "SinBackward", a, Out::Float, Save::Input);
+  return unary_op(sin_table(), sin_backward_table(), "sin", "SinBackward", a, Out::Float, Save::Input, d_sin);
 }
 Tensor cos(const Tensor& a) {
-  return unary_op(cos_table(), cos_backward_table(), "cos", "CosBackward", a, Out::Float, Save::Input);
+  return unary_op(cos_table(), cos_backward_table(), "cos", "CosBackward", a, Out::Float, Save::Input, d_cos);
 }
 Tensor erf(const Tensor& a) {
-  return unary_op(erf_table(), erf_backward_table(), "erf", "ErfBackward", a, Out::Float, Save::Input);
+  return unary_op(erf_table(), erf_backward_table(), "erf", "ErfBackward", a, Out::Float, Save::Input, d_erf);
 }
 Tensor log1p(const Tensor& a) {
-  return unary_op(log1p_table(), log1p_backward_table(), "log1p", "Log1pBackward", a, Out::Float, Save::Input);
+  return unary_op(log1p_table(), log1p_backward_table(), "log1p", "Log1pBackward", a, Out::Float, Save::Input, d_log1p);
 }
 Tensor expm1(const Tensor& a) {
-  return unary_op(expm1_table(), expm1_backward_table(), "expm1", "Expm1Backward", a, Out::Float, Save::Output);
+  return unary_op(expm1_table(), expm1_backward_table(), "expm1", "Expm1Backward", a, Out::Float, Save::Output,
+                  d_expm1);
 }
 Tensor reciprocal(const Tensor& a) {
   return unary_op(reciprocal_table(), reciprocal_backward_table(), "reciprocal", "ReciprocalBackward", a, Out::Float,
-                  Save::Output);
+                  Save::Output, d_reciprocal);
 }
 
 namespace {

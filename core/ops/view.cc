@@ -38,8 +38,13 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, cons
   return out;
 }
 
-void record_view(const char* name, const Tensor& in, const Tensor& out, FunctionNode::Backward bw) {
-  record_function(name, {in}, {out}, std::move(bw));
+// `differentiable`: bw is composed of ops autograd records (Note [double
+// backward]); the embedding ones (slice, select, diagonal) write under
+// NoGradGuard and are not.
+void record_view(const char* name, const Tensor& in, const Tensor& out, FunctionNode::Backward bw,
+                 bool differentiable = true) {
+  if (differentiable) record_differentiable(name, {in}, {out}, std::move(bw));
+  else record_function(name, {in}, {out}, std::move(bw));
 }
 
 }  // namespace
@@ -133,9 +138,12 @@ Tensor slice(const Tensor& t, int64_t dim, std::optional<int64_t> start, std::op
   st[d] = t.stride(d) * step;
   Tensor out = make_view(t, sz, st, t.storage_offset() + s * t.stride(d));
   Shape in = t.sizes();
-  record_view("SliceBackward", t, out, [in, d, s, e, step](const std::vector<Tensor>& g) {
-    return embed_grad(g[0], in, [&](const Tensor& z) { return slice(z, d, s, e, step); });
-  });
+  record_view(
+      "SliceBackward", t, out,
+      [in, d, s, e, step](const std::vector<Tensor>& g) {
+        return embed_grad(g[0], in, [&](const Tensor& z) { return slice(z, d, s, e, step); });
+      },
+      /*differentiable=*/false);
   return out;
 }
 
@@ -162,9 +170,12 @@ Tensor select(const Tensor& t, int64_t dim, int64_t index) {
   st.erase(st.begin() + d);
   Tensor out = make_view(t, sz, st, off);
   Shape in = t.sizes();
-  record_view("SelectBackward", t, out, [in, d, index](const std::vector<Tensor>& g) {
-    return embed_grad(g[0], in, [&](const Tensor& z) { return select(z, d, index); });
-  });
+  record_view(
+      "SelectBackward", t, out,
+      [in, d, index](const std::vector<Tensor>& g) {
+        return embed_grad(g[0], in, [&](const Tensor& z) { return select(z, d, index); });
+      },
+      /*differentiable=*/false);
   return out;
 }
 
@@ -187,9 +198,12 @@ Tensor diagonal(const Tensor& t, int64_t offset, int64_t dim1, int64_t dim2) {
   st.push_back(step);
   Tensor out = make_view(t, sz, st, off);
   Shape in = t.sizes();
-  record_view("DiagonalBackward", t, out, [in, offset, d1, d2](const std::vector<Tensor>& g) {
-    return embed_grad(g[0], in, [&](const Tensor& z) { return diagonal(z, offset, d1, d2); });
-  });
+  record_view(
+      "DiagonalBackward", t, out,
+      [in, offset, d1, d2](const std::vector<Tensor>& g) {
+        return embed_grad(g[0], in, [&](const Tensor& z) { return diagonal(z, offset, d1, d2); });
+      },
+      /*differentiable=*/false);
   return out;
 }
 

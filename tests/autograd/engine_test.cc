@@ -188,7 +188,7 @@ TEST(Engine, GradApi) {
   // unused inputs
   Tensor u = leaf({5});
   EXPECT_WEFT_ERROR(autograd::grad({y}, {u}, {}, true), "was not used");
-  auto gu = autograd::grad({y}, {u}, {}, true, /*allow_unused=*/true);
+  auto gu = autograd::grad({y}, {u}, {}, true, /*create_graph=*/false, /*allow_unused=*/true);
   EXPECT_FALSE(gu[0].defined());
   EXPECT_WEFT_ERROR(autograd::grad({y}, {tensor({1.0f})}), "does not require grad");
 }

@@ -29,22 +29,29 @@ TEST(BackwardWithoutAutograd, LinksAndNamesTheMissingDependency) {
 }
 
 TEST(BackwardWithoutAutograd, AnInstalledEngineIsCalledWithTheArguments) {
-  // Any engine installed through the seam receives the root, gradient and retain flag.
+  // Any engine installed through the seam receives the root, gradient, retain and create flags.
   static const TensorImpl* seen_root = nullptr;
   static const TensorImpl* seen_grad = nullptr;
-  static bool seen_retain = false;
-  set_backward_engine([](const Tensor& root, const Tensor& gradient, bool retain_graph) {
-    seen_root = root.impl();
-    seen_grad = gradient.impl();
-    seen_retain = retain_graph;
-  });
+  static std::optional<bool> seen_retain;
+  static bool seen_create = false;
+  set_backward_engine(
+      [](const Tensor& root, const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) {
+        seen_root = root.impl();
+        seen_grad = gradient.impl();
+        seen_retain = retain_graph;
+        seen_create = create_graph;
+      });
   Tensor x = tensor({1.0f, 2.0f}).requires_grad_();
   Tensor y = x * x;
   Tensor g = ones({2});
   y.backward(g, true);
   EXPECT_EQ(seen_root, y.impl());
   EXPECT_EQ(seen_grad, g.impl());
-  EXPECT_TRUE(seen_retain);
+  EXPECT_EQ(seen_retain, std::optional<bool>(true));
+  EXPECT_FALSE(seen_create);
+  y.backward(g, std::nullopt, true);
+  EXPECT_EQ(seen_retain, std::nullopt);
+  EXPECT_TRUE(seen_create);
   set_backward_engine(nullptr);
   EXPECT_THROW(y.backward(g), Error);
 }
