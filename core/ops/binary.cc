@@ -221,11 +221,11 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   WEFT_CHECK(dt != DType::Bool, "pow: not supported for dtype bool");
   Tensor out = binary_op(pow_table(), "pow", a, b, 1, dt);
   if (any_requires_grad({a, b})) {
-    SavedTensor save_a(a), save_b(b), save_out(out);
+    SavedTensor save_a(a), save_b(b), save_out = SavedTensor::output(out);
     Shape za = a.sizes(), zb = b.sizes();
     DType ta = a.dtype(), tb = b.dtype();
     bool need_a = a.requires_grad(), need_b = b.requires_grad();
-    record_function("PowBackward", {a, b}, {out}, [=](const std::vector<Tensor>& g) {
+    record_differentiable("PowBackward", {a, b}, {out}, [=](const std::vector<Tensor>& g) {
       Tensor av = save_a.get("PowBackward"), bv = save_b.get("PowBackward");
       Tensor ga, gb;
       // d/da = b * a^(b-1);  d/db = a^b * log(a), taken as 0 where a == 0 and b >= 0
@@ -266,16 +266,26 @@ Tensor pow(const Tensor& a, const Scalar& e) {
 }
 
 namespace {
-// maximum/minimum front end: `table` picks the winner, `grad` its gradient share.
-Tensor min_max(BinaryKernel& table, MinMaxGradKernel& grad, const char* op, const char* node, const Tensor& a,
-               const Tensor& b) {
+// maximum/minimum front end: `table` picks the winner, `grad` its gradient
+// share; `wins` (gt or lt) the same share as recorded ops, for a backward that
+// builds a graph (Note [double backward]): all of g to the winner, half to each
+// on a tie, none to a NaN's rival, as the kernels.
+using Compare = Tensor (*)(const Tensor&, const Tensor&);
+Tensor min_max(BinaryKernel& table, MinMaxGradKernel& grad, Compare wins, const char* op, const char* node,
+               const Tensor& a, const Tensor& b) {
   DType dt = detail::result_type(a, b);
   Tensor out = binary_op(table, op, a, b, 1, dt);
   if (any_requires_grad({a, b})) {
     SavedTensor save_a(a), save_b(b);
     Shape za = a.sizes(), zb = b.sizes();
     DType ta = a.dtype(), tb = b.dtype();
-    record_function(node, {a, b}, {out}, [=, &grad](const std::vector<Tensor>& g) {
+    record_differentiable(node, {a, b}, {out}, [=, &grad](const std::vector<Tensor>& g) {
+      if (GradMode::is_enabled()) {
+        Tensor av = save_a.get(node), bv = save_b.get(node), gg = g[0].to(dt);
+        Tensor tie = eq(av, bv).to(dt) * 0.5;
+        Tensor ga = gg * (wins(av, bv).to(dt) + tie), gb = gg * (wins(bv, av).to(dt) + tie);
+        return std::vector<Tensor>{sum_to(ga, za).to(ta), sum_to(gb, zb).to(tb)};
+      }
       Tensor ea, eb;
       Shape shape = detail::prepare_binary(node, save_a.get(node), save_b.get(node), dt, ea, eb);
       Tensor gg = g[0].to(dt);
@@ -290,10 +300,10 @@ Tensor min_max(BinaryKernel& table, MinMaxGradKernel& grad, const char* op, cons
 }  // namespace
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  return min_max(maximum_table(), maximum_backward_table(), "maximum", "MaximumBackward", a, b);
+  return min_max(maximum_table(), maximum_backward_table(), gt, "maximum", "MaximumBackward", a, b);
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  return min_max(minimum_table(), minimum_backward_table(), "minimum", "MinimumBackward", a, b);
+  return min_max(minimum_table(), minimum_backward_table(), lt, "minimum", "MinimumBackward", a, b);
 }
 
 Tensor& add_(Tensor& a, const Tensor& b, const Scalar& alpha) {

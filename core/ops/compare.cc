@@ -113,7 +113,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     Shape za = a.sizes(), zb = b.sizes();
     DType ta = a.dtype(), tb = b.dtype();
     bool need_a = a.requires_grad(), need_b = b.requires_grad();
-    record_function("WhereBackward", {a, b}, {out}, [=](const std::vector<Tensor>& g) {
+    record_differentiable("WhereBackward", {a, b}, {out}, [=](const std::vector<Tensor>& g) {
       Tensor c = save_c.get("WhereBackward");
       Tensor zero = wrapped_scalar(0, g[0].dtype(), g[0].device());
       Tensor ga, gb;

@@ -72,19 +72,20 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       off += len;
     }
   }
-  record_function("CatBackward", tensors, {out}, [d, offsets, lens, dtypes, skipped](const std::vector<Tensor>& g) {
-    std::vector<Tensor> r;
-    for (size_t i = 0; i < offsets.size(); ++i) {
-      if (!is_floating(dtypes[i])) {
-        r.emplace_back();
-      } else if (skipped[i]) {
-        r.push_back(empty({0}, g[0].options().with_dtype(dtypes[i])));
-      } else {
-        r.push_back(narrow(g[0], d, offsets[i], lens[i]).to(dtypes[i]));
-      }
-    }
-    return r;
-  });
+  record_differentiable("CatBackward", tensors, {out},
+                        [d, offsets, lens, dtypes, skipped](const std::vector<Tensor>& g) {
+                          std::vector<Tensor> r;
+                          for (size_t i = 0; i < offsets.size(); ++i) {
+                            if (!is_floating(dtypes[i])) {
+                              r.emplace_back();
+                            } else if (skipped[i]) {
+                              r.push_back(empty({0}, g[0].options().with_dtype(dtypes[i])));
+                            } else {
+                              r.push_back(narrow(g[0], d, offsets[i], lens[i]).to(dtypes[i]));
+                            }
+                          }
+                          return r;
+                        });
   return out;
 }
 

@@ -355,8 +355,10 @@ WEFT_REGISTER_KERNEL(bce_backward_table(), DeviceType::CPU, kFloatingTypes, cpu_
 
 // Front end shared by mse_loss and bce_with_logits. Their front ends require input
 // and target of the same shape; pos_weight broadcasts to it.
+// `squared_error` (mse_loss): its backward can also be composed of recorded ops
+// for a backward that builds a graph (Note [double backward]).
 Tensor point_loss(const char* op, PointLossKernel& fwd, PointLossBackwardKernel& bwd, const Tensor& input,
-                  const Tensor& target, Reduction reduction, const Tensor& pos_weight) {
+                  const Tensor& target, Reduction reduction, const Tensor& pos_weight, bool squared_error = false) {
   detail::check_devices(op, {input, target, pos_weight});
   WEFT_CHECK(is_floating(input.dtype()), op, ": expected floating input, got dtype ", input.dtype());
   WEFT_CHECK(is_floating(target.dtype()), op, ": expected floating target, got dtype ", target.dtype());
@@ -401,7 +403,13 @@ Tensor point_loss(const char* op, PointLossKernel& fwd, PointLossBackwardKernel&
     Shape si = input.sizes(), st = target.sizes(), spw = pos_weight.defined() ? pos_weight.sizes() : Shape{};
     std::string node = std::string(op) + "Backward";
     PointLossBackwardKernel* bk = &bwd;
-    record_function(node.c_str(), {input, target, pos_weight}, {out}, [=](const std::vector<Tensor>& grads) {
+    SavedTensor hx = squared_error ? SavedTensor(input) : SavedTensor();
+    SavedTensor hy = squared_error ? SavedTensor(target) : SavedTensor();
+    FunctionNode::Backward backward = [=](const std::vector<Tensor>& grads) {
+      if (squared_error && GradMode::is_enabled()) {  // d/dx (x - y)^2 * scale, with the inputs' history
+        Tensor gd = grads[0].to(dt) * ((hx.get(node).to(dt) - hy.get(node).to(dt)) * (2.0 * scale));
+        return std::vector<Tensor>{nx ? sum_to(gd, si) : Tensor(), ny ? sum_to(-gd, st) : Tensor(), Tensor()};
+      }
       Tensor xs = sx.get(node), ys = sy.get(node), ps = sp.defined() ? sp.get(node) : Tensor();
       Tensor g = grads[0].to(xs.dtype()).contiguous();
       Tensor dx = nx ? empty(xs.sizes(), xs.options()) : Tensor();
@@ -410,7 +418,9 @@ Tensor point_loss(const char* op, PointLossKernel& fwd, PointLossBackwardKernel&
       (*bk)(xs.device(), xs.dtype(), dx, dy, dp, xs, ys, ps, g, scale);
       return std::vector<Tensor>{nx ? sum_to(dx, si) : Tensor(), ny ? sum_to(dy, st) : Tensor(),
                                  np ? sum_to(dp, spw) : Tensor()};
-    });
+    };
+    if (squared_error) record_differentiable(node.c_str(), {input, target, pos_weight}, {out}, std::move(backward));
+    else record_function(node.c_str(), {input, target, pos_weight}, {out}, std::move(backward));
   }
   return out;
 }
@@ -482,7 +492,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   detail::check_pointwise_loss("mse_loss", input, target);
   return point_loss("mse_loss", mse_table(), mse_backward_table(), autocast::upcast(input), autocast::upcast(target),
-                    reduction, Tensor());
+                    reduction, Tensor(), /*squared_error=*/true);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,

@@ -165,9 +165,9 @@ Tensor softmax(const Tensor& a_in, int64_t dim) {
   int64_t d = 0;
   Tensor out = softmax_forward("softmax", softmax_table(), a, dim, d);
   if (any_requires_grad({a})) {
-    SavedTensor so(out);
+    SavedTensor so = SavedTensor::output(out);
     int64_t nd = a.dim();
-    record_function("SoftmaxBackward", {a}, {out}, [so, d, nd](const std::vector<Tensor>& g) {
+    record_differentiable("SoftmaxBackward", {a}, {out}, [so, d, nd](const std::vector<Tensor>& g) {
       Tensor y = so.get("SoftmaxBackward");
       Tensor gy = mul(g[0], y);
       Tensor s = nd == 0 ? gy : sum(gy, {d}, true);
@@ -182,12 +182,13 @@ Tensor log_softmax(const Tensor& a_in, int64_t dim) {
   int64_t d = 0;
   Tensor out = softmax_forward("log_softmax", log_softmax_table(), a, dim, d);
   if (any_requires_grad({a})) {
-    SavedTensor so(out);
+    SavedTensor so = SavedTensor::output(out);
     int64_t nd = a.dim();
-    record_function("LogSoftmaxBackward", {a}, {out}, [so, d, nd](const std::vector<Tensor>& g) {
+    record_differentiable("LogSoftmaxBackward", {a}, {out}, [so, d, nd](const std::vector<Tensor>& g) {
       Tensor y = so.get("LogSoftmaxBackward");
       Tensor s = nd == 0 ? g[0] : sum(g[0], {d}, true);
-      return std::vector<Tensor>{sub(g[0], mul(exp_nograd(y), s))};
+      // exp recorded when the backward builds a graph (Note [double backward])
+      return std::vector<Tensor>{sub(g[0], mul(GradMode::is_enabled() ? exp(y) : exp_nograd(y), s))};
     });
   }
   return out;

@@ -15,10 +15,11 @@
 // core/cpu/vec_math.h so the loops vectorise (sin and cos are libm's).
 // The fused gradient kernels record no graph. When a backward builds one
 // (create_graph, Note [double backward] in core/autograd_meta.h), the ops with a
-// composed form (exp, log, sqrt, rsqrt, abs, relu, sigmoid, tanh, silu, sin,
-// cos, erf, log1p, expm1, reciprocal, neg) use it instead: the same derivative
-// written with recorded ops on the saved tensor with its history. The others
-// (gelu, the in-place forms, clamp) refuse a second backward, naming the node.
+// composed form (exp, log, sqrt, rsqrt, abs, relu, sigmoid, tanh, silu, gelu,
+// sin, cos, erf, log1p, expm1, reciprocal, neg) use it instead: the same
+// derivative written with recorded ops on the saved tensor with its history.
+// The others (the in-place forms, clamp) refuse a second backward, naming the
+// node.
 #include "core/kernels/unary.h"
 
 #include <cmath>
@@ -252,6 +253,16 @@ Tensor d_erf(const Tensor& g, const Tensor& x) { return g * (exp(-(x * x)) * 1.1
 Tensor d_log1p(const Tensor& g, const Tensor& x) { return g / (x + 1.0); }
 Tensor d_expm1(const Tensor& g, const Tensor& y) { return g * (y + 1.0); }
 Tensor d_reciprocal(const Tensor& g, const Tensor& y) { return -(g * (y * y)); }
+Tensor d_gelu(const Tensor& g, const Tensor& x) {  // Phi(x) + x phi(x)
+  Tensor cdf = (erf(x * 0.70710678118654752) + 1.0) * 0.5;
+  Tensor pdf = exp(x * x * -0.5) * 0.39894228040143268;  // 1 / sqrt(2 pi)
+  return g * (cdf + x * pdf);
+}
+Tensor d_gelu_tanh(const Tensor& g, const Tensor& x) {  // y = x (1 + tanh(u)) / 2, u = k (x + c x^3)
+  const double k = 0.79788456080286536, c = 0.044715;   // sqrt(2 / pi)
+  Tensor t = tanh((x + x * x * x * c) * k);
+  return g * ((t + 1.0) * 0.5 + x * (1.0 - t * t) * (x * x * (3 * c) + 1.0) * (0.5 * k));
+}
 
 // In-place unary op on `a` (which keeps its dtype). When the gradient needs the
 // output, it is saved after the version bump; when it needs the input, a copy
@@ -317,8 +328,9 @@ Tensor silu(const Tensor& a) {
 }
 Tensor gelu(const Tensor& a, GeluApproximation approximate) {
   if (approximate == GeluApproximation::Tanh)
-    return unary_op(gelu_tanh_table(), gelu_tanh_backward_table(), "gelu", "GeluBackward", a, Out::Float, Save::Input);
-  return unary_op(gelu_table(), gelu_backward_table(), "gelu", "GeluBackward", a, Out::Float, Save::Input);
+    return unary_op(gelu_tanh_table(), gelu_tanh_backward_table(), "gelu", "GeluBackward", a, Out::Float, Save::Input,
+                    d_gelu_tanh);
+  return unary_op(gelu_table(), gelu_backward_table(), "gelu", "GeluBackward", a, Out::Float, Save::Input, d_gelu);
 }
 
 Tensor sin(const Tensor& a) {

@@ -5,11 +5,13 @@
 // second backward by name instead of giving a wrong zero.
 #include <cmath>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
 #include "core/autograd_meta.h"
+#include "core/nn_ops.h"
 #include "tests/testing.h"
 
 namespace weft {
@@ -22,9 +24,18 @@ Tensor leaf64(std::vector<double> v) { return tensor(v).requires_grad_(true); }
 
 // Finite differences of the first gradient: d/dx of (grad of sum(f(x) * w)).
 // gradcheck perturbs x under NoGradGuard, so the first gradient is taken with
-// grad mode on inside.
+// grad mode on inside. First, the first gradient built as a graph (composed
+// formulas) must equal the first-order one (the fused kernels).
 autograd::GradcheckResult gradgradcheck(const std::function<Tensor(const Tensor&)>& f, const Tensor& x) {
   const Tensor w = testing::rnd(f(x.detach()).sizes(), DType::Float64, 7);
+  const Tensor plain = autograd::grad({sum(f(x) * w)}, {x})[0];
+  const Tensor built = autograd::grad({sum(f(x) * w)}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+  if (auto same = testing::tensors_near(built, plain, 1e-12); !same) {
+    autograd::GradcheckResult r;
+    r.ok = false;
+    r.message = std::string("the first gradient with create_graph differs from the first-order one: ") + same.message();
+    return r;
+  }
   return autograd::gradcheck(
       [&](const std::vector<Tensor>& in) {
         EnableGradGuard grad_mode;
@@ -216,14 +227,59 @@ TEST(DoubleBackward, GradOutputsWithHistoryAreDifferentiated) {
   EXPECT_TRUE(tensor_near(gg, {6.0, 54.0}, 1e-12));
 }
 
+TEST(DoubleBackward, MoreComposedOpsGradGradCheck) {
+  Tensor x = testing::rnd({2, 3}, DType::Float64, 5).requires_grad_(true);
+  Tensor c = testing::rnd({2, 3}, DType::Float64, 6);
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> cases = {
+      {"softmax", [&](const Tensor& v) { return softmax(v * v, 1) * c; }},
+      {"log_softmax", [&](const Tensor& v) { return log_softmax(v * 2.0, 0) * c; }},
+      {"where", [&](const Tensor& v) { return where(gt(c, zeros_like(c)), v * v * v, sin(v)); }},
+      {"pow of two tensors", [&](const Tensor& v) { return pow(exp(v), v * c); }},
+      {"cat",
+       [&](const Tensor& v) {
+         return cat({v * v, exp(v)}, 1) * cat({c, c}, 1);
+       }},
+      {"maximum", [&](const Tensor& v) { return maximum(v * v, c) * v; }},
+      {"minimum", [&](const Tensor& v) { return minimum(v * v * v, c) * v; }},
+      {"gelu", [&](const Tensor& v) { return gelu(v * 1.5) * v; }},
+      {"gelu tanh", [&](const Tensor& v) { return gelu(v * 1.5, GeluApproximation::Tanh) * v; }},
+      {"mse_loss mean", [&](const Tensor& v) { return mse_loss(tanh(v), c) * sum(v); }},
+      {"mse_loss sum, target with history", [&](const Tensor& v) { return mse_loss(c, v * v, Reduction::Sum); }},
+      {"mse_loss none", [&](const Tensor& v) { return mse_loss(v * v, c, Reduction::None) * v; }},
+  };
+  for (const auto& [name, f] : cases) {
+    SCOPED_TRACE(name);
+    auto r = gradgradcheck(f, x);
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+}
+
+TEST(DoubleBackward, MaximumTiesAndMseByHand) {
+  // maximum(x, 1) at a tie gives half of g to each side, as the first-order kernel
+  Tensor x = leaf64({1.0, 2.0, 0.5});
+  Tensor g = autograd::grad({sum(maximum(x * x, ones_like(x)))}, {x}, {}, std::nullopt, true)[0];
+  EXPECT_TRUE(tensor_near(g, {1.0, 4.0, 0.0}, 1e-12));  // 2x * (1/2), 2x, 0
+  EXPECT_TRUE(tensor_near(autograd::grad({sum(g)}, {x})[0], {1.0, 2.0, 0.0}, 1e-12));
+  // mse_loss(x, t) mean over n: g = 2 (x - t) / n, g' = 2 / n
+  Tensor t = tensor(std::vector<double>{0.0, 1.0, 1.0});
+  Tensor gm = autograd::grad({mse_loss(x * x, t)}, {x}, {}, std::nullopt, true)[0];  // 4 x (x^2 - t) / 3
+  EXPECT_TRUE(tensor_near(gm, {4.0 / 3, 8.0 * 3 / 3, 2.0 * -0.75 / 3}, 1e-12));
+  // d/dx of 4 x (x^2 - t) / 3 = (12 x^2 - 4 t) / 3
+  EXPECT_TRUE(tensor_near(autograd::grad({sum(gm)}, {x})[0], {4.0, 44.0 / 3, -1.0 / 3}, 1e-12));
+}
+
 TEST(DoubleBackward, OpsWithoutAComposedBackwardRefuseByName) {
   Tensor x = leaf64({0.5, -1.0, 2.0});
-  // first order through maximum and gelu is still right under create_graph
-  Tensor g = autograd::grad({sum(maximum(x * x, x))}, {x}, {}, std::nullopt, true)[0];
-  EXPECT_TRUE(tensor_near(g, {1.0, -2.0, 4.0}, 1e-12));  // x at 0.5 (x > x^2), else 2x
-  EXPECT_WEFT_ERROR(autograd::grad({sum(g)}, {x}), "MaximumBackward cannot be differentiated twice");
-  Tensor h = autograd::grad({sum(gelu(x))}, {x}, {}, std::nullopt, true)[0];
-  EXPECT_WEFT_ERROR(sum(h).backward(), "GeluBackward cannot be differentiated twice");
+  // first order through layer norm and clamp is still right under create_graph
+  Tensor y = layer_norm((x * x).reshape({1, 3}), {3});
+  Tensor g = autograd::grad({sum(y * y * x.reshape({1, 3}))}, {x}, {}, std::nullopt, true)[0];
+  Tensor want = autograd::grad(
+      {sum(layer_norm((x * x).reshape({1, 3}), {3}) * layer_norm((x * x).reshape({1, 3}), {3}) * x.reshape({1, 3}))},
+      {x})[0];
+  EXPECT_TRUE(testing::tensors_near(g, want, 1e-12));
+  EXPECT_WEFT_ERROR(autograd::grad({sum(g)}, {x}), "LayerNormBackward cannot be differentiated twice");
+  Tensor h = autograd::grad({sum(clamp(x, -0.5, 1.0) * x)}, {x}, {}, std::nullopt, true)[0];
+  EXPECT_WEFT_ERROR(sum(h).backward(), "ClampBackward cannot be differentiated twice");
   // a slice's backward writes under NoGradGuard: refused too
   Tensor s = autograd::grad({sum(slice(x * x, 0, 0, 2))}, {x}, {}, std::nullopt, true)[0];
   EXPECT_WEFT_ERROR(autograd::grad({sum(s)}, {x}), "SliceBackward cannot be differentiated twice");
