@@ -57,10 +57,16 @@ struct Capture {
 // pass. Ops that record their parameter and input gradients as separate nodes
 // (Note [parameters first]: linear, conv2d) thus compute weight gradients in
 // the second half; an op whose one node computes both runs whole in the first.
+// grad() prunes the same way (Note [grad runs what it needs]): `deferred` is
+// null, a gradient bound for a node that is not needed is dropped, and
+// `passes` names the needed nodes with a path to a target through their edges;
+// a target without one only has its gradient captured and does not run.
 struct Split {
   const std::unordered_set<Node*>* needed;
   std::vector<std::pair<Edge, Tensor>>* deferred;
+  const std::unordered_set<Node*>* passes = nullptr;
   void defer(const Edge& e, const Tensor& g) const {
+    if (deferred == nullptr) return;
     for (auto& [edge, sum] : *deferred)
       if (edge.node == e.node && edge.input_nr == e.input_nr) {
         accumulate(sum, g);
@@ -162,7 +168,8 @@ void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_gra
     std::vector<Tensor> outputs;
     bool any_defined = false;
     for (auto& g : inputs) any_defined |= g.defined();
-    if (!(is_acc && captures) && any_defined) {
+    const bool only_captured = split != nullptr && split->passes != nullptr && split->passes->count(node) == 0;
+    if (!(is_acc && captures) && !only_captured && any_defined) {
       // tensor hooks on this node's outputs, then retained grads
       for (size_t i = 0; i < node->pre_hooks.size() && i < inputs.size(); ++i) {
         if (!node->pre_hooks[i] || !inputs[i].defined()) continue;
@@ -281,6 +288,33 @@ void make_roots(const char* op, const std::vector<Tensor>& roots, const std::vec
   }
 }
 
+// The nodes reachable from `roots` that have a path to one of `targets`
+// (Note [split backward]); iterative post-order DFS. `passes`, when given,
+// gets those whose path to a target goes through one of their edges.
+std::unordered_set<Node*> nodes_reaching(const std::vector<Edge>& roots, const std::unordered_set<Node*>& targets,
+                                         std::unordered_set<Node*>* passes = nullptr) {
+  std::unordered_set<Node*> needed, done;
+  std::vector<std::pair<Node*, size_t>> stack;  // (node, next edge to visit)
+  for (const Edge& r : roots) {
+    if (done.count(r.node.get())) continue;
+    stack.emplace_back(r.node.get(), 0);
+    done.insert(r.node.get());
+    while (!stack.empty()) {
+      auto& [n, i] = stack.back();
+      if (i < n->next_edges.size()) {
+        const Edge& e = n->next_edges[i++];
+        if (e.valid() && done.insert(e.node.get()).second) stack.emplace_back(e.node.get(), 0);
+        continue;
+      }
+      bool through = false;
+      for (const Edge& e : n->next_edges) through = through || (e.valid() && needed.count(e.node.get()) > 0);
+      if (through && passes != nullptr) passes->insert(n);
+      if (through || targets.count(n) > 0) needed.insert(n);
+      stack.pop_back();
+    }
+  }
+  return needed;
+}
 }  // namespace
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, std::optional<bool> retain_graph,
@@ -304,47 +338,25 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   make_roots("grad", outputs, grad_outputs, create_graph, edges, gs);
   std::vector<Capture> caps;
   std::vector<std::shared_ptr<Node>> keep;
+  std::unordered_set<Node*> targets;
   for (size_t i = 0; i < inputs.size(); ++i) {
     WEFT_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "grad: input ", i, " does not require grad");
     Edge e = gradient_edge(inputs[i]);
     keep.push_back(e.node);
     caps.push_back({e.node.get(), e.input_nr});
+    targets.insert(e.node.get());
   }
+  std::unordered_set<Node*> passes;
+  const std::unordered_set<Node*> needed = nodes_reaching(edges, targets, &passes);
+  Split prune{&needed, nullptr, &passes};
   std::vector<Tensor> captured(inputs.size());
   const bool retain = retain_graph.value_or(create_graph);
-  with_backward_state([&] { execute(edges, gs, retain, create_graph, &caps, &captured); });
+  with_backward_state([&] { execute(edges, gs, retain, create_graph, &caps, &captured, &prune); });
   for (size_t i = 0; i < captured.size(); ++i)
     WEFT_CHECK(allow_unused || captured[i].defined(), "grad: input ", i,
                " was not used in the graph; pass allow_unused=true to get an undefined gradient");
   return captured;
 }
-
-namespace {
-// The nodes reachable from `roots` that have a path to one of `targets`
-// (Note [split backward]); iterative post-order DFS.
-std::unordered_set<Node*> nodes_reaching(const std::vector<Edge>& roots, const std::unordered_set<Node*>& targets) {
-  std::unordered_set<Node*> needed, done;
-  std::vector<std::pair<Node*, size_t>> stack;  // (node, next edge to visit)
-  for (const Edge& r : roots) {
-    if (done.count(r.node.get())) continue;
-    stack.emplace_back(r.node.get(), 0);
-    done.insert(r.node.get());
-    while (!stack.empty()) {
-      auto& [n, i] = stack.back();
-      if (i < n->next_edges.size()) {
-        const Edge& e = n->next_edges[i++];
-        if (e.valid() && done.insert(e.node.get()).second) stack.emplace_back(e.node.get(), 0);
-        continue;
-      }
-      bool reach = targets.count(n) > 0;
-      for (const Edge& e : n->next_edges) reach = reach || (e.valid() && needed.count(e.node.get()) > 0);
-      if (reach) needed.insert(n);
-      stack.pop_back();
-    }
-  }
-  return needed;
-}
-}  // namespace
 
 DeferredGrads backward_input(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                              const std::vector<Tensor>& inputs, bool retain_graph) {
@@ -391,6 +403,10 @@ namespace {
 const bool g_engine_installed = [] {
   set_backward_engine([](const Tensor& root, const Tensor& gradient, std::optional<bool> retain_graph,
                          bool create_graph) { backward(root, gradient, retain_graph, create_graph); });
+  set_grad_engine([](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                     const std::vector<Tensor>& grad_outputs) {
+    return grad(outputs, inputs, grad_outputs, /*retain_graph=*/true, /*create_graph=*/true, /*allow_unused=*/true);
+  });
   return true;
 }();
 }  // namespace

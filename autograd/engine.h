@@ -45,6 +45,12 @@ void backward(const Tensor& root, const Tensor& gradient = Tensor(), std::option
 // create_graph as for backward: the results can be differentiated again
 // (Hessian-vector products, gradient penalties, derivatives of a network with
 // respect to its input inside a loss).
+// Note [grad runs what it needs]: as PyTorch, only the nodes on a path from
+// the outputs to an input run; hooks, retained grads and saved tensors of the
+// rest are untouched. An input's own grad_fn runs only when another input lies
+// below it. This is also what lets a node differentiate its composite forward
+// inside a running backward (Note [composite double backward]) without running
+// the outer graph below its inputs.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
                          bool create_graph = false, bool allow_unused = false);

@@ -80,10 +80,52 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   return {};
 }
 
+namespace {
+// Note [composite double backward]: the gradients for `wrt` (indices into the
+// composite's inputs) of the composite forward, with their graph.
+std::vector<Tensor> differentiate_composite(const std::string& name, const CompositeForward& c,
+                                            const std::vector<int>& wrt, const std::vector<Tensor>& grads) {
+  GradEngineFn engine = grad_engine();
+  WEFT_CHECK(engine != nullptr, "autograd: ", name,
+             " is differentiated with create_graph, but no autograd engine is linked into this binary; add a "
+             "dependency on //autograd");
+  std::vector<Tensor> xs(c.inputs.size());
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (c.inputs[i].defined()) xs[i] = c.inputs[i].get(name);
+  // An alias per input owed a gradient: its own edge, even where two inputs
+  // are one tensor (or share a grad_fn output).
+  std::vector<Tensor> targets;
+  std::vector<int> target_of(xs.size(), -1);
+  for (int i : wrt) {
+    if (i < 0 || target_of[i] >= 0 || !xs[i].defined() || !xs[i].requires_grad()) continue;
+    Tensor a = make_view(xs[i], xs[i].sizes(), xs[i].strides(), xs[i].storage_offset());
+    record_differentiable("AliasBackward", {xs[i]}, {a}, [](const std::vector<Tensor>& g) { return g; });
+    xs[i] = a;
+    target_of[i] = static_cast<int>(targets.size());
+    targets.push_back(a);
+  }
+  std::vector<Tensor> result(wrt.size());
+  if (targets.empty()) return result;
+  const std::vector<Tensor> ys = c.forward(xs);
+  std::vector<Tensor> roots, root_grads;
+  for (size_t k = 0; k < ys.size() && k < grads.size(); ++k) {
+    if (!ys[k].defined() || !ys[k].requires_grad() || !grads[k].defined()) continue;
+    roots.push_back(ys[k]);
+    root_grads.push_back(grads[k]);
+  }
+  if (roots.empty()) return result;
+  const std::vector<Tensor> gs = engine(roots, targets, root_grads);
+  for (size_t j = 0; j < wrt.size(); ++j)
+    if (wrt[j] >= 0 && target_of[wrt[j]] >= 0) result[j] = gs[target_of[wrt[j]]];
+  return result;
+}
+}  // namespace
+
 std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grads) {
   WEFT_CHECK(backward_ != nullptr, "Trying to backward through the graph a second time (node ", name_,
              "): its saved tensors were freed after the first backward. Pass retain_graph=true to the "
              "first backward() if you need to backward twice.");
+  if (composite_ != nullptr && GradMode::is_enabled()) return differentiate_composite(name_, *composite_, wrt_, grads);
   return backward_(grads);
 }
 
@@ -345,6 +387,28 @@ void record_function(const char* name, const std::vector<Tensor>& inputs, const 
   set_history(outputs, node);
 }
 
+namespace {
+std::shared_ptr<const CompositeForward> make_composite(const std::vector<Tensor>& inputs, Composite forward) {
+  auto c = std::make_shared<CompositeForward>();
+  c->forward = std::move(forward);
+  c->inputs.reserve(inputs.size());
+  for (const Tensor& t : inputs) c->inputs.emplace_back(t);
+  return c;
+}
+}  // namespace
+
+void record_function(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                     FunctionNode::Backward backward, Composite composite) {
+  if (!any_requires_grad(inputs)) return;
+  std::vector<int> wrt(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) wrt[i] = static_cast<int>(i);
+  auto node = std::make_shared<FunctionNode>(name, std::move(backward), make_composite(inputs, std::move(composite)),
+                                             std::move(wrt));
+  node->next_edges.reserve(inputs.size());
+  for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
+  set_history(outputs, node);
+}
+
 void record_differentiable(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                            FunctionNode::Backward backward) {
   if (!any_requires_grad(inputs)) return;
@@ -354,14 +418,25 @@ void record_differentiable(const char* name, const std::vector<Tensor>& inputs, 
   set_history(outputs, node);
 }
 
-void record_function_parts(const char* name, const Tensor& output, BackwardPart first, BackwardPart second) {
+void record_function_parts(const char* name, const Tensor& output, BackwardPart first, BackwardPart second,
+                           const std::vector<Tensor>& composite_inputs, Composite composite) {
   const OutputMeta meta{output.sizes(), output.dtype(), output.device()};
+  std::shared_ptr<const CompositeForward> shared;
+  if (composite != nullptr && (any_requires_grad(first.inputs) || any_requires_grad(second.inputs)))
+    shared = make_composite(composite_inputs, std::move(composite));
   // Created in increasing priority: `second`, then `first` (Node::sequence_nr).
   std::vector<std::shared_ptr<Node>> parts;
   for (BackwardPart* part : {&second, &first}) {
     if (!any_requires_grad(part->inputs)) continue;
-    auto node =
-        std::make_shared<FunctionNode>(part->name, std::move(part->backward), /*reusable=*/false, part->differentiable);
+    std::shared_ptr<FunctionNode> node;
+    if (shared != nullptr) {
+      WEFT_INTERNAL_ASSERT(part->composite_wrt.size() == part->inputs.size(), part->name,
+                           ": composite_wrt needs one index per input");
+      node = std::make_shared<FunctionNode>(part->name, std::move(part->backward), shared, part->composite_wrt);
+    } else {
+      node = std::make_shared<FunctionNode>(part->name, std::move(part->backward), /*reusable=*/false,
+                                            part->differentiable);
+    }
     for (const Tensor& in : part->inputs) node->next_edges.push_back(gradient_edge(in));
     node->outputs = {meta};
     node->pre_hooks.assign(1, nullptr);

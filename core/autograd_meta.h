@@ -106,6 +106,8 @@ class AccumulateGrad final : public Node {
   std::shared_ptr<TensorImpl> leaf_;
 };
 
+struct CompositeForward;
+
 // A node whose backward is a closure (what record_function creates).
 class FunctionNode final : public Node {
  public:
@@ -116,18 +118,33 @@ class FunctionNode final : public Node {
   // reads its saved tensors through SavedTensor::get (Note [double backward]).
   FunctionNode(std::string name, Backward backward, bool reusable = false, bool differentiable = false)
       : name_(std::move(name)), backward_(std::move(backward)), reusable_(reusable), differentiable_(differentiable) {}
+  // A fused backward that, under create_graph, is replaced by differentiating
+  // `composite`'s forward (Note [composite double backward]); `wrt[j]` is the
+  // index, among the composite's inputs, of the tensor edge j is for.
+  FunctionNode(std::string name, Backward backward, std::shared_ptr<const CompositeForward> composite,
+               std::vector<int> wrt)
+      : name_(std::move(name)),
+        backward_(std::move(backward)),
+        reusable_(false),
+        differentiable_(false),
+        composite_(std::move(composite)),
+        wrt_(std::move(wrt)) {}
   std::string name() const override { return name_; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   void release_saved() override {
-    if (!reusable_) backward_ = nullptr;
+    if (reusable_) return;
+    backward_ = nullptr;
+    composite_ = nullptr;
   }
-  bool supports_double_backward() const override { return differentiable_; }
+  bool supports_double_backward() const override { return differentiable_ || composite_ != nullptr; }
 
  private:
   std::string name_;
   Backward backward_;
   bool reusable_;
   bool differentiable_;
+  std::shared_ptr<const CompositeForward> composite_;
+  std::vector<int> wrt_;
 };
 
 // ---- the engine seam (Note [backward engine]) ----
@@ -142,6 +159,14 @@ using BackwardEngineFn = void (*)(const Tensor& root, const Tensor& gradient, st
 void set_backward_engine(BackwardEngineFn fn);
 // The installed engine, or nullptr when //autograd is not linked.
 BackwardEngineFn backward_engine();
+// autograd::grad(outputs, inputs, grad_outputs, retain_graph = true,
+// create_graph = true, allow_unused = true), installed the same way; what a
+// node runs to differentiate its composite forward (Note [composite double
+// backward]).
+using GradEngineFn = std::vector<Tensor> (*)(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                                             const std::vector<Tensor>& grad_outputs);
+void set_grad_engine(GradEngineFn fn);
+GradEngineFn grad_engine();
 
 // ---- grad mode ----
 struct GradMode {
@@ -209,6 +234,23 @@ class SavedTensor {
   bool is_output_ = false;
 };
 
+// Note [composite double backward]: an op whose backward is a fused kernel can
+// still be differentiated twice when it also gives its forward written with
+// ops that autograd records (a Composite, built of the ops of Note [double
+// backward]). Its node keeps the op's inputs as SavedTensors, so with their
+// history. Run under create_graph, the node rebuilds that forward from them,
+// each input it owes a gradient to seen through an alias of its own (so a
+// tensor passed twice gets both terms), and differentiates it with the engine
+// (GradEngineFn), create_graph on, in place of the kernel: the results' graph
+// reaches the op's inputs and the incoming gradients. Outside create_graph the
+// kernel runs as before; the recomputation costs one more forward, and only in
+// a create_graph backward.
+using Composite = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
+struct CompositeForward {
+  Composite forward;                // the op's outputs from `inputs` (undefined where not given)
+  std::vector<SavedTensor> inputs;  // the op's inputs, with their history
+};
+
 // The node whose apply() the engine runs on this thread (for SavedTensor::output
 // in grad mode); nullptr outside backward.
 Node* current_backward_node();
@@ -267,6 +309,10 @@ void set_history(const std::vector<Tensor>& outputs, const std::shared_ptr<Node>
 // `reusable` as in FunctionNode (only for closures that save no tensors).
 void record_function(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                      FunctionNode::Backward backward, bool reusable = false);
+// record_function for an op whose fused `backward` has a composite forward
+// (Note [composite double backward]): `composite` maps `inputs` to `outputs`.
+void record_function(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                     FunctionNode::Backward backward, Composite composite);
 // record_function for a backward that can itself be differentiated: `backward`
 // is composed of ops that autograd records and reads saved tensors through
 // SavedTensor (Note [double backward]).
@@ -280,6 +326,9 @@ struct BackwardPart {
   std::vector<Tensor> inputs;
   FunctionNode::Backward backward;
   bool differentiable = false;
+  // With a composite given to record_function_parts: for each of `inputs`,
+  // its index among the composite's inputs.
+  std::vector<int> composite_wrt = {};
 };
 // Note [parameters first]: records `output`'s backward as two nodes that both
 // receive its gradient, where the engine runs `first` before `second`. Ops with
@@ -289,7 +338,11 @@ struct BackwardPart {
 // before the input-gradient kernel runs, so communication overlaps it. A part
 // whose inputs need no grad is dropped; with one part left, that node is the
 // grad_fn. No-op unless grad is needed.
-void record_function_parts(const char* name, const Tensor& output, BackwardPart first, BackwardPart second);
+// With `composite` (and the op's `composite_inputs`), both parts are
+// differentiated through it under create_graph (Note [composite double
+// backward]).
+void record_function_parts(const char* name, const Tensor& output, BackwardPart first, BackwardPart second,
+                           const std::vector<Tensor>& composite_inputs = {}, Composite composite = nullptr);
 // Rejects, before the op writes, an in-place op that autograd would record
 // (grad mode on, and `self` or one of `others` requires grad) but cannot
 // honour: on a leaf that requires grad, or on a view that Note [views after an

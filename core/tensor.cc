@@ -94,10 +94,13 @@ int Tensor::output_nr() const {
 
 namespace {
 std::atomic<BackwardEngineFn> g_backward_engine{nullptr};
+std::atomic<GradEngineFn> g_grad_engine{nullptr};
 }  // namespace
 
 void set_backward_engine(BackwardEngineFn fn) { g_backward_engine.store(fn); }
 BackwardEngineFn backward_engine() { return g_backward_engine.load(); }
+void set_grad_engine(GradEngineFn fn) { g_grad_engine.store(fn); }
+GradEngineFn grad_engine() { return g_grad_engine.load(); }
 
 // Note [backward engine] in core/autograd_meta.h.
 void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) const {

@@ -251,14 +251,19 @@ Tensor attn_softmax(const Tensor& scores, double scale, bool causal) {
   attn_softmax_table()(scores.device(), scores.dtype(), y, x, L, scale, causal);
   y = y.view(scores.sizes());
   if (any_requires_grad({scores})) {
-    SavedTensor sy(y);
-    record_function("ScaledSoftmaxBackward", {scores}, {y}, [sy, rows, K, scale](const std::vector<Tensor>& grads) {
-      Tensor ys = sy.get("ScaledSoftmaxBackward");
-      Tensor g = grads[0].to(ys.dtype()).contiguous().view({rows, K});
-      Tensor dx = empty({rows, K}, ys.options());
-      attn_softmax_backward_table()(ys.device(), ys.dtype(), dx, g, ys.contiguous().view({rows, K}), scale);
-      return std::vector<Tensor>{dx.view(ys.sizes())};
-    });
+    SavedTensor sy = SavedTensor::output(y);
+    record_differentiable(
+        "ScaledSoftmaxBackward", {scores}, {y}, [sy, rows, K, scale](const std::vector<Tensor>& grads) {
+          Tensor ys = sy.get("ScaledSoftmaxBackward");
+          if (GradMode::is_enabled()) {  // Note [double backward]: scale * y * (g - sum(g y)); masked y are 0
+            Tensor gy = grads[0].to(ys.dtype());
+            return std::vector<Tensor>{mul(ys, sub(gy, sum(mul(gy, ys), {-1}, true))) * scale};
+          }
+          Tensor g = grads[0].to(ys.dtype()).contiguous().view({rows, K});
+          Tensor dx = empty({rows, K}, ys.options());
+          attn_softmax_backward_table()(ys.device(), ys.dtype(), dx, g, ys.contiguous().view({rows, K}), scale);
+          return std::vector<Tensor>{dx.view(ys.sizes())};
+        });
   }
   return y;
 }
@@ -307,25 +312,30 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double
   if (!sdpa_fused_table()(dev, dt, o, stats, qd, kd, vd, scale, causal)) return Tensor();
   if (any_requires_grad({q, k, v})) {
     SavedTensor sq(qd), sk(kd), sv(vd), so(o), ss(stats);
-    record_function("ScaledDotProductAttentionBackward", {q, k, v}, {o},
-                    [sq, sk, sv, so, ss, scale, causal](const std::vector<Tensor>& grads) {
-                      const char* node = "ScaledDotProductAttentionBackward";
-                      Tensor qs = sq.get(node), ks = sk.get(node), vs = sv.get(node), os = so.get(node),
-                             st = ss.get(node);
-                      Tensor g = grads[0].detach().to(os.dtype());
-                      if (g.stride(-1) != 1) g = g.contiguous();
-                      Tensor dq, dk, dv;
-                      if (!qkv_grads(qs, ks, vs, dq, dk, dv)) {
-                        dq = heads_tensor(qs.sizes(), qs.options());
-                        dk = heads_tensor(ks.sizes(), ks.options());
-                        dv = heads_tensor(vs.sizes(), vs.options());
-                      }
-                      const auto& bwd = sdpa_fused_backward_table();
-                      if (bwd.has(os.device().type, os.dtype()) &&
-                          bwd(os.device(), os.dtype(), dq, dk, dv, g, qs, ks, vs, os, st, scale, causal))
-                        return std::vector<Tensor>{dq, dk, dv};
-                      return unfused_attention_backward(qs, ks, vs, g, scale, causal);
-                    });
+    record_function(
+        "ScaledDotProductAttentionBackward", {q, k, v}, {o},
+        [sq, sk, sv, so, ss, scale, causal](const std::vector<Tensor>& grads) {
+          const char* node = "ScaledDotProductAttentionBackward";
+          Tensor qs = sq.get(node), ks = sk.get(node), vs = sv.get(node), os = so.get(node), st = ss.get(node);
+          Tensor g = grads[0].detach().to(os.dtype());
+          if (g.stride(-1) != 1) g = g.contiguous();
+          Tensor dq, dk, dv;
+          if (!qkv_grads(qs, ks, vs, dq, dk, dv)) {
+            dq = heads_tensor(qs.sizes(), qs.options());
+            dk = heads_tensor(ks.sizes(), ks.options());
+            dv = heads_tensor(vs.sizes(), vs.options());
+          }
+          const auto& bwd = sdpa_fused_backward_table();
+          if (bwd.has(os.device().type, os.dtype()) &&
+              bwd(os.device(), os.dtype(), dq, dk, dv, g, qs, ks, vs, os, st, scale, causal))
+            return std::vector<Tensor>{dq, dk, dv};
+          return unfused_attention_backward(qs, ks, vs, g, scale, causal);
+        },
+        // Note [composite double backward]: the unfused path's recorded ops
+        [scale, causal](const std::vector<Tensor>& in) {
+          const Tensor p = attn_softmax(matmul(in[0], transpose(in[1], -2, -1)), scale, causal);
+          return std::vector<Tensor>{matmul(p, in[2])};
+        });
   }
   return o;
 }

@@ -302,6 +302,37 @@ void cpu_conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, c
 WEFT_REGISTER_KERNEL(conv2d_table(), DeviceType::CPU, kConvTypes, cpu_conv2d);
 WEFT_REGISTER_KERNEL(conv2d_backward_table(), DeviceType::CPU, kConvTypes, cpu_conv2d_backward);
 
+// Note [composite double backward]: conv2d from recorded ops, for a backward
+// with create_graph: one batched matmul per kernel tap, over the zero-padded
+// input's strided window for that tap.
+Tensor conv2d_composite(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
+  const int64_t N = x.size(0), Cin = x.size(1), Cout = w.size(0), kH = w.size(2), kW = w.size(3), G = p.groups;
+  Tensor xp = x;  // (N, Cin, H + 2 pH, W + 2 pW)
+  if (p.pH > 0) {
+    Tensor z = zeros({N, Cin, p.pH, xp.size(3)}, xp.options());
+    xp = cat({z, xp, z}, 2);
+  }
+  if (p.pW > 0) {
+    Tensor z = zeros({N, Cin, xp.size(2), p.pW}, xp.options());
+    xp = cat({z, xp, z}, 3);
+  }
+  const int64_t OH = (xp.size(2) - p.dH * (kH - 1) - 1) / p.sH + 1;
+  const int64_t OW = (xp.size(3) - p.dW * (kW - 1) - 1) / p.sW + 1;
+  const Tensor wg = w.reshape({G, Cout / G, Cin / G, kH, kW});
+  Tensor out;  // (N, G, Cout / G, OH * OW)
+  for (int64_t i = 0; i < kH; ++i) {
+    for (int64_t j = 0; j < kW; ++j) {
+      Tensor win = slice(xp, 2, i * p.dH, i * p.dH + (OH - 1) * p.sH + 1, p.sH);
+      win = slice(win, 3, j * p.dW, j * p.dW + (OW - 1) * p.sW + 1, p.sW);  // (N, Cin, OH, OW)
+      const Tensor tap = select(select(wg, 4, j), 3, i);                    // (G, Cout / G, Cin / G)
+      const Tensor t = matmul(tap, win.reshape({N, G, Cin / G, OH * OW}));  // (N, G, Cout / G, OH * OW)
+      out = out.defined() ? out + t : t;
+    }
+  }
+  out = out.reshape({N, Cout, OH, OW});
+  return b.defined() ? out + b.view({1, Cout, 1, 1}) : out;
+}
+
 // conv2d without autocast (its recursive calls must not re-cast).
 Tensor conv2d_impl(const Tensor& x_in, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
                    std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
@@ -371,9 +402,13 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                           Tensor gb = need_b ? empty({wshape[0]}, {go.dtype(), go.device()}) : Tensor();
                           conv2d_backward_table()(go.device(), go.dtype(), Tensor(), gw, gb, go, xv, wv, p);
                           return std::vector<Tensor>{gw, gb};
-                        }};
+                        },
+                        /*differentiable=*/false,
+                        /*composite_wrt=*/{1, 2}};
     SavedTensor sw = x.requires_grad() ? SavedTensor(wc) : SavedTensor();
-    BackwardPart input{"Conv2dInputBackward", {x}, [sw, xshape, p](const std::vector<Tensor>& grads) {
+    BackwardPart input{"Conv2dInputBackward",
+                       {x},
+                       [sw, xshape, p](const std::vector<Tensor>& grads) {
                          Tensor go = grads[0].detach().contiguous();  // (N, Cout, OH, OW)
                          Tensor wv = sw.get("Conv2dInputBackward");
                          // The kernel reads x's geometry only here: a shape stand-in.
@@ -381,8 +416,12 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                          Tensor gx = empty(xshape, {go.dtype(), go.device()});
                          conv2d_backward_table()(go.device(), go.dtype(), gx, Tensor(), Tensor(), go, xv, wv, p);
                          return std::vector<Tensor>{gx};
-                       }};
-    record_function_parts("Conv2dBackward", out, std::move(params), std::move(input));
+                       },
+                       /*differentiable=*/false,
+                       /*composite_wrt=*/{0}};
+    record_function_parts(
+        "Conv2dBackward", out, std::move(params), std::move(input), {x, weight, bias},
+        [p](const std::vector<Tensor>& in) { return std::vector<Tensor>{conv2d_composite(in[0], in[1], in[2], p)}; });
   }
   return out;
 }

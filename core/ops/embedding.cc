@@ -114,8 +114,18 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
   if (any_requires_grad({weight})) {
     Tensor saved_idx = idx;  // indices are not differentiable; keep the checked copy
     SavedTensor si(saved_idx);
-    record_function("EmbeddingBackward", {weight}, {out}, [si, V, D, pad](const std::vector<Tensor>& grads) {
+    record_differentiable("EmbeddingBackward", {weight}, {out}, [si, V, D, pad](const std::vector<Tensor>& grads) {
       Tensor ix = si.get("EmbeddingBackward");
+      if (GradMode::is_enabled()) {  // Note [double backward]: the rows summed by recorded ops
+        Tensor gw = index_add(zeros({V, D}, grads[0].options()), 0, ix, grads[0].reshape({ix.numel(), D}));
+        if (pad < 0) return std::vector<Tensor>{gw};
+        Tensor keep = ones({V, 1}, gw.options());
+        {
+          NoGradGuard no_grad;
+          keep.select(0, pad).zero_();
+        }
+        return std::vector<Tensor>{gw * keep};
+      }
       Tensor g = grads[0].contiguous().view({ix.numel(), D});
       Tensor gw = zeros({V, D}, g.options());
       embedding_backward_table()(g.device(), g.dtype(), gw, g, ix);

@@ -229,7 +229,7 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
   gather_table()(a.device(), a.dtype(), out, a0.detach(), i0, d);
   if (index.dim() == 0) out = out.reshape({});
   Shape in = a.sizes();
-  record_function("GatherBackward", {a}, {out}, [in, d, idx](const std::vector<Tensor>& g) {
+  record_differentiable("GatherBackward", {a}, {out}, [in, d, idx](const std::vector<Tensor>& g) {
     Tensor z = zeros(in, g[0].options());
     return std::vector<Tensor>{scatter_add(z, d, idx, g[0])};
   });
@@ -251,17 +251,16 @@ Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tens
   scatter_add_table()(a.device(), a.dtype(), out, i0, s0.detach(), d);
   out = out.reshape(a.sizes());
   Shape ssz = src.sizes();
-  record_function("ScatterAddBackward", {a, src}, {out}, [d, idx, ssz](const std::vector<Tensor>& g) {
-    Tensor gs;
+  // The gather and scatter_add backwards are each other's ops: both
+  // differentiate to any order (Note [double backward]).
+  record_differentiable("ScatterAddBackward", {a, src}, {out}, [d, idx, ssz](const std::vector<Tensor>& g) {
     // grad wrt src = gather(g, index), zero-padded where src is larger than index
-    Tensor gi = gather(g[0], d, idx);
-    if (gi.sizes() == ssz) gs = gi;
-    else {
-      gs = zeros(ssz, g[0].options());
-      Tensor part = gs;
-      for (int64_t k = 0; k < gi.dim(); ++k) part = narrow(part, k, 0, gi.size(k));
-      NoGradGuard ng;
-      copy_(part, gi);
+    Tensor gs = gather(g[0], d, idx);
+    for (int64_t k = 0; k < gs.dim(); ++k) {
+      if (gs.size(k) == ssz[k]) continue;
+      Shape rest = gs.sizes();
+      rest[k] = ssz[k] - gs.size(k);
+      gs = cat({gs, zeros(rest, gs.options())}, k);
     }
     return std::vector<Tensor>{g[0], gs};
   });
@@ -283,7 +282,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
                        idx);
   if (a.dim() == 0) out = out.reshape({});
   Shape in = a.sizes();
-  record_function("IndexSelectBackward", {a}, {out}, [in, d, idx](const std::vector<Tensor>& g) {
+  record_differentiable("IndexSelectBackward", {a}, {out}, [in, d, idx](const std::vector<Tensor>& g) {
     Tensor z = zeros(in, g[0].options());
     return std::vector<Tensor>{index_add(z, d, idx, in.empty() ? g[0].reshape({}) : g[0])};
   });
@@ -308,7 +307,7 @@ Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor
   Tensor out = a.detach().contiguous().clone();
   index_add_table()(a.device(), a.dtype(), out.view(g3), idx,
                     src.detach().contiguous().view({g3[0], idx.numel(), g3[2]}));
-  record_function("IndexAddBackward", {a, src}, {out}, [d, idx, have](const std::vector<Tensor>& g) {
+  record_differentiable("IndexAddBackward", {a, src}, {out}, [d, idx, have](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0], index_select(g[0], d, idx).reshape(have)};
   });
   return out;
@@ -356,7 +355,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, const Scalar& value) {
   masked_fill_table()(a.device(), a.dtype(), out, expand(a.detach(), shape), expand(mask.detach(), shape), value);
   Shape in = a.sizes();
   Tensor m = mask.detach();
-  record_function("MaskedFillBackward", {a}, {out}, [in, m](const std::vector<Tensor>& g) {
+  record_differentiable("MaskedFillBackward", {a}, {out}, [in, m](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{sum_to(masked_fill(g[0], m, 0), in)};
   });
   return out;

@@ -166,6 +166,38 @@ void cpu_class_loss_backward(const Tensor& dx, const Tensor& x, const Tensor& ta
 WEFT_REGISTER_KERNEL(class_loss_table(), DeviceType::CPU, kFloatingTypes, cpu_class_loss);
 WEFT_REGISTER_KERNEL(class_loss_backward_table(), DeviceType::CPU, kFloatingTypes, cpu_class_loss_backward);
 
+// Note [composite double backward]: class_loss from recorded ops, for a
+// backward with create_graph. x is the input as given ((C), (N, C) or
+// (N, C, d1, ...)); the target picks its class through a one-hot constant.
+// loss = -(1 - eps) logp_t - eps / C sum_c logp_c, 0 where ignored.
+Tensor class_loss_composite(const Tensor& x, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                            double smoothing, bool log_probs) {
+  const int64_t cdim = x.dim() == 1 ? 0 : 1;
+  const int64_t C = x.size(cdim);
+  const DType sd = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  const Tensor xf = x.to(sd);
+  const Tensor logp = log_probs ? xf : log_softmax(xf, cdim);                     // (x.shape)
+  const Tensor kept = ne(target, scalar_tensor(ignore_index, target.options()));  // (target.shape) bool
+  const Tensor safe = where(kept, target, zeros_like(target));
+  Tensor pick = one_hot(safe, C).to(sd);  // (target.shape, C)
+  if (cdim != pick.dim() - 1) {
+    std::vector<int64_t> perm{0, pick.dim() - 1};
+    for (int64_t d = 1; d < pick.dim() - 1; ++d) perm.push_back(d);
+    pick = permute(pick, perm);  // class dim at cdim, as x
+  }
+  Tensor loss = neg(sum(logp * pick, {cdim}));  // (target.shape)
+  if (smoothing > 0) loss = loss * (1.0 - smoothing) + neg(sum(logp, {cdim})) * (smoothing / static_cast<double>(C));
+  const Tensor keep = kept.to(sd);
+  loss = loss * keep;
+  Tensor out;
+  switch (reduction) {
+    case Reduction::None: out = loss; break;
+    case Reduction::Sum: out = sum(loss); break;
+    case Reduction::Mean: out = sum(loss) / sum(keep); break;
+  }
+  return out.to(x.dtype());
+}
+
 // Front end shared by cross_entropy and nll_loss.
 Tensor class_loss(const char* op, const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index,
                   double smoothing, bool log_probs) {
@@ -240,21 +272,27 @@ Tensor class_loss(const char* op, const Tensor& input, const Tensor& target, Red
     SavedTensor sx(x), st(tgt), slse(lse);
     Shape in_shape = input.sizes(), perm_shape = xin.sizes();
     std::string node = log_probs ? "NllLossBackward" : "CrossEntropyBackward";
-    record_function(node.c_str(), {input}, {out}, [=](const std::vector<Tensor>& grads) {
-      Tensor xs = sx.get(node);
-      Tensor g = grads[0].to(DType::Float64).contiguous();
-      if (dev_scale.defined()) g = (g * dev_scale).contiguous();  // times 1 / count; `scale` is 1 then
-      Tensor dx = empty(xs.sizes(), xs.options());
-      class_loss_backward_table()(xs.device(), xs.dtype(), dx, xs, st.get(node), ignore_index, smoothing, log_probs,
-                                  slse.defined() ? slse.get(node) : Tensor(), g, scale);
-      dx = dx.view(perm_shape);
-      if (!perm.empty()) {
-        std::vector<int64_t> inv(perm.size());
-        for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
-        dx = permute(dx, inv).contiguous();
-      }
-      return std::vector<Tensor>{dx.view(in_shape)};
-    });
+    record_function(
+        node.c_str(), {input}, {out},
+        [=](const std::vector<Tensor>& grads) {
+          Tensor xs = sx.get(node);
+          Tensor g = grads[0].to(DType::Float64).contiguous();
+          if (dev_scale.defined()) g = (g * dev_scale).contiguous();  // times 1 / count; `scale` is 1 then
+          Tensor dx = empty(xs.sizes(), xs.options());
+          class_loss_backward_table()(xs.device(), xs.dtype(), dx, xs, st.get(node), ignore_index, smoothing, log_probs,
+                                      slse.defined() ? slse.get(node) : Tensor(), g, scale);
+          dx = dx.view(perm_shape);
+          if (!perm.empty()) {
+            std::vector<int64_t> inv(perm.size());
+            for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+            dx = permute(dx, inv).contiguous();
+          }
+          return std::vector<Tensor>{dx.view(in_shape)};
+        },
+        [st, reduction, ignore_index, smoothing, log_probs, node, tshape](const std::vector<Tensor>& in) {
+          const Tensor t = st.get(node).view(tshape);
+          return std::vector<Tensor>{class_loss_composite(in[0], t, reduction, ignore_index, smoothing, log_probs)};
+        });
   }
   return out;
 }
@@ -419,8 +457,20 @@ Tensor point_loss(const char* op, PointLossKernel& fwd, PointLossBackwardKernel&
       return std::vector<Tensor>{nx ? sum_to(dx, si) : Tensor(), ny ? sum_to(dy, st) : Tensor(),
                                  np ? sum_to(dp, spw) : Tensor()};
     };
-    if (squared_error) record_differentiable(node.c_str(), {input, target, pos_weight}, {out}, std::move(backward));
-    else record_function(node.c_str(), {input, target, pos_weight}, {out}, std::move(backward));
+    if (squared_error) {
+      record_differentiable(node.c_str(), {input, target, pos_weight}, {out}, std::move(backward));
+    } else {
+      // Note [composite double backward]: (1 - y) x + lw softplus(-x), lw = 1 + (pw - 1) y
+      record_function(node.c_str(), {input, target, pos_weight}, {out}, std::move(backward),
+                      [dt, reduction](const std::vector<Tensor>& in) {
+                        const Tensor x = in[0].to(dt), y = in[1].to(dt);
+                        const Tensor sp = softplus(-x);
+                        Tensor loss = (1.0 - y) * x + (in[2].defined() ? (1.0 + (in[2].to(dt) - 1.0) * y) * sp : sp);
+                        if (reduction == Reduction::Sum) loss = sum(loss);
+                        if (reduction == Reduction::Mean) loss = mean(loss);
+                        return std::vector<Tensor>{loss};
+                      });
+    }
   }
   return out;
 }

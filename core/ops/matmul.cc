@@ -512,7 +512,9 @@ Tensor mlp_gelu_tanh(const Tensor& x_in, const Tensor& w1_in, const Tensor& b1_i
              need_w2 = w2.requires_grad(), need_b2 = b2.requires_grad();
   const SavedTensor sx = need_w1 ? SavedTensor(x) : SavedTensor();
   BackwardPart params{
-      "MlpGeluWeightBackward", {w1, b1, w2, b2}, [=](const std::vector<Tensor>& g) {
+      "MlpGeluWeightBackward",
+      {w1, b1, w2, b2},
+      [=](const std::vector<Tensor>& g) {
         const char* node = "MlpGeluWeightBackward";
         Tensor g2 = reshape(g[0], {rows, out_f});  // (rows, out_f)
         Tensor dw1, db1, dw2, db2;
@@ -530,7 +532,9 @@ Tensor mlp_gelu_tanh(const Tensor& x_in, const Tensor& w1_in, const Tensor& b1_i
           if (need_x) *stash = Stash{g[0], dh};
         }
         return std::vector<Tensor>{dw1, db1, dw2, db2};
-      }};
+      },
+      /*differentiable=*/false,
+      /*composite_wrt=*/{1, 2, 3, 4}};
   const SavedTensor sw1 = need_x ? SavedTensor(w1) : SavedTensor();
   const Shape xs = x.sizes();
   BackwardPart input{"MlpGeluInputBackward",
@@ -544,8 +548,14 @@ Tensor mlp_gelu_tanh(const Tensor& x_in, const Tensor& w1_in, const Tensor& b1_i
                        Tensor dx = matmul_nd("mlp_gelu_tanh", node, dh, sw1.get(node));  // (rows, in_f)
                        return std::vector<Tensor>{reshape(dx, xs)};
                      },
-                     /*differentiable=*/true};
-  record_function_parts("MlpGeluBackward", y, std::move(params), std::move(input));
+                     /*differentiable=*/false,
+                     /*composite_wrt=*/{0}};
+  // Note [composite double backward]: the three ops the fused path stands for
+  record_function_parts(
+      "MlpGeluBackward", y, std::move(params), std::move(input), {x, w1, b1, w2, b2},
+      [](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{linear(gelu(linear(in[0], in[1], in[2]), GeluApproximation::Tanh), in[3], in[4])};
+      });
   return y;
 }
 

@@ -315,6 +315,24 @@ void cpu_ln_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const
 WEFT_REGISTER_KERNEL(ln_forward_table(), DeviceType::CPU, kFloatingTypes, cpu_ln_forward);
 WEFT_REGISTER_KERNEL(ln_backward_table(), DeviceType::CPU, kFloatingTypes, cpu_ln_backward);
 
+// Note [composite double backward]: the normalizations from recorded ops, in
+// the statistics' dtype as the kernels, for a backward with create_graph.
+// (x - mean) / sqrt(var + eps) * w + b with the biased variance over `dims`
+// of x; `mean` and `var` given (eval-mode batch norm) are constants. w and b
+// are already shaped to broadcast against x.
+Tensor normalize_composite(const Tensor& x, const std::vector<int64_t>& dims, const Tensor& w, const Tensor& b,
+                           double eps, const Tensor& mean = Tensor(), const Tensor& var = Tensor()) {
+  const DType sd = stat_dtype(x.dtype());
+  const Tensor xf = x.to(sd);
+  const Tensor mu = mean.defined() ? mean : weft::mean(xf, dims, true);
+  const Tensor xc = xf - mu;
+  const Tensor v = var.defined() ? var : weft::mean(xc * xc, dims, true);
+  Tensor y = xc * rsqrt(v + eps);
+  if (w.defined()) y = y * w.to(sd);
+  if (b.defined()) y = y + b.to(sd);
+  return y.to(x.dtype());
+}
+
 }  // namespace
 
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
@@ -364,17 +382,30 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     bool need_x = input.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
          need_b = bias.defined() && bias.requires_grad();
     Shape in_shape = input.sizes();
-    record_function("BatchNormBackward", {input, weight, bias}, {y}, [=](const std::vector<Tensor>& grads) {
-      const char* nm = "BatchNormBackward";
-      Tensor xs = sx.get(nm), ws = sw.defined() ? sw.get(nm) : Tensor();
-      Tensor g = grads[0].to(xs.dtype()).contiguous().view(xs.sizes());
-      Tensor dx = need_x ? empty(xs.sizes(), xs.options()) : Tensor();
-      Tensor dw = need_w ? empty({C}, xs.options()) : Tensor();
-      Tensor db = need_b ? empty({C}, xs.options()) : Tensor();
-      bn_backward_table()(xs.device(), xs.dtype(), dx, dw, db, g, xs, ws, smean.get(nm), sis.get(nm), training);
-      if (dx.defined()) dx = dx.view(in_shape);
-      return std::vector<Tensor>{dx, dw, db};
-    });
+    record_function(
+        "BatchNormBackward", {input, weight, bias}, {y},
+        [=](const std::vector<Tensor>& grads) {
+          const char* nm = "BatchNormBackward";
+          Tensor xs = sx.get(nm), ws = sw.defined() ? sw.get(nm) : Tensor();
+          Tensor g = grads[0].to(xs.dtype()).contiguous().view(xs.sizes());
+          Tensor dx = need_x ? empty(xs.sizes(), xs.options()) : Tensor();
+          Tensor dw = need_w ? empty({C}, xs.options()) : Tensor();
+          Tensor db = need_b ? empty({C}, xs.options()) : Tensor();
+          bn_backward_table()(xs.device(), xs.dtype(), dx, dw, db, g, xs, ws, smean.get(nm), sis.get(nm), training);
+          if (dx.defined()) dx = dx.view(in_shape);
+          return std::vector<Tensor>{dx, dw, db};
+        },
+        [N, C, L, eps, training, smean,
+         svar = training ? SavedTensor() : SavedTensor(var)](const std::vector<Tensor>& in) {
+          // (N, C, L); the batch's statistics when training, else the running ones
+          const char* nm = "BatchNormBackward";
+          const Tensor xs = in[0].reshape({N, C, L});
+          const Tensor m = training ? Tensor() : smean.get(nm).view({1, C, 1});
+          const Tensor v = training ? Tensor() : svar.get(nm).view({1, C, 1});
+          const Tensor w = in[1].defined() ? in[1].view({1, C, 1}) : Tensor();
+          const Tensor b = in[2].defined() ? in[2].view({1, C, 1}) : Tensor();
+          return std::vector<Tensor>{normalize_composite(xs, {0, 2}, w, b, eps, m, v).view(in[0].sizes())};
+        });
   }
   return y;
 }
@@ -409,17 +440,24 @@ Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const T
     bool need_x = input.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
          need_b = bias.defined() && bias.requires_grad();
     Shape in_shape = input.sizes(), ns = normalized_shape;
-    record_function("LayerNormBackward", {input, weight, bias}, {y}, [=](const std::vector<Tensor>& grads) {
-      const char* nm = "LayerNormBackward";
-      Tensor xs = sx.get(nm), ws = sw.defined() ? sw.get(nm) : Tensor();
-      Tensor g = grads[0].to(xs.dtype()).contiguous().view(xs.sizes());
-      Tensor dx = need_x ? empty(xs.sizes(), xs.options()) : Tensor();
-      Tensor dw = need_w ? empty({K}, xs.options()) : Tensor();
-      Tensor db = need_b ? empty({K}, xs.options()) : Tensor();
-      ln_backward_table()(xs.device(), xs.dtype(), dx, dw, db, g, xs, ws, smean.get(nm), srstd.get(nm));
-      return std::vector<Tensor>{dx.defined() ? dx.view(in_shape) : dx, dw.defined() ? dw.view(ns) : dw,
-                                 db.defined() ? db.view(ns) : db};
-    });
+    record_function(
+        "LayerNormBackward", {input, weight, bias}, {y},
+        [=](const std::vector<Tensor>& grads) {
+          const char* nm = "LayerNormBackward";
+          Tensor xs = sx.get(nm), ws = sw.defined() ? sw.get(nm) : Tensor();
+          Tensor g = grads[0].to(xs.dtype()).contiguous().view(xs.sizes());
+          Tensor dx = need_x ? empty(xs.sizes(), xs.options()) : Tensor();
+          Tensor dw = need_w ? empty({K}, xs.options()) : Tensor();
+          Tensor db = need_b ? empty({K}, xs.options()) : Tensor();
+          ln_backward_table()(xs.device(), xs.dtype(), dx, dw, db, g, xs, ws, smean.get(nm), srstd.get(nm));
+          return std::vector<Tensor>{dx.defined() ? dx.view(in_shape) : dx, dw.defined() ? dw.view(ns) : dw,
+                                     db.defined() ? db.view(ns) : db};
+        },
+        [nd, eps](const std::vector<Tensor>& in) {
+          std::vector<int64_t> dims;
+          for (int64_t i = 1; i <= nd; ++i) dims.push_back(-i);
+          return std::vector<Tensor>{normalize_composite(in[0], dims, in[1], in[2], eps)};
+        });
   }
   return y;
 }

@@ -519,6 +519,18 @@ PoolSetup pool_setup(const char* op, const Tensor& x, std::array<int64_t, 2> k, 
 
 bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
 
+// Note [double backward]: a pool's input gradient gx is linear in the output
+// gradient g and, given where the maxima are, does not depend on x (almost
+// everywhere). With grad mode on (a backward with create_graph), gx gets a
+// node whose backward is that linear map's adjoint, built of recorded ops: the
+// forward pool itself for the average pools, a gather at the maxima for max.
+Tensor with_adjoint(const char* name, const Tensor& gx, const Tensor& g, std::function<Tensor(const Tensor&)> adjoint) {
+  record_differentiable(name, {g}, {gx}, [adjoint = std::move(adjoint)](const std::vector<Tensor>& gg) {
+    return std::vector<Tensor>{adjoint(gg[0])};
+  });
+  return gx;
+}
+
 }  // namespace
 
 Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel_size, std::array<int64_t, 2> stride,
@@ -549,12 +561,18 @@ Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel_size, std::arra
     out = out.view(oshape);
     if (any_requires_grad({x})) {
       SavedTensor sx(xc);
-      record_function("MaxPool2dBackward", {x}, {out}, [sx, xshape](const std::vector<Tensor>& g) {
-        Tensor xs = sx.get("MaxPool2dBackward");
+      record_differentiable("MaxPool2dBackward", {x}, {out}, [sx, xshape](const std::vector<Tensor>& g) {
+        Tensor xs = sx.get("MaxPool2dBackward").detach();
         Tensor go = g[0].detach().contiguous().view({xs.size(0), g[0].size(-2), g[0].size(-1)});
-        Tensor gx = empty(xs.sizes(), {go.dtype(), go.device()});
-        max_pool2x2_backward_table()(go.device(), go.dtype(), gx, go, xs);
-        return std::vector<Tensor>{gx.view(xshape)};
+        Tensor gx = empty(xshape, {go.dtype(), go.device()});
+        max_pool2x2_backward_table()(go.device(), go.dtype(), gx.view(xs.sizes()), go, xs);
+        if (!any_requires_grad({g[0]})) return std::vector<Tensor>{gx};
+        // the windows do not overlap: the adjoint sums gg over each window's maximum
+        Tensor at_max = empty(xshape, {go.dtype(), go.device()});  // 1 at each window's maximum
+        max_pool2x2_backward_table()(go.device(), go.dtype(), at_max.view(xs.sizes()), ones_like(go), xs);
+        return std::vector<Tensor>{with_adjoint("MaxPool2dBackwardBackward", gx, g[0], [at_max](const Tensor& gg) {
+          return avg_pool2d(gg * at_max, {2, 2}) * 4.0;
+        })};
       });
     }
     return out;
@@ -564,11 +582,16 @@ Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel_size, std::arra
                        padding[1],     dilation[0],    dilation[1], false};
   max_pool2d_table()(x.device(), x.dtype(), out, idx, xc, p);
   out = out.view(oshape);
-  record_function("MaxPool2dBackward", {x}, {out}, [idx, pshape, xshape](const std::vector<Tensor>& g) {
+  record_differentiable("MaxPool2dBackward", {x}, {out}, [idx, pshape, xshape](const std::vector<Tensor>& g) {
     Tensor go = g[0].detach().contiguous().view(idx.sizes());
-    Tensor gx = empty(pshape, {go.dtype(), go.device()});
-    max_pool2d_backward_table()(go.device(), go.dtype(), gx, go, idx);
-    return std::vector<Tensor>{gx.view(xshape)};
+    Tensor gx = empty(xshape, {go.dtype(), go.device()});
+    max_pool2d_backward_table()(go.device(), go.dtype(), gx.view(pshape), go, idx);
+    if (!any_requires_grad({g[0]})) return std::vector<Tensor>{gx};
+    const Shape oshape = g[0].sizes();
+    return std::vector<Tensor>{with_adjoint("MaxPool2dBackwardBackward", gx, g[0], [=](const Tensor& gg) {
+      const int64_t planes = pshape[0], hw = pshape[1] * pshape[2];
+      return gather(gg.reshape({planes, hw}), 1, idx.view({planes, idx.numel() / planes})).view(oshape);
+    })};
   });
   return out;
 }
@@ -588,11 +611,14 @@ Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel_size, std::arra
   out = out.view(oshape);
   Shape pshape{N * C, H, W}, poshape{N * C, ps.OH, ps.OW};
   Shape xshape = x.sizes();
-  record_function("AvgPool2dBackward", {x}, {out}, [p, pshape, poshape, xshape](const std::vector<Tensor>& g) {
+  record_differentiable("AvgPool2dBackward", {x}, {out}, [=](const std::vector<Tensor>& g) {
     Tensor go = g[0].detach().contiguous().view(poshape);
-    Tensor gx = empty(pshape, {go.dtype(), go.device()});
-    avg_pool2d_backward_table()(go.device(), go.dtype(), gx, go, p);
-    return std::vector<Tensor>{gx.view(xshape)};
+    Tensor gx = empty(xshape, {go.dtype(), go.device()});
+    avg_pool2d_backward_table()(go.device(), go.dtype(), gx.view(pshape), go, p);
+    if (!any_requires_grad({g[0]})) return std::vector<Tensor>{gx};
+    return std::vector<Tensor>{with_adjoint("AvgPool2dBackwardBackward", gx, g[0], [=](const Tensor& gg) {
+      return avg_pool2d(gg, kernel_size, stride, padding, ceil_mode, count_include_pad);
+    })};
   });
   return out;
 }
@@ -617,11 +643,13 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) 
   out = out.view(x.dim() == 3 ? Shape{C, OH, OW} : Shape{N, C, OH, OW});
   Shape pshape{N * C, H, W}, poshape{N * C, OH, OW};
   Shape xshape = x.sizes();
-  record_function("AdaptiveAvgPool2dBackward", {x}, {out}, [pshape, poshape, xshape](const std::vector<Tensor>& g) {
+  record_differentiable("AdaptiveAvgPool2dBackward", {x}, {out}, [=](const std::vector<Tensor>& g) {
     Tensor go = g[0].detach().contiguous().view(poshape);
-    Tensor gx = empty(pshape, {go.dtype(), go.device()});
-    adaptive_avg_pool2d_backward_table()(go.device(), go.dtype(), gx, go);
-    return std::vector<Tensor>{gx.view(xshape)};
+    Tensor gx = empty(xshape, {go.dtype(), go.device()});
+    adaptive_avg_pool2d_backward_table()(go.device(), go.dtype(), gx.view(pshape), go);
+    if (!any_requires_grad({g[0]})) return std::vector<Tensor>{gx};
+    return std::vector<Tensor>{with_adjoint("AdaptiveAvgPool2dBackwardBackward", gx, g[0],
+                                            [=](const Tensor& gg) { return adaptive_avg_pool2d(gg, output_size); })};
   });
   return out;
 }

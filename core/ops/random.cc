@@ -240,8 +240,8 @@ Tensor dropout(const Tensor& x, double p, bool training) {
     NoGradGuard no_grad;
     out = mul(x, mask);
   }
-  record_function("DropoutBackward", {x}, {out},
-                  [mask](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], mask)}; });
+  record_differentiable("DropoutBackward", {x}, {out},
+                        [mask](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], mask)}; });
   return out;
 }
 

@@ -172,8 +172,8 @@ Tensor sqrt_for_std(const Tensor& v) {
   Tensor out = empty(v.sizes(), v.options());
   std_sqrt_table()(v.device(), v.dtype(), out, v.detach());
   if (any_requires_grad({v})) {
-    SavedTensor so(out);
-    record_function("StdBackward", {v}, {out}, [so](const std::vector<Tensor>& g) {
+    SavedTensor so = SavedTensor::output(out);
+    record_differentiable("StdBackward", {v}, {out}, [so](const std::vector<Tensor>& g) {
       Tensor o = so.get("StdBackward");
       return std::vector<Tensor>{div(g[0], mul(o, wrapped_scalar(2.0, o.dtype(), o.device())))};
     });
@@ -228,11 +228,13 @@ Tensor logsumexp(const Tensor& a_in, const std::vector<int64_t>& dims, bool keep
   logsumexp_table()(a.device(), a.dtype(), plan_args(p, raw.raw_data(), 0.0));
   Tensor out = p.finish(raw);
   if (any_requires_grad({a})) {
-    SavedTensor sx(a), so(out);
+    SavedTensor sx(a), so = SavedTensor::output(out);
     Shape keep = p.keep_shape;
-    record_function("LogsumexpBackward", {a}, {out}, [sx, so, keep](const std::vector<Tensor>& g) {
+    record_differentiable("LogsumexpBackward", {a}, {out}, [sx, so, keep](const std::vector<Tensor>& g) {
       Tensor x = sx.get("LogsumexpBackward");
-      Tensor e = exp_nograd(sub(x, so.get("LogsumexpBackward").reshape(keep)));
+      Tensor d = sub(x, so.get("LogsumexpBackward").reshape(keep));
+      // exp recorded when the backward builds a graph (Note [double backward])
+      Tensor e = GradMode::is_enabled() ? exp(d) : exp_nograd(d);
       return std::vector<Tensor>{mul(e, g[0].reshape(keep))};
     });
   }
@@ -252,7 +254,7 @@ Tensor norm(const Tensor& a, double pv, const std::vector<int64_t>& dims, bool k
     SavedTensor sx(a), so(out);
     Shape keep = p.keep_shape;
     std::vector<int64_t> rdims = p.dims;
-    record_function("NormBackward", {a}, {out}, [sx, so, keep, pv, rdims](const std::vector<Tensor>& g) {
+    FunctionNode::Backward backward = [sx, so, keep, pv, rdims](const std::vector<Tensor>& g) {
       Tensor x = sx.get("NormBackward");
       Tensor n = expand(so.get("NormBackward").reshape(keep), x.sizes());
       Tensor ge = expand(g[0].reshape(keep), x.sizes());
@@ -265,7 +267,17 @@ Tensor norm(const Tensor& a, double pv, const std::vector<int64_t>& dims, bool k
         gi = div(gi, count);
       }
       return std::vector<Tensor>{gi};
-    });
+    };
+    if (pv > 0 && !std::isinf(pv)) {
+      // Note [composite double backward]: (sum |x|^p)^(1/p)
+      record_function("NormBackward", {a}, {out}, std::move(backward),
+                      [pv, rdims, keepdim](const std::vector<Tensor>& in) {
+                        const Tensor s = sum(pv == 2.0 ? in[0] * in[0] : pow(abs(in[0]), pv), rdims, keepdim);
+                        return std::vector<Tensor>{pv == 2.0 ? sqrt(s) : pow(s, 1.0 / pv)};
+                      });
+    } else {
+      record_function("NormBackward", {a}, {out}, std::move(backward));
+    }
   }
   return out;
 }

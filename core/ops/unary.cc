@@ -392,8 +392,15 @@ Tensor clamp(const Tensor& a, std::optional<Scalar> lo, std::optional<Scalar> hi
   clamp_table()(a.device(), dt, out, x, l, h, hl, hh);
   if (any_requires_grad({a})) {
     SavedTensor s(a);
-    record_function("ClampBackward", {a}, {out}, [s, l, h, hl, hh](const std::vector<Tensor>& g) {
+    record_differentiable("ClampBackward", {a}, {out}, [s, l, h, hl, hh](const std::vector<Tensor>& g) {
       Tensor x = s.get("ClampBackward");
+      if (GradMode::is_enabled()) {  // Note [double backward]: g where lo <= x <= hi, as the kernel
+        Tensor pass = ones(x.sizes(), {DType::Bool, x.device()});
+        if (hl) pass = logical_and(pass, ge(x, scalar_tensor(l, x.options())));
+        if (hh) pass = logical_and(pass, le(x, scalar_tensor(h, x.options())));
+        Tensor gx = g[0].to(x.dtype());
+        return std::vector<Tensor>{where(pass, gx, zeros_like(gx))};
+      }
       Tensor r = empty(x.sizes(), x.options());
       clamp_backward_table()(x.device(), x.dtype(), r, g[0].to(x.dtype()), x, l, h, hl, hh);
       return std::vector<Tensor>{r};

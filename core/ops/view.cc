@@ -38,13 +38,10 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, cons
   return out;
 }
 
-// `differentiable`: bw is composed of ops autograd records (Note [double
-// backward]); the embedding ones (slice, select, diagonal) write under
-// NoGradGuard and are not.
-void record_view(const char* name, const Tensor& in, const Tensor& out, FunctionNode::Backward bw,
-                 bool differentiable = true) {
-  if (differentiable) record_differentiable(name, {in}, {out}, std::move(bw));
-  else record_function(name, {in}, {out}, std::move(bw));
+// Every view's backward is composed of ops autograd records (Note [double
+// backward]); those of slice, select and diagonal through embed_grad.
+void record_view(const char* name, const Tensor& in, const Tensor& out, FunctionNode::Backward bw) {
+  record_differentiable(name, {in}, {out}, std::move(bw));
 }
 
 }  // namespace
@@ -113,13 +110,20 @@ Tensor permute(const Tensor& t, const std::vector<int64_t>& dims) {
   return out;
 }
 
-// Gradient of a view that selects part of the input: scatter into zeros.
+// Gradient of a view that selects part of the input: scatter into zeros. It
+// is linear in g, and its own backward is the same view of the incoming
+// gradient, so it differentiates to any order (Note [double backward]).
+// `same_view` captures by value: the node recorded here outlives the caller.
 static std::vector<Tensor> embed_grad(const Tensor& g, const Shape& in_sizes,
-                                      const std::function<Tensor(const Tensor&)>& same_view) {
+                                      std::function<Tensor(const Tensor&)> same_view) {
   Tensor z = zeros(in_sizes, g.options());
-  Tensor part = same_view(z);
-  NoGradGuard ng;
-  copy_(part, g);
+  {
+    NoGradGuard ng;
+    Tensor part = same_view(z);
+    copy_(part, g);
+  }
+  record_differentiable("EmbedBackward", {g}, {z},
+                        [same_view](const std::vector<Tensor>& gg) { return std::vector<Tensor>{same_view(gg[0])}; });
   return {z};
 }
 
@@ -138,12 +142,9 @@ Tensor slice(const Tensor& t, int64_t dim, std::optional<int64_t> start, std::op
   st[d] = t.stride(d) * step;
   Tensor out = make_view(t, sz, st, t.storage_offset() + s * t.stride(d));
   Shape in = t.sizes();
-  record_view(
-      "SliceBackward", t, out,
-      [in, d, s, e, step](const std::vector<Tensor>& g) {
-        return embed_grad(g[0], in, [&](const Tensor& z) { return slice(z, d, s, e, step); });
-      },
-      /*differentiable=*/false);
+  record_view("SliceBackward", t, out, [in, d, s, e, step](const std::vector<Tensor>& g) {
+    return embed_grad(g[0], in, [d, s, e, step](const Tensor& z) { return slice(z, d, s, e, step); });
+  });
   return out;
 }
 
@@ -170,12 +171,9 @@ Tensor select(const Tensor& t, int64_t dim, int64_t index) {
   st.erase(st.begin() + d);
   Tensor out = make_view(t, sz, st, off);
   Shape in = t.sizes();
-  record_view(
-      "SelectBackward", t, out,
-      [in, d, index](const std::vector<Tensor>& g) {
-        return embed_grad(g[0], in, [&](const Tensor& z) { return select(z, d, index); });
-      },
-      /*differentiable=*/false);
+  record_view("SelectBackward", t, out, [in, d, index](const std::vector<Tensor>& g) {
+    return embed_grad(g[0], in, [d, index](const Tensor& z) { return select(z, d, index); });
+  });
   return out;
 }
 
@@ -198,12 +196,9 @@ Tensor diagonal(const Tensor& t, int64_t offset, int64_t dim1, int64_t dim2) {
   st.push_back(step);
   Tensor out = make_view(t, sz, st, off);
   Shape in = t.sizes();
-  record_view(
-      "DiagonalBackward", t, out,
-      [in, offset, d1, d2](const std::vector<Tensor>& g) {
-        return embed_grad(g[0], in, [&](const Tensor& z) { return diagonal(z, offset, d1, d2); });
-      },
-      /*differentiable=*/false);
+  record_view("DiagonalBackward", t, out, [in, offset, d1, d2](const std::vector<Tensor>& g) {
+    return embed_grad(g[0], in, [offset, d1, d2](const Tensor& z) { return diagonal(z, offset, d1, d2); });
+  });
   return out;
 }
 
