@@ -57,13 +57,23 @@ autograd::GradcheckResult hessian_check(const Fn& f, const std::vector<Tensor>& 
       in, {.eps = 1e-6, .atol = atol, .rtol = 1e-5});
 }
 
+// Named cases: a function of the inputs, and the inputs.
+struct Case {
+  const char* name;
+  Fn f;
+  std::vector<Tensor> in;
+};
+
+void check_all(const std::vector<Case>& cases) {
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto r = hessian_check(c.f, c.in);
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+}
+
 TEST(CompositeDoubleBackward, Norms) {
   const Tensor rm = testing::rnd({3}, DType::Float64, 21) * 0.5, rv = exp(testing::rnd({3}, DType::Float64, 22));
-  struct Case {
-    const char* name;
-    Fn f;
-    std::vector<Tensor> in;
-  };
   const std::vector<Case> cases = {
       {"layer_norm over the last dim, affine",
        [](const std::vector<Tensor>& v) { return layer_norm(v[0], {4}, v[1], v[2]); },
@@ -99,11 +109,7 @@ TEST(CompositeDoubleBackward, Norms) {
        [](const std::vector<Tensor>& v) { return rms_norm(v[0], {4}, v[1]); },
        {param({3, 4}, 16), param({4}, 17)}},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    auto r = hessian_check(c.f, c.in);
-    EXPECT_TRUE(r.ok) << r.message;
-  }
+  check_all(cases);
 }
 
 TEST(CompositeDoubleBackward, ClassLosses) {
@@ -113,11 +119,7 @@ TEST(CompositeDoubleBackward, ClassLosses) {
   const Tensor cw = exp(testing::rnd({5}, DType::Float64, 30));
   const Tensor pw = exp(testing::rnd({5}, DType::Float64, 32)),
                bce_target = sigmoid(testing::rnd({4, 5}, DType::Float64, 33));
-  struct Case {
-    const char* name;
-    Fn f;
-  };
-  const std::vector<Case> cases = {
+  std::vector<Case> cases = {
       {"cross_entropy mean", [&](const std::vector<Tensor>& v) { return cross_entropy(v[0] * v[0], t); }},
       {"cross_entropy mean, an ignored row",
        [&](const std::vector<Tensor>& v) { return cross_entropy(v[0], t_ignored); }},
@@ -141,19 +143,11 @@ TEST(CompositeDoubleBackward, ClassLosses) {
        }},
       {"nll_loss of log_softmax", [&](const std::vector<Tensor>& v) { return nll_loss(log_softmax(v[0], 1), t); }},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    auto r = hessian_check(c.f, {param({4, 5}, 31)});
-    EXPECT_TRUE(r.ok) << r.message;
-  }
+  for (Case& c : cases) c.in = {param({4, 5}, 31)};  // logits (4, 5)
+  check_all(cases);
 }
 
 TEST(CompositeDoubleBackward, Convolution) {
-  struct Case {
-    const char* name;
-    Fn f;
-    std::vector<Tensor> in;
-  };
   const std::vector<Case> cases = {
       {"conv2d stride, padding, dilation, groups, bias",
        [](const std::vector<Tensor>& v) {
@@ -172,19 +166,10 @@ TEST(CompositeDoubleBackward, Convolution) {
        [](const std::vector<Tensor>& v) { return sigmoid(conv1d(v[0], v[1], v[2], 2, 1)); },
        {param({2, 2, 7}, 47), param({3, 2, 3}, 48), param({3}, 49)}},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    auto r = hessian_check(c.f, c.in);
-    EXPECT_TRUE(r.ok) << r.message;
-  }
+  check_all(cases);
 }
 
 TEST(CompositeDoubleBackward, SlicingClampAttention) {
-  struct Case {
-    const char* name;
-    Fn f;
-    std::vector<Tensor> in;
-  };
   const std::vector<Case> cases = {
       {"slice with a step, select, narrow",
        [](const std::vector<Tensor>& v) {
@@ -205,11 +190,7 @@ TEST(CompositeDoubleBackward, SlicingClampAttention) {
        [](const std::vector<Tensor>& v) { return scaled_dot_product_attention(v[0], v[0], v[1], /*is_causal=*/true); },
        {param({2, 1, 4, 3}, 56), param({2, 1, 4, 2}, 57)}},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    auto r = hessian_check(c.f, c.in);
-    EXPECT_TRUE(r.ok) << r.message;
-  }
+  check_all(cases);
 }
 
 TEST(CompositeDoubleBackward, DropoutByHand) {
@@ -234,12 +215,12 @@ TEST(CompositeDoubleBackward, DropoutByHand) {
 // form, so their double backward is checked against the same model in
 // float64, whose path the tests above check against finite differences.
 TEST(CompositeDoubleBackward, FusedFloat32KernelsMatchFloat64) {
-  struct Case {
+  struct Float32Case {
     const char* name;
     Fn f;
     std::vector<Shape> shapes;
   };
-  const std::vector<Case> cases = {
+  const std::vector<Float32Case> cases = {
       {"flash attention",
        [](const std::vector<Tensor>& v) { return scaled_dot_product_attention(v[0], v[1], v[2], true); },
        {{1, 2, 6, 8}, {1, 2, 6, 8}, {1, 2, 6, 8}}},
@@ -250,7 +231,7 @@ TEST(CompositeDoubleBackward, FusedFloat32KernelsMatchFloat64) {
        [](const std::vector<Tensor>& v) { return mlp_gelu_tanh(v[0], v[1], v[2], v[3], v[4]); },
        {{3, 4}, {6, 4}, {6}, {5, 6}, {5}}},
   };
-  for (const Case& c : cases) {
+  for (const Float32Case& c : cases) {
     SCOPED_TRACE(c.name);
     std::vector<Tensor> in32, in64;
     uint64_t seed = 70;
@@ -324,11 +305,6 @@ TEST(CompositeDoubleBackward, PoolsEmbeddingIndexingAndReductions) {
   const Tensor gidx = tensor(std::vector<int64_t>{1, 0, 2, 2, 1, 0}, {3, 2});
   const Tensor idx_no_pad = tensor(std::vector<int64_t>{2, 0, 2, 0}, {4});
   const Tensor mask = gt(testing::rnd({2, 4}, DType::Float64, 140), zeros({2, 4}, DType::Float64));
-  struct Case {
-    const char* name;
-    Fn f;
-    std::vector<Tensor> in;
-  };
   const std::vector<Case> cases = {
       {"max_pool2d 2x2 (the index-free kernel)",
        [](const std::vector<Tensor>& v) {
@@ -375,11 +351,7 @@ TEST(CompositeDoubleBackward, PoolsEmbeddingIndexingAndReductions) {
        },
        {param({3, 4}, 139)}},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    auto r = hessian_check(c.f, c.in);
-    EXPECT_TRUE(r.ok) << r.message;
-  }
+  check_all(cases);
 }
 
 TEST(CompositeDoubleBackward, EmbeddingPaddingRowStaysZeroUnderCreateGraph) {
