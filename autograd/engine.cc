@@ -86,12 +86,13 @@ struct Split {
 // gradients it received: a backward that would need the node's derivative
 // with respect to either reaches it.
 void refuse_second_backward(Node* node, const std::vector<Edge>& grad_edges, std::vector<Tensor>& outputs) {
-  const std::string name = node->name();
-  auto refuse =
-      std::make_shared<FunctionNode>(name + "Backward", [name](const std::vector<Tensor>&) -> std::vector<Tensor> {
+  const std::string name = node->name(), hint = node->double_backward_hint();
+  auto refuse = std::make_shared<FunctionNode>(
+      name + "Backward", [name, hint](const std::vector<Tensor>&) -> std::vector<Tensor> {
         WEFT_CHECK(false, "autograd: ", name,
                    " cannot be differentiated twice: its backward is not built of ops that autograd records. A "
-                   "gradient computed with create_graph=true went through it and is now being differentiated");
+                   "gradient computed with create_graph=true went through it and is now being differentiated",
+                   hint);
         return {};
       });
   for (const Edge& e : node->next_edges)

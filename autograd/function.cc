@@ -9,6 +9,7 @@ void AutogradContext::save_for_backward(std::vector<Tensor> tensors) {
   saved_.clear();
   saved_.reserve(tensors.size());
   for (const Tensor& t : tensors) saved_.emplace_back(t);
+  to_save_ = std::move(tensors);
 }
 
 std::vector<Tensor> AutogradContext::get_saved() const {
@@ -53,6 +54,15 @@ namespace detail {
 
 void finish_custom_function(const std::shared_ptr<CppNodeBase>& node, const std::vector<Tensor>& inputs,
                             std::vector<Tensor>& outputs) {
+  // A saved output comes back, in a backward that builds a graph, as this
+  // node's output (Note [double backward]); forward ran without history, so
+  // it was saved without any.
+  AutogradContext& ctx = *node->ctx();
+  for (size_t k = 0; k < ctx.to_save_.size(); ++k)
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (ctx.to_save_[k].defined() && outputs[i].defined() && ctx.to_save_[k].is_same(outputs[i]))
+        ctx.saved_[k] = SavedTensor::output(outputs[i], static_cast<int>(i));
+  ctx.to_save_.clear();
   node->next_edges.reserve(inputs.size());
   for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
   auto& non_diff = node->ctx()->non_differentiable_;

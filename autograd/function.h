@@ -30,6 +30,15 @@
 //   backward through the freed node again is the usual "second time" error.
 // - mark_non_differentiable(outputs) leaves those outputs without history.
 // - saved_data holds any non-tensor values (std::any).
+// - Double backward (Note [double backward] in core/autograd_meta.h): a
+//   Function whose backward is built of weft ops (no NoGradGuard, no detach,
+//   no raw kernels) declares `static constexpr bool differentiable_backward =
+//   true;`. Its backward then runs with grad mode on under create_graph, and
+//   get_saved() returns the saved inputs and outputs with their history, as
+//   PyTorch runs a Function's backward. Without it the gradients it computes
+//   refuse a second backward, naming the Function (PyTorch's
+//   once_differentiable), so a backward that is not differentiable can never
+//   give a silently wrong second derivative.
 #pragma once
 
 #include <any>
@@ -72,6 +81,7 @@ class AutogradContext {
                                              std::vector<Tensor>&);
   std::string name_;
   std::vector<SavedTensor> saved_;
+  std::vector<Tensor> to_save_;  // until apply() knows which are outputs
   bool released_ = false;
   std::vector<bool> needs_input_grad_;
   std::unordered_set<const TensorImpl*> non_differentiable_;
@@ -88,6 +98,11 @@ class CppNodeBase : public Node {
     ctx_.released_ = true;
   }
   AutogradContext* ctx() { return &ctx_; }
+  bool supports_double_backward() const override { return differentiable_backward_; }
+  std::string double_backward_hint() const override {
+    return ". If the Function's backward is built of weft ops, declare `static constexpr bool "
+           "differentiable_backward = true;` in it";
+  }
 
  protected:
   // Checks the count of user-returned gradients and drops non-Tensor-argument slots.
@@ -95,6 +110,7 @@ class CppNodeBase : public Node {
   void check_not_released() const;
   AutogradContext ctx_;
   std::vector<bool> arg_is_tensor_;  // per apply() argument slot (after flattening vectors)
+  bool differentiable_backward_ = false;
   template <typename>
   friend struct Function;
 };
@@ -129,6 +145,8 @@ struct Function {
     static_assert(std::is_same_v<Result, Tensor> || std::is_same_v<Result, std::vector<Tensor>>,
                   "Function::forward must return Tensor or std::vector<Tensor>");
     auto node = std::make_shared<Node_>(function_name());
+    if constexpr (requires { Derived::differentiable_backward; })
+      node->differentiable_backward_ = Derived::differentiable_backward;
     std::vector<Tensor> inputs;
     detail::collect_tensors(inputs, node->arg_is_tensor_, args...);
     bool need = any_requires_grad(inputs);

@@ -52,7 +52,7 @@ Tensor cast_for_cache(const Tensor& t, DType dtype) {
   Tensor out = empty(t.sizes(), {dtype, t.device()});
   copy_table()(t.device(), dtype, out, t.detach());
   const DType src = t.dtype();
-  record_function(
+  record_differentiable(
       "ToCopyBackward", {t}, {out}, [src](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(src)}; },
       /*reusable=*/true);
   return out;

@@ -97,7 +97,7 @@ std::vector<Tensor> differentiate_composite(const std::string& name, const Compo
   std::vector<Tensor> targets;
   std::vector<int> target_of(xs.size(), -1);
   for (int i : wrt) {
-    if (i < 0 || target_of[i] >= 0 || !xs[i].defined() || !xs[i].requires_grad()) continue;
+    if (target_of[i] >= 0 || !xs[i].defined() || !xs[i].requires_grad()) continue;
     Tensor a = make_view(xs[i], xs[i].sizes(), xs[i].strides(), xs[i].storage_offset());
     record_differentiable("AliasBackward", {xs[i]}, {a}, [](const std::vector<Tensor>& g) { return g; });
     xs[i] = a;
@@ -116,7 +116,7 @@ std::vector<Tensor> differentiate_composite(const std::string& name, const Compo
   if (roots.empty()) return result;
   const std::vector<Tensor> gs = engine(roots, targets, root_grads);
   for (size_t j = 0; j < wrt.size(); ++j)
-    if (wrt[j] >= 0 && target_of[wrt[j]] >= 0) result[j] = gs[target_of[wrt[j]]];
+    if (target_of[wrt[j]] >= 0) result[j] = gs[target_of[wrt[j]]];
   return result;
 }
 }  // namespace
@@ -141,6 +141,15 @@ SavedTensor::SavedTensor(const Tensor& t) {
     leaf_ = t.impl_ptr();
     is_leaf_ = true;
   }
+}
+
+SavedTensor SavedTensor::copy_of(const Tensor& t) {
+  SavedTensor s(t);
+  if (!t.defined()) return s;
+  s.data_ = t.detach().clone();
+  s.version_ = s.data_.version();
+  s.hold_ = s.grad_fn_.lock();
+  return s;
 }
 
 SavedTensor SavedTensor::output(const Tensor& t, int output_nr) {
@@ -260,9 +269,48 @@ std::optional<ViewInRoot> view_in_root(const TensorImpl& view, const TensorImpl&
   return v;
 }
 
+Tensor put_part(const ViewInRoot& v, const Shape& sizes, const Tensor& p);
+
+// The elements at the view's place (`sizes`, which do not overlap, with the
+// view's strides and offset) of `g`, a tensor shaped as the root. With
+// put_part, its adjoint, each is the other's backward, so both differentiate
+// to any order (Note [double backward]).
+Tensor take_part(const ViewInRoot& v, const Shape& sizes, const Tensor& g) {
+  Tensor part;
+  {
+    NoGradGuard no_grad;
+    Tensor buf = zeros({v.root_numel}, g.options());
+    Tensor whole = make_view(buf, v.root_sizes, v.root_strides, 0);
+    copy_(whole, g);
+    part = make_view(buf, sizes, v.strides, v.offset).clone();
+  }
+  record_differentiable("TakePartBackward", {g}, {part}, [v, sizes](const std::vector<Tensor>& gg) {
+    return std::vector<Tensor>{put_part(v, sizes, gg[0])};
+  });
+  return part;
+}
+
+// `p` written into zeros shaped as the root, at the view's place (`sizes`).
+Tensor put_part(const ViewInRoot& v, const Shape& sizes, const Tensor& p) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    Tensor buf = zeros({v.root_numel}, p.options());
+    Tensor at = make_view(buf, sizes, v.strides, v.offset);
+    copy_(at, p);
+    out = make_view(buf, v.root_sizes, v.root_strides, 0);
+  }
+  record_differentiable("PutPartBackward", {p}, {out}, [v, sizes](const std::vector<Tensor>& gg) {
+    return std::vector<Tensor>{take_part(v, sizes, gg[0])};
+  });
+  return out;
+}
+
 // The root's gradient from the view's: g written into zeros at the view's
 // place, summed over the dims where the view repeats an element (expand).
+// A backward that builds a graph writes with put_part (Note [double backward]).
 Tensor view_grad_to_root(const ViewInRoot& v, const Tensor& g) {
+  if (GradMode::is_enabled()) return put_part(v, v.grad_sizes, sum_to(g, v.grad_sizes));
   Tensor buf = zeros({v.root_numel}, g.options());
   Tensor part = make_view(buf, v.grad_sizes, v.strides, v.offset);
   copy_(part, sum_to(g, v.grad_sizes));
@@ -299,7 +347,7 @@ bool rederive_view_history(const Tensor& t) {
     auto node = std::make_shared<FunctionNode>(
         "AsStridedBackward",
         [v = *v](const std::vector<Tensor>& g) { return std::vector<Tensor>{view_grad_to_root(v, g[0])}; },
-        /*reusable=*/true);
+        /*reusable=*/true, /*differentiable=*/true);
     node->next_edges = {gradient_edge(Tensor(root_impl))};
     set_history({t}, node);
   }
@@ -378,13 +426,19 @@ void set_history(const std::vector<Tensor>& outputs, const std::shared_ptr<Node>
   }
 }
 
-void record_function(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                     FunctionNode::Backward backward, bool reusable) {
-  if (!any_requires_grad(inputs)) return;
-  auto node = std::make_shared<FunctionNode>(name, std::move(backward), reusable);
+namespace {
+// Makes `node` the history of `outputs`, with an edge to each of `inputs`.
+void attach(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
   node->next_edges.reserve(inputs.size());
   for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
   set_history(outputs, node);
+}
+}  // namespace
+
+void record_function(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                     FunctionNode::Backward backward, bool reusable) {
+  if (!any_requires_grad(inputs)) return;
+  attach(std::make_shared<FunctionNode>(name, std::move(backward), reusable), inputs, outputs);
 }
 
 namespace {
@@ -402,20 +456,15 @@ void record_function(const char* name, const std::vector<Tensor>& inputs, const 
   if (!any_requires_grad(inputs)) return;
   std::vector<int> wrt(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) wrt[i] = static_cast<int>(i);
-  auto node = std::make_shared<FunctionNode>(name, std::move(backward), make_composite(inputs, std::move(composite)),
-                                             std::move(wrt));
-  node->next_edges.reserve(inputs.size());
-  for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
-  set_history(outputs, node);
+  attach(std::make_shared<FunctionNode>(name, std::move(backward), make_composite(inputs, std::move(composite)),
+                                        std::move(wrt)),
+         inputs, outputs);
 }
 
 void record_differentiable(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                           FunctionNode::Backward backward) {
+                           FunctionNode::Backward backward, bool reusable) {
   if (!any_requires_grad(inputs)) return;
-  auto node = std::make_shared<FunctionNode>(name, std::move(backward), /*reusable=*/false, /*differentiable=*/true);
-  node->next_edges.reserve(inputs.size());
-  for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
-  set_history(outputs, node);
+  attach(std::make_shared<FunctionNode>(name, std::move(backward), reusable, /*differentiable=*/true), inputs, outputs);
 }
 
 void record_function_parts(const char* name, const Tensor& output, BackwardPart first, BackwardPart second,
@@ -498,13 +547,39 @@ void check_inplace(const char* op, const Tensor& self, std::initializer_list<Ten
 // Note [views after an in-place op]: the in-place op on a view becomes its
 // root's history (CopySlices); the view's is then its part of the root's.
 static void record_inplace_on_view(const char* name, Tensor& self, const std::vector<Tensor>& other_inputs,
-                                   FunctionNode::Backward backward, const std::shared_ptr<TensorImpl>& root_impl) {
+                                   FunctionNode::Backward backward, bool differentiable,
+                                   const std::shared_ptr<TensorImpl>& root_impl) {
   const ViewInRoot view = check_view_writable(name, self, root_impl);  // as check_inplace did, before the op
   Tensor root(root_impl);
-  auto node =
-      std::make_shared<FunctionNode>("CopySlices", [v = view, op = std::move(backward)](const std::vector<Tensor>& g) {
+  auto node = std::make_shared<FunctionNode>(
+      "CopySlices",
+      [v = view, op = std::move(backward)](const std::vector<Tensor>& g) {
         // g[0]: the root's gradient. The op's backward sees the view's part of it,
         // and its gradient for the view's old value goes back in that place.
+        if (GradMode::is_enabled()) {  // the same from recorded ops (Note [double backward])
+          Tensor part = take_part(v, v.sizes, g[0]);
+          Tensor rest = g[0] - put_part(v, v.sizes, part);
+          // The op's result, saved with SavedTensor::output, is the view's
+          // part of this node's output: a node of its own, current while the
+          // op's backward runs.
+          auto view_node = std::make_shared<FunctionNode>(
+              "AsStridedBackward",
+              [v](const std::vector<Tensor>& gv) { return std::vector<Tensor>{view_grad_to_root(v, gv[0])}; },
+              /*reusable=*/true, /*differentiable=*/true);
+          Node* copy_slices = current_backward_node();  // this node, run by the engine
+          WEFT_INTERNAL_ASSERT(copy_slices != nullptr);
+          view_node->next_edges = {Edge{copy_slices->shared_from_this(), 0}};
+          view_node->outputs = {OutputMeta{v.sizes, g[0].dtype(), g[0].device()}};
+          view_node->pre_hooks.assign(1, nullptr);
+          view_node->retained.assign(1, {});
+          std::vector<Tensor> grads;
+          {
+            BackwardNodeGuard current(view_node.get());
+            grads = op({part});
+          }
+          grads[0] = grads[0].defined() ? rest + put_part(v, v.sizes, grads[0]) : rest;
+          return grads;
+        }
         Tensor buf = zeros({v.root_numel}, g[0].options());
         Tensor root_grad = make_view(buf, v.root_sizes, v.root_strides, 0);
         copy_(root_grad, g[0]);
@@ -514,7 +589,8 @@ static void record_inplace_on_view(const char* name, Tensor& self, const std::ve
         else zero_(part);
         grads[0] = root_grad;
         return grads;
-      });
+      },
+      /*reusable=*/false, differentiable);
   node->next_edges.reserve(other_inputs.size() + 1);
   node->next_edges.push_back(gradient_edge(root));
   for (const Tensor& t : other_inputs) node->next_edges.push_back(gradient_edge(t));
@@ -525,7 +601,7 @@ static void record_inplace_on_view(const char* name, Tensor& self, const std::ve
 }
 
 void record_inplace(const char* name, Tensor& self, const std::vector<Tensor>& other_inputs,
-                    FunctionNode::Backward backward) {
+                    FunctionNode::Backward backward, bool differentiable) {
   self.bump_version();
   std::vector<Tensor> inputs;
   inputs.reserve(other_inputs.size() + 1);
@@ -533,8 +609,8 @@ void record_inplace(const char* name, Tensor& self, const std::vector<Tensor>& o
   for (const Tensor& t : other_inputs) inputs.push_back(t);
   if (!any_requires_grad(inputs)) return;
   if (const auto& root = tracked_root(self))
-    return record_inplace_on_view(name, self, other_inputs, std::move(backward), root);
-  auto node = std::make_shared<FunctionNode>(name, std::move(backward));
+    return record_inplace_on_view(name, self, other_inputs, std::move(backward), differentiable, root);
+  auto node = std::make_shared<FunctionNode>(name, std::move(backward), /*reusable=*/false, differentiable);
   for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
   set_history({self}, node);
   // Note [views after an in-place op]: self's history now describes the memory; every other alias's is behind

@@ -61,6 +61,8 @@ class Node : public std::enable_shared_from_this<Node> {
   // under NoGradGuard when create_graph is asked for, and gives its results a
   // history that refuses a further backward, naming the node.
   virtual bool supports_double_backward() const { return false; }
+  // What that error adds, for a node that could say yes (a custom function).
+  virtual std::string double_backward_hint() const { return {}; }
 
   std::vector<Edge> next_edges;
   std::vector<OutputMeta> outputs;
@@ -216,6 +218,9 @@ class SavedTensor {
   // An op's own result, `output_nr` among the op's outputs; saved before the
   // op records its node (Note [double backward]).
   static SavedTensor output(const Tensor& t, int output_nr = 0);
+  // A copy of `t`'s current value with `t`'s history: what an in-place op
+  // saves of the value it overwrites (Note [double backward]).
+  static SavedTensor copy_of(const Tensor& t);
   // Returns the saved value; errors if it was modified in place since saving.
   // In grad mode, with its history (Note [double backward]).
   Tensor get(const std::string& node_name) const;
@@ -232,6 +237,10 @@ class SavedTensor {
   int output_nr_ = -1;              // grad_fn_'s output, or this op's own (is_output_)
   bool is_leaf_ = false;
   bool is_output_ = false;
+  // copy_of: the history held strongly; an in-place op on a view replaces
+  // the view's node, which nothing else may hold. It is older than the node
+  // that saves it, so this makes no cycle.
+  std::shared_ptr<Node> hold_;
 };
 
 // Note [composite double backward]: an op whose backward is a fused kernel can
@@ -315,9 +324,9 @@ void record_function(const char* name, const std::vector<Tensor>& inputs, const 
                      FunctionNode::Backward backward, Composite composite);
 // record_function for a backward that can itself be differentiated: `backward`
 // is composed of ops that autograd records and reads saved tensors through
-// SavedTensor (Note [double backward]).
+// SavedTensor (Note [double backward]); `reusable` as in FunctionNode.
 void record_differentiable(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                           FunctionNode::Backward backward);
+                           FunctionNode::Backward backward, bool reusable = false);
 // One side of an op's backward for record_function_parts: a node named `name`
 // with edges to `inputs`, returning one gradient per input; `differentiable`
 // as for record_differentiable.
@@ -350,8 +359,10 @@ void record_function_parts(const char* name, const Tensor& output, BackwardPart 
 void check_inplace(const char* op, const Tensor& self, std::initializer_list<Tensor> others = {});
 // After an in-place op on `self`: bump the version and, if grad is needed, chain
 // `self`'s history through a node named `name` (for a view, its root's history
-// through CopySlices: Note [views after an in-place op]).
+// through CopySlices: Note [views after an in-place op]). `differentiable` as
+// for record_differentiable: the old value of `self` is then saved with
+// SavedTensor::copy_of, and the result with SavedTensor::output.
 void record_inplace(const char* name, Tensor& self, const std::vector<Tensor>& other_inputs,
-                    FunctionNode::Backward backward);
+                    FunctionNode::Backward backward, bool differentiable = false);
 
 }  // namespace weft

@@ -309,10 +309,13 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 Tensor& add_(Tensor& a, const Tensor& b, const Scalar& alpha) {
   binary_inplace(add_table(), "add_", a, b, alpha);
   Shape sb = b.sizes();
-  record_inplace("AddBackward", a, {b}, [sb, alpha](const std::vector<Tensor>& g) {
-    Tensor gb = alpha.to<double>() == 1.0 ? g[0] : mul(g[0], wrapped_scalar(alpha, g[0].dtype(), g[0].device()));
-    return std::vector<Tensor>{g[0], sum_to(gb, sb)};
-  });
+  record_inplace(
+      "AddBackward", a, {b},
+      [sb, alpha](const std::vector<Tensor>& g) {
+        Tensor gb = alpha.to<double>() == 1.0 ? g[0] : mul(g[0], wrapped_scalar(alpha, g[0].dtype(), g[0].device()));
+        return std::vector<Tensor>{g[0], sum_to(gb, sb)};
+      },
+      /*differentiable=*/true);
   return a;
 }
 
@@ -320,27 +323,35 @@ Tensor& sub_(Tensor& a, const Tensor& b, const Scalar& alpha) { return add_(a, b
 
 Tensor& mul_(Tensor& a, const Tensor& b) {
   bool need = any_requires_grad({a, b});
-  SavedTensor old_a = need ? SavedTensor(a.clone().detach()) : SavedTensor();
+  SavedTensor old_a = need ? SavedTensor::copy_of(a) : SavedTensor();
   SavedTensor save_b = need ? SavedTensor(b) : SavedTensor();
   binary_inplace(mul_table(), "mul_", a, b, 1);
   Shape sb = b.sizes();
-  record_inplace("MulBackward", a, {b}, [old_a, save_b, sb](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{mul(g[0], save_b.get("MulBackward")), sum_to(mul(g[0], old_a.get("MulBackward")), sb)};
-  });
+  record_inplace(
+      "MulBackward", a, {b},
+      [old_a, save_b, sb](const std::vector<Tensor>& g) {
+        return std::vector<Tensor>{mul(g[0], save_b.get("MulBackward")),
+                                   sum_to(mul(g[0], old_a.get("MulBackward")), sb)};
+      },
+      /*differentiable=*/true);
   return a;
 }
 
 Tensor& div_(Tensor& a, const Tensor& b) {
   WEFT_CHECK(is_floating(a.dtype()), "div_: in-place true division needs a floating tensor, got ", a.dtype());
   bool need = any_requires_grad({a, b});
-  SavedTensor old_a = need ? SavedTensor(a.clone().detach()) : SavedTensor();
+  SavedTensor old_a = need ? SavedTensor::copy_of(a) : SavedTensor();
   SavedTensor save_b = need ? SavedTensor(b) : SavedTensor();
   binary_inplace(div_table(), "div_", a, b, 1);
   Shape sb = b.sizes();
-  record_inplace("DivBackward", a, {b}, [old_a, save_b, sb](const std::vector<Tensor>& g) {
-    Tensor bv = save_b.get("DivBackward");
-    return std::vector<Tensor>{div(g[0], bv), sum_to(neg(div(mul(g[0], old_a.get("DivBackward")), mul(bv, bv))), sb)};
-  });
+  record_inplace(
+      "DivBackward", a, {b},
+      [old_a, save_b, sb](const std::vector<Tensor>& g) {
+        Tensor bv = save_b.get("DivBackward");
+        return std::vector<Tensor>{div(g[0], bv),
+                                   sum_to(neg(div(mul(g[0], old_a.get("DivBackward")), mul(bv, bv))), sb)};
+      },
+      /*differentiable=*/true);
   return a;
 }
 

@@ -114,7 +114,21 @@ Tensor conv_transpose2d_impl(const Tensor& x_in, const Tensor& weight, const Ten
                                         Tensor(), p);
                          return std::vector<Tensor>{gx};
                        }};
-    record_function_parts("ConvTranspose2dBackward", out, std::move(params), std::move(input));
+    params.composite_wrt = {1, 2};
+    input.composite_wrt = {0};
+    // Note [composite double backward]: by the contract above, the op is
+    // conv2d's input gradient; taken with a nested create_graph grad through
+    // conv2d (whose own composite is built of recorded ops), it is linear in x
+    // and weight with their history.
+    Composite composite = [yshape, stride, padding, dilation, groups](const std::vector<Tensor>& in) {
+      Tensor z = zeros(yshape, in[0].options()).requires_grad_(true);  // (N, C_out, OH, OW)
+      Tensor u = conv2d(z, in[1], Tensor(), stride, padding, dilation, groups);
+      Tensor y = grad_engine()({u}, {z}, {in[0]})[0];  // d<conv2d(z, w), x>/dz
+      if (in[2].defined()) y = y + in[2].view({1, -1, 1, 1});
+      return std::vector<Tensor>{y};
+    };
+    record_function_parts("ConvTranspose2dBackward", out, std::move(params), std::move(input), {x, weight, bias},
+                          std::move(composite));
   }
   return out;
 }

@@ -62,18 +62,22 @@ Tensor& copy_(Tensor& dst, const Tensor& src) {
   Shape src_sizes = src.sizes();
   DType src_dtype = src.dtype();
   Device src_device = src.device();
-  record_inplace("CopyBackward", dst, {src}, [src_sizes, src_dtype, src_device](const std::vector<Tensor>& g) {
-    Tensor gs = sum_to(g[0], src_sizes).to(src_dtype).to(src_device);
-    return std::vector<Tensor>{zeros_like(g[0]), gs};
-  });
+  record_inplace(
+      "CopyBackward", dst, {src},
+      [src_sizes, src_dtype, src_device](const std::vector<Tensor>& g) {
+        Tensor gs = sum_to(g[0], src_sizes).to(src_dtype).to(src_device);
+        return std::vector<Tensor>{zeros_like(g[0]), gs};
+      },
+      /*differentiable=*/true);
   return dst;
 }
 
 Tensor& fill_(Tensor& t, const Scalar& value) {
   check_inplace("fill_", t);
   fill_table()(t.device(), t.dtype(), t, value);
-  record_inplace("FillBackward", t, {},
-                 [](const std::vector<Tensor>& g) { return std::vector<Tensor>{zeros_like(g[0])}; });
+  record_inplace(
+      "FillBackward", t, {}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{zeros_like(g[0])}; },
+      /*differentiable=*/true);
   return t;
 }
 

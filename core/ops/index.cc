@@ -371,8 +371,10 @@ Tensor& masked_fill_(Tensor& a, const Tensor& mask, const Scalar& value) {
              " does not broadcast to self shape ", shape_str(a.sizes()));
   masked_fill_table()(a.device(), a.dtype(), a, a.detach(), expand(mask.detach(), shape), value);
   Tensor m = mask.detach();
-  record_inplace("MaskedFillBackward", a, {},
-                 [m](const std::vector<Tensor>& g) { return std::vector<Tensor>{masked_fill(g[0], m, 0)}; });
+  record_inplace(
+      "MaskedFillBackward", a, {},
+      [m](const std::vector<Tensor>& g) { return std::vector<Tensor>{masked_fill(g[0], m, 0)}; },
+      /*differentiable=*/true);
   return a;
 }
 
@@ -383,9 +385,10 @@ Tensor tri(const char* op, const Tensor& a, int64_t diagonal, bool lower) {
   int64_t R = a.size(-2), C = a.size(-1);
   int64_t batch = numel_of(Shape(a.sizes().begin(), a.sizes().end() - 2));
   tri_table()(a.device(), a.dtype(), out.view({batch, R, C}), diagonal, lower);
-  record_function(lower ? "TrilBackward" : "TriuBackward", {a}, {out}, [diagonal, lower](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{lower ? tril(g[0], diagonal) : triu(g[0], diagonal)};
-  });
+  record_differentiable(lower ? "TrilBackward" : "TriuBackward", {a}, {out},
+                        [diagonal, lower](const std::vector<Tensor>& g) {
+                          return std::vector<Tensor>{lower ? tril(g[0], diagonal) : triu(g[0], diagonal)};
+                        });
   return out;
 }
 }  // namespace

@@ -139,9 +139,12 @@ std::vector<Tensor> split_views(const Tensor& a, int64_t d, const std::vector<in
       off += s;
     }
   }
+  // A backward that builds a graph joins with cat, which autograd records
+  // (Note [double backward]); the pieces then differentiate to any order.
   if (any_requires_grad({a}))
-    record_function("SplitBackward", {a}, out,
-                    [d](const std::vector<Tensor>& g) { return std::vector<Tensor>{join_grads(g, d)}; });
+    record_differentiable("SplitBackward", {a}, out, [d](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{GradMode::is_enabled() ? cat(g, d) : join_grads(g, d)};
+    });
   return out;
 }
 }  // namespace

@@ -405,7 +405,8 @@ Tensor extreme(const char* op, const char* bw_name, ReduceTable& table, const Te
   if (any_requires_grad({a})) {
     SavedTensor sx(a), so(out);
     Shape keep = p.keep_shape;
-    record_function(bw_name, {a}, {out}, [sx, so, keep](const std::vector<Tensor>& g) {
+    // composed of recorded ops, so it differentiates to any order (Note [double backward]); the tie mask is constant
+    record_differentiable(bw_name, {a}, {out}, [sx, so, keep](const std::vector<Tensor>& g) {
       return std::vector<Tensor>{extreme_backward(g[0], sx.get("ExtremeBackward"), so.get("ExtremeBackward"), keep)};
     });
   }
@@ -426,26 +427,29 @@ std::tuple<Tensor, Tensor> extreme_dim(const char* op, ReduceTable& table, const
   if (any_requires_grad({a})) {
     Shape in = a.sizes(), keep = p.keep_shape;
     SavedTensor si(idx);
-    record_function(op[1] == 'a' ? "MaxBackward" : "MinBackward", {a}, {vals},
-                    [in, keep, d, si](const std::vector<Tensor>& g) {
-                      Tensor gk = g[0].reshape(keep);
-                      Tensor ik = si.get("MaxBackward").reshape(keep);
-                      // lay out as (outer, r, inner) along dim d
-                      int64_t outer = 1, inner = 1, r = in.empty() ? 1 : in[d];
-                      for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
-                        if (i < d) outer *= in[i];
-                        if (i > d) inner *= in[i];
-                      }
-                      Tensor gi = zeros(in, gk.options());
-                      Tensor gc = gk.contiguous(), ic = ik.contiguous();
-                      ReduceArgs args;
-                      args.in = gc.raw_data();
-                      args.g = {outer, r, inner};
-                      args.out = gi.raw_data();
-                      args.aux = ic.raw_data();
-                      max_backward_table()(gi.device(), gi.dtype(), args);
-                      return std::vector<Tensor>{gi};
-                    });
+    record_differentiable(
+        op[1] == 'a' ? "MaxBackward" : "MinBackward", {a}, {vals}, [in, keep, d, si](const std::vector<Tensor>& g) {
+          Tensor gk = g[0].reshape(keep);
+          Tensor ik = si.get("MaxBackward").reshape(keep);
+          // a backward that builds a graph scatters with a recorded op (Note [double backward])
+          if (GradMode::is_enabled())
+            return std::vector<Tensor>{in.empty() ? gk : scatter_add(zeros(in, gk.options()), d, ik, gk)};
+          // lay out as (outer, r, inner) along dim d
+          int64_t outer = 1, inner = 1, r = in.empty() ? 1 : in[d];
+          for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
+            if (i < d) outer *= in[i];
+            if (i > d) inner *= in[i];
+          }
+          Tensor gi = zeros(in, gk.options());
+          Tensor gc = gk.contiguous(), ic = ik.contiguous();
+          ReduceArgs args;
+          args.in = gc.raw_data();
+          args.g = {outer, r, inner};
+          args.out = gi.raw_data();
+          args.aux = ic.raw_data();
+          max_backward_table()(gi.device(), gi.dtype(), args);
+          return std::vector<Tensor>{gi};
+        });
   }
   return {vals, idx};
 }
@@ -481,23 +485,34 @@ Tensor prod(const Tensor& a, int64_t dim, bool keepdim) {
   if (any_requires_grad({a})) {
     SavedTensor sx(a);
     Shape in = a.sizes(), keep = p.keep_shape;
-    record_function("ProdBackward", {a}, {out}, [sx, in, keep, d](const std::vector<Tensor>& g) {
-      Tensor x = sx.get("ProdBackward").contiguous();
-      Tensor gc = g[0].reshape(keep).contiguous();
-      int64_t outer = 1, inner = 1, r = in.empty() ? 1 : in[d];
-      for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
-        if (i < d) outer *= in[i];
-        if (i > d) inner *= in[i];
-      }
-      Tensor gi = empty(in, x.options());
-      ReduceArgs args;
-      args.in = x.raw_data();
-      args.g = {outer, r, inner};
-      args.out = gi.raw_data();
-      args.aux = gc.raw_data();
-      prod_backward_table()(gi.device(), gi.dtype(), args);
-      return std::vector<Tensor>{gi};
-    });
+    record_function(
+        "ProdBackward", {a}, {out},
+        [sx, in, keep, d](const std::vector<Tensor>& g) {
+          Tensor x = sx.get("ProdBackward").contiguous();
+          Tensor gc = g[0].reshape(keep).contiguous();
+          int64_t outer = 1, inner = 1, r = in.empty() ? 1 : in[d];
+          for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
+            if (i < d) outer *= in[i];
+            if (i > d) inner *= in[i];
+          }
+          Tensor gi = empty(in, x.options());
+          ReduceArgs args;
+          args.in = x.raw_data();
+          args.g = {outer, r, inner};
+          args.out = gi.raw_data();
+          args.aux = gc.raw_data();
+          prod_backward_table()(gi.device(), gi.dtype(), args);
+          return std::vector<Tensor>{gi};
+        },
+        [d, keepdim](const std::vector<Tensor>& in) {
+          // Note [composite double backward]: the product as a chain of recorded
+          // multiplications along d, exact where elements are zero
+          const Tensor& x = in[0];
+          if (x.dim() == 0) return std::vector<Tensor>{x * 1.0};
+          Tensor r = ones_like(sum(x.detach(), {d}));  // the identity, also for a zero-size d
+          for (int64_t i = 0; i < x.size(d); ++i) r = r * select(x, d, i);
+          return std::vector<Tensor>{keepdim ? unsqueeze(r, d) : r};
+        });
   }
   return out;
 }

@@ -268,16 +268,18 @@ Tensor norm(const Tensor& a, double pv, const std::vector<int64_t>& dims, bool k
       }
       return std::vector<Tensor>{gi};
     };
-    if (pv > 0 && !std::isinf(pv)) {
-      // Note [composite double backward]: (sum |x|^p)^(1/p)
-      record_function("NormBackward", {a}, {out}, std::move(backward),
-                      [pv, rdims, keepdim](const std::vector<Tensor>& in) {
-                        const Tensor s = sum(pv == 2.0 ? in[0] * in[0] : pow(abs(in[0]), pv), rdims, keepdim);
-                        return std::vector<Tensor>{pv == 2.0 ? sqrt(s) : pow(s, 1.0 / pv)};
-                      });
-    } else {
-      record_function("NormBackward", {a}, {out}, std::move(backward));
-    }
+    // Note [composite double backward]: (sum |x|^p)^(1/p); the largest
+    // (smallest) |x| for p = inf (-inf), ties sharing as the kernel's; the
+    // count of nonzeros, piecewise constant, for p = 0
+    record_function(
+        "NormBackward", {a}, {out}, std::move(backward), [pv, rdims, keepdim](const std::vector<Tensor>& in) {
+          const Tensor& x = in[0];
+          if (std::isinf(pv))
+            return std::vector<Tensor>{pv > 0 ? amax(abs(x), rdims, keepdim) : amin(abs(x), rdims, keepdim)};
+          if (pv == 0.0) return std::vector<Tensor>{sum(ne(x, zeros_like(x)).to(x.dtype()), rdims, keepdim)};
+          const Tensor s = sum(pv == 2.0 ? x * x : pow(abs(x), pv), rdims, keepdim);
+          return std::vector<Tensor>{pv == 2.0 ? sqrt(s) : pow(s, 1.0 / pv)};
+        });
   }
   return out;
 }

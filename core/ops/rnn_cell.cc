@@ -104,6 +104,45 @@ std::pair<Tensor, Tensor> lstm_cell_composed(const Tensor& xg, const Tensor& hg,
   return {h2, c2};
 }
 
+// Note [double backward]: the gate activations (N, 4H) as a recorded result
+// of xg + hg, given their saved value: their derivative, sigmoid' = a (1 - a)
+// and tanh' = 1 - a^2, needs only the activations, so neither xg nor hg is
+// kept for it. `edges` are the cell node's edges to xg and hg.
+Tensor recorded_gates(const Tensor& acts, const std::vector<Edge>& edges, int64_t H) {
+  Tensor a = acts.detach();
+  SavedTensor self = SavedTensor::output(a);
+  auto node = std::make_shared<FunctionNode>(
+      "LstmGatesBackward",
+      [self, H](const std::vector<Tensor>& g) {
+        Tensor y = self.get("LstmGatesBackward");  // i, f | g | o
+        Tensor s_if = narrow(y, 1, 0, 2 * H), t = narrow(y, 1, 2 * H, H), s_o = narrow(y, 1, 3 * H, H);
+        Tensor d = cat({s_if * (1.0 - s_if), 1.0 - t * t, s_o * (1.0 - s_o)}, 1);
+        Tensor ds = g[0] * d;
+        return std::vector<Tensor>{ds, ds};
+      },
+      /*reusable=*/false, /*differentiable=*/true);
+  node->next_edges = {edges[0], edges[1]};
+  set_history({a}, node);
+  return a;
+}
+
+// The cell's backward from recorded ops, for a backward that builds a graph:
+// the kernel's formulas on the gate activations with their history.
+std::vector<Tensor> lstm_cell_backward_composed(const Tensor& dh, const Tensor& dc2, const Tensor& acts,
+                                                const Tensor& c) {
+  const int64_t H = c.size(1);
+  Node* cell = current_backward_node();  // the engine runs the cell's node
+  WEFT_INTERNAL_ASSERT(cell != nullptr);
+  Tensor a = recorded_gates(acts, cell->next_edges, H);
+  Tensor i = narrow(a, 1, 0, H), f = narrow(a, 1, H, H), g = narrow(a, 1, 2 * H, H), o = narrow(a, 1, 3 * H, H);
+  Tensor tc = weft::tanh(f * c + i * g);
+  Tensor dct = dc2 + dh * o * (1.0 - tc * tc);
+  Tensor dacts = cat({dct * g, dct * c, dct * i, dh * tc}, 1);  // (N, 4H)
+  Tensor d = cat({i * (1.0 - i), f * (1.0 - f), 1.0 - g * g, o * (1.0 - o)}, 1);
+  Tensor dgates = dacts * d;
+  return {dgates, dgates, dct * f};
+}
+
 }  // namespace
 
 std::pair<Tensor, Tensor> lstm_cell(const Tensor& xg, const Tensor& hg, const Tensor& c) {
@@ -126,9 +165,11 @@ std::pair<Tensor, Tensor> lstm_cell(const Tensor& xg, const Tensor& hg, const Te
   Tensor acts = empty(gates, c.options()), tc = empty({N, H}, c.options());
   lstm_cell_table()(c.device(), dt, x, h, cc, h2, c2, acts, tc);
   if (any_requires_grad({xg, hg, c})) {
-    SavedTensor sa(acts), sc(cc), stc(tc);
-    record_function("LstmCellBackward", {xg, hg, c}, {h2, c2}, [=](const std::vector<Tensor>& grads) {
-      const Tensor a = sa.get("LstmCellBackward"), c0 = sc.get("LstmCellBackward");
+    SavedTensor sa(acts), sc(c), stc(tc);
+    record_differentiable("LstmCellBackward", {xg, hg, c}, {h2, c2}, [=](const std::vector<Tensor>& grads) {
+      if (GradMode::is_enabled())  // Note [double backward]
+        return lstm_cell_backward_composed(grads[0], grads[1], sa.get("LstmCellBackward"), sc.get("LstmCellBackward"));
+      const Tensor a = sa.get("LstmCellBackward"), c0 = sc.get("LstmCellBackward").contiguous();
       Tensor dgates = empty(a.sizes(), a.options()), dc = empty(c0.sizes(), c0.options());
       lstm_cell_backward_table()(a.device(), a.dtype(), grads[0].contiguous(), grads[1].contiguous(), a, c0,
                                  stc.get("LstmCellBackward"), dgates, dc);

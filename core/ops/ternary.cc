@@ -83,19 +83,22 @@ Tensor& addc(TernaryKernel& k, const char* op, const char* node, bool divide, Te
   k(a.device(), a.dtype(), a, a, e1, e2, value);
   Shape z1 = t1.sizes(), z2 = t2.sizes();
   DType d1 = t1.dtype(), d2 = t2.dtype();
-  record_inplace(node, a, {t1, t2}, [=](const std::vector<Tensor>& g) {
-    Tensor v1 = s1.get(node), v2 = s2.get(node);
-    Tensor gv = scaled(g[0], value);
-    Tensor g1, g2;
-    if (divide) {
-      g1 = div(gv, v2);                         // d/dt1 = v / t2
-      g2 = neg(div(mul(gv, v1), mul(v2, v2)));  // d/dt2 = -v t1 / t2^2
-    } else {
-      g1 = mul(gv, v2);
-      g2 = mul(gv, v1);
-    }
-    return std::vector<Tensor>{g[0], sum_to(g1, z1).to(d1), sum_to(g2, z2).to(d2)};
-  });
+  record_inplace(
+      node, a, {t1, t2},
+      [=](const std::vector<Tensor>& g) {
+        Tensor v1 = s1.get(node), v2 = s2.get(node);
+        Tensor gv = scaled(g[0], value);
+        Tensor g1, g2;
+        if (divide) {
+          g1 = div(gv, v2);                         // d/dt1 = v / t2
+          g2 = neg(div(mul(gv, v1), mul(v2, v2)));  // d/dt2 = -v t1 / t2^2
+        } else {
+          g1 = mul(gv, v2);
+          g2 = mul(gv, v1);
+        }
+        return std::vector<Tensor>{g[0], sum_to(g1, z1).to(d1), sum_to(g2, z2).to(d2)};
+      },
+      /*differentiable=*/true);
   return a;
 }
 }  // namespace
@@ -116,10 +119,13 @@ Tensor& lerp_(Tensor& a, const Tensor& end, const Scalar& weight) {
   Shape ze = end.sizes();
   DType de = end.dtype();
   double w = weight.to_double();
-  record_inplace("LerpBackward", a, {end}, [ze, de, w](const std::vector<Tensor>& g) {
-    // d/da = 1 - w, d/dend = w
-    return std::vector<Tensor>{scaled(g[0], Scalar(1.0 - w)), sum_to(scaled(g[0], Scalar(w)), ze).to(de)};
-  });
+  record_inplace(
+      "LerpBackward", a, {end},
+      [ze, de, w](const std::vector<Tensor>& g) {
+        // d/da = 1 - w, d/dend = w
+        return std::vector<Tensor>{scaled(g[0], Scalar(1.0 - w)), sum_to(scaled(g[0], Scalar(w)), ze).to(de)};
+      },
+      /*differentiable=*/true);
   return a;
 }
 

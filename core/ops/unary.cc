@@ -208,18 +208,12 @@ enum class Save { Input, Output };
 // `s`, composed of recorded ops: the fused kernel's formula, differentiable.
 using Composed = Tensor (*)(const Tensor& g, const Tensor& s);
 
-// Records `name` with a fused gradient kernel on `a` -> `out`; with `composed`,
-// a backward that builds a graph uses it instead (Note [double backward]).
+// Records `name` with a fused gradient kernel on `a` -> `out`; a backward
+// that builds a graph uses `composed` instead (Note [double backward]).
 void record_unary(const char* name, UnaryGradKernel& k, const Tensor& a, const Tensor& out, Save which,
                   Composed composed) {
   if (!any_requires_grad({a})) return;
   SavedTensor s = which == Save::Input ? SavedTensor(a) : SavedTensor::output(out);
-  if (composed == nullptr) {
-    record_function(name, {a}, {out}, [name, &k, s](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{apply_grad(k, g[0], s.get(name))};
-    });
-    return;
-  }
   record_differentiable(name, {a}, {out}, [name, &k, s, composed](const std::vector<Tensor>& g) {
     Tensor saved = s.get(name);
     if (GradMode::is_enabled()) return std::vector<Tensor>{composed(g[0].to(saved.dtype()), saved)};
@@ -228,7 +222,7 @@ void record_unary(const char* name, UnaryGradKernel& k, const Tensor& a, const T
 }
 
 Tensor unary_op(UnaryKernel& k, UnaryGradKernel& gk, const char* op, const char* node, const Tensor& a, Out mode,
-                Save which, Composed composed = nullptr) {
+                Save which, Composed composed) {
   Tensor out = unary_forward(k, op, a, mode);
   record_unary(node, gk, a, out, which, composed);
   return out;
@@ -266,9 +260,10 @@ Tensor d_gelu_tanh(const Tensor& g, const Tensor& x) {  // y = x (1 + tanh(u)) /
 
 // In-place unary op on `a` (which keeps its dtype). When the gradient needs the
 // output, it is saved after the version bump; when it needs the input, a copy
-// of the old value is saved.
+// of the old value is saved, with its history. `gk` and `composed` are null
+// for neg_, whose gradient is -g.
 Tensor& unary_inplace(UnaryKernel& k, UnaryGradKernel* gk, const char* op, const char* node, Tensor& a, Out mode,
-                      Save which) {
+                      Save which, Composed composed) {
   WEFT_CHECK(a.defined(), op, ": undefined tensor argument");
   WEFT_CHECK(mode == Out::Keep || is_floating(a.dtype()), op,
              ": result type float32 can't be cast to the desired "
@@ -278,12 +273,18 @@ Tensor& unary_inplace(UnaryKernel& k, UnaryGradKernel* gk, const char* op, const
   check_inplace(op, a);
   bool need = any_requires_grad({a});
   auto saved = std::make_shared<SavedTensor>();
-  if (need && gk && which == Save::Input) *saved = SavedTensor(a.clone().detach());
+  if (need && gk && which == Save::Input) *saved = SavedTensor::copy_of(a);
   k(a.device(), a.dtype(), a, a);
-  record_inplace(node, a, {}, [node, gk, saved](const std::vector<Tensor>& g) {
-    if (!gk) return std::vector<Tensor>{neg(g[0])};  // neg_
-    return std::vector<Tensor>{apply_grad(*gk, g[0], saved->get(node))};
-  });
+  // a backward that builds a graph uses `composed` (Note [double backward])
+  record_inplace(
+      node, a, {},
+      [node, gk, saved, composed](const std::vector<Tensor>& g) {
+        if (!gk) return std::vector<Tensor>{neg(g[0])};  // neg_
+        Tensor s = saved->get(node);
+        if (GradMode::is_enabled()) return std::vector<Tensor>{composed(g[0].to(s.dtype()), s)};
+        return std::vector<Tensor>{apply_grad(*gk, g[0], s)};
+      },
+      /*differentiable=*/true);
   if (need && gk && which == Save::Output) *saved = SavedTensor::output(a);
   return a;
 }
@@ -358,7 +359,8 @@ namespace {
 // sign, floor, ceil, round: piecewise constant, so the gradient is zero.
 Tensor zero_grad_op(UnaryKernel& k, const char* op, const char* node, const Tensor& a) {
   Tensor out = unary_forward(k, op, a, Out::Keep);
-  record_function(node, {a}, {out}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{zeros_like(g[0])}; });
+  record_differentiable(node, {a}, {out},
+                        [](const std::vector<Tensor>& g) { return std::vector<Tensor>{zeros_like(g[0])}; });
   return out;
 }
 }  // namespace
@@ -373,6 +375,20 @@ namespace {
 DType clamp_dtype(const Tensor& a, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi) {
   bool float_bound = (lo && lo->is_floating()) || (hi && hi->is_floating());
   return float_bound && !is_floating(a.dtype()) ? DType::Float32 : a.dtype();
+}
+// clamp's gradient: g where lo <= x <= hi. The kernel, or in a backward that
+// builds a graph the same rule from recorded ops (Note [double backward]).
+Tensor clamp_grad(const Tensor& g, const Tensor& x, const Scalar& l, const Scalar& h, bool hl, bool hh) {
+  Tensor gx = g.to(x.dtype());
+  if (GradMode::is_enabled()) {
+    Tensor pass = ones(x.sizes(), {DType::Bool, x.device()});
+    if (hl) pass = logical_and(pass, ge(x, scalar_tensor(l, x.options())));
+    if (hh) pass = logical_and(pass, le(x, scalar_tensor(h, x.options())));
+    return where(pass, gx, zeros_like(gx));
+  }
+  Tensor r = empty(x.sizes(), x.options());
+  clamp_backward_table()(x.device(), x.dtype(), r, gx, x, l, h, hl, hh);
+  return r;
 }
 void check_clamp_args(const char* op, const Tensor& a, const std::optional<Scalar>& lo,
                       const std::optional<Scalar>& hi) {
@@ -393,17 +409,7 @@ Tensor clamp(const Tensor& a, std::optional<Scalar> lo, std::optional<Scalar> hi
   if (any_requires_grad({a})) {
     SavedTensor s(a);
     record_differentiable("ClampBackward", {a}, {out}, [s, l, h, hl, hh](const std::vector<Tensor>& g) {
-      Tensor x = s.get("ClampBackward");
-      if (GradMode::is_enabled()) {  // Note [double backward]: g where lo <= x <= hi, as the kernel
-        Tensor pass = ones(x.sizes(), {DType::Bool, x.device()});
-        if (hl) pass = logical_and(pass, ge(x, scalar_tensor(l, x.options())));
-        if (hh) pass = logical_and(pass, le(x, scalar_tensor(h, x.options())));
-        Tensor gx = g[0].to(x.dtype());
-        return std::vector<Tensor>{where(pass, gx, zeros_like(gx))};
-      }
-      Tensor r = empty(x.sizes(), x.options());
-      clamp_backward_table()(x.device(), x.dtype(), r, g[0].to(x.dtype()), x, l, h, hl, hh);
-      return std::vector<Tensor>{r};
+      return std::vector<Tensor>{clamp_grad(g[0], s.get("ClampBackward"), l, h, hl, hh)};
     });
   }
   return out;
@@ -415,38 +421,41 @@ Tensor& clamp_(Tensor& a, std::optional<Scalar> lo, std::optional<Scalar> hi) {
   WEFT_CHECK(dt == a.dtype(), "clamp_: result type ", dt, " can't be cast to the desired output type ", a.dtype());
   check_inplace("clamp_", a);
   bool need = any_requires_grad({a});
-  SavedTensor old = need ? SavedTensor(a.clone().detach()) : SavedTensor();
+  SavedTensor old = need ? SavedTensor::copy_of(a) : SavedTensor();
   Scalar l = lo.value_or(Scalar(0)), h = hi.value_or(Scalar(0));
   bool hl = lo.has_value(), hh = hi.has_value();
   clamp_table()(a.device(), a.dtype(), a, a, l, h, hl, hh);
-  record_inplace("ClampBackward", a, {}, [old, l, h, hl, hh](const std::vector<Tensor>& g) {
-    Tensor x = old.get("ClampBackward");
-    Tensor r = empty(x.sizes(), x.options());
-    clamp_backward_table()(x.device(), x.dtype(), r, g[0].to(x.dtype()), x, l, h, hl, hh);
-    return std::vector<Tensor>{r};
-  });
+  record_inplace(
+      "ClampBackward", a, {},
+      [old, l, h, hl, hh](const std::vector<Tensor>& g) {
+        return std::vector<Tensor>{clamp_grad(g[0], old.get("ClampBackward"), l, h, hl, hh)};
+      },
+      /*differentiable=*/true);
   return a;
 }
 
 Tensor& neg_(Tensor& a) {
   WEFT_CHECK(!a.defined() || a.dtype() != DType::Bool, "neg_: not supported for dtype bool");
-  return unary_inplace(neg_table(), nullptr, "neg_", "NegBackward", a, Out::Keep, Save::Output);
+  return unary_inplace(neg_table(), nullptr, "neg_", "NegBackward", a, Out::Keep, Save::Output, nullptr);
 }
 Tensor& exp_(Tensor& a) {
-  return unary_inplace(exp_table(), &exp_backward_table(), "exp_", "ExpBackward", a, Out::Float, Save::Output);
+  return unary_inplace(exp_table(), &exp_backward_table(), "exp_", "ExpBackward", a, Out::Float, Save::Output, d_exp);
 }
 Tensor& sqrt_(Tensor& a) {
-  return unary_inplace(sqrt_table(), &sqrt_backward_table(), "sqrt_", "SqrtBackward", a, Out::Float, Save::Output);
+  return unary_inplace(sqrt_table(), &sqrt_backward_table(), "sqrt_", "SqrtBackward", a, Out::Float, Save::Output,
+                       d_sqrt);
 }
 Tensor& relu_(Tensor& a) {
-  return unary_inplace(relu_table(), &relu_backward_table(), "relu_", "ReluBackward", a, Out::Keep, Save::Output);
+  return unary_inplace(relu_table(), &relu_backward_table(), "relu_", "ReluBackward", a, Out::Keep, Save::Output,
+                       d_relu);
 }
 Tensor& sigmoid_(Tensor& a) {
   return unary_inplace(sigmoid_table(), &sigmoid_backward_table(), "sigmoid_", "SigmoidBackward", a, Out::Float,
-                       Save::Output);
+                       Save::Output, d_sigmoid);
 }
 Tensor& tanh_(Tensor& a) {
-  return unary_inplace(tanh_table(), &tanh_backward_table(), "tanh_", "TanhBackward", a, Out::Float, Save::Output);
+  return unary_inplace(tanh_table(), &tanh_backward_table(), "tanh_", "TanhBackward", a, Out::Float, Save::Output,
+                       d_tanh);
 }
 
 }  // namespace weft

@@ -1,12 +1,13 @@
 // Double backward through ops whose first-order backward is a fused kernel
 // (Note [composite double backward] in core/autograd_meta.h): norms,
-// convolution, cross-entropy, attention, the fused MLP, slicing, clamp and
-// dropout. Each is checked two ways: the first gradient built as a graph must
-// equal the fused kernel's, and the Jacobian of all first gradients with
-// respect to all inputs (the Hessian) must match central differences of the
-// first-order gradients. Also: grad() runs only the nodes it needs (Note [grad
-// runs what it needs] in autograd/engine.h), and two end-to-end uses, a
-// gradient penalty on a convolutional critic and a MAML outer step.
+// convolution and transposed convolution, cross-entropy, attention, the fused
+// MLP, the LSTM cell, slicing, clamp and dropout. Each is checked two ways:
+// the first gradient built as a graph must equal the fused kernel's, and the
+// Jacobian of all first gradients with respect to all inputs (the Hessian)
+// must match central differences of the first-order gradients. Also: grad()
+// runs only the nodes it needs (Note [grad runs what it needs] in
+// autograd/engine.h), and two end-to-end uses, a gradient penalty on a
+// convolutional critic and a MAML outer step.
 #include <functional>
 #include <string>
 #include <vector>
@@ -165,6 +166,40 @@ TEST(CompositeDoubleBackward, Convolution) {
       {"conv1d",
        [](const std::vector<Tensor>& v) { return sigmoid(conv1d(v[0], v[1], v[2], 2, 1)); },
        {param({2, 2, 7}, 47), param({3, 2, 3}, 48), param({3}, 49)}},
+      {"conv_transpose2d stride, padding, output_padding, groups, dilation, bias",
+       [](const std::vector<Tensor>& v) {
+         return tanh(conv_transpose2d(v[0], v[1], v[2], {2, 1}, {1, 0}, {1, 0}, 2, {1, 2}));
+       },
+       {param({2, 4, 3, 2}, 50), param({4, 1, 3, 2}, 51), param({2}, 52)}},
+      {"conv_transpose2d unbatched, x twice",
+       [](const std::vector<Tensor>& v) {
+         return conv_transpose2d(v[0], v[1], Tensor(), {2, 2}) * v[0].sum();
+       },
+       {param({2, 2, 2}, 53), param({2, 3, 2, 2}, 54)}},
+      {"conv_transpose1d",
+       [](const std::vector<Tensor>& v) { return sin(conv_transpose1d(v[0], v[1], v[2], 2, 1)); },
+       {param({1, 3, 4}, 55), param({3, 2, 3}, 56), param({2}, 57)}},
+  };
+  check_all(cases);
+}
+
+TEST(CompositeDoubleBackward, LstmCell) {
+  // the fused cell's second derivatives, with respect to both gate inputs and
+  // the cell state; the gradients of h and c both reach the loss
+  const std::vector<Case> cases = {
+      {"h and c",
+       [](const std::vector<Tensor>& v) {
+         auto [h, c] = lstm_cell(v[0], v[1] * 0.5, v[2]);
+         return cat({h * 2.0, c}, 1);
+       },
+       {param({2, 12}, 58), param({2, 12}, 59), param({2, 3}, 60)}},
+      {"two steps sharing the cell state",
+       [](const std::vector<Tensor>& v) {
+         auto [h1, c1] = lstm_cell(v[0], v[1], v[2]);
+         auto [h2, c2] = lstm_cell(v[0] * h1.sum(), v[1], c1);
+         return h2 * c2;
+       },
+       {param({1, 8}, 61), param({1, 8}, 62), param({1, 2}, 63)}},
   };
   check_all(cases);
 }
