@@ -7,6 +7,7 @@
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "nn/packed_sequence.h"
 #include "nn/rnn.h"
 #include "nn/shape_layers.h"
 #include "nn/state_dict.h"

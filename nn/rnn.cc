@@ -229,31 +229,9 @@ Tensors RNNBase::run(const Tensor& input, const Tensor& h0, const Tensor& c0) {
   Tensor c_all;
   if (lstm) c_all = initial_state(who, "c_0", c0, want(hidden_size), {LD, N, hidden_size}, batched, input, 1);
 
-  Tensor layer_in = x;  // (T, N, in_l)
-  Tensors h_n, c_n;     // (N, H_out), (N, H) per row l * D + d
-  for (int64_t l = 0; l < num_layers; ++l) {
-    Tensors dir_out;  // (T, N, H_out) per direction
-    for (int64_t d = 0; d < D; ++d) {
-      const Weights& w = weights_[l * D + d];
-      const int64_t gh = w.w_ih.size(0);
-      // All steps' input projections in one GEMM: (T*N, in_l) W_ih^T -> (T, N, G*H).
-      Tensor xg = linear(layer_in.reshape({T * N, layer_in.size(2)}), w.w_ih, w.b_ih).view({T, N, gh});
-      Tensors steps = split(xg, 1, 0);  // T x (1, N, G*H)
-      Tensor h = h_all.select(0, l * D + d), c = lstm ? c_all.select(0, l * D + d) : Tensor();
-      Tensors outs(T);
-      for (int64_t s = 0; s < T; ++s) {
-        const int64_t t = d == 0 ? s : T - 1 - s;
-        std::tie(h, c) = recur(mode, steps[t].squeeze(0), h, c, w.w_hh, w.b_hh, w.w_hr);
-        outs[t] = h;  // (N, H_out)
-      }
-      dir_out.push_back(stack(outs, 0));
-      h_n.push_back(h);
-      c_n.push_back(c);
-    }
-    layer_in = D == 1 ? dir_out[0] : cat(dir_out, 2);  // (T, N, D*H_out)
-    if (l + 1 < num_layers && dropout > 0.0 && is_training()) layer_in = weft::dropout(layer_in, dropout, true);
-  }
-  Tensor out = layer_in, hn = stack(h_n, 0), cn = lstm ? stack(c_n, 0) : Tensor();
+  const int64_t in_features = x.size(2);
+  Tensors r = run_steps(x.reshape({T * N, in_features}), std::vector<int64_t>(T, N), h_all, c_all);
+  Tensor out = r[0].view({T, N, D * h_out}), hn = r[1], cn = r[2];
   if (!batched) {
     out = out.squeeze(1);  // (T, D*H_out)
     hn = hn.squeeze(1);    // (LD, H_out)
@@ -262,6 +240,87 @@ Tensors RNNBase::run(const Tensor& input, const Tensor& h0, const Tensor& c0) {
     out = out.transpose(0, 1);  // (N, T, D*H_out)
   }
   return {out, hn, cn};
+}
+
+// Step s is rows [sum of sizes before s, + sizes[s]) of x: the first sizes[s]
+// sequences (Note [packed steps]).
+Tensors RNNBase::run_steps(const Tensor& x, const std::vector<int64_t>& sizes, const Tensor& h_all,
+                           const Tensor& c_all) {
+  const int64_t D = num_directions(), S = static_cast<int64_t>(sizes.size());
+  const bool lstm = mode == RNNMode::LSTM;
+  Tensor layer_in = x;  // (rows, in_l)
+  Tensors h_n, c_n;     // (N, H_out), (N, H) per row l * D + d
+  for (int64_t l = 0; l < num_layers; ++l) {
+    Tensors dir_out;  // (rows, H_out) per direction
+    for (int64_t d = 0; d < D; ++d) {
+      const Weights& w = weights_[l * D + d];
+      // All steps' input projections in one GEMM: (rows, in_l) W_ih^T -> (rows, G*H).
+      Tensor xg = linear(layer_in, w.w_ih, w.b_ih);
+      Tensors steps = split(xg, sizes, 0);  // (sizes[s], G*H) per step
+      Tensor h = h_all.select(0, l * D + d), c = lstm ? c_all.select(0, l * D + d) : Tensor();
+      const int64_t N = h.size(0);
+      Tensors outs(S);
+      for (int64_t s = 0; s < S; ++s) {
+        const int64_t t = d == 0 ? s : S - 1 - s, b = sizes[t];
+        if (b == N) {
+          std::tie(h, c) = recur(mode, steps[t], h, c, w.w_hh, w.b_hh, w.w_hr);
+          outs[t] = h;  // (N, H_out)
+          continue;
+        }
+        // Note [packed steps]: only the first b sequences take this step; the
+        // rest keep their state (ended, or in reverse not yet begun)
+        auto [hb, cb] =
+            recur(mode, steps[t], narrow(h, 0, 0, b), lstm ? narrow(c, 0, 0, b) : Tensor(), w.w_hh, w.b_hh, w.w_hr);
+        outs[t] = hb;  // (b, H_out)
+        h = cat({hb, narrow(h, 0, b, N - b)}, 0);
+        if (lstm) c = cat({cb, narrow(c, 0, b, N - b)}, 0);
+      }
+      dir_out.push_back(cat(outs, 0));
+      h_n.push_back(h);
+      c_n.push_back(c);
+    }
+    layer_in = D == 1 ? dir_out[0] : cat(dir_out, 1);  // (rows, D*H_out)
+    if (l + 1 < num_layers && dropout > 0.0 && is_training()) layer_in = weft::dropout(layer_in, dropout, true);
+  }
+  return {layer_in, stack(h_n, 0), lstm ? stack(c_n, 0) : Tensor()};
+}
+
+Tensors RNNBase::run_packed(const utils::rnn::PackedSequence& input, const Tensor& h0, const Tensor& c0) {
+  const std::string& who = type_name();
+  const Tensor& data = input.data;
+  WEFT_CHECK(data.defined() && data.dim() == 2, who, ": expected packed data of shape (rows, in), got ",
+             data.defined() ? shape_str(data.sizes()) : std::string("an undefined tensor"));
+  check_input(who, data, input_size, weights_[0].w_ih);
+  const std::vector<int64_t> sizes = input.sizes();
+  WEFT_CHECK(!sizes.empty(), who, ": the packed sequence has no steps");
+  int64_t rows = 0;
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    WEFT_CHECK(sizes[s] > 0 && (s == 0 || sizes[s] <= sizes[s - 1]), who,
+               ": batch_sizes must be positive and not increase, got ", shape_str(Shape(sizes.begin(), sizes.end())));
+    rows += sizes[s];
+  }
+  WEFT_CHECK(rows == data.size(0), who, ": packed data has ", data.size(0), " rows but batch_sizes counts ", rows);
+  const int64_t N = sizes[0], LD = num_layers * num_directions(), h_out = proj_size > 0 ? proj_size : hidden_size;
+  const bool lstm = mode == RNNMode::LSTM;
+  WEFT_CHECK(lstm || !c0.defined(), who, ": only an LSTM takes a cell state");
+  if (lstm)
+    WEFT_CHECK(h0.defined() == c0.defined(), who, ": give both h_0 and c_0 or neither (got only ",
+               h0.defined() ? "h_0" : "c_0", ")");
+  // states in the caller's batch order; the packed batch is sorted
+  auto state = [&](const char* name, const Tensor& s, int64_t size) {
+    const Shape want{LD, N, size};
+    Tensor st = initial_state(who, name, s, want, want, true, data, 1);
+    if (s.defined() && input.sorted_indices.defined()) st = index_select(st, 1, input.sorted_indices.to(st.device()));
+    return st;
+  };
+  Tensor h_all = state("h_0", h0, h_out), c_all = lstm ? state("c_0", c0, hidden_size) : Tensor();
+  Tensors r = run_steps(data, sizes, h_all, c_all);
+  if (input.unsorted_indices.defined()) {
+    const Tensor back = input.unsorted_indices.to(r[1].device());
+    r[1] = index_select(r[1], 1, back);
+    if (lstm) r[2] = index_select(r[2], 1, back);
+  }
+  return r;
 }
 
 Tensor RNNBase::forward(const Tensor& input) { return run(input, Tensor(), Tensor())[0]; }
@@ -294,6 +353,11 @@ RNNOutput RNN::operator()(const Tensor& input, const Tensor& h_0) {
   Tensors r = call(input, h_0, Tensor());
   return {r[0], r[1]};
 }
+PackedRNNOutput RNN::forward(const PackedSequence& input, const Tensor& h_0) {
+  Tensors r = run_packed(input, h_0, Tensor());
+  return {{r[0], input.batch_sizes, input.sorted_indices, input.unsorted_indices}, r[1]};
+}
+PackedRNNOutput RNN::operator()(const PackedSequence& input, const Tensor& h_0) { return forward(input, h_0); }
 
 LSTM::LSTM(int64_t in, int64_t hidden, const LSTMOptions& o)
     : RNNBase("LSTM", RNNMode::LSTM, in, hidden,
@@ -306,6 +370,11 @@ LSTMOutput LSTM::operator()(const Tensor& input, const LSTMState& state) {
   Tensors r = call(input, state.h, state.c);
   return {r[0], r[1], r[2]};
 }
+PackedLSTMOutput LSTM::forward(const PackedSequence& input, const LSTMState& state) {
+  Tensors r = run_packed(input, state.h, state.c);
+  return {{r[0], input.batch_sizes, input.sorted_indices, input.unsorted_indices}, r[1], r[2]};
+}
+PackedLSTMOutput LSTM::operator()(const PackedSequence& input, const LSTMState& state) { return forward(input, state); }
 
 GRU::GRU(int64_t in, int64_t hidden, const GRUOptions& o)
     : RNNBase("GRU", RNNMode::GRU, in, hidden, {o.num_layers, o.bias, o.batch_first, o.dropout, o.bidirectional, 0}) {}
@@ -317,5 +386,10 @@ RNNOutput GRU::operator()(const Tensor& input, const Tensor& h_0) {
   Tensors r = call(input, h_0, Tensor());
   return {r[0], r[1]};
 }
+PackedRNNOutput GRU::forward(const PackedSequence& input, const Tensor& h_0) {
+  Tensors r = run_packed(input, h_0, Tensor());
+  return {{r[0], input.batch_sizes, input.sorted_indices, input.unsorted_indices}, r[1]};
+}
+PackedRNNOutput GRU::operator()(const PackedSequence& input, const Tensor& h_0) { return forward(input, h_0); }
 
 }  // namespace weft::nn

@@ -23,6 +23,12 @@
 // - Everything is composed of differentiable ops (one GEMM per layer and
 //   direction for the input projections of all steps, then a loop over time),
 //   so autograd needs nothing special. Errors name the layer and the shapes.
+// - A packed input (nn/packed_sequence.h: sequences of different lengths)
+//   runs each sequence its own number of steps and returns PackedRNNOutput /
+//   PackedLSTMOutput: the output packed as the input, and h_n (c_n) each
+//   sequence's state after its last step (for the reverse direction, after
+//   step 0), in the caller's batch order; h_0 / c_0 are (D * num_layers, N, *)
+//   in that order too. A packed call runs no module hooks (they see tensors).
 // - Calling forward() or operator() with a state returns the whole result
 //   (RNNOutput / LSTMOutput); through a Module& (Sequential), forward(x)
 //   returns the output alone and forward_multi({x[, h_0[, c_0]]}) returns
@@ -34,6 +40,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/packed_sequence.h"
 
 namespace weft::nn {
 
@@ -80,6 +87,18 @@ struct LSTMOutput {
   Tensor output;  // (T, N, D * H_out)
   Tensor h_n;     // (D * num_layers, N, H_out)
   Tensor c_n;     // (D * num_layers, N, H)
+};
+using utils::rnn::PackedSequence;
+// The same for a packed input (nn/packed_sequence.h): the output packed as the
+// input; h_n, c_n each sequence's state after its last step, in the caller's order.
+struct PackedRNNOutput {
+  PackedSequence output;  // data (rows, D * H_out)
+  Tensor h_n;             // (D * num_layers, N, H_out)
+};
+struct PackedLSTMOutput {
+  PackedSequence output;  // data (rows, D * H_out)
+  Tensor h_n;             // (D * num_layers, N, H_out)
+  Tensor c_n;             // (D * num_layers, N, H)
 };
 
 // ---------------------------------------------------------------- cells
@@ -159,6 +178,8 @@ class RNNBase : public Module {
  protected:
   // {output, h_n, c_n} (c_n undefined except for an LSTM).
   Tensors run(const Tensor& input, const Tensor& h0, const Tensor& c0);
+  // The same for a packed input: {output data, h_n, c_n}.
+  Tensors run_packed(const PackedSequence& input, const Tensor& h0, const Tensor& c0);
   // Runs the hooks around forward_multi for the operator() of RNN, LSTM, GRU.
   Tensors call(const Tensor& input, const Tensor& h0, const Tensor& c0);
 
@@ -167,6 +188,9 @@ class RNNBase : public Module {
     Tensor w_ih, w_hh, b_ih, b_hh, w_hr;  // biases and w_hr may be undefined
   };
   std::vector<Weights> weights_;  // row l * D + d
+  // Every layer and direction over the steps of x (rows, in), step s being
+  // the first sizes[s] sequences; states (LD, N, *). {output (rows, D * H_out), h_n, c_n}.
+  Tensors run_steps(const Tensor& x, const std::vector<int64_t>& sizes, const Tensor& h_all, const Tensor& c_all);
 };
 
 class RNN : public RNNBase {
@@ -174,6 +198,8 @@ class RNN : public RNNBase {
   RNN(int64_t input_size, int64_t hidden_size, const RNNOptions& opts = {});
   RNNOutput forward(const Tensor& input, const Tensor& h_0 = Tensor());
   RNNOutput operator()(const Tensor& input, const Tensor& h_0 = Tensor());
+  PackedRNNOutput forward(const PackedSequence& input, const Tensor& h_0 = Tensor());
+  PackedRNNOutput operator()(const PackedSequence& input, const Tensor& h_0 = Tensor());
   Tensors operator()(const Tensors& inputs) { return Module::operator()(inputs); }
   RNNNonlinearity nonlinearity;
 };
@@ -183,6 +209,8 @@ class LSTM : public RNNBase {
   LSTM(int64_t input_size, int64_t hidden_size, const LSTMOptions& opts = {});
   LSTMOutput forward(const Tensor& input, const LSTMState& state = {});
   LSTMOutput operator()(const Tensor& input, const LSTMState& state = {});
+  PackedLSTMOutput forward(const PackedSequence& input, const LSTMState& state = {});
+  PackedLSTMOutput operator()(const PackedSequence& input, const LSTMState& state = {});
   Tensors operator()(const Tensors& inputs) { return Module::operator()(inputs); }
 };
 
@@ -191,6 +219,8 @@ class GRU : public RNNBase {
   GRU(int64_t input_size, int64_t hidden_size, const GRUOptions& opts = {});
   RNNOutput forward(const Tensor& input, const Tensor& h_0 = Tensor());
   RNNOutput operator()(const Tensor& input, const Tensor& h_0 = Tensor());
+  PackedRNNOutput forward(const PackedSequence& input, const Tensor& h_0 = Tensor());
+  PackedRNNOutput operator()(const PackedSequence& input, const Tensor& h_0 = Tensor());
   Tensors operator()(const Tensors& inputs) { return Module::operator()(inputs); }
 };
 
