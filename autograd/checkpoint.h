@@ -12,7 +12,9 @@
 //   and runs a (nested) backward through the recomputed graph with the incoming
 //   gradients. Leaves that fn captures (parameters in closures) thus accumulate
 //   .grad as they would without checkpointing; the inputs' gradients flow on
-//   through the node's edges.
+//   through the node's edges. Inside autograd::grad no .grad is touched, as
+//   without checkpointing; grad() with respect to a parameter that only fn
+//   uses finds no path to it (pass it as an input).
 // - The node is recorded even if no input requires grad, so parameters inside fn
 //   still get gradients (the outputs then report requires_grad; if nothing in
 //   fn needs grad, backward recomputes and does nothing).
@@ -22,6 +24,11 @@
 //   callbacks still run once, after the outermost backward.
 // - fn must be deterministic given its inputs and the RNG state; backward
 //   through the same checkpoint twice needs retain_graph on the first backward.
+// - Under create_graph (Note [double backward] in core/autograd_meta.h) the
+//   recomputation sees the inputs with their history and is differentiated
+//   with grad(create_graph), so the gradients differentiate again, as without
+//   checkpointing; captured parameters then get a .grad with history, through
+//   their own accumulators and hooks.
 #pragma once
 
 #include <functional>

@@ -45,6 +45,13 @@ struct Capture {
   Node* node;
   uint32_t input_nr;
 };
+// The innermost running pass: whether it accumulates into leaves (backward)
+// or captures gradients (grad), and what it captures (Note [opaque nodes]).
+struct PassContext {
+  const std::vector<Capture>* captures = nullptr;
+  std::vector<Tensor>* captured = nullptr;
+};
+thread_local PassContext t_pass;
 
 // Note [split backward]: backward_input runs only the nodes `needed` (those
 // with a path to one of the inputs' gradient accumulators); a gradient bound
@@ -113,6 +120,11 @@ void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_gra
              bool create_graph, const std::vector<Capture>* captures, std::vector<Tensor>* captured,
              const Split* split = nullptr) {
   // Backward formulas build no graph unless asked to (Note [double backward]).
+  struct PassGuard {
+    PassContext prev = t_pass;
+    ~PassGuard() { t_pass = prev; }
+  } restore_pass;
+  t_pass = {captures, captured};
   std::optional<NoGradGuard> no_grad;
   std::optional<EnableGradGuard> with_grad;
   if (create_graph) with_grad.emplace();
@@ -294,6 +306,10 @@ void make_roots(const char* op, const std::vector<Tensor>& roots, const std::vec
 // gets those whose path to a target goes through one of their edges.
 std::unordered_set<Node*> nodes_reaching(const std::vector<Edge>& roots, const std::unordered_set<Node*>& targets,
                                          std::unordered_set<Node*>* passes = nullptr) {
+  // Note [opaque nodes]: for grad() (with `passes`), one may reach any leaf target
+  bool leaf_target = false;
+  if (passes != nullptr)
+    for (Node* t : targets) leaf_target = leaf_target || dynamic_cast<AccumulateGrad*>(t) != nullptr;
   std::unordered_set<Node*> needed, done;
   std::vector<std::pair<Node*, size_t>> stack;  // (node, next edge to visit)
   for (const Edge& r : roots) {
@@ -307,7 +323,7 @@ std::unordered_set<Node*> nodes_reaching(const std::vector<Edge>& roots, const s
         if (e.valid() && done.insert(e.node.get()).second) stack.emplace_back(e.node.get(), 0);
         continue;
       }
-      bool through = false;
+      bool through = leaf_target && dynamic_cast<OpaqueNode*>(n) != nullptr;
       for (const Edge& e : n->next_edges) through = through || (e.valid() && needed.count(e.node.get()) > 0);
       if (through && passes != nullptr) passes->insert(n);
       if (through || targets.count(n) > 0) needed.insert(n);
@@ -325,6 +341,24 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   make_roots("backward", roots, grads, create_graph, edges, gs);
   const bool retain = retain_graph.value_or(create_graph);
   with_backward_state([&] { execute(edges, gs, retain, create_graph, nullptr, nullptr); });
+}
+
+bool pass_accumulates_grad() { return t_pass.captures == nullptr; }
+
+bool pass_captures(const Tensor& leaf) {
+  if (t_pass.captures == nullptr || !leaf.defined() || !leaf.requires_grad()) return false;
+  const Edge e = gradient_edge(leaf);
+  for (const Capture& c : *t_pass.captures)
+    if (c.node == e.node.get() && c.input_nr == e.input_nr) return true;
+  return false;
+}
+
+void deliver_to_pass(const Tensor& leaf, const Tensor& g) {
+  WEFT_INTERNAL_ASSERT(t_pass.captures != nullptr);
+  const Edge e = gradient_edge(leaf);
+  for (size_t c = 0; c < t_pass.captures->size(); ++c)
+    if ((*t_pass.captures)[c].node == e.node.get() && (*t_pass.captures)[c].input_nr == e.input_nr)
+      accumulate((*t_pass.captured)[c], g);
 }
 
 void backward(const Tensor& root, const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) {

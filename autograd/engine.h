@@ -55,6 +55,24 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
                          bool create_graph = false, bool allow_unused = false);
 
+// Note [opaque nodes]: a node that backpropagates a graph of its own, whose
+// leaves need not be among its edges: activation checkpointing recomputes a
+// segment whose parameters are captured by a closure. grad() runs such a node
+// whenever it lies below an output and one of grad()'s inputs is a leaf, since
+// it may reach that leaf. Inside its backward the node asks what the running
+// pass does: a backward() accumulates into the leaves' .grad (the node runs
+// their accumulators); a grad() touches no .grad and returns the gradients of
+// its inputs, so the node hands those among its leaves to it.
+class OpaqueNode : public Node {};
+// Inside a node's backward: whether the running pass accumulates into the
+// leaves' .grad (backward(), backward_input/weight) rather than returning
+// gradients (grad()). True outside a pass.
+bool pass_accumulates_grad();
+// Inside a node's backward: whether the running grad() returns a gradient for
+// `leaf`, and adding `g` to it.
+bool pass_captures(const Tensor& leaf);
+void deliver_to_pass(const Tensor& leaf, const Tensor& g);
+
 // The second half of a split backward (Note [split backward] in engine.cc):
 // gradients that reached nodes the first half did not run. Move-only.
 class DeferredGrads {

@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "autograd/checkpoint.h"
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
 #include "core/autograd_meta.h"
@@ -267,17 +266,6 @@ TEST(DoubleBackward, MaximumTiesAndMseByHand) {
   EXPECT_TRUE(tensor_near(gm, {4.0 / 3, 8.0 * 3 / 3, 2.0 * -0.75 / 3}, 1e-12));
   // d/dx of 4 x (x^2 - t) / 3 = (12 x^2 - 4 t) / 3
   EXPECT_TRUE(tensor_near(autograd::grad({sum(gm)}, {x})[0], {4.0, 44.0 / 3, -1.0 / 3}, 1e-12));
-}
-
-TEST(DoubleBackward, NodesWithoutADifferentiableBackwardRefuseByName) {
-  // activation checkpointing recomputes with its inputs detached: first order
-  // right under create_graph, a second backward refused
-  Tensor x = leaf64({0.5, -1.0, 2.0});
-  auto f = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * in[0] * in[0]}; };
-  Tensor y = autograd::checkpoint(autograd::CheckpointFn(f), {x * 1.0})[0];
-  Tensor g = autograd::grad({sum(y)}, {x}, {}, std::nullopt, true)[0];
-  EXPECT_TRUE(tensor_near(g, {0.75, 3.0, 12.0}, 1e-12));
-  EXPECT_WEFT_ERROR(autograd::grad({sum(g)}, {x}), "CheckpointBackward cannot be differentiated twice");
 }
 
 TEST(DoubleBackward, FirstOrderGradientsStayWithoutHistory) {
