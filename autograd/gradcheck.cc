@@ -98,4 +98,30 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   return res;
 }
 
+GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                              const std::vector<Tensor>& inputs, const GradcheckOptions& opts) {
+  Tensor w;
+  {
+    NoGradGuard no_grad;
+    const Tensor out = fn(inputs);
+    WEFT_CHECK(out.dtype() == DType::Float64, "gradgradcheck: output must be float64, got ", out.dtype());
+    w = projection(out.sizes(), opts.seed + 1).to(out.device());
+  }
+  auto first = [&](const std::vector<Tensor>& in) {
+    EnableGradGuard grad_mode;  // gradcheck perturbs under NoGradGuard
+    std::vector<Tensor> diff;
+    for (const Tensor& t : in)
+      if (t.defined() && t.requires_grad()) diff.push_back(t);
+    const Tensor out = fn(in);
+    std::vector<Tensor> gs;
+    if (out.requires_grad())
+      gs = grad({sum(out * w)}, diff, {}, std::nullopt, /*create_graph=*/true, /*allow_unused=*/true);
+    std::vector<Tensor> flat;
+    for (size_t i = 0; i < diff.size(); ++i)
+      flat.push_back((i < gs.size() && gs[i].defined() ? gs[i] : zeros_like(diff[i])).reshape({-1}));
+    return cat(flat, 0);
+  };
+  return gradcheck(first, inputs, opts);
+}
+
 }  // namespace weft::autograd

@@ -32,4 +32,13 @@ struct GradcheckResult {
 GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                           const std::vector<Tensor>& inputs, const GradcheckOptions& opts = {});
 
+// Second derivatives (PyTorch's torch.autograd.gradgradcheck): for a fixed
+// pseudo-random projection w of fn's output, the gradients of sum(fn(x) * w)
+// with respect to every input that requires grad, built with create_graph
+// (Note [double backward] in core/autograd_meta.h) and joined into one flat
+// tensor, are gradchecked: their Jacobian, all second derivatives, against
+// central differences of them. fn runs with grad mode on.
+GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                              const std::vector<Tensor>& inputs, const GradcheckOptions& opts = {});
+
 }  // namespace weft::autograd

@@ -3,11 +3,14 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "autograd/engine.h"
+#include "autograd/gradcheck.h"
 #include "core/ops.h"
 
 namespace weft::testing {
@@ -50,6 +53,39 @@ inline ::testing::AssertionResult tensors_near(const Tensor& a, const Tensor& b,
   if (a.sizes() != b.sizes())
     return ::testing::AssertionFailure() << "shape " << shape_str(a.sizes()) << " != " << shape_str(b.sizes());
   return tensor_near(a, values(b), tol);
+}
+
+// Double backward (Note [double backward] in core/autograd_meta.h), checked
+// two ways: the first gradients of sum(f(in) * w) with respect to every input
+// that requires grad, built with create_graph, equal the first-order ones
+// (which may come from fused kernels) to `same_tol`; and
+// autograd::gradgradcheck passes, all second derivatives against central
+// differences of the first.
+inline ::testing::AssertionResult double_backward_check(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                                                        const std::vector<Tensor>& in, double atol = 1e-6,
+                                                        double same_tol = 1e-10) {
+  std::vector<Tensor> detached, diff;
+  for (const Tensor& t : in) {
+    detached.push_back(t.detach());
+    if (t.requires_grad()) diff.push_back(t);
+  }
+  const Tensor w = rnd(f(detached).sizes(), DType::Float64, 7);
+  const std::vector<Tensor> plain = autograd::grad({sum(f(in) * w)}, diff, {}, std::nullopt, false, true);
+  const std::vector<Tensor> built = autograd::grad({sum(f(in) * w)}, diff, {}, std::nullopt, true, true);
+  for (size_t i = 0; i < diff.size(); ++i) {
+    if (plain[i].defined() != built[i].defined())
+      return ::testing::AssertionFailure() << "input " << i << ": the gradient with create_graph is "
+                                           << (built[i].defined() ? "" : "un") << "defined, the first-order one not";
+    if (!plain[i].defined()) continue;
+    if (auto same = tensors_near(built[i], plain[i], same_tol); !same)
+      return ::testing::AssertionFailure() << "input " << i
+                                           << ": the first gradient with create_graph differs from the first-order "
+                                              "one: "
+                                           << same.message();
+  }
+  const autograd::GradcheckResult r = autograd::gradgradcheck(f, in, {.eps = 1e-6, .atol = atol, .rtol = 1e-5});
+  if (!r.ok) return ::testing::AssertionFailure() << r.message;
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace weft::testing

@@ -384,6 +384,16 @@ void check_nonempty(const char* op, const ReducePlan& p, const Tensor& a) {
              shape_str(a.sizes()), "); the operation has no identity");
 }
 
+// `in` laid out as (outer, r, inner) along dim d, for the kernels that scan one dim.
+ReduceGeom along_dim(const Shape& in, int64_t d) {
+  int64_t outer = 1, inner = 1, r = in.empty() ? 1 : in[d];
+  for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
+    if (i < d) outer *= in[i];
+    if (i > d) inner *= in[i];
+  }
+  return {outer, r, inner};
+}
+
 // Gradient of an extremum reduction (amax/amin/max()/min()): split evenly among ties.
 Tensor extreme_backward(const Tensor& g, const Tensor& x, const Tensor& out, const Shape& keep) {
   Tensor ov = out.reshape(keep);
@@ -434,17 +444,11 @@ std::tuple<Tensor, Tensor> extreme_dim(const char* op, ReduceTable& table, const
           // a backward that builds a graph scatters with a recorded op (Note [double backward])
           if (GradMode::is_enabled())
             return std::vector<Tensor>{in.empty() ? gk : scatter_add(zeros(in, gk.options()), d, ik, gk)};
-          // lay out as (outer, r, inner) along dim d
-          int64_t outer = 1, inner = 1, r = in.empty() ? 1 : in[d];
-          for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
-            if (i < d) outer *= in[i];
-            if (i > d) inner *= in[i];
-          }
           Tensor gi = zeros(in, gk.options());
           Tensor gc = gk.contiguous(), ic = ik.contiguous();
           ReduceArgs args;
           args.in = gc.raw_data();
-          args.g = {outer, r, inner};
+          args.g = along_dim(in, d);
           args.out = gi.raw_data();
           args.aux = ic.raw_data();
           max_backward_table()(gi.device(), gi.dtype(), args);
@@ -490,15 +494,10 @@ Tensor prod(const Tensor& a, int64_t dim, bool keepdim) {
         [sx, in, keep, d](const std::vector<Tensor>& g) {
           Tensor x = sx.get("ProdBackward").contiguous();
           Tensor gc = g[0].reshape(keep).contiguous();
-          int64_t outer = 1, inner = 1, r = in.empty() ? 1 : in[d];
-          for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
-            if (i < d) outer *= in[i];
-            if (i > d) inner *= in[i];
-          }
           Tensor gi = empty(in, x.options());
           ReduceArgs args;
           args.in = x.raw_data();
-          args.g = {outer, r, inner};
+          args.g = along_dim(in, d);
           args.out = gi.raw_data();
           args.aux = gc.raw_data();
           prod_backward_table()(gi.device(), gi.dtype(), args);

@@ -37,27 +37,6 @@ Tensor joined_grads(const Fn& f, const std::vector<Tensor>& in, const Tensor& w,
   return cat(flat, 0);
 }
 
-// The Hessian check described at the top of the file.
-autograd::GradcheckResult hessian_check(const Fn& f, const std::vector<Tensor>& in, double atol = 1e-6) {
-  std::vector<Tensor> detached;
-  for (const Tensor& t : in) detached.push_back(t.detach());
-  const Tensor w = testing::rnd(f(detached).sizes(), DType::Float64, 7);
-  const Tensor plain = joined_grads(f, in, w, false);
-  const Tensor built = joined_grads(f, in, w, true);
-  if (auto same = testing::tensors_near(built, plain, 1e-10); !same) {
-    autograd::GradcheckResult r;
-    r.ok = false;
-    r.message = std::string("the first gradient with create_graph differs from the fused kernel's: ") + same.message();
-    return r;
-  }
-  return autograd::gradcheck(
-      [&](const std::vector<Tensor>& ps) {
-        EnableGradGuard grad_mode;
-        return joined_grads(f, ps, w, true);
-      },
-      in, {.eps = 1e-6, .atol = atol, .rtol = 1e-5});
-}
-
 // Named cases: a function of the inputs, and the inputs.
 struct Case {
   const char* name;
@@ -68,8 +47,7 @@ struct Case {
 void check_all(const std::vector<Case>& cases) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    auto r = hessian_check(c.f, c.in);
-    EXPECT_TRUE(r.ok) << r.message;
+    EXPECT_TRUE(testing::double_backward_check(c.f, c.in));  // the check described at the top
   }
 }
 

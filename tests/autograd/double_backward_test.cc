@@ -22,27 +22,9 @@ using testing::values;
 
 Tensor leaf64(std::vector<double> v) { return tensor(v).requires_grad_(true); }
 
-// Finite differences of the first gradient: d/dx of (grad of sum(f(x) * w)).
-// gradcheck perturbs x under NoGradGuard, so the first gradient is taken with
-// grad mode on inside. First, the first gradient built as a graph (composed
-// formulas) must equal the first-order one (the fused kernels).
-autograd::GradcheckResult gradgradcheck(const std::function<Tensor(const Tensor&)>& f, const Tensor& x) {
-  const Tensor w = testing::rnd(f(x.detach()).sizes(), DType::Float64, 7);
-  const Tensor plain = autograd::grad({sum(f(x) * w)}, {x})[0];
-  const Tensor built = autograd::grad({sum(f(x) * w)}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
-  if (auto same = testing::tensors_near(built, plain, 1e-12); !same) {
-    autograd::GradcheckResult r;
-    r.ok = false;
-    r.message = std::string("the first gradient with create_graph differs from the first-order one: ") + same.message();
-    return r;
-  }
-  return autograd::gradcheck(
-      [&](const std::vector<Tensor>& in) {
-        EnableGradGuard grad_mode;
-        Tensor y = f(in[0]);
-        return autograd::grad({sum(y * w)}, {in[0]}, {}, std::nullopt, /*create_graph=*/true)[0];
-      },
-      {x}, {.eps = 1e-6, .atol = 1e-6, .rtol = 1e-5});
+// The second derivatives of f in x: testing::double_backward_check.
+::testing::AssertionResult gradgradcheck(const std::function<Tensor(const Tensor&)>& f, const Tensor& x) {
+  return testing::double_backward_check([&](const std::vector<Tensor>& in) { return f(in[0]); }, {x}, 1e-6, 1e-12);
 }
 
 TEST(DoubleBackward, PowersByHand) {
@@ -117,8 +99,7 @@ TEST(DoubleBackward, GradGradCheckOnComposedOps) {
   };
   for (const auto& [name, f] : cases) {
     SCOPED_TRACE(name);
-    auto r = gradgradcheck(f, x);
-    EXPECT_TRUE(r.ok) << r.message;
+    EXPECT_TRUE(gradgradcheck(f, x));
   }
 }
 
@@ -249,8 +230,7 @@ TEST(DoubleBackward, MoreComposedOpsGradGradCheck) {
   };
   for (const auto& [name, f] : cases) {
     SCOPED_TRACE(name);
-    auto r = gradgradcheck(f, x);
-    EXPECT_TRUE(r.ok) << r.message;
+    EXPECT_TRUE(gradgradcheck(f, x));
   }
 }
 

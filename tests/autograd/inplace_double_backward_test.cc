@@ -25,30 +25,15 @@ namespace {
 
 using F = std::function<Tensor(const Tensor&)>;
 
-// As double_backward_test's gradgradcheck: d/dx of (grad of sum(f(x) * w)).
-autograd::GradcheckResult gradgradcheck(const F& f, const Tensor& x) {
-  const Tensor w = testing::rnd(f(x.detach()).sizes(), DType::Float64, 7);
-  const Tensor plain = autograd::grad({sum(f(x) * w)}, {x})[0];
-  const Tensor built = autograd::grad({sum(f(x) * w)}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
-  if (auto same = testing::tensors_near(built, plain, 1e-12); !same) {
-    autograd::GradcheckResult r;
-    r.ok = false;
-    r.message = std::string("the first gradient with create_graph differs from the first-order one: ") + same.message();
-    return r;
-  }
-  return autograd::gradcheck(
-      [&](const std::vector<Tensor>& in) {
-        EnableGradGuard grad_mode;
-        return autograd::grad({sum(f(in[0]) * w)}, {in[0]}, {}, std::nullopt, /*create_graph=*/true)[0];
-      },
-      {x}, {.eps = 1e-6, .atol = 1e-6, .rtol = 1e-5});
+// The second derivatives of f in x: testing::double_backward_check.
+::testing::AssertionResult gradgradcheck(const F& f, const Tensor& x) {
+  return testing::double_backward_check([&](const std::vector<Tensor>& in) { return f(in[0]); }, {x}, 1e-6, 1e-12);
 }
 
 void check_all(const std::vector<std::pair<const char*, F>>& cases, const Tensor& x) {
   for (const auto& [name, f] : cases) {
     SCOPED_TRACE(name);
-    auto r = gradgradcheck(f, x);
-    EXPECT_TRUE(r.ok) << r.message;
+    EXPECT_TRUE(gradgradcheck(f, x));
   }
 }
 
@@ -284,8 +269,7 @@ TEST(InplaceDoubleBackward, ProdWithZeros) {
   // zeros in the reduced dim: the gradient is the product of the others, and
   // the second derivative the product of all but two
   Tensor x = tensor(std::vector<double>{0.0, 2.0, 3.0, 0.0, 0.0, 5.0}, {2, 3}).requires_grad_(true);
-  auto r = gradgradcheck([](const Tensor& v) { return prod(v, 1); }, x);
-  EXPECT_TRUE(r.ok) << r.message;
+  EXPECT_TRUE(gradgradcheck([](const Tensor& v) { return prod(v, 1); }, x));
   Tensor g = autograd::grad({sum(prod(x, 1))}, {x}, {}, std::nullopt, true)[0];
   EXPECT_TRUE(testing::tensor_near(g, {6.0, 0.0, 0.0, 0.0, 0.0, 0.0}, 1e-12));
   // by hand, row 0: g = (x1 x2, x0 x2, x0 x1); sum(g) derivative = (x1 + x2, x0 + x2, x0 + x1) = (5, 3, 2)
@@ -328,14 +312,36 @@ TEST(InplaceDoubleBackward, CustomFunctionThatDeclaresADifferentiableBackward) {
   EXPECT_TRUE(testing::tensor_near(g1, {0.75, 6.75, 12.0}, 1e-12));
   Tensor g2 = autograd::grad({sum(g1)}, {x})[0];  // 6 x
   EXPECT_TRUE(testing::tensor_near(g2, {3.0, -9.0, 12.0}, 1e-12));
-  auto r = gradgradcheck([](const Tensor& v) { return Cube::apply(sin(v)) * v; },
-                         testing::rnd({2, 3}, DType::Float64, 9).requires_grad_(true));
-  EXPECT_TRUE(r.ok) << r.message;
+  EXPECT_TRUE(gradgradcheck([](const Tensor& v) { return Cube::apply(sin(v)) * v; },
+                            testing::rnd({2, 3}, DType::Float64, 9).requires_grad_(true)));
 
   Tensor h = autograd::grad({sum(CubeOnce::apply(x))}, {x}, {}, std::nullopt, true)[0];
   EXPECT_TRUE(testing::tensor_near(h, {0.75, 6.75, 12.0}, 1e-12));
   EXPECT_WEFT_ERROR(autograd::grad({sum(h)}, {x}), "CubeOnceBackward cannot be differentiated twice");
   EXPECT_WEFT_ERROR(autograd::grad({sum(h)}, {x}), "differentiable_backward = true");
+}
+
+// A Function that declares a differentiable backward but detaches inside it:
+// the first derivative is right, the second is zero, and gradgradcheck fails.
+struct CubeDetached : autograd::Function<CubeDetached> {
+  static constexpr bool differentiable_backward = true;
+  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& x) {
+    ctx->save_for_backward({x});
+    return x * x * x;
+  }
+  static std::vector<Tensor> backward(autograd::AutogradContext* ctx, std::vector<Tensor> g) {
+    Tensor x = ctx->get_saved()[0].detach();
+    return {g[0] * x * x * 3.0};
+  }
+};
+
+TEST(InplaceDoubleBackward, GradgradcheckCatchesAWrongSecondDerivative) {
+  Tensor x = testing::rnd({2, 3}, DType::Float64, 12).requires_grad_(true);
+  EXPECT_TRUE(autograd::gradcheck([](const std::vector<Tensor>& in) { return CubeDetached::apply(in[0]); }, {x}));
+  auto r = autograd::gradgradcheck([](const std::vector<Tensor>& in) { return CubeDetached::apply(in[0]); }, {x});
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("mismatch for differentiable input 0"), std::string::npos) << r.message;
+  EXPECT_TRUE(autograd::gradgradcheck([](const std::vector<Tensor>& in) { return Cube::apply(in[0]); }, {x}));
 }
 
 TEST(InplaceDoubleBackward, AutocastCastsDifferentiateTwice) {
