@@ -84,7 +84,7 @@ class CheckpointNode final : public OpaqueNode {
     for (size_t k = 0; k < leaves.size(); ++k) {
       const Tensor& g = gs[n_inputs + k];
       if (!g.defined()) continue;
-      if (accumulates) leaves[k]->apply({g});
+      if (accumulates) leaves[k]->accumulate_hooked(g);  // grad() ran its hooks
       else deliver_to_pass(Tensor(leaves[k]->leaf()), g);
     }
     for (size_t i = 0; i < xs.size(); ++i)

@@ -116,6 +116,25 @@ void refuse_second_backward(Node* node, const std::vector<Edge>& grad_edges, std
   set_history(results, refuse);
 }
 
+// The hooks registered on the tensors whose gradients `node` receives: a
+// leaf's (its accumulator's) or a node's outputs' (Node::pre_hooks), each on
+// its own gradient in registration order; a defined result replaces it.
+void run_tensor_hooks(Node* node, bool is_acc, std::vector<Tensor>& inputs) {
+  auto run = [](const std::shared_ptr<TensorHookList>& hooks, Tensor& g) {
+    if (!hooks || !g.defined()) return;
+    for (auto& hook : hooks->snapshot()) {
+      Tensor r = hook(g);
+      if (r.defined()) g = r;
+    }
+  };
+  if (is_acc) {
+    const AutogradMeta* meta = static_cast<AccumulateGrad*>(node)->leaf()->autograd_meta();
+    if (meta != nullptr && !inputs.empty()) run(meta->hooks, inputs[0]);
+    return;
+  }
+  for (size_t i = 0; i < node->pre_hooks.size() && i < inputs.size(); ++i) run(node->pre_hooks[i], inputs[i]);
+}
+
 void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads, bool retain_graph,
              bool create_graph, const std::vector<Capture>* captures, std::vector<Tensor>* captured,
              const Split* split = nullptr) {
@@ -173,24 +192,27 @@ void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_gra
     ready.pop();
     std::vector<Tensor> inputs = std::move(buffer_for(node));
     buffers.erase(node);
-    if (captures) {
-      for (size_t c = 0; c < captures->size(); ++c)
-        if ((*captures)[c].node == node) accumulate((*captured)[c], inputs[(*captures)[c].input_nr]);
-    }
-    bool is_acc = dynamic_cast<AccumulateGrad*>(node) != nullptr;
+    const bool is_acc = dynamic_cast<AccumulateGrad*>(node) != nullptr;
     std::vector<Tensor> outputs;
     bool any_defined = false;
     for (auto& g : inputs) any_defined |= g.defined();
     const bool only_captured = split != nullptr && split->passes != nullptr && split->passes->count(node) == 0;
+    // Note [tensor hooks before capture]: as PyTorch, the hooks registered on
+    // a tensor run on its gradient before grad() captures it, whether or not
+    // its node then runs (a leaf's too, though its accumulator does not run
+    // in grad()), and the node sees what they returned.
+    bool hooked = false;
+    if (captures) {
+      for (size_t c = 0; c < captures->size(); ++c) {
+        if ((*captures)[c].node != node) continue;
+        if (!hooked) run_tensor_hooks(node, is_acc, inputs);
+        hooked = true;
+        accumulate((*captured)[c], inputs[(*captures)[c].input_nr]);
+      }
+    }
     if (!(is_acc && captures) && !only_captured && any_defined) {
       // tensor hooks on this node's outputs, then retained grads
-      for (size_t i = 0; i < node->pre_hooks.size() && i < inputs.size(); ++i) {
-        if (!node->pre_hooks[i] || !inputs[i].defined()) continue;
-        for (auto& hook : node->pre_hooks[i]->snapshot()) {
-          Tensor r = hook(inputs[i]);
-          if (r.defined()) inputs[i] = r;
-        }
-      }
+      if (!hooked && !is_acc) run_tensor_hooks(node, is_acc, inputs);
       for (size_t i = 0; i < node->retained.size() && i < inputs.size(); ++i) {
         if (auto impl = node->retained[i].lock()) {
           AutogradMeta& m = impl->ensure_autograd_meta();

@@ -55,6 +55,12 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
       if (r.defined()) g = r;
     }
   }
+  accumulate_hooked(std::move(g));
+  return {};
+}
+
+void AccumulateGrad::accumulate_hooked(Tensor g) {
+  AutogradMeta& meta = leaf_->ensure_autograd_meta();
   if (g.defined() && GradMode::is_enabled() && g.requires_grad()) {
     // create_graph (Note [double backward]): .grad keeps the gradient's history,
     // summed out of place, as PyTorch does
@@ -77,7 +83,6 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
     Tensor self(leaf_);
     for (auto& hook : meta.post_accumulate_hooks->snapshot()) hook(self);
   }
-  return {};
 }
 
 namespace {

@@ -102,6 +102,10 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
   std::string name() const override { return "AccumulateGrad"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  // apply() without the tensor hooks, for a gradient they already ran on
+  // (grad() runs them before it captures: Note [tensor hooks before capture]
+  // in autograd/engine.cc).
+  void accumulate_hooked(Tensor g);
   const std::shared_ptr<TensorImpl>& leaf() const { return leaf_; }
 
  private:

@@ -109,6 +109,30 @@ TEST(TensorHook, NonLeafSeesItsGradient) {
   EXPECT_FALSE(y.grad().defined());  // not retained
 }
 
+// Note [tensor hooks before capture]: as PyTorch, a tensor's hooks run on its
+// gradient before grad() returns it, a leaf's too, and a node that then runs
+// for another input sees what they returned; no .grad is touched.
+TEST(TensorHook, RunBeforeGradCapturesTheGradient) {
+  Tensor x = leaf({1, 2});
+  Tensor y = x * 3.0;  // {3, 6}
+  int calls = 0;
+  y.register_hook([&](const Tensor& g) {
+    ++calls;
+    return g * 2.0;
+  });
+  Tensor gy = autograd::grad({sum(y * y)}, {y})[0];  // 2 * 2y
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(tensor_near(gy, {12, 24}));
+  std::vector<Tensor> gs = autograd::grad({sum(y * y)}, {y, x});
+  EXPECT_EQ(calls, 2);  // once, though y's node also runs for x
+  EXPECT_TRUE(tensor_near(gs[0], {12, 24}));
+  EXPECT_TRUE(tensor_near(gs[1], {36, 72}));  // 3 * the hooked gradient
+  x.register_hook([](const Tensor& g) { return g + 1.0; });
+  EXPECT_TRUE(tensor_near(autograd::grad({sum(x * 5.0)}, {x})[0], {6, 6}));
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(y.grad().defined());
+}
+
 TEST(TensorHook, HookOnTensorWithoutGradIsAnError) {
   Tensor x = tensor({1.0f});
   EXPECT_WEFT_ERROR(x.register_hook([](const Tensor& g) { return g; }), "does not require grad");

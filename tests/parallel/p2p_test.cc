@@ -213,7 +213,7 @@ TEST(BatchP2P, TimeoutNamesThePeerAndThePendingOperationsThenCompletes) {
 
 TEST(BatchP2P, SubGroupRanksAreGroupRanks) {
   auto pg = world();
-  const int n = pg->size(), me = pg->rank();
+  const int n = pg->size();
   // The odd ranks, in reverse: with 4 ranks, group rank 0 is world rank 3.
   std::vector<int> odd;
   for (int r = n - 1; r >= 0; --r)
