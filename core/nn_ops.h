@@ -140,7 +140,36 @@ std::pair<Tensor, Tensor> lstm_cell(const Tensor& xg, const Tensor& hg, const Te
 // ---- embedding (core/ops/embedding.cc) ----
 // weight: (num_embeddings, dim); indices: int64 of any shape -> (*indices.shape, dim).
 // padding_idx (negative counts from the end): that row gets no gradient.
-Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
+// max_norm: first, every row the indices name whose norm_type-norm exceeds it
+// is scaled in place to that norm (embedding_renorm_). scale_grad_by_freq:
+// each row's gradient is divided by how often the indices name it.
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt,
+                 std::optional<double> max_norm = std::nullopt, double norm_type = 2.0,
+                 bool scale_grad_by_freq = false);
+// PyTorch's torch.embedding_renorm_: rows of `weight` named by `indices` with a
+// norm_type-norm above max_norm scaled by max_norm / (norm + 1e-7), in place,
+// without autograd (the weight's version advances).
+void embedding_renorm_(const Tensor& weight, const Tensor& indices, double max_norm, double norm_type);
+
+// ---- embedding_bag (core/ops/embedding_bag.cc) ----
+// Sums, means or maxima of bags of embedding rows, without the (n, dim)
+// lookups in between being kept by the caller (PyTorch's F.embedding_bag).
+enum class EmbeddingBagMode { Sum, Mean, Max };
+struct EmbeddingBagOptions {
+  // input 1-D: bag b is input[offsets[b] : offsets[b + 1]] (the last to the
+  // end, or to offsets' last entry with include_last_offset); input 2-D (B, L):
+  // offsets undefined, each row a bag.
+  Tensor offsets;
+  std::optional<double> max_norm;  // as for embedding
+  double norm_type = 2.0;
+  bool scale_grad_by_freq = false;
+  EmbeddingBagMode mode = EmbeddingBagMode::Mean;
+  Tensor per_sample_weights;  // input's shape; Sum only
+  bool include_last_offset = false;
+  std::optional<int64_t> padding_idx;  // entries left out of their bag (and of a mean's count)
+};
+// weight (num_embeddings, dim) -> (bags, dim); an empty bag gives zeros.
+Tensor embedding_bag(const Tensor& input, const Tensor& weight, const EmbeddingBagOptions& opts = {});
 
 // ---- losses (core/ops/loss.cc) ----
 enum class Reduction { None, Mean, Sum };

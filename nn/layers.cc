@@ -254,38 +254,109 @@ Dropout2d::Dropout2d(double p) : Module("Dropout2d"), p(p) {
   WEFT_CHECK(p >= 0.0 && p <= 1.0, "Dropout2d: probability has to be between 0 and 1, but got ", p);
 }
 
-Embedding::Embedding(int64_t n, int64_t dim, std::optional<int64_t> pad) : Module("Embedding") {
+namespace {
+// An embedding table: N(0, 1), the padding row (checked, made non-negative) zero.
+Tensor embedding_table(Module& m, const char* type, int64_t n, int64_t dim, std::optional<int64_t>& pad) {
   if (pad) {
-    WEFT_CHECK(*pad < n && *pad >= -n, "Embedding: padding_idx ", *pad, " must be within num_embeddings ", n);
-    padding_idx = *pad < 0 ? *pad + n : *pad;
+    WEFT_CHECK(*pad < n && *pad >= -n, type, ": padding_idx ", *pad, " must be within num_embeddings ", n);
+    if (*pad < 0) *pad += n;
   }
-  weight = register_parameter("weight", empty({n, dim}));
+  Tensor weight = m.register_parameter("weight", empty({n, dim}));
   init::normal_(weight, 0.0, 1.0);
-  if (padding_idx) {
+  if (pad) {
     NoGradGuard ng;
-    weight.select(0, *padding_idx).zero_();
+    weight.select(0, *pad).zero_();
   }
+  return weight;
+}
+
+// A module's weight replaced by a copy of `embeddings`, frozen unless told otherwise.
+void load_pretrained(Module& m, Tensor& weight, const Tensor& embeddings, bool freeze) {
+  m.to(embeddings.dtype());  // the weight keeps the embeddings' dtype and device
+  m.to(embeddings.device());
+  {
+    NoGradGuard ng;
+    weight.copy_(embeddings);
+  }
+  weight.requires_grad_(!freeze);
+}
+
+void check_pretrained(const char* type, const Tensor& embeddings) {
+  WEFT_CHECK(embeddings.defined() && embeddings.dim() == 2, type,
+             ".from_pretrained: embeddings parameter is expected to be 2-dimensional, got ",
+             embeddings.defined() ? "shape " + shape_str(embeddings.sizes()) : std::string("an undefined tensor"));
+  WEFT_CHECK(embeddings.is_floating_point(), type, ".from_pretrained: expected floating embeddings, got dtype ",
+             embeddings.dtype());
+}
+
+void check_max_norm(const char* type, const std::optional<double>& max_norm) {
+  WEFT_CHECK(!max_norm || *max_norm >= 0.0, type, ": max_norm must be non-negative, got ", max_norm.value_or(0.0));
+}
+}  // namespace
+
+Embedding::Embedding(int64_t n, int64_t dim, std::optional<int64_t> pad) : Embedding(n, dim, EmbeddingOptions{pad}) {}
+Embedding::Embedding(int64_t n, int64_t dim, const EmbeddingOptions& o)
+    : Module("Embedding"),
+      padding_idx(o.padding_idx),
+      max_norm(o.max_norm),
+      norm_type(o.norm_type),
+      scale_grad_by_freq(o.scale_grad_by_freq) {
+  check_max_norm("Embedding", max_norm);
+  weight = embedding_table(*this, "Embedding", n, dim, padding_idx);
 }
 std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, bool freeze,
                                                       std::optional<int64_t> padding_idx) {
-  WEFT_CHECK(embeddings.defined() && embeddings.dim() == 2,
-             "Embedding.from_pretrained: embeddings parameter is expected to be 2-dimensional, got ",
-             embeddings.defined() ? "shape " + shape_str(embeddings.sizes()) : std::string("an undefined tensor"));
-  WEFT_CHECK(embeddings.is_floating_point(), "Embedding.from_pretrained: expected floating embeddings, got dtype ",
-             embeddings.dtype());
+  check_pretrained("Embedding", embeddings);
   auto e = std::make_shared<Embedding>(embeddings.size(0), embeddings.size(1), padding_idx);
-  e->to(embeddings.dtype());  // the weight keeps the embeddings' dtype and device
-  e->to(embeddings.device());
-  {
-    NoGradGuard ng;
-    e->weight.copy_(embeddings);
-  }
-  e->weight.requires_grad_(!freeze);
+  load_pretrained(*e, e->weight, embeddings, freeze);
   return e;
 }
 std::string Embedding::extra_repr() const {
   std::string r = std::to_string(weight.size(0)) + ", " + std::to_string(weight.size(1));
   if (padding_idx) r += ", padding_idx=" + std::to_string(*padding_idx);
+  if (max_norm) r += ", max_norm=" + std::to_string(*max_norm);
+  if (norm_type != 2.0) r += ", norm_type=" + std::to_string(norm_type);
+  if (scale_grad_by_freq) r += ", scale_grad_by_freq=true";
+  return r;
+}
+
+EmbeddingBag::EmbeddingBag(int64_t n, int64_t dim, const EmbeddingBagModuleOptions& o)
+    : Module("EmbeddingBag"), options(o) {
+  check_max_norm("EmbeddingBag", options.max_norm);
+  weight = embedding_table(*this, "EmbeddingBag", n, dim, options.padding_idx);
+}
+std::shared_ptr<EmbeddingBag> EmbeddingBag::from_pretrained(const Tensor& embeddings, bool freeze,
+                                                            const EmbeddingBagModuleOptions& options) {
+  check_pretrained("EmbeddingBag", embeddings);
+  auto e = std::make_shared<EmbeddingBag>(embeddings.size(0), embeddings.size(1), options);
+  load_pretrained(*e, e->weight, embeddings, freeze);
+  return e;
+}
+Tensor EmbeddingBag::forward(const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights) {
+  EmbeddingBagOptions o;
+  o.offsets = offsets;
+  o.max_norm = options.max_norm;
+  o.norm_type = options.norm_type;
+  o.scale_grad_by_freq = options.scale_grad_by_freq;
+  o.mode = options.mode;
+  o.per_sample_weights = per_sample_weights;
+  o.include_last_offset = options.include_last_offset;
+  o.padding_idx = options.padding_idx;
+  return embedding_bag(input, weight, o);
+}
+Tensors EmbeddingBag::forward_multi(const Tensors& in) {
+  WEFT_CHECK(!in.empty() && in.size() <= 3, "EmbeddingBag: forward_multi takes {input[, offsets[, ",
+             "per_sample_weights]]}, got ", in.size(), " tensors");
+  return {forward(in[0], in.size() > 1 ? in[1] : Tensor(), in.size() > 2 ? in[2] : Tensor())};
+}
+std::string EmbeddingBag::extra_repr() const {
+  static const char* const kModes[] = {"sum", "mean", "max"};
+  std::string r = std::to_string(weight.size(0)) + ", " + std::to_string(weight.size(1)) +
+                  ", mode=" + kModes[static_cast<int>(options.mode)];
+  if (options.padding_idx) r += ", padding_idx=" + std::to_string(*options.padding_idx);
+  if (options.max_norm) r += ", max_norm=" + std::to_string(*options.max_norm);
+  if (options.scale_grad_by_freq) r += ", scale_grad_by_freq=true";
+  if (options.include_last_offset) r += ", include_last_offset=true";
   return r;
 }
 

@@ -331,20 +331,63 @@ class Dropout2d : public Module {
   double p;
 };
 
+// What nn::Embedding and nn::EmbeddingBag take besides their sizes, as
+// PyTorch's arguments (embedding() in core/nn_ops.h says what each does).
+struct EmbeddingOptions {
+  std::optional<int64_t> padding_idx;  // negative counts from the end
+  std::optional<double> max_norm;
+  double norm_type = 2.0;
+  bool scale_grad_by_freq = false;
+};
+
 // padding_idx (negative counts from the end): that row starts at zero and gets
-// no gradient, as PyTorch's.
+// no gradient, as PyTorch's. With max_norm, forward renormalises the rows it
+// reads in place (embedding_renorm_), as PyTorch's.
 class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, const EmbeddingOptions& options);
   // PyTorch's Embedding.from_pretrained: the weight is a copy of `embeddings`
   // (num_embeddings, embedding_dim), padding row included, in their dtype and on
   // their device; frozen (no gradient) unless freeze is false.
   static std::shared_ptr<Embedding> from_pretrained(const Tensor& embeddings, bool freeze = true,
                                                     std::optional<int64_t> padding_idx = std::nullopt);
-  Tensor forward(const Tensor& indices) override { return embedding(indices, weight, padding_idx); }
+  Tensor forward(const Tensor& indices) override {
+    return embedding(indices, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq);
+  }
   std::string extra_repr() const override;
   Tensor weight;                       // (num_embeddings, embedding_dim), N(0, 1) like PyTorch
   std::optional<int64_t> padding_idx;  // in [0, num_embeddings) once built
+  std::optional<double> max_norm;
+  double norm_type = 2.0;
+  bool scale_grad_by_freq = false;
+};
+
+// PyTorch's EmbeddingBag: the sum, mean (the default) or maximum of each bag
+// of rows (embedding_bag in core/nn_ops.h), without the per-entry rows being
+// returned. forward(input) takes a 2-D (bags, length) input;
+// forward(input, offsets[, per_sample_weights]) a 1-D one, as does
+// forward_multi({input, offsets[, per_sample_weights]}).
+struct EmbeddingBagModuleOptions {
+  std::optional<double> max_norm;
+  double norm_type = 2.0;
+  bool scale_grad_by_freq = false;
+  EmbeddingBagMode mode = EmbeddingBagMode::Mean;
+  bool include_last_offset = false;
+  std::optional<int64_t> padding_idx;  // that row starts at zero, gets no gradient and is left out of bags
+};
+class EmbeddingBag : public Module {
+ public:
+  EmbeddingBag(int64_t num_embeddings, int64_t embedding_dim, const EmbeddingBagModuleOptions& options = {});
+  // The weight a copy of `embeddings`, frozen unless freeze is false.
+  static std::shared_ptr<EmbeddingBag> from_pretrained(const Tensor& embeddings, bool freeze = true,
+                                                       const EmbeddingBagModuleOptions& options = {});
+  Tensor forward(const Tensor& input) override { return forward(input, Tensor()); }
+  Tensor forward(const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights = Tensor());
+  Tensors forward_multi(const Tensors& inputs) override;
+  std::string extra_repr() const override;
+  Tensor weight;  // (num_embeddings, embedding_dim), N(0, 1) like PyTorch
+  EmbeddingBagModuleOptions options;
 };
 
 class Identity : public Module {
