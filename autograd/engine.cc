@@ -135,6 +135,16 @@ void run_tensor_hooks(Node* node, bool is_acc, std::vector<Tensor>& inputs) {
   for (size_t i = 0; i < node->pre_hooks.size() && i < inputs.size(); ++i) run(node->pre_hooks[i], inputs[i]);
 }
 
+// retain_grad: the gradients of `node`'s outputs kept in their .grad.
+void retain_grads(Node* node, const std::vector<Tensor>& inputs) {
+  for (size_t i = 0; i < node->retained.size() && i < inputs.size(); ++i) {
+    if (auto impl = node->retained[i].lock()) {
+      AutogradMeta& m = impl->ensure_autograd_meta();
+      if (inputs[i].defined()) m.grad = m.grad.defined() ? add(m.grad, inputs[i]) : inputs[i].clone();
+    }
+  }
+}
+
 void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads, bool retain_graph,
              bool create_graph, const std::vector<Capture>* captures, std::vector<Tensor>* captured,
              const Split* split = nullptr) {
@@ -200,24 +210,25 @@ void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_gra
     // Note [tensor hooks before capture]: as PyTorch, the hooks registered on
     // a tensor run on its gradient before grad() captures it, whether or not
     // its node then runs (a leaf's too, though its accumulator does not run
-    // in grad()), and the node sees what they returned.
+    // in grad()), and the node sees what they returned; a retained gradient
+    // (retain_grad) is kept then too.
     bool hooked = false;
     if (captures) {
       for (size_t c = 0; c < captures->size(); ++c) {
         if ((*captures)[c].node != node) continue;
-        if (!hooked) run_tensor_hooks(node, is_acc, inputs);
+        if (!hooked) {
+          run_tensor_hooks(node, is_acc, inputs);
+          retain_grads(node, inputs);
+        }
         hooked = true;
         accumulate((*captured)[c], inputs[(*captures)[c].input_nr]);
       }
     }
     if (!(is_acc && captures) && !only_captured && any_defined) {
       // tensor hooks on this node's outputs, then retained grads
-      if (!hooked && !is_acc) run_tensor_hooks(node, is_acc, inputs);
-      for (size_t i = 0; i < node->retained.size() && i < inputs.size(); ++i) {
-        if (auto impl = node->retained[i].lock()) {
-          AutogradMeta& m = impl->ensure_autograd_meta();
-          if (inputs[i].defined()) m.grad = m.grad.defined() ? add(m.grad, inputs[i]) : inputs[i].clone();
-        }
+      if (!hooked && !is_acc) {
+        run_tensor_hooks(node, is_acc, inputs);
+        retain_grads(node, inputs);
       }
       if (!is_acc) {
         for (size_t i = 0; i < inputs.size(); ++i)

@@ -226,5 +226,21 @@ TEST(RetainGrad, KeepsNonLeafGrad) {
   EXPECT_TRUE(tensor_near(x.grad(), {36, 72}));
 }
 
+// As PyTorch 2.15 (checked by hand there): grad() keeps a retained gradient
+// too, for one of its inputs and for a tensor on the way to one.
+TEST(RetainGrad, KeptByGradForAnInputAndOnTheWay) {
+  Tensor x = leaf({1, 2});
+  Tensor y = x * 3.0;
+  y.retain_grad();
+  autograd::grad({sum(y * y)}, {y});
+  EXPECT_TRUE(tensor_near(y.grad(), {6, 12}));
+  Tensor y2 = x * 3.0;
+  y2.retain_grad();
+  Tensor z = y2 * 2.0;
+  autograd::grad({sum(z * z)}, {x});
+  EXPECT_TRUE(tensor_near(y2.grad(), {24, 48}));
+  EXPECT_FALSE(x.grad().defined());
+}
+
 }  // namespace
 }  // namespace weft
