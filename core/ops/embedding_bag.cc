@@ -5,7 +5,6 @@
 // middle dim, whose gradient goes to each maximum alone, as PyTorch's.
 // Entries equal to padding_idx belong to no bag; an empty bag gives zeros.
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
@@ -112,10 +111,10 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const EmbeddingB
           0);                                                                  // (kept + 1, D)
   Tensor laid = index_select(ext, 0, on_device(place)).view({B, longest, D});  // (B, longest, D)
   Tensor best = std::get<0>(max(laid, 1));                                     // (B, D)
-  std::vector<uint8_t> nonempty(B);
-  for (int64_t b = 0; b < B; ++b) nonempty[b] = count[b] > 0;
-  Tensor has = tensor(std::vector<double>(nonempty.begin(), nonempty.end()), {B, 1}).to(weight.device());
-  return where(gt(has, zeros_like(has)), best, zeros_like(best));
+  std::vector<double> nonempty(B);
+  for (int64_t b = 0; b < B; ++b) nonempty[b] = count[b] > 0 ? 1.0 : 0.0;
+  Tensor has = tensor(nonempty, {B, 1}).to(weight.device());
+  return where(gt(has, zeros_like(has)), best, zeros_like(best));  // an empty bag's -inf becomes 0
 }
 
 }  // namespace weft

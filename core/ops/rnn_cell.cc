@@ -104,6 +104,13 @@ std::pair<Tensor, Tensor> lstm_cell_composed(const Tensor& xg, const Tensor& hg,
   return {h2, c2};
 }
 
+// The gates' slopes from their activations a (N, 4H: i, f | g | o):
+// sigmoid' = a (1 - a), tanh' = 1 - a^2.
+Tensor gate_slopes(const Tensor& a, int64_t H) {
+  Tensor s_if = narrow(a, 1, 0, 2 * H), t = narrow(a, 1, 2 * H, H), s_o = narrow(a, 1, 3 * H, H);
+  return cat({s_if * (1.0 - s_if), 1.0 - t * t, s_o * (1.0 - s_o)}, 1);
+}
+
 // Note [double backward]: the gate activations (N, 4H) as a recorded result
 // of xg + hg, given their saved value: their derivative, sigmoid' = a (1 - a)
 // and tanh' = 1 - a^2, needs only the activations, so neither xg nor hg is
@@ -114,10 +121,7 @@ Tensor recorded_gates(const Tensor& acts, const std::vector<Edge>& edges, int64_
   auto node = std::make_shared<FunctionNode>(
       "LstmGatesBackward",
       [self, H](const std::vector<Tensor>& g) {
-        Tensor y = self.get("LstmGatesBackward");  // i, f | g | o
-        Tensor s_if = narrow(y, 1, 0, 2 * H), t = narrow(y, 1, 2 * H, H), s_o = narrow(y, 1, 3 * H, H);
-        Tensor d = cat({s_if * (1.0 - s_if), 1.0 - t * t, s_o * (1.0 - s_o)}, 1);
-        Tensor ds = g[0] * d;
+        Tensor ds = g[0] * gate_slopes(self.get("LstmGatesBackward"), H);
         return std::vector<Tensor>{ds, ds};
       },
       /*reusable=*/false, /*differentiable=*/true);
@@ -138,8 +142,7 @@ std::vector<Tensor> lstm_cell_backward_composed(const Tensor& dh, const Tensor& 
   Tensor tc = weft::tanh(f * c + i * g);
   Tensor dct = dc2 + dh * o * (1.0 - tc * tc);
   Tensor dacts = cat({dct * g, dct * c, dct * i, dh * tc}, 1);  // (N, 4H)
-  Tensor d = cat({i * (1.0 - i), f * (1.0 - f), 1.0 - g * g, o * (1.0 - o)}, 1);
-  Tensor dgates = dacts * d;
+  Tensor dgates = dacts * gate_slopes(a, H);
   return {dgates, dgates, dct * f};
 }
 
