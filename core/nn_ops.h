@@ -250,4 +250,21 @@ Tensor mlp_gelu_tanh(const Tensor& x, const Tensor& w1, const Tensor& b1, const 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal = false,
                                     double dropout_p = 0.0, bool training = true);
 
+// PyTorch's F.scaled_dot_product_attention in full. attn_mask, broadcastable to
+// the scores (..., L, S): boolean (true: the key takes part, as PyTorch) or
+// floating (added to the scaled scores); it and is_causal exclude each other.
+// scale defaults to 1 / sqrt(D). A query row whose keys are all masked gets zero
+// weights, hence a zero output row and zero gradients (PyTorch's safe softmax).
+struct AttentionOptions {
+  Tensor attn_mask;
+  double dropout_p = 0.0;
+  bool is_causal = false;
+  std::optional<double> scale;
+  bool training = true;  // dropout applies only when training
+};
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options);
+// The attention weights softmax(scale q k^T [+ mask]) (..., L, S) for those
+// options, before dropout: what MultiheadAttention returns with need_weights.
+Tensor scaled_dot_product_attention_weights(const Tensor& q, const Tensor& k, const AttentionOptions& options);
+
 }  // namespace weft

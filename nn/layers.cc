@@ -211,10 +211,11 @@ std::string BatchNorm::extra_repr() const {
   return std::to_string(num_features) + ", eps=" + std::to_string(eps) + ", momentum=" + std::to_string(momentum);
 }
 
-LayerNorm::LayerNorm(Shape shape, double eps, bool affine) : Module("LayerNorm"), normalized_shape(shape), eps(eps) {
+LayerNorm::LayerNorm(Shape shape, double eps, bool affine, bool with_bias)
+    : Module("LayerNorm"), normalized_shape(shape), eps(eps) {
   if (affine) {
     weight = register_parameter("weight", ones(shape));
-    bias = register_parameter("bias", zeros(shape));
+    if (with_bias) bias = register_parameter("bias", zeros(shape));
   }
 }
 

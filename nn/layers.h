@@ -264,7 +264,8 @@ class InstanceNorm2d : public InstanceNorm {
 
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  // bias = false: a weight without a bias (PyTorch's bias argument)
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true, bool bias = true);
   explicit LayerNorm(int64_t dim, double eps = 1e-5) : LayerNorm(Shape{dim}, eps) {}
   Tensor forward(const Tensor& x) override { return layer_norm(x, normalized_shape, weight, bias, eps); }
   Tensor weight, bias;

@@ -1,29 +1,185 @@
 #include "nn/transformer.h"
 
 #include <algorithm>
+#include <limits>
+#include <string>
 
+#include "core/autograd_meta.h"
 #include "core/nn_ops.h"
+#include "nn/init.h"
 
 namespace weft::nn {
 
-MultiheadAttention::MultiheadAttention(int64_t c, int64_t h, bool causal, double dropout, bool bias)
-    : Module("MultiheadAttention"), embed_dim(c), num_heads(h), causal(causal), dropout_p(dropout) {
-  WEFT_CHECK(h > 0 && c % h == 0, "MultiheadAttention: embed_dim ", c, " must be divisible by num_heads ", h);
-  qkv = register_module("qkv", std::make_shared<Linear>(c, 3 * c, bias));
-  proj = register_module("proj", std::make_shared<Linear>(c, c, bias));
+namespace {
+
+// x in the module's layout -> (N, T, E); unbatched (T, E) -> (1, T, E).
+Tensor to_batch_first(const Tensor& x, bool batched, bool batch_first) {
+  if (!batched) return x.unsqueeze(0);
+  return batch_first ? x : x.transpose(0, 1);
 }
 
-Tensor MultiheadAttention::forward(const Tensor& x) {
-  WEFT_CHECK(x.dim() == 3 && x.size(2) == embed_dim, "MultiheadAttention: expected input (B, T, ", embed_dim, "), got ",
-             shape_str(x.sizes()));
+Tensor from_batch_first(const Tensor& y, bool batched, bool batch_first) {
+  if (!batched) return y.squeeze(0);
+  return batch_first ? y : y.transpose(0, 1);
+}
+
+// A boolean mask (true: not allowed) or a floating one, as an additive mask of dtype dt.
+Tensor additive_mask(const Tensor& m, DType dt) {
+  if (m.dtype() != DType::Bool) return m.to(dt);
+  return masked_fill(zeros(m.sizes(), TensorOptions{dt, m.device()}), m, -std::numeric_limits<double>::infinity());
+}
+
+}  // namespace
+
+MultiheadAttention::MultiheadAttention(int64_t c, int64_t h, MultiheadAttentionOptions o)
+    : Module("MultiheadAttention"),
+      embed_dim(c),
+      num_heads(h),
+      causal(o.causal),
+      dropout_p(o.dropout),
+      batch_first(o.batch_first),
+      output_dropout(false) {
+  WEFT_CHECK(h > 0 && c > 0 && c % h == 0, "MultiheadAttention: embed_dim ", c, " must be divisible by num_heads ", h);
+  WEFT_CHECK(o.dropout >= 0.0 && o.dropout <= 1.0, "MultiheadAttention: dropout must be in [0, 1], got ", o.dropout);
+  in_proj_weight = register_parameter("in_proj_weight", empty({3 * c, c}));
+  init::xavier_uniform_(in_proj_weight);
+  if (o.bias) in_proj_bias = register_parameter("in_proj_bias", zeros({3 * c}));
+  out_proj = proj = register_module("out_proj", std::make_shared<Linear>(c, c, o.bias));
+  if (o.bias) {
+    NoGradGuard no_grad;
+    out_proj->bias.zero_();
+  }
+}
+
+MultiheadAttention::MultiheadAttention(int64_t c, int64_t h, bool causal, double dropout, bool bias)
+    : Module("MultiheadAttention"),
+      embed_dim(c),
+      num_heads(h),
+      causal(causal),
+      dropout_p(dropout),
+      batch_first(true),
+      output_dropout(true) {
+  WEFT_CHECK(h > 0 && c > 0 && c % h == 0, "MultiheadAttention: embed_dim ", c, " must be divisible by num_heads ", h);
+  WEFT_CHECK(dropout >= 0.0 && dropout <= 1.0, "MultiheadAttention: dropout must be in [0, 1], got ", dropout);
+  qkv = register_module("qkv", std::make_shared<Linear>(c, 3 * c, bias));
+  out_proj = proj = register_module("proj", std::make_shared<Linear>(c, c, bias));
+  in_proj_weight = qkv->weight;
+  in_proj_bias = qkv->bias;
+}
+
+std::string MultiheadAttention::extra_repr() const {
+  return "embed_dim=" + std::to_string(embed_dim) + ", num_heads=" + std::to_string(num_heads) +
+         ", dropout=" + std::to_string(dropout_p) + ", batch_first=" + (batch_first ? "true" : "false") +
+         (causal ? ", causal=true" : "");
+}
+
+Tensor MultiheadAttention::in_projection(const Tensor& x, int64_t first, int64_t count) {
+  if (first == 0 && count == 3 && qkv) return (*qkv)(x);
+  const int64_t E = embed_dim;
+  return linear(x, in_proj_weight.narrow(0, first * E, count * E),
+                in_proj_bias.defined() ? in_proj_bias.narrow(0, first * E, count * E) : Tensor());
+}
+
+Tensor MultiheadAttention::forward(const Tensor& x_in) {
+  WEFT_CHECK(x_in.dim() == 3 && x_in.size(2) == embed_dim, "MultiheadAttention: expected input ",
+             batch_first ? "(N, T, " : "(T, N, ", embed_dim, "), got ", shape_str(x_in.sizes()));
+  const Tensor x = to_batch_first(x_in, true, batch_first);
   const int64_t B = x.size(0), T = x.size(1), C = embed_dim, H = num_heads, D = C / H;
-  Tensor qkv_out = (*qkv)(x);  // (B, T, 3C)
-  std::vector<Tensor> parts = split(qkv_out, C, 2);
+  std::vector<Tensor> parts = split(in_projection(x, 0, 3), C, 2);                        // (B, T, 3C) -> 3 x (B, T, C)
   auto heads = [&](const Tensor& t) { return t.reshape({B, T, H, D}).transpose(1, 2); };  // (B, H, T, D)
   Tensor y = scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), causal, dropout_p,
                                           is_training());  // (B, H, T, D)
-  y = y.transpose(1, 2).reshape({B, T, C});
-  return dropout((*proj)(y), dropout_p, is_training());
+  y = (*proj)(y.transpose(1, 2).reshape({B, T, C}));
+  if (output_dropout) y = dropout(y, dropout_p, is_training());
+  return from_batch_first(y, true, batch_first);
+}
+
+AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                            const AttentionMasks& m) {
+  const char* op = "MultiheadAttention";
+  WEFT_CHECK(query.defined() && key.defined() && value.defined(), op, ": undefined query, key or value");
+  const bool batched = query.dim() == 3;
+  WEFT_CHECK((query.dim() == 3 || query.dim() == 2) && key.dim() == query.dim() && value.dim() == query.dim(), op,
+             ": expected query, key and value all ", batch_first ? "(N, L, E)" : "(L, N, E)",
+             " or all unbatched (L, E), got ", shape_str(query.sizes()), ", ", shape_str(key.sizes()), ", ",
+             shape_str(value.sizes()));
+  const Tensor q_in = to_batch_first(query, batched, batch_first);  // (N, L, E)
+  const Tensor k_in = to_batch_first(key, batched, batch_first);    // (N, S, E)
+  const Tensor v_in = to_batch_first(value, batched, batch_first);  // (N, S, E)
+  const int64_t N = q_in.size(0), L = q_in.size(1), S = k_in.size(1), E = embed_dim, H = num_heads, D = E / H;
+  WEFT_CHECK(q_in.size(2) == E && k_in.size(2) == E && v_in.size(2) == E, op,
+             ": query, key and value must end in embed_dim ", E, ", got ", shape_str(query.sizes()), ", ",
+             shape_str(key.sizes()), ", ", shape_str(value.sizes()));
+  WEFT_CHECK(k_in.size(0) == N && v_in.size(0) == N && v_in.size(1) == S, op,
+             ": key and value must have query's batch size and the same length, got query ", shape_str(query.sizes()),
+             ", key ", shape_str(key.sizes()), ", value ", shape_str(value.sizes()));
+
+  // Projections: one GEMM for self-attention, one for key and value when they are the same tensor.
+  Tensor q, k, v;  // (N, L|S, E)
+  if (query.is_same(key) && key.is_same(value)) {
+    std::vector<Tensor> p = split(in_projection(q_in, 0, 3), E, 2);
+    q = p[0], k = p[1], v = p[2];
+  } else {
+    q = in_projection(q_in, 0, 1);
+    if (key.is_same(value)) {
+      std::vector<Tensor> p = split(in_projection(k_in, 1, 2), E, 2);
+      k = p[0], v = p[1];
+    } else {
+      k = in_projection(k_in, 1, 1);
+      v = in_projection(v_in, 2, 1);
+    }
+  }
+  auto heads = [&](const Tensor& t, int64_t T) { return t.reshape({N, T, H, D}).transpose(1, 2); };  // (N, H, T, D)
+
+  // One additive (N | 1, H | 1, L, S) mask from the two.
+  const DType dt = q.dtype();
+  Tensor mask;
+  if (const Tensor& a = m.attn_mask; a.defined()) {
+    const bool two_d = a.dim() == 2 && a.size(0) == L && a.size(1) == S;
+    const bool per_head = a.dim() == 3 && a.size(0) == N * H && a.size(1) == L && a.size(2) == S;
+    WEFT_CHECK(two_d || per_head, op, ": attn_mask of shape ", shape_str(a.sizes()), " should be (L, S) = (", L, ", ",
+               S, ") or (N * num_heads, L, S) = (", N * H, ", ", L, ", ", S, ")");
+    WEFT_CHECK(a.dtype() == DType::Bool || is_floating(a.dtype()), op,
+               ": attn_mask must be bool (true: not allowed) or floating (added), got ", a.dtype());
+    mask = additive_mask(a, dt).reshape(two_d ? Shape{1, 1, L, S} : Shape{N, H, L, S});
+  }
+  if (const Tensor& kp = m.key_padding_mask; kp.defined()) {
+    const bool ok = batched ? kp.dim() == 2 && kp.size(0) == N && kp.size(1) == S : kp.dim() == 1 && kp.size(0) == S;
+    WEFT_CHECK(ok, op, ": key_padding_mask of shape ", shape_str(kp.sizes()), " should be ",
+               batched ? "(N, S) = (" + std::to_string(N) + ", " : std::string("(S) = ("), S, ")");
+    WEFT_CHECK(kp.dtype() == DType::Bool || is_floating(kp.dtype()), op,
+               ": key_padding_mask must be bool (true: ignore the key) or floating (added), got ", kp.dtype());
+    Tensor pad = additive_mask(kp, dt).reshape({N, 1, 1, S});
+    if (!mask.defined() && m.is_causal)  // the causal mask joins the padding as an explicit mask
+      mask = additive_mask(triu(ones({L, S}, TensorOptions{DType::Bool, q.device()}), 1), dt).reshape({1, 1, L, S});
+    mask = mask.defined() ? add(mask, pad) : pad;
+  }
+  AttentionOptions ao{.attn_mask = mask,
+                      .dropout_p = dropout_p,
+                      .is_causal = m.is_causal && !mask.defined(),
+                      .training = is_training()};
+  const Tensor qh = heads(q, L), kh = heads(k, S), vh = heads(v, S);
+  AttentionOutput out;
+  Tensor y;  // (N, H, L, D)
+  if (m.need_weights) {
+    Tensor w = dropout(scaled_dot_product_attention_weights(qh, kh, ao), dropout_p, is_training());  // (N, H, L, S)
+    y = matmul(w, vh);
+    out.weights = m.average_attn_weights ? mean(w, {1}) : w;
+    if (!batched) out.weights = out.weights.squeeze(0);
+  } else {
+    y = scaled_dot_product_attention(qh, kh, vh, ao);
+  }
+  y = (*out_proj)(y.transpose(1, 2).reshape({N, L, E}));
+  if (output_dropout) y = dropout(y, dropout_p, is_training());
+  out.output = from_batch_first(y, batched, batch_first);
+  return out;
+}
+
+Tensors MultiheadAttention::forward_multi(const Tensors& in) {
+  WEFT_CHECK(in.size() == 1 || in.size() == 3,
+             "MultiheadAttention: forward_multi takes {x} or {query, key, value}, got ", in.size(), " tensors");
+  if (in.size() == 1) return {forward(in[0])};
+  return {forward(in[0], in[1], in[2], AttentionMasks{.need_weights = false}).output};
 }
 
 TransformerBlock::TransformerBlock(int64_t c, int64_t h, double dropout, int64_t ratio) : Module("TransformerBlock") {

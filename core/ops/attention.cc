@@ -1,6 +1,6 @@
 // scaled_dot_product_attention: softmax(q k^T / sqrt(D) [+ causal mask]) v, with
-// optional dropout on the attention weights (PyTorch's F.scaled_dot_product_attention
-// without attn_mask / scale arguments).
+// optional dropout on the attention weights (PyTorch's F.scaled_dot_product_attention),
+// and an optional mask and scale (AttentionOptions).
 //
 // Contract: q (B, H, L, D), k (B, H, S, D), v (B, H, S, Dv) -> (B, H, L, Dv); the
 // leading dims must match exactly. The causal mask is PyTorch's: query i sees
@@ -27,7 +27,9 @@
 //    and its backward is the fused softmax backward dx = scale * y * (g - sum(g * y)).
 //    Device-agnostic: on CUDA the GEMMs are cuBLAS and the softmax the CUDA
 //    attn_softmax kernels.
-// Neither path is twice differentiable (the softmax backward is a kernel).
+// With an attn_mask, a third path of recorded ops (masked_attention_probs) computes
+// the weights; masks are rare enough in training (padding, encoder-decoder models)
+// that it has no kernel of its own.
 #include "core/kernels/attention.h"
 
 #include <cmath>
@@ -340,37 +342,94 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double
   return o;
 }
 
-}  // namespace
+// The masked path's probabilities: softmax(scale q k^T + mask) over the last dim,
+// built of recorded ops (so differentiable to any order). mask is boolean (true:
+// takes part) or additive of the scores' dtype. A row with every score -inf
+// softmaxes zeros instead of NaN (PyTorch's safe softmax): its scores are replaced
+// by 0 first, so neither the forward nor the backward meets inf - inf.
+Tensor masked_attention_probs(const Tensor& q, const Tensor& k, const Tensor& mask, double scale) {
+  Tensor s = mul(matmul(q, transpose(k, -2, -1)), wrapped_scalar(scale, q.dtype(), q.device()));  // (..., L, S)
+  const Tensor neg_inf = wrapped_scalar(-std::numeric_limits<double>::infinity(), s.dtype(), s.device());
+  if (mask.dtype() == DType::Bool) s = masked_fill(s, logical_not(mask), -std::numeric_limits<double>::infinity());
+  else s = add(s, mask.to(s.dtype()));
+  const Tensor dead = all(eq(s.detach(), neg_inf), {-1}, true);  // (..., L, 1): no key takes part
+  const Tensor zero = wrapped_scalar(0.0, s.dtype(), s.device());
+  return masked_fill(softmax(where(dead, zero, s), -1), dead, 0.0);
+}
 
-Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool is_causal,
-                                    double dropout_p, bool training) {
-  detail::check_devices("scaled_dot_product_attention", {q_in, k_in, v_in});
-  const char* op = "scaled_dot_product_attention";
-  WEFT_CHECK(q_in.defined() && k_in.defined() && v_in.defined(), op, ": undefined q, k or v");
-  const Tensor q = autocast::lower(q_in), k = autocast::lower(k_in), v = autocast::lower(v_in);
+struct CheckedAttention {
+  Tensor q, k, v;  // after autocast
+  double scale;
+};
+
+// Validates q, k (and v when given) and the options for op; lowers them under autocast.
+CheckedAttention check_attention(const char* op, const Tensor& q_in, const Tensor& k_in, const Tensor* v_in,
+                                 const AttentionOptions& o) {
+  if (v_in) detail::check_devices(op, {q_in, k_in, *v_in});
+  else detail::check_devices(op, {q_in, k_in});
+  WEFT_CHECK(q_in.defined() && k_in.defined() && (!v_in || v_in->defined()), op, ": undefined q, k or v");
+  const Tensor q = autocast::lower(q_in), k = autocast::lower(k_in), v = v_in ? autocast::lower(*v_in) : k;
   WEFT_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op,
              ": expected q, k, v with the same number of dims (B, H, T, D), got shapes ", shape_str(q.sizes()), ", ",
              shape_str(k.sizes()), ", ", shape_str(v.sizes()));
   WEFT_CHECK(is_floating(q.dtype()) && q.dtype() == k.dtype() && q.dtype() == v.dtype(), op,
              ": expected q, k, v of the same floating dtype, got ", q.dtype(), ", ", k.dtype(), ", ", v.dtype());
-  WEFT_CHECK(q.device() == k.device() && q.device() == v.device(), op, ": q, k, v are on different devices");
   const int64_t n = q.dim();
   bool lead_ok = true;
   for (int64_t d = 0; d < n - 2; ++d) lead_ok = lead_ok && q.size(d) == k.size(d) && q.size(d) == v.size(d);
   WEFT_CHECK(lead_ok && q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2), op, ": incompatible shapes q ",
              shape_str(q.sizes()), ", k ", shape_str(k.sizes()), ", v ", shape_str(v.sizes()),
              " (expected q (..., L, D), k (..., S, D), v (..., S, Dv))");
-  WEFT_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, op, ": dropout_p must be in [0, 1], got ", dropout_p);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  const bool dropout_active = training && dropout_p > 0.0;
-  if (!dropout_active) {
-    Tensor fused = fused_attention(q, k, v, scale, is_causal);
-    if (fused.defined()) return fused;
+  WEFT_CHECK(o.dropout_p >= 0.0 && o.dropout_p <= 1.0, op, ": dropout_p must be in [0, 1], got ", o.dropout_p);
+  WEFT_CHECK(!o.scale || std::isfinite(*o.scale), op, ": scale must be finite, got ", o.scale.value_or(0.0));
+  if (const Tensor& m = o.attn_mask; m.defined()) {
+    WEFT_CHECK(!o.is_causal, op, ": attn_mask and is_causal exclude each other (pass a causal attn_mask instead)");
+    WEFT_CHECK(m.dtype() == DType::Bool || is_floating(m.dtype()), op,
+               ": attn_mask must be bool (true: takes part) or floating (added to the scores), got ", m.dtype());
+    WEFT_CHECK(m.device() == q.device(), op, ": attn_mask is on ", m.device(), ", q on ", q.device());
+    Shape scores(q.sizes().begin(), q.sizes().end() - 1);
+    scores.push_back(k.size(-2));  // (..., L, S)
+    bool fits = m.dim() <= static_cast<int64_t>(scores.size());
+    for (int64_t d = 1; fits && d <= m.dim(); ++d) {
+      const int64_t ms = m.size(-d), ss = scores[scores.size() - static_cast<size_t>(d)];
+      fits = ms == ss || ms == 1;
+    }
+    WEFT_CHECK(fits, op, ": attn_mask of shape ", shape_str(m.sizes()), " does not broadcast to the scores' shape ",
+               shape_str(scores), " (..., L, S)");
   }
-  Tensor scores = matmul(q, transpose(k, -2, -1));  // (..., L, S)
-  Tensor attn = attn_softmax(scores, scale, is_causal);
-  if (dropout_active) attn = dropout(attn, dropout_p, true);
-  return matmul(attn, v);
+  return {q, k, v, o.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))))};
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal, double dropout_p,
+                                    bool training) {
+  return scaled_dot_product_attention(
+      q, k, v, AttentionOptions{.dropout_p = dropout_p, .is_causal = is_causal, .training = training});
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                    const AttentionOptions& options) {
+  const CheckedAttention a = check_attention("scaled_dot_product_attention", q_in, k_in, &v_in, options);
+  const bool dropout_active = options.training && options.dropout_p > 0.0;
+  Tensor attn;
+  if (options.attn_mask.defined()) {
+    attn = masked_attention_probs(a.q, a.k, options.attn_mask, a.scale);
+  } else {
+    if (!dropout_active) {
+      Tensor fused = fused_attention(a.q, a.k, a.v, a.scale, options.is_causal);
+      if (fused.defined()) return fused;
+    }
+    attn = attn_softmax(matmul(a.q, transpose(a.k, -2, -1)), a.scale, options.is_causal);  // (..., L, S)
+  }
+  if (dropout_active) attn = dropout(attn, options.dropout_p, true);
+  return matmul(attn, a.v);
+}
+
+Tensor scaled_dot_product_attention_weights(const Tensor& q_in, const Tensor& k_in, const AttentionOptions& options) {
+  const CheckedAttention a = check_attention("scaled_dot_product_attention_weights", q_in, k_in, nullptr, options);
+  if (options.attn_mask.defined()) return masked_attention_probs(a.q, a.k, options.attn_mask, a.scale);
+  return attn_softmax(matmul(a.q, transpose(a.k, -2, -1)), a.scale, options.is_causal);
 }
 
 }  // namespace weft

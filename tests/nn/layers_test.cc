@@ -85,7 +85,7 @@ TEST(Layers, DropoutEmbeddingLayerNorm) {
 
 TEST(Layers, AttentionIsCausalAndMatchesReference) {
   manual_seed(4);
-  MultiheadAttention attn(8, 2);
+  MultiheadAttention attn(8, 2, /*causal=*/true);
   attn.eval();
   Tensor x = randn({2, 5, 8});
   Tensor y = attn(x);
