@@ -181,8 +181,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = Reduction::Mean,
                 int64_t ignore_index = -100, const Tensor& weight = Tensor());
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// pos_weight (broadcast to the input, usually (C)) weighs the positive term;
+// weight (broadcast to the input) rescales each element's loss.
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
-                                        Reduction reduction = Reduction::Mean, const Tensor& pos_weight = Tensor());
+                                        Reduction reduction = Reduction::Mean, const Tensor& pos_weight = Tensor(),
+                                        const Tensor& weight = Tensor());
 
 // Composed of element-wise ops (core/ops/losses_composed.cc); input and target
 // of equal shapes, as for mse_loss.

@@ -6,6 +6,7 @@
 #include "nn/container.h"
 #include "nn/init.h"
 #include "nn/layers.h"
+#include "nn/loss.h"
 #include "nn/module.h"
 #include "nn/packed_sequence.h"
 #include "nn/rnn.h"

@@ -111,8 +111,9 @@ class Optimizer {
   // The state of a parameter (empty before its first update).
   const ParamState& state(const Tensor& param) const;
 
-  OptimizerStateDict state_dict() const;
-  void load_state_dict(const OptimizerStateDict& sd);
+  // Virtual for optimizers with state beyond per-parameter tensors (LBFGS's history).
+  virtual OptimizerStateDict state_dict() const;
+  virtual void load_state_dict(const OptimizerStateDict& sd);
 
   // ---- by parameter name (Note [optimizer state by name]) ----
   // Every parameter's name, in group order; an error naming the group when a

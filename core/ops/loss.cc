@@ -15,7 +15,8 @@
 // accumulated in double over fixed blocks, so results do not depend on the
 // thread count. Targets outside [0, C) that are not ignore_index are an error
 // naming the target and C. Float16/BFloat16 compute in float32. Class weights
-// (weight=) are composed over the per-position losses (weighted_class_loss).
+// (weight=) are composed over the per-position losses (weighted_class_loss), as
+// is binary_cross_entropy_with_logits' element weight.
 #include "core/kernels/loss.h"
 
 #include <cmath>
@@ -546,12 +547,19 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,
-                                        const Tensor& pos_weight) {
+                                        const Tensor& pos_weight, const Tensor& weight) {
   const char* op = "binary_cross_entropy_with_logits";
   WEFT_CHECK(input.sizes() == target.sizes(), op, ": target size ", shape_str(target.sizes()),
              " must be the same as input size ", shape_str(input.sizes()));
-  return point_loss(op, bce_table(), bce_backward_table(), autocast::upcast(input), autocast::upcast(target), reduction,
-                    autocast::upcast(pos_weight));
+  if (!weight.defined())
+    return point_loss(op, bce_table(), bce_backward_table(), autocast::upcast(input), autocast::upcast(target),
+                      reduction, autocast::upcast(pos_weight));
+  // weight rescales each element's loss before the reduction (PyTorch's weight=)
+  WEFT_CHECK(broadcast_shapes(op, weight.sizes(), input.sizes()) == input.sizes(), op, ": weight of shape ",
+             shape_str(weight.sizes()), " does not broadcast to the input's shape ", shape_str(input.sizes()));
+  const Tensor each = point_loss(op, bce_table(), bce_backward_table(), autocast::upcast(input),
+                                 autocast::upcast(target), Reduction::None, autocast::upcast(pos_weight));
+  return detail::apply_reduction(mul(each, autocast::upcast(weight)), reduction);
 }
 
 }  // namespace weft

@@ -40,7 +40,9 @@ void check_case(const std::string& c, DType dt,
   EXPECT_TRUE(tensors_near(w, G(c + ".w_after"), 1e-6));
   out.backward(G(c + ".go").to(dt));
   EXPECT_TRUE(tensors_near(w.grad(), G(c + ".dw"), 1e-5));
-  if (psw.defined()) EXPECT_TRUE(tensors_near(psw.grad(), G(c + ".dpsw"), 1e-5));
+  if (psw.defined()) {
+    EXPECT_TRUE(tensors_near(psw.grad(), G(c + ".dpsw"), 1e-5));
+  }
 }
 
 void check_both(const std::string& c,
