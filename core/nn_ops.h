@@ -236,6 +236,21 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
 Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
                                    Reduction reduction = Reduction::Mean);
 
+// ---- connectionist temporal classification (core/ops/ctc.cc) ----
+struct CtcLossOptions {
+  int64_t blank = 0;
+  Reduction reduction = Reduction::Mean;  // Mean: each loss over its target length (at least 1), then the batch mean
+  bool zero_infinity = false;             // infinite losses (alignments that cannot fit) and their gradients become 0
+};
+// PyTorch's F.ctc_loss: log_probs (T, N, C) log-softmaxed over C, or unbatched
+// (T, C); targets padded (N, S) or concatenated (sum(target_lengths)), int64 or
+// int32 classes other than blank; input_lengths and target_lengths one int per
+// sample (input lengths at most T). Reduction None gives (N). The gradient is
+// the derivative with respect to log_probs (PyTorch's adds exp(log_probs), which
+// log_softmax's backward cancels: the logits' gradients agree).
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, const CtcLossOptions& options = {});
+
 // sum over dim of (x1 / max(|x1|, eps)) (x2 / max(|x2|, eps))
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
 // x / max(|x|_p over dim, eps)

@@ -23,6 +23,10 @@ Tensor Loss::operator()(const Tensor& a, const Tensor& b, const Tensor& c) {
   return Module::operator()(Tensors{a, b, c})[0];
 }
 
+Tensor Loss::operator()(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
+  return Module::operator()(Tensors{a, b, c, d})[0];
+}
+
 Tensors Loss::forward_multi(const Tensors& in) {
   WEFT_CHECK(static_cast<int>(in.size()) == arity_, type_name(), " takes ", args_, ", got ", in.size(), " tensor",
              in.size() == 1 ? "" : "s");

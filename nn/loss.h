@@ -23,6 +23,7 @@ class Loss : public Module {
   using Module::operator();
   Tensor operator()(const Tensor& a, const Tensor& b);
   Tensor operator()(const Tensor& a, const Tensor& b, const Tensor& c);
+  Tensor operator()(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d);
   Tensors forward_multi(const Tensors& inputs) override;
 
  protected:
@@ -288,6 +289,17 @@ class TripletMarginLoss : public Loss {
     return triplet_margin_loss(in[0], in[1], in[2], options.margin, options.p, options.eps, options.swap,
                                options.reduction);
   }
+};
+
+// (log_probs (T, N, C), targets, input_lengths, target_lengths)
+class CTCLoss : public Loss {
+ public:
+  explicit CTCLoss(CtcLossOptions options = {})
+      : Loss("CTCLoss", 4, "(log_probs, targets, input_lengths, target_lengths)"), options(options) {}
+  CtcLossOptions options;
+
+ protected:
+  Tensor compute(const Tensors& in) override { return ctc_loss(in[0], in[1], in[2], in[3], options); }
 };
 
 }  // namespace weft::nn

@@ -63,8 +63,6 @@ MultiheadAttention::MultiheadAttention(int64_t c, int64_t h, bool causal, double
   WEFT_CHECK(dropout >= 0.0 && dropout <= 1.0, "MultiheadAttention: dropout must be in [0, 1], got ", dropout);
   qkv = register_module("qkv", std::make_shared<Linear>(c, 3 * c, bias));
   out_proj = proj = register_module("proj", std::make_shared<Linear>(c, c, bias));
-  in_proj_weight = qkv->weight;
-  in_proj_bias = qkv->bias;
 }
 
 std::string MultiheadAttention::extra_repr() const {
@@ -76,8 +74,9 @@ std::string MultiheadAttention::extra_repr() const {
 Tensor MultiheadAttention::in_projection(const Tensor& x, int64_t first, int64_t count) {
   if (first == 0 && count == 3 && qkv) return (*qkv)(x);
   const int64_t E = embed_dim;
-  return linear(x, in_proj_weight.narrow(0, first * E, count * E),
-                in_proj_bias.defined() ? in_proj_bias.narrow(0, first * E, count * E) : Tensor());
+  const Tensor& w = qkv ? qkv->weight : in_proj_weight;  // (3E, E)
+  const Tensor& b = qkv ? qkv->bias : in_proj_bias;      // (3E)
+  return linear(x, w.narrow(0, first * E, count * E), b.defined() ? b.narrow(0, first * E, count * E) : Tensor());
 }
 
 Tensor MultiheadAttention::forward(const Tensor& x_in) {

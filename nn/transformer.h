@@ -48,7 +48,8 @@ struct AttentionOutput {
 //  - the earlier GPT-2 form, MultiheadAttention(E, H, causal, dropout, bias):
 //    batch-first, a Linear `qkv` (GPT-2's c_attn) and `proj` (c_proj) with
 //    Linear's initialisation, and dropout on the output as well (GPT-2's
-//    residual dropout). Here in_proj_weight / in_proj_bias are qkv's weight and bias.
+//    residual dropout). qkv holds the in-projection; in_proj_weight and
+//    in_proj_bias stay undefined.
 // proj and out_proj are the same Linear in both forms; qkv is null in the PyTorch form.
 // forward(x) is self-attention through one fused projection and the fused
 // attention kernel; forward(query, key, value, masks) is PyTorch's full call.
@@ -63,7 +64,7 @@ class MultiheadAttention : public Module {
   Tensors forward_multi(const Tensors& inputs) override;
   std::string extra_repr() const override;
 
-  Tensor in_proj_weight, in_proj_bias;  // (3E, E), (3E) or undefined
+  Tensor in_proj_weight, in_proj_bias;  // (3E, E), (3E) or undefined; undefined in the GPT-2 form
   std::shared_ptr<Linear> out_proj;     // (E) -> (E)
   std::shared_ptr<Linear> qkv;          // the GPT-2 form's (E) -> (3E); null in the PyTorch form
   std::shared_ptr<Linear> proj;         // = out_proj

@@ -248,7 +248,8 @@ TEST(MultiheadAttention, SelfAttentionForwardEqualsTheFullCall) {
   nn::MultiheadAttention gpt(8, 2, /*causal=*/true);
   Tensor x = randn({2, 5, 8});
   EXPECT_TRUE(tensors_near(gpt.forward(x, x, x, {.is_causal = true}).output, gpt(x), 1e-5));
-  EXPECT_TRUE(gpt.in_proj_weight.is_same(gpt.qkv->weight));
+  EXPECT_FALSE(gpt.in_proj_weight.defined());
+  EXPECT_EQ(gpt.named_parameters().size(), 4u);  // qkv.weight, qkv.bias, proj.weight, proj.bias
 }
 
 TEST(MultiheadAttention, UnbatchedInputEqualsABatchOfOne) {
