@@ -29,7 +29,17 @@ Tensor additive_mask(const Tensor& m, DType dt) {
   return masked_fill(zeros(m.sizes(), TensorOptions{dt, m.device()}), m, -std::numeric_limits<double>::infinity());
 }
 
+// (L, S) additive: 0 where query i may see key j <= i, -inf above the diagonal.
+Tensor causal_mask(int64_t L, int64_t S, DType dt, Device device) {
+  return additive_mask(triu(ones({L, S}, TensorOptions{DType::Bool, device}), 1), dt);
+}
+
 }  // namespace
+
+Tensor generate_square_subsequent_mask(int64_t sz, const TensorOptions& options) {
+  WEFT_CHECK(sz >= 0, "generate_square_subsequent_mask: size must be non-negative, got ", sz);
+  return causal_mask(sz, sz, is_floating(options.dtype) ? options.dtype : DType::Float32, options.device);
+}
 
 MultiheadAttention::MultiheadAttention(int64_t c, int64_t h, MultiheadAttentionOptions o)
     : Module("MultiheadAttention"),
@@ -150,7 +160,7 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
                ": key_padding_mask must be bool (true: ignore the key) or floating (added), got ", kp.dtype());
     Tensor pad = additive_mask(kp, dt).reshape({N, 1, 1, S});
     if (!mask.defined() && m.is_causal)  // the causal mask joins the padding as an explicit mask
-      mask = additive_mask(triu(ones({L, S}, TensorOptions{DType::Bool, q.device()}), 1), dt).reshape({1, 1, L, S});
+      mask = causal_mask(L, S, dt, q.device()).reshape({1, 1, L, S});
     mask = mask.defined() ? add(mask, pad) : pad;
   }
   AttentionOptions ao{.attn_mask = mask,

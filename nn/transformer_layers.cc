@@ -6,7 +6,6 @@
 // have no separate inference fast path here): post-norm x = norm(x + block(x)),
 // or pre-norm x = x + block(norm(x)) with norm_first; attention through
 // MultiheadAttention::forward without weights; masks are passed through to it.
-#include <limits>
 #include <string>
 
 #include "core/nn_ops.h"
@@ -228,13 +227,6 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Transfor
 Tensors Transformer::forward_multi(const Tensors& in) {
   check_two("Transformer", in, "src", "tgt");
   return {forward(in[0], in[1])};
-}
-
-Tensor generate_square_subsequent_mask(int64_t sz, const TensorOptions& options) {
-  WEFT_CHECK(sz >= 0, "generate_square_subsequent_mask: size must be non-negative, got ", sz);
-  const TensorOptions o{is_floating(options.dtype) ? options.dtype : DType::Float32, options.device};
-  return masked_fill(zeros({sz, sz}, o), triu(ones({sz, sz}, TensorOptions{DType::Bool, o.device}), 1),
-                     -std::numeric_limits<double>::infinity());
 }
 
 }  // namespace weft::nn

@@ -286,7 +286,7 @@ Tensor LBFGS::step(const Closure& closure) {
       }
       d_ = r;
     }
-    prev_flat_grad_ = flat.clone();
+    prev_flat_grad_ = flat;  // flat is never changed in place: each evaluation makes a new one
     prev_loss_ = loss;
     // The step: scaled by the gradient's 1-norm on the very first iteration.
     t_ = n_iter_ == 1 ? std::min(1.0, 1.0 / abs(flat).sum().item<double>()) * lr : lr;
