@@ -1,6 +1,7 @@
 // Learning-rate schedulers: the base's stepping and state dict, and PyTorch's
-// get_lr of StepLR, MultiStepLR, ExponentialLR, LinearLR, ConstantLR, LambdaLR,
-// MultiplicativeLR, CosineAnnealingLR, SequentialLR, OneCycleLR and
+// get_lr (and closed forms at epoch 0, for SequentialLR) of StepLR,
+// MultiStepLR, ExponentialLR, LinearLR, ConstantLR, LambdaLR,
+// MultiplicativeLR, CosineAnnealingLR, PolynomialLR, OneCycleLR, CyclicLR and
 // ReduceLROnPlateau, in the same expression order.
 #include "optim/lr_scheduler.h"
 
@@ -12,6 +13,10 @@
 
 namespace weft::optim {
 
+namespace {
+Tensor values_tensor(const std::vector<double>& v) { return tensor<double>(v, {static_cast<int64_t>(v.size())}); }
+}  // namespace
+
 std::vector<double> PerGroup::resolve(const char* who, const char* name, const Optimizer& optimizer) const {
   const size_t n = optimizer.param_groups().size();
   if (!per_group_) return std::vector<double>(n, values_[0]);
@@ -20,13 +25,85 @@ std::vector<double> PerGroup::resolve(const char* who, const char* name, const O
   return values_;
 }
 
+// ---- detail::CycledMomentum ----
+
+namespace detail {
+
+CycledMomentum::CycledMomentum(const char* who, const Optimizer& optimizer, const PerGroup& base_momentum,
+                               const PerGroup& max_momentum) {
+  const OptionMap& d = optimizer.defaults();
+  WEFT_CHECK(d.count("momentum") || d.count("beta1"), who,
+             ": optimizer must support momentum or beta1 with `cycle_momentum` option enabled (", optimizer.name(),
+             " has neither a 'momentum' nor a 'beta1' option; pass cycle_momentum = false)");
+  max_ = max_momentum.resolve(who, "max_momentum", optimizer);
+  base_ = base_momentum.resolve(who, "base_momentum", optimizer);
+  key_ = d.count("beta1") ? "beta1" : "momentum";
+}
+
+void CycledMomentum::apply(Optimizer& optimizer, std::vector<double> momentums) {
+  auto& groups = optimizer.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) groups[g].options[key_] = momentums[g];
+  last_ = std::move(momentums);
+}
+
+std::vector<std::string> CycledMomentum::state_keys() const {
+  if (!on()) return {};
+  return {"base_momentums", "max_momentums", "last_momentums"};
+}
+
+void CycledMomentum::save(SchedulerStateDict& sd) const {
+  if (!on()) return;
+  sd["base_momentums"] = values_tensor(base_);
+  sd["max_momentums"] = values_tensor(max_);
+  sd["last_momentums"] = values_tensor(last_);
+}
+
+void CycledMomentum::load(Optimizer& optimizer, std::vector<double> base, std::vector<double> max,
+                          std::vector<double> last) {
+  base_ = std::move(base);
+  max_ = std::move(max);
+  apply(optimizer, std::move(last));
+}
+
+}  // namespace detail
+
 // ---- LRScheduler ----
 
 LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
-  for (const auto& g : optimizer_.param_groups()) base_lrs_.push_back(g.lr());
+  for (const auto& g : optimizer_.param_groups()) base_lrs_.push_back(g.initial_lr.value_or(g.lr()));
+}
+
+namespace {
+Optimizer& with_lrs(Optimizer& optimizer, const std::vector<double>& lrs) {
+  auto& groups = optimizer.param_groups();
+  WEFT_INTERNAL_ASSERT(lrs.size() == groups.size(), "LRScheduler: ", lrs.size(), " start lrs for ", groups.size(),
+                       " param groups");
+  for (size_t g = 0; g < groups.size(); ++g) groups[g].set_lr(lrs[g]);
+  return optimizer;
+}
+}  // namespace
+
+LRScheduler::LRScheduler(Optimizer& optimizer, const std::vector<double>& start_lrs)
+    : LRScheduler(with_lrs(optimizer, start_lrs)) {}
+
+void LRScheduler::restart(LRScheduler& s) {
+  const int64_t saved = s.last_epoch_;
+  s.last_epoch_ = 0;
+  std::vector<double> lrs;
+  try {
+    lrs = s.restart_lr();
+  } catch (...) {
+    s.last_epoch_ = saved;
+    throw;
+  }
+  s.set_lrs(std::move(lrs));
 }
 
 void LRScheduler::initial_step() {
+  // PyTorch's group.setdefault("initial_lr", lr), once the subclass's checks have passed.
+  auto& groups = optimizer_.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g)
+    if (!groups[g].initial_lr) groups[g].initial_lr = base_lrs_[g];
   last_epoch_ = -1;
   step();
 }
@@ -59,9 +136,13 @@ std::vector<double> LRScheduler::group_lrs_times(double factor) const {
   return out;
 }
 
-Tensor LRScheduler::per_group_tensor(const std::vector<double>& v) {
-  return tensor<double>(v, {static_cast<int64_t>(v.size())});
+std::vector<double> LRScheduler::base_lrs_times(double factor) const {
+  std::vector<double> out(base_lrs_.size());
+  for (size_t g = 0; g < out.size(); ++g) out[g] = base_lrs_[g] * factor;
+  return out;
 }
+
+Tensor LRScheduler::per_group_tensor(const std::vector<double>& v) { return values_tensor(v); }
 
 SchedulerStateDict LRScheduler::state_dict() const {
   SchedulerStateDict sd{{"last_epoch", scalar_tensor(last_epoch_, TensorOptions{DType::Int64})},
@@ -79,6 +160,13 @@ std::vector<double> LRScheduler::per_group_entry(const SchedulerStateDict& sd, c
              " param groups (one floating-point value each)");
   Tensor c = t.to(DType::Float64).contiguous();
   return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + n);
+}
+
+void LRScheduler::load_momentum(const SchedulerStateDict& sd, detail::CycledMomentum& m) {
+  if (!m.on()) return;
+  std::vector<double> base = per_group_entry(sd, "base_momentums"), max = per_group_entry(sd, "max_momentums");
+  std::vector<double> last = per_group_entry(sd, "last_momentums");
+  m.load(optimizer_, std::move(base), std::move(max), std::move(last));
 }
 
 void LRScheduler::load_state_dict(const SchedulerStateDict& sd) {
@@ -111,6 +199,9 @@ std::vector<double> StepLR::get_lr() {
   return group_lrs_times(decay ? gamma_ : 1.0);
 }
 
+// The closed forms at epoch 0 below are PyTorch's _get_closed_form_lr with last_epoch 0.
+std::vector<double> StepLR::restart_lr() { return base_lrs_times(1.0); }  // gamma ** (0 // step_size)
+
 MultiStepLR::MultiStepLR(Optimizer& optimizer, const std::vector<int64_t>& milestones, double gamma)
     : LRScheduler(optimizer), gamma_(gamma) {
   for (int64_t m : milestones) ++milestones_[m];
@@ -123,11 +214,20 @@ std::vector<double> MultiStepLR::get_lr() {
   return group_lrs_times(std::pow(gamma_, static_cast<double>(it->second)));
 }
 
+std::vector<double> MultiStepLR::restart_lr() {
+  int64_t passed = 0;  // milestones <= 0, with their repeats (PyTorch's bisect_right)
+  for (const auto& [m, count] : milestones_)
+    if (m <= 0) passed += count;
+  return base_lrs_times(std::pow(gamma_, static_cast<double>(passed)));
+}
+
 ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma) : LRScheduler(optimizer), gamma_(gamma) {
   initial_step();
 }
 
 std::vector<double> ExponentialLR::get_lr() { return group_lrs_times(last_epoch_ == 0 ? 1.0 : gamma_); }
+
+std::vector<double> ExponentialLR::restart_lr() { return base_lrs_times(1.0); }  // gamma ** 0
 
 // ---- LinearLR, ConstantLR ----
 
@@ -162,6 +262,13 @@ std::vector<double> LinearLR::get_lr() {
   return group_lrs_times(linear_multiplier(start_factor_, end_factor_, total_iters_, last_epoch_));
 }
 
+std::vector<double> LinearLR::restart_lr() {
+  WEFT_CHECK(total_iters_ != 0, "LinearLR: restarting at epoch 0 with total_iters 0 (PyTorch's closed form ",
+             "divides by total_iters)");
+  const double frac = static_cast<double>(std::min<int64_t>(total_iters_, 0)) / static_cast<double>(total_iters_);
+  return base_lrs_times(start_factor_ + (end_factor_ - start_factor_) * frac);
+}
+
 ConstantLR::ConstantLR(Optimizer& optimizer, double factor, int64_t total_iters)
     : LRScheduler(optimizer), factor_(factor), total_iters_(total_iters) {
   WEFT_CHECK(factor >= 0 && factor <= 1.0,
@@ -175,6 +282,10 @@ std::vector<double> ConstantLR::get_lr() {
   WEFT_CHECK(factor_ != 0, "ConstantLR: factor 0 cannot be undone at epoch total_iters (", total_iters_,
              "): 1 / factor is a division by zero");
   return group_lrs_times(1.0 / factor_);
+}
+
+std::vector<double> ConstantLR::restart_lr() {
+  return base_lrs_times(factor_ + (0 >= total_iters_ ? 1.0 : 0.0) * (1 - factor_));
 }
 
 // ---- LambdaLR, MultiplicativeLR ----
@@ -226,6 +337,13 @@ std::vector<double> MultiplicativeLR::get_lr() {
   return out;
 }
 
+// PyTorch's get_lr outside the initial step: epoch 0's factor applies too.
+std::vector<double> MultiplicativeLR::restart_lr() {
+  std::vector<double> out(num_groups());
+  for (size_t g = 0; g < out.size(); ++g) out[g] = group_lr(g) * lambdas_[g](0);
+  return out;
+}
+
 // ---- cosine recursion shared by CosineAnnealingLR and LinearWarmupCosine ----
 
 namespace {
@@ -254,6 +372,12 @@ std::vector<double> CosineAnnealingLR::get_lr() {
   for (size_t g = 0; g < out.size(); ++g)
     out[g] =
         last_epoch_ == 0 ? group_lr(g) : cosine_recursive(group_lr(g), base_lrs_[g], eta_min_, last_epoch_, t_max_);
+  return out;
+}
+
+std::vector<double> CosineAnnealingLR::restart_lr() {
+  std::vector<double> out(num_groups());
+  for (size_t g = 0; g < out.size(); ++g) out[g] = cosine_closed_form(base_lrs_[g], eta_min_, 0, t_max_);
   return out;
 }
 
@@ -289,6 +413,14 @@ std::vector<double> LinearWarmupCosine::get_lr() {
       out[g] = cosine_recursive(lr, base_lrs_[g], eta_min_, e - warmup_, t_max_);
     }
   }
+  return out;
+}
+
+// SequentialLR's epoch 0: LinearLR's closed form, or the cosine's without a warm-up.
+std::vector<double> LinearWarmupCosine::restart_lr() {
+  std::vector<double> out(num_groups());
+  for (size_t g = 0; g < out.size(); ++g)
+    out[g] = warmup_ == 0 ? cosine_closed_form(base_lrs_[g], eta_min_, 0, t_max_) : base_lrs_[g] * start_factor_;
   return out;
 }
 
@@ -338,14 +470,17 @@ std::vector<double> PolynomialLR::get_lr() {
   return group_lrs_times(decay);
 }
 
+std::vector<double> PolynomialLR::restart_lr() {
+  WEFT_CHECK(total_iters_ != 0, "PolynomialLR: restarting at epoch 0 with total_iters 0 (PyTorch's closed form ",
+             "divides by total_iters)");
+  return base_lrs_times(1.0);  // (1 - 0 / total_iters) ** power
+}
+
 // ---- OneCycleLR ----
 
 OneCycleLR::OneCycleLR(Optimizer& optimizer, const PerGroup& max_lr, int64_t total_steps,
                        const OneCycleLROptions& options)
-    : LRScheduler(optimizer),
-      total_steps_(total_steps),
-      anneal_(options.anneal_strategy),
-      cycle_momentum_(options.cycle_momentum) {
+    : LRScheduler(optimizer), total_steps_(total_steps), anneal_(options.anneal_strategy) {
   WEFT_CHECK(total_steps > 0, "OneCycleLR: Expected positive integer total_steps, but got ", total_steps);
   const double pct_start = options.pct_start;
   WEFT_CHECK(pct_start >= 0 && pct_start <= 1, "OneCycleLR: Expected float between 0 and 1 pct_start, but got ",
@@ -367,18 +502,13 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, const PerGroup& max_lr, int64_t tot
     phases_ = {{pct_start * T - 1, Point::kInitial, Point::kMax}, {T - 1, Point::kMax, Point::kMin}};
   }
   max_lrs_ = max_lr.resolve("OneCycleLR", "max_lr", optimizer);
+  if (options.cycle_momentum)
+    momentum_ = detail::CycledMomentum("OneCycleLR", optimizer, options.base_momentum, options.max_momentum);
+  auto& groups = optimizer.param_groups();
   for (size_t g = 0; g < max_lrs_.size(); ++g) {
-    base_lrs_[g] = max_lrs_[g] / options.div_factor;  // PyTorch's group["initial_lr"]
+    base_lrs_[g] = max_lrs_[g] / options.div_factor;
+    groups[g].initial_lr = base_lrs_[g];  // PyTorch overwrites group["initial_lr"]
     min_lrs_.push_back(base_lrs_[g] / options.final_div_factor);
-  }
-  if (cycle_momentum_) {
-    const OptionMap& d = optimizer.defaults();
-    WEFT_CHECK(d.count("momentum") || d.count("beta1"),
-               "OneCycleLR: optimizer must support momentum or beta1 with `cycle_momentum` option enabled (",
-               optimizer.name(), " has neither a 'momentum' nor a 'beta1' option; pass cycle_momentum = false)");
-    momentum_key_ = d.count("beta1") ? "beta1" : "momentum";
-    max_momentums_ = options.max_momentum.resolve("OneCycleLR", "max_momentum", optimizer);
-    base_momentums_ = options.base_momentum.resolve("OneCycleLR", "base_momentum", optimizer);
   }
   initial_step();
 }
@@ -397,7 +527,7 @@ double OneCycleLR::lr_at(size_t g, Point p) const {
 
 // The momentum moves against the lr: max_momentum at the initial and min lrs, base_momentum at max_lr.
 double OneCycleLR::momentum_at(size_t g, Point p) const {
-  return p == Point::kMax ? base_momentums_[g] : max_momentums_[g];
+  return p == Point::kMax ? momentum_.base()[g] : momentum_.max()[g];
 }
 
 std::vector<double> OneCycleLR::get_lr() {
@@ -414,46 +544,126 @@ std::vector<double> OneCycleLR::get_lr() {
   const double pct = (static_cast<double>(step_num) - start_step) / (phase.end_step - start_step);
   std::vector<double> lrs(num_groups());
   for (size_t g = 0; g < lrs.size(); ++g) lrs[g] = anneal(lr_at(g, phase.start), lr_at(g, phase.end), pct);
-  if (cycle_momentum_) {
+  if (momentum_.on()) {
     std::vector<double> momentums(num_groups());
-    auto& groups = optimizer_.param_groups();
-    for (size_t g = 0; g < momentums.size(); ++g) {
+    for (size_t g = 0; g < momentums.size(); ++g)
       momentums[g] = anneal(momentum_at(g, phase.start), momentum_at(g, phase.end), pct);
-      groups[g].options[momentum_key_] = momentums[g];
-    }
-    last_momentums_ = std::move(momentums);
+    momentum_.apply(optimizer_, std::move(momentums));
   }
   return lrs;
 }
 
 std::vector<std::string> OneCycleLR::extra_state_keys() const {
   std::vector<std::string> keys{"max_lrs", "min_lrs"};
-  if (cycle_momentum_) keys.insert(keys.end(), {"base_momentums", "max_momentums", "last_momentums"});
+  for (auto& k : momentum_.state_keys()) keys.push_back(k);
   return keys;
 }
 
 void OneCycleLR::save_extra_state(SchedulerStateDict& sd) const {
   sd["max_lrs"] = per_group_tensor(max_lrs_);
   sd["min_lrs"] = per_group_tensor(min_lrs_);
-  if (!cycle_momentum_) return;
-  sd["base_momentums"] = per_group_tensor(base_momentums_);
-  sd["max_momentums"] = per_group_tensor(max_momentums_);
-  sd["last_momentums"] = per_group_tensor(last_momentums_);
+  momentum_.save(sd);
 }
 
 void OneCycleLR::load_extra_state(const SchedulerStateDict& sd) {
   std::vector<double> max_lrs = per_group_entry(sd, "max_lrs"), min_lrs = per_group_entry(sd, "min_lrs");
-  if (cycle_momentum_) {
-    std::vector<double> base = per_group_entry(sd, "base_momentums"), max = per_group_entry(sd, "max_momentums");
-    std::vector<double> last = per_group_entry(sd, "last_momentums");
-    base_momentums_ = std::move(base);
-    max_momentums_ = std::move(max);
-    last_momentums_ = std::move(last);
-    auto& groups = optimizer_.param_groups();
-    for (size_t g = 0; g < groups.size(); ++g) groups[g].options[momentum_key_] = last_momentums_[g];
-  }
+  load_momentum(sd, momentum_);
   max_lrs_ = std::move(max_lrs);
   min_lrs_ = std::move(min_lrs);
+}
+
+// ---- CyclicLR ----
+
+namespace {
+
+// Checks CyclicLR's arguments before anything changes; returns the base lrs.
+std::vector<double> cyclic_base_lrs(const Optimizer& optimizer, const PerGroup& base_lr, const PerGroup& max_lr,
+                                    const CyclicLROptions& o) {
+  WEFT_CHECK(o.step_size_up >= 1, "CyclicLR: step_size_up must be >= 1, got ", o.step_size_up);
+  WEFT_CHECK(o.step_size_down >= 0 || o.step_size_down == -1,
+             "CyclicLR: step_size_down must be >= 0 (or -1: step_size_up), got ", o.step_size_down);
+  WEFT_CHECK(o.scale_fn || o.mode == CyclicMode::kTriangular || o.mode == CyclicMode::kTriangular2 ||
+                 o.mode == CyclicMode::kExpRange,
+             "CyclicLR: mode is invalid and scale_fn is None (mode ", static_cast<int>(o.mode), ")");
+  WEFT_CHECK(o.scale_mode == CyclicScaleMode::kCycle || o.scale_mode == CyclicScaleMode::kIterations,
+             "CyclicLR: scale_mode must be kCycle or kIterations, got ", static_cast<int>(o.scale_mode));
+  max_lr.resolve("CyclicLR", "max_lr", optimizer);
+  if (o.cycle_momentum) detail::CycledMomentum("CyclicLR", optimizer, o.base_momentum, o.max_momentum);
+  return base_lr.resolve("CyclicLR", "base_lr", optimizer);
+}
+
+}  // namespace
+
+CyclicLR::CyclicLR(Optimizer& optimizer, const PerGroup& base_lr, const PerGroup& max_lr,
+                   const CyclicLROptions& options)
+    : LRScheduler(optimizer, cyclic_base_lrs(optimizer, base_lr, max_lr, options)),
+      mode_(options.mode),
+      gamma_(options.gamma),
+      scale_fn_(options.scale_fn),
+      scale_mode_(options.scale_fn                        ? options.scale_mode
+                  : options.mode == CyclicMode::kExpRange ? CyclicScaleMode::kIterations
+                                                          : CyclicScaleMode::kCycle) {
+  const double up = static_cast<double>(options.step_size_up);
+  const double down = options.step_size_down == -1 ? up : static_cast<double>(options.step_size_down);
+  total_size_ = up + down;
+  step_ratio_ = up / total_size_;
+  max_lrs_ = max_lr.resolve("CyclicLR", "max_lr", optimizer);
+  if (options.cycle_momentum)
+    momentum_ = detail::CycledMomentum("CyclicLR", optimizer, options.base_momentum, options.max_momentum);
+  // As PyTorch, epoch 0 is computed from the groups' initial_lr (base_lr
+  // unless an earlier scheduler set it) and base_lr is used from epoch 1.
+  initial_step();
+  base_lrs_ = base_lr.resolve("CyclicLR", "base_lr", optimizer);
+}
+
+double CyclicLR::scale(double x) const {
+  if (scale_fn_) return scale_fn_(x);
+  switch (mode_) {
+    case CyclicMode::kTriangular: return 1.0;
+    case CyclicMode::kTriangular2: return 1 / std::pow(2.0, x - 1);
+    case CyclicMode::kExpRange: return std::pow(gamma_, x);
+  }
+  WEFT_INTERNAL_ASSERT(false, "CyclicLR: mode ", static_cast<int>(mode_));
+  return 1.0;
+}
+
+std::vector<double> CyclicLR::get_lr() {
+  const double e = static_cast<double>(last_epoch_);
+  const double cycle = std::floor(1 + e / total_size_);
+  const double x = 1.0 + e / total_size_ - cycle;
+  const double scale_factor = x <= step_ratio_ ? x / step_ratio_ : (x - 1) / (step_ratio_ - 1);
+  const double s = scale(scale_mode_ == CyclicScaleMode::kCycle ? cycle : e);
+  std::vector<double> lrs(num_groups());
+  for (size_t g = 0; g < lrs.size(); ++g) {
+    const double base_height = (max_lrs_[g] - base_lrs_[g]) * scale_factor;
+    lrs[g] = base_lrs_[g] + base_height * s;
+  }
+  if (momentum_.on()) {
+    std::vector<double> momentums(num_groups());
+    for (size_t g = 0; g < momentums.size(); ++g) {
+      const double base_height = (momentum_.max()[g] - momentum_.base()[g]) * scale_factor;
+      momentums[g] = momentum_.max()[g] - base_height * s;
+    }
+    momentum_.apply(optimizer_, std::move(momentums));
+  }
+  return lrs;
+}
+
+std::vector<std::string> CyclicLR::extra_state_keys() const {
+  std::vector<std::string> keys{"max_lrs"};
+  for (auto& k : momentum_.state_keys()) keys.push_back(k);
+  return keys;
+}
+
+void CyclicLR::save_extra_state(SchedulerStateDict& sd) const {
+  sd["max_lrs"] = per_group_tensor(max_lrs_);
+  momentum_.save(sd);
+}
+
+void CyclicLR::load_extra_state(const SchedulerStateDict& sd) {
+  std::vector<double> max_lrs = per_group_entry(sd, "max_lrs");
+  load_momentum(sd, momentum_);
+  max_lrs_ = std::move(max_lrs);
 }
 
 // ---- ReduceLROnPlateau ----

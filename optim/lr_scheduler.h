@@ -1,13 +1,20 @@
 // Learning-rate schedulers (PyTorch's torch.optim.lr_scheduler): StepLR,
 // MultiStepLR, ExponentialLR, LinearLR, ConstantLR, LambdaLR,
 // MultiplicativeLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
-// PolynomialLR, LinearWarmupCosine, OneCycleLR and ReduceLROnPlateau.
+// PolynomialLR, LinearWarmupCosine, OneCycleLR, CyclicLR and ReduceLROnPlateau;
+// SequentialLR and ChainedScheduler, which combine them, are in
+// optim/lr_scheduler_composite.h.
 //
 // Contract:
-// - A scheduler reads each group's lr at construction as its base lr (OneCycleLR:
-//   max_lr / div_factor), applies the value for epoch 0 at once (ReduceLROnPlateau
-//   leaves the lrs as they are), and each step() advances last_epoch by one and
-//   writes the new lr into every param group. Defaults, argument checks and
+// - Base lrs are PyTorch's: the first scheduler made on an optimizer stores
+//   each group's lr as the group's initial_lr (ParamGroup::initial_lr), and
+//   every scheduler takes the groups' initial_lr as its base lrs, so a second
+//   scheduler on the same optimizer starts from the lrs the groups had before
+//   the first one changed them. OneCycleLR sets initial_lr to max_lr /
+//   div_factor, and CyclicLR sets the lrs to its base_lr before initial_lr is
+//   taken (both as PyTorch). A scheduler applies the value for epoch 0 at once
+//   (ReduceLROnPlateau leaves the lrs as they are), and each step() advances
+//   last_epoch by one and writes the new lr into every param group. Defaults, argument checks and
 //   values are PyTorch's; the values follow PyTorch's recursive formulas (each
 //   lr computed from the group's current lr, in the same expression order), so
 //   they equal PyTorch's to rounding, including where the recursion and the
@@ -73,6 +80,37 @@ class PerGroup {
   bool per_group_;
 };
 
+namespace detail {
+
+// The option OneCycleLR and CyclicLR cycle against the lr: "beta1" when the
+// optimizer has one (Adam, AdamW: PyTorch's betas[0]), else "momentum" (SGD,
+// RMSprop). Off (key() empty) without cycle_momentum.
+class CycledMomentum {
+ public:
+  CycledMomentum() = default;
+  // An error naming `who` when the optimizer has neither option (Adagrad).
+  CycledMomentum(const char* who, const Optimizer& optimizer, const PerGroup& base_momentum,
+                 const PerGroup& max_momentum);
+  bool on() const { return !key_.empty(); }
+  const std::string& key() const { return key_; }
+  const std::vector<double>& base() const { return base_; }
+  const std::vector<double>& max() const { return max_; }
+  const std::vector<double>& last() const { return last_; }
+  // Writes one value per group into the optimizer's groups; they become last().
+  void apply(Optimizer& optimizer, std::vector<double> momentums);
+  // "base_momentums", "max_momentums", "last_momentums" when on.
+  std::vector<std::string> state_keys() const;
+  void save(SchedulerStateDict& sd) const;
+  // Values already checked (one per group); writes last into the groups.
+  void load(Optimizer& optimizer, std::vector<double> base, std::vector<double> max, std::vector<double> last);
+
+ private:
+  std::string key_;
+  std::vector<double> base_, max_, last_;
+};
+
+}  // namespace detail
+
 class LRScheduler {
  public:
   virtual ~LRScheduler() = default;
@@ -80,6 +118,7 @@ class LRScheduler {
   LRScheduler& operator=(const LRScheduler&) = delete;
 
   virtual void step();
+  Optimizer& optimizer() const { return optimizer_; }
   const std::vector<double>& get_last_lr() const { return last_lrs_; }
   const std::vector<double>& base_lrs() const { return base_lrs_; }
   int64_t last_epoch() const { return last_epoch_; }
@@ -89,11 +128,24 @@ class LRScheduler {
 
  protected:
   explicit LRScheduler(Optimizer& optimizer);
-  // Sets epoch 0's lrs; called at the end of each subclass constructor.
+  // CyclicLR's: sets group g's lr to start_lrs[g] before initial_lr is taken.
+  LRScheduler(Optimizer& optimizer, const std::vector<double>& start_lrs);
+  // Sets each group's initial_lr where it has none (to the base lr read at
+  // construction) and epoch 0's lrs; called at the end of each subclass
+  // constructor, after its checks, so a refused scheduler changes nothing.
   void initial_step();
   // The lrs for last_epoch_ (already advanced), from the groups' current lrs.
   // step() undoes the advance when it throws.
   virtual std::vector<double> get_lr() = 0;
+  // The lrs at epoch 0 when SequentialLR hands over to this scheduler at a
+  // milestone (PyTorch's _update_lr(0)): the closed form at epoch 0 for the
+  // schedulers that have one (it reads the base lrs, not the groups' lrs),
+  // get_lr() at epoch 0 for the rest.
+  virtual std::vector<double> restart_lr() { return get_lr(); }
+  // For the composites: sets `s` to epoch 0 with s.restart_lr() (s unchanged
+  // when it throws), and takes one from last_epoch (PyTorch's recursive_undo).
+  static void restart(LRScheduler& s);
+  static void undo_step(LRScheduler& s) { --s.last_epoch_; }
   // Writes `lrs` into the groups and get_last_lr().
   void set_lrs(std::vector<double> lrs);
 
@@ -101,6 +153,8 @@ class LRScheduler {
   size_t num_groups() const { return optimizer_.param_groups().size(); }
   // Every group's current lr times `factor`; factor 1 keeps them.
   std::vector<double> group_lrs_times(double factor) const;
+  // Every base lr times `factor`.
+  std::vector<double> base_lrs_times(double factor) const;
 
   // A subclass's own state: the keys it adds to state_dict() (save_extra_state
   // writes exactly these) and load_extra_state, called after the base's checks
@@ -111,6 +165,8 @@ class LRScheduler {
   virtual void load_extra_state(const SchedulerStateDict&) {}
   // sd[key] as one value per group (float64 (num_groups,)); an error naming the key otherwise.
   std::vector<double> per_group_entry(const SchedulerStateDict& sd, const std::string& key) const;
+  // OneCycleLR's and CyclicLR's momentum entries (when `m` is on) checked, then loaded into `m` and the groups.
+  void load_momentum(const SchedulerStateDict& sd, detail::CycledMomentum& m);
   static Tensor per_group_tensor(const std::vector<double>& v);
 
   Optimizer& optimizer_;
@@ -128,6 +184,7 @@ class StepLR : public LRScheduler {
 
  protected:
   std::vector<double> get_lr() override;
+  std::vector<double> restart_lr() override;
 
  private:
   int64_t step_size_;
@@ -142,6 +199,7 @@ class MultiStepLR : public LRScheduler {
 
  protected:
   std::vector<double> get_lr() override;
+  std::vector<double> restart_lr() override;
 
  private:
   std::map<int64_t, int64_t> milestones_;  // epoch -> count
@@ -155,6 +213,7 @@ class ExponentialLR : public LRScheduler {
 
  protected:
   std::vector<double> get_lr() override;
+  std::vector<double> restart_lr() override;
 
  private:
   double gamma_;
@@ -169,6 +228,7 @@ class LinearLR : public LRScheduler {
 
  protected:
   std::vector<double> get_lr() override;
+  std::vector<double> restart_lr() override;
 
  private:
   double start_factor_, end_factor_;
@@ -184,6 +244,7 @@ class ConstantLR : public LRScheduler {
 
  protected:
   std::vector<double> get_lr() override;
+  std::vector<double> restart_lr() override;
 
  private:
   double factor_;
@@ -214,6 +275,7 @@ class MultiplicativeLR : public LRScheduler {
 
  protected:
   std::vector<double> get_lr() override;
+  std::vector<double> restart_lr() override;
 
  private:
   std::vector<LRLambda> lambdas_;
@@ -227,6 +289,7 @@ class CosineAnnealingLR : public LRScheduler {
 
  protected:
   std::vector<double> get_lr() override;
+  std::vector<double> restart_lr() override;
 
  private:
   int64_t t_max_;
@@ -262,6 +325,7 @@ class PolynomialLR : public LRScheduler {
 
  protected:
   std::vector<double> get_lr() override;
+  std::vector<double> restart_lr() override;
 
  private:
   int64_t total_iters_;
@@ -277,6 +341,7 @@ class LinearWarmupCosine : public LRScheduler {
 
  protected:
   std::vector<double> get_lr() override;
+  std::vector<double> restart_lr() override;
 
  private:
   int64_t warmup_, t_max_;
@@ -312,7 +377,7 @@ class OneCycleLR : public LRScheduler {
   OneCycleLR(Optimizer& optimizer, const PerGroup& max_lr, int64_t total_steps, const OneCycleLROptions& options = {});
   int64_t total_steps() const { return total_steps_; }
   // The momentum (or beta1) set in each group by the last step; empty without cycle_momentum.
-  const std::vector<double>& get_last_momentum() const { return last_momentums_; }
+  const std::vector<double>& get_last_momentum() const { return momentum_.last(); }
 
  protected:
   std::vector<double> get_lr() override;
@@ -332,10 +397,59 @@ class OneCycleLR : public LRScheduler {
 
   int64_t total_steps_;
   AnnealStrategy anneal_;
-  bool cycle_momentum_;
-  std::string momentum_key_;  // "beta1" or "momentum" (with cycle_momentum)
+  detail::CycledMomentum momentum_;
   std::vector<Phase> phases_;
-  std::vector<double> max_lrs_, min_lrs_, base_momentums_, max_momentums_, last_momentums_;
+  std::vector<double> max_lrs_, min_lrs_;
+};
+
+enum class CyclicMode { kTriangular, kTriangular2, kExpRange };
+enum class CyclicScaleMode { kCycle, kIterations };
+
+struct CyclicLROptions {
+  int64_t step_size_up = 2000;  // steps from base_lr up to max_lr, >= 1
+  int64_t step_size_down = -1;  // steps back down, >= 0; -1: step_size_up
+  CyclicMode mode = CyclicMode::kTriangular;
+  double gamma = 1.0;  // kExpRange: the amplitude is scaled by gamma ** step
+  // A custom amplitude scale, in place of `mode`: called with the cycle number
+  // (from 1; kCycle) or the step (kIterations), as PyTorch's scale_fn.
+  std::function<double(double)> scale_fn;
+  CyclicScaleMode scale_mode = CyclicScaleMode::kCycle;  // with scale_fn only
+  bool cycle_momentum = true;
+  PerGroup base_momentum = 0.8;
+  PerGroup max_momentum = 0.9;
+};
+
+// The cyclical learning rate policy (Smith 2017, PyTorch's CyclicLR): each
+// cycle the lr goes linearly from base_lr to max_lr over step_size_up steps
+// and back over step_size_down, the amplitude (max_lr - base_lr) scaled by 1
+// (kTriangular), 1 / 2 ** (cycle - 1) (kTriangular2), gamma ** step
+// (kExpRange) or scale_fn. It is stepped after every batch. The momentum (or
+// beta1) moves the other way between max_momentum and base_momentum when
+// cycle_momentum is set (see detail::CycledMomentum). Construction sets the
+// groups' lrs to base_lr. State: "max_lrs" and, with cycle_momentum,
+// "base_momentums", "max_momentums", "last_momentums"; scale_fn is not saved.
+class CyclicLR : public LRScheduler {
+ public:
+  CyclicLR(Optimizer& optimizer, const PerGroup& base_lr, const PerGroup& max_lr, const CyclicLROptions& options = {});
+  // The momentum (or beta1) set by the last step; empty without cycle_momentum.
+  const std::vector<double>& get_last_momentum() const { return momentum_.last(); }
+
+ protected:
+  std::vector<double> get_lr() override;
+  std::vector<std::string> extra_state_keys() const override;
+  void save_extra_state(SchedulerStateDict& sd) const override;
+  void load_extra_state(const SchedulerStateDict& sd) override;
+
+ private:
+  double scale(double cycle) const;
+
+  double total_size_, step_ratio_;
+  CyclicMode mode_;
+  double gamma_;
+  std::function<double(double)> scale_fn_;
+  CyclicScaleMode scale_mode_;
+  detail::CycledMomentum momentum_;
+  std::vector<double> max_lrs_;
 };
 
 struct ReduceLROnPlateauOptions {

@@ -50,6 +50,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -78,6 +79,10 @@ struct ParamGroup {
   OptionMap options;  // hyper-parameters; missing ones take the optimizer's defaults
   // The parameters' names (Note [optimizer state by name]): empty, or one per parameter.
   std::vector<std::string> param_names;
+  // The group's lr when the first LR scheduler was made on it (PyTorch's
+  // group["initial_lr"]): every later scheduler's base lr (optim/lr_scheduler.h).
+  // Not a hyper-parameter: not in `options`, not in the optimizer's state dict.
+  std::optional<double> initial_lr;
 
   ParamGroup() = default;
   ParamGroup(std::vector<Tensor> p, OptionMap o = {}) : params(std::move(p)), options(std::move(o)) {}  // NOLINT

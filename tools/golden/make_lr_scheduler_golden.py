@@ -14,8 +14,11 @@ All tensors are float64. Names (case names and arguments: CASES below,
 mirrored in the test):
 - "sched.<case>.lr" (N + 1, 2): get_last_lr() of both groups right after
   construction (row 0) and after each step.
-- "sched.<case>.momentum" (N + 1, 2), OneCycleLR cases only: each group's
+- "sched.<case>.momentum" (N + 1, 2), for the cases that cycle the momentum
+  (OneCycleLR, CyclicLR, and a SequentialLR ending in OneCycleLR): each group's
   momentum (SGD's group["momentum"], Adam's group["betas"][0]) at the same points.
+The SequentialLR and ChainedScheduler cases build their schedulers in the
+order they are listed, on the same optimizer.
 - "sched.<case>.metric" (N,), ReduceLROnPlateau cases only: the metric given to
   step k (NaN included); and "sched.<case>.state" (N + 1, 3): best,
   num_bad_epochs and cooldown_counter at the same points as the lrs.
@@ -36,6 +39,14 @@ def warmup_cosine(opt, warmup, total, start_factor, eta_min):
     lin = S.LinearLR(opt, start_factor=start_factor, end_factor=1.0, total_iters=warmup)
     cos = S.CosineAnnealingLR(opt, T_max=total - warmup, eta_min=eta_min)
     return S.SequentialLR(opt, [lin, cos], milestones=[warmup])
+
+
+def sequential(opt, makers, milestones):
+    return S.SequentialLR(opt, [m(opt) for m in makers], milestones=milestones)
+
+
+def chained(opt, makers):
+    return S.ChainedScheduler([m(opt) for m in makers])
 
 
 # Metric sequences for ReduceLROnPlateau: a loss that falls, stalls, jumps and
@@ -94,7 +105,54 @@ CASES = {
         o, mode="max", factor=0.5, patience=1, threshold=0.0, threshold_mode="abs", cooldown=1, eps=0.01),
         len(ACC), ACC),
     "plateau_default": ("sgd", lambda o: S.ReduceLROnPlateau(o), len(LOSS), LOSS),
+    # CyclicLR: the three modes, custom scale functions in both scale modes, no way down.
+    "cyclic_triangular_sgd": ("sgd_momentum", lambda o: S.CyclicLR(
+        o, base_lr=[0.01, 0.002], max_lr=[0.1, 0.02], step_size_up=3), 15, None),
+    "cyclic_triangular2_down": ("sgd", lambda o: S.CyclicLR(
+        o, base_lr=0.001, max_lr=0.01, step_size_up=2, step_size_down=4, mode="triangular2",
+        cycle_momentum=False), 20, None),
+    "cyclic_exp_range_adam": ("adam", lambda o: S.CyclicLR(
+        o, base_lr=0.001, max_lr=[0.006, 0.004], step_size_up=4, mode="exp_range", gamma=0.95,
+        base_momentum=0.85, max_momentum=[0.95, 0.9]), 20, None),
+    "cyclic_scale_fn_iterations": ("sgd", lambda o: S.CyclicLR(
+        o, base_lr=0.002, max_lr=0.02, step_size_up=3, step_size_down=1, scale_fn=lambda x: 1.0 / (1.0 + 0.1 * x),
+        scale_mode="iterations", cycle_momentum=False), 12, None),
+    "cyclic_scale_fn_cycle": ("sgd", lambda o: S.CyclicLR(
+        o, base_lr=0.002, max_lr=0.02, step_size_up=2, scale_fn=lambda c: 0.5 ** c, cycle_momentum=False), 12, None),
+    "cyclic_down_zero": ("sgd", lambda o: S.CyclicLR(
+        o, base_lr=0.01, max_lr=0.05, step_size_up=3, step_size_down=0, cycle_momentum=False), 8, None),
+    # SequentialLR: closed forms at the milestones, a MultiplicativeLR that keeps the lrs it finds, a milestone
+    # at 0, OneCycleLR's initial_lr taking over the reset, CyclicLR made after another scheduler.
+    "seq_constant_exp": ("sgd", lambda o: sequential(
+        o, [lambda o: S.ConstantLR(o, factor=0.1, total_iters=4), lambda o: S.ExponentialLR(o, gamma=0.9)], [4]),
+        12, None),
+    "seq_three": ("sgd", lambda o: sequential(
+        o, [lambda o: S.LinearLR(o, start_factor=0.2, total_iters=3), lambda o: S.StepLR(o, step_size=2, gamma=0.5),
+            lambda o: S.CosineAnnealingLR(o, T_max=6, eta_min=1e-3)], [3, 8]), 20, None),
+    "seq_multiplicative_lambda": ("sgd", lambda o: sequential(
+        o, [lambda o: S.MultiStepLR(o, milestones=[1, 2], gamma=0.5), lambda o: S.MultiplicativeLR(o, lambda e: 0.8),
+            lambda o: S.LambdaLR(o, lambda e: 1.0 / (e + 1))], [3, 6]), 12, None),
+    "seq_milestone_zero": ("sgd", lambda o: sequential(
+        o, [lambda o: S.ExponentialLR(o, gamma=0.5), lambda o: S.PolynomialLR(o, total_iters=4, power=2.0)], [0]),
+        6, None),
+    "seq_onecycle": ("sgd_momentum", lambda o: sequential(
+        o, [lambda o: S.LinearLR(o, start_factor=0.5, total_iters=2),
+            lambda o: S.OneCycleLR(o, max_lr=0.5, total_steps=8)], [2]), 10, None),
+    "seq_warm_restarts_cyclic": ("sgd", lambda o: sequential(
+        o, [lambda o: S.CosineAnnealingWarmRestarts(o, T_0=3),
+            lambda o: S.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=2, cycle_momentum=False)], [5]),
+        12, None),
+    # ChainedScheduler: PyTorch's example, two recursive forms, a SequentialLR inside.
+    "chain_constant_exp": ("sgd", lambda o: chained(
+        o, [lambda o: S.ConstantLR(o, factor=0.1, total_iters=2), lambda o: S.ExponentialLR(o, gamma=0.9)]), 6, None),
+    "chain_step_cosine": ("sgd", lambda o: chained(
+        o, [lambda o: S.StepLR(o, step_size=3, gamma=0.5), lambda o: S.CosineAnnealingLR(o, T_max=5)]), 12, None),
+    "chain_nested": ("sgd", lambda o: chained(
+        o, [lambda o: sequential(o, [lambda o: S.LinearLR(o, start_factor=0.5, total_iters=2),
+                                     lambda o: S.ExponentialLR(o, gamma=0.8)], [3]),
+            lambda o: S.MultiplicativeLR(o, lambda e: 0.95)]), 8, None),
 }
+MOMENTUM = {"cyclic_triangular_sgd", "cyclic_exp_range_adam", "seq_onecycle"}
 
 
 def make_optimizer(kind):
@@ -133,7 +191,7 @@ def main():
     for name, (kind, make, n, metrics) in CASES.items():
         r = run_case(kind, make, n, metrics)
         out[f"sched.{name}.lr"] = r["lr"]
-        if name.startswith("onecycle"):
+        if name.startswith("onecycle") or name in MOMENTUM:
             out[f"sched.{name}.momentum"] = r["momentum"]
         if metrics is not None:
             out[f"sched.{name}.metric"] = torch.tensor(metrics, dtype=torch.float64)
