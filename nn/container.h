@@ -1,4 +1,14 @@
-// Containers: Sequential (indexable, children named "0", "1", ...) and ModuleList.
+// Containers: Sequential (indexable, children named "0", "1", ...),
+// ModuleList, ModuleDict, ParameterList and ParameterDict (PyTorch's).
+//
+// ModuleDict and ParameterDict keep their entries in insertion order under
+// their keys, which are the entries' names ("heads.cls.weight", "scales.
+// alpha"); inserting an existing key replaces the entry in place (PyTorch's
+// d[key] = v), pop removes it. ParameterList names its parameters "0", "1",
+// .... Tensors given to ParameterList and ParameterDict become parameters:
+// leaves that require grad (PyTorch wraps them in nn.Parameter). A key that
+// is not there is an error listing the keys there are; keys are non-empty and
+// hold no '.'. The containers have no forward: index them.
 //
 // Sequential passes one tensor, or several (Note [multi-tensor forward] in
 // nn/module.h), from each child to the next: (*seq)(x) and (*seq)(Tensors{x,
@@ -60,7 +70,9 @@ class Sequential : public Module {
 class ModuleList : public Module {
  public:
   ModuleList() : Module("ModuleList") {}
+  explicit ModuleList(std::vector<std::shared_ptr<Module>> modules);
   void push_back(std::shared_ptr<Module> m);
+  void extend(const std::vector<std::shared_ptr<Module>>& modules);
   size_t size() const { return modules_.size(); }
   std::shared_ptr<Module> operator[](int64_t index) const;
   auto begin() const { return modules_.begin(); }
@@ -68,6 +80,72 @@ class ModuleList : public Module {
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;
+};
+
+using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<Module>>>;
+
+class ModuleDict : public Module {
+ public:
+  ModuleDict() : Module("ModuleDict") {}
+  explicit ModuleDict(const NamedModules& modules);
+  // Adds `key`, or replaces the module under it in place (PyTorch's d[key] = m).
+  void insert(const std::string& key, std::shared_ptr<Module> m);
+  void update(const NamedModules& modules);
+  std::shared_ptr<Module> operator[](const std::string& key) const;
+  // The module under `key` as an M; an error naming the key and the module's
+  // type when it is not one.
+  template <typename M>
+  std::shared_ptr<M> get(const std::string& key) const {
+    auto m = std::dynamic_pointer_cast<M>((*this)[key]);
+    if (!m) wrong_type(key);
+    return m;
+  }
+  bool contains(const std::string& key) const;
+  std::shared_ptr<Module> pop(const std::string& key);
+  void clear();
+  size_t size() const { return named_children().size(); }
+  std::vector<std::string> keys() const;
+  NamedModules items() const { return named_children(); }
+  std::vector<std::shared_ptr<Module>> values() const { return children(); }
+
+ private:
+  [[noreturn]] void wrong_type(const std::string& key) const;
+};
+
+class ParameterList : public Module {
+ public:
+  ParameterList() : Module("ParameterList") {}
+  explicit ParameterList(std::vector<Tensor> params);
+  // Registers `t` under the next index and returns its handle.
+  Tensor& append(Tensor t, bool requires_grad = true);
+  void extend(std::vector<Tensor> params);
+  // Negative indices count from the end; out of range is an error naming the size.
+  Tensor& operator[](int64_t index);
+  const Tensor& operator[](int64_t index) const;
+  // Replaces the parameter at `index` (PyTorch's l[i] = p); the handle stays.
+  Tensor& set(int64_t index, Tensor t, bool requires_grad = true);
+  size_t size() const { return size_; }
+  std::string extra_repr() const override;
+
+ private:
+  size_t size_ = 0;
+};
+
+class ParameterDict : public Module {
+ public:
+  ParameterDict() : Module("ParameterDict") {}
+  explicit ParameterDict(const std::vector<std::pair<std::string, Tensor>>& params);
+  // Adds `key`, or replaces the parameter under it in place; returns its handle.
+  Tensor& insert(const std::string& key, Tensor t, bool requires_grad = true);
+  void update(const std::vector<std::pair<std::string, Tensor>>& params);
+  Tensor& operator[](const std::string& key);
+  const Tensor& operator[](const std::string& key) const;
+  bool contains(const std::string& key) const;
+  Tensor pop(const std::string& key);
+  void clear();
+  size_t size() const { return named_parameters(false).size(); }
+  std::vector<std::string> keys() const;
+  std::string extra_repr() const override;
 };
 
 }  // namespace weft::nn

@@ -2,6 +2,7 @@
 // the single/multi-tensor forward bridge (Note [multi-tensor forward]).
 #include "nn/module.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -15,15 +16,18 @@ void check_name(const std::string& owner, const std::string& kind, const std::st
   WEFT_CHECK(!name.empty() && name.find('.') == std::string::npos, owner, ": ", kind, " name '", name,
              "' must be non-empty and contain no '.'");
 }
+
+void prepare_parameter(const std::string& owner, const std::string& name, Tensor& t, bool requires_grad) {
+  if (!t.defined()) return;
+  WEFT_CHECK(t.is_leaf(), owner, ": parameter '", name, "' must be a leaf tensor (detach it first)");
+  if (requires_grad) t.requires_grad_(true);
+}
 }  // namespace
 
 Tensor& Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
   check_name(type_name_, "parameter", name);
   for (auto& [n, p] : params_) WEFT_CHECK(n != name, type_name_, ": parameter '", name, "' already registered");
-  if (t.defined()) {
-    WEFT_CHECK(t.is_leaf(), type_name_, ": parameter '", name, "' must be a leaf tensor (detach it first)");
-    if (requires_grad) t.requires_grad_(true);
-  }
+  prepare_parameter(type_name_, name, t, requires_grad);
   params_.emplace_back(name, std::make_unique<Tensor>(std::move(t)));
   return *params_.back().second;
 }
@@ -56,6 +60,54 @@ void Module::register_child(const std::string& name, std::shared_ptr<Module> m) 
   WEFT_CHECK(m != nullptr, type_name_, ": submodule '", name, "' is null");
   for (auto& [n, c] : children_) WEFT_CHECK(n != name, type_name_, ": submodule '", name, "' already registered");
   children_.emplace_back(name, std::move(m));
+}
+
+namespace {
+template <class Entries>
+auto find_entry(Entries& entries, const std::string& name) {
+  return std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == name; });
+}
+}  // namespace
+
+void Module::replace_child(const std::string& name, std::shared_ptr<Module> m) {
+  WEFT_CHECK(m != nullptr, type_name_, ": submodule '", name, "' is null");
+  auto it = find_entry(children_, name);
+  WEFT_CHECK(it != children_.end(), type_name_, ": no submodule '", name, "' to replace");
+  it->second = std::move(m);
+}
+
+std::shared_ptr<Module> Module::remove_child(const std::string& name) {
+  auto it = find_entry(children_, name);
+  WEFT_CHECK(it != children_.end(), type_name_, ": no submodule '", name, "' to remove");
+  std::shared_ptr<Module> m = std::move(it->second);
+  children_.erase(it);
+  return m;
+}
+
+Tensor* Module::find_parameter(const std::string& name) {
+  auto it = find_entry(params_, name);
+  return it == params_.end() ? nullptr : it->second.get();
+}
+
+const Tensor* Module::find_parameter(const std::string& name) const {
+  auto it = find_entry(params_, name);
+  return it == params_.end() ? nullptr : it->second.get();
+}
+
+Tensor& Module::replace_parameter(const std::string& name, Tensor t, bool requires_grad) {
+  Tensor* p = find_parameter(name);
+  WEFT_CHECK(p != nullptr, type_name_, ": no parameter '", name, "' to replace");
+  prepare_parameter(type_name_, name, t, requires_grad);
+  *p = std::move(t);
+  return *p;
+}
+
+Tensor Module::remove_parameter(const std::string& name) {
+  auto it = find_entry(params_, name);
+  WEFT_CHECK(it != params_.end(), type_name_, ": no parameter '", name, "' to remove");
+  Tensor t = std::move(*it->second);
+  params_.erase(it);
+  return t;
 }
 
 // ---- placement scopes (Note [placement scopes]) ----

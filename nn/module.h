@@ -151,6 +151,16 @@ class Module : public std::enable_shared_from_this<Module> {
 
  protected:
   void register_child(const std::string& name, std::shared_ptr<Module> m);
+  // For the containers (nn/container.h). replace_* keep the entry's position
+  // (and replace_parameter the handle register_parameter returned, which then
+  // holds the new tensor); replacing or removing a name that is not
+  // registered is an error naming it.
+  void replace_child(const std::string& name, std::shared_ptr<Module> m);
+  std::shared_ptr<Module> remove_child(const std::string& name);
+  Tensor& replace_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  Tensor remove_parameter(const std::string& name);
+  Tensor* find_parameter(const std::string& name);  // null when absent
+  const Tensor* find_parameter(const std::string& name) const;
   // Runs hooks around a forward computed by `fn` (for modules whose forward has
   // another signature but still want hooks on the first tensor input).
   Tensor call_with_hooks(const Tensor& input, const std::function<Tensor()>& fn);
