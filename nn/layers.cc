@@ -136,8 +136,8 @@ std::string ConvTranspose1d::extra_repr() const {
          ", padding=" + std::to_string(options.padding);
 }
 
-BatchNorm::BatchNorm(const char* type, int64_t lo, int64_t hi, int64_t c, double eps, double momentum, bool affine,
-                     bool track)
+BatchNorm::BatchNorm(const char* type, int64_t lo, int64_t hi, int64_t c, double eps, std::optional<double> momentum,
+                     bool affine, bool track)
     : Module(type), num_features(c), eps(eps), momentum(momentum), dims_lo_(lo), dims_hi_(hi) {
   if (affine) {
     weight = register_parameter("weight", ones({c}));
@@ -163,14 +163,30 @@ Tensor BatchNorm::forward(const Tensor& x) {
   const bool update = is_training() && running_mean.defined() && !autograd::in_backward();
   if (deferred_chunks_ > 0 && is_training() && running_mean.defined()) {  // Note [deferred batch norm]
     if (update) accumulate(x);
-    return batch_norm(x, Tensor(), Tensor(), weight, bias, /*training=*/true, momentum, eps);
+    return batch_norm(x, Tensor(), Tensor(), weight, bias, /*training=*/true, 0.0, eps);
   }
   if (update && num_batches_tracked.defined()) {
     NoGradGuard ng;
     num_batches_tracked.add_(1);
   }
-  if (is_training() && !update) return batch_norm(x, Tensor(), Tensor(), weight, bias, use_batch_stats, momentum, eps);
-  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum, eps);
+  if (is_training() && !update) return batch_norm(x, Tensor(), Tensor(), weight, bias, use_batch_stats, 0.0, eps);
+  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, update ? average_factor() : 0.0, eps);
+}
+
+// After num_batches_tracked has counted this batch.
+double BatchNorm::average_factor() const {
+  if (momentum) return *momentum;
+  WEFT_CHECK(num_batches_tracked.defined(), type_name(), ": momentum None (a cumulative average) needs ",
+             "num_batches_tracked");
+  return 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
+}
+
+void BatchNorm::reset_running_stats() {
+  if (!running_mean.defined()) return;
+  NoGradGuard ng;
+  running_mean.zero_();
+  running_var.fill_(1.0);
+  if (num_batches_tracked.defined()) num_batches_tracked.zero_();
 }
 
 void BatchNorm::set_deferred(int chunks) {
@@ -202,13 +218,15 @@ void BatchNorm::accumulate(const Tensor& x) {
   Tensor mean = div(deferred_sum_, full_like(deferred_sum_, n));
   Tensor var = sub(div(deferred_sumsq_, full_like(deferred_sumsq_, n)), mul(mean, mean));
   if (n > 1) var = mul(var, full_like(var, n / (n - 1)));
-  running_mean.mul_(Scalar(1 - momentum)).add_(mul(mean, full_like(mean, momentum)).to(running_mean.dtype()));
-  running_var.mul_(Scalar(1 - momentum)).add_(mul(var, full_like(var, momentum)).to(running_var.dtype()));
   if (num_batches_tracked.defined()) num_batches_tracked.add_(1);
+  const double m = average_factor();
+  running_mean.mul_(Scalar(1 - m)).add_(mul(mean, full_like(mean, m)).to(running_mean.dtype()));
+  running_var.mul_(Scalar(1 - m)).add_(mul(var, full_like(var, m)).to(running_var.dtype()));
   deferred_seen_ = 0;
 }
 std::string BatchNorm::extra_repr() const {
-  return std::to_string(num_features) + ", eps=" + std::to_string(eps) + ", momentum=" + std::to_string(momentum);
+  return std::to_string(num_features) + ", eps=" + std::to_string(eps) +
+         ", momentum=" + (momentum ? std::to_string(*momentum) : std::string("None"));
 }
 
 LayerNorm::LayerNorm(Shape shape, double eps, bool affine, bool with_bias)

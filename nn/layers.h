@@ -193,13 +193,19 @@ class AdaptiveAvgPool2d : public Module {
 class BatchNorm : public Module {
  public:
   BatchNorm(const char* type, int64_t expected_dims_lo, int64_t expected_dims_hi, int64_t num_features, double eps,
-            double momentum, bool affine, bool track_running_stats);
+            std::optional<double> momentum, bool affine, bool track_running_stats);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
+  // running_mean 0, running_var 1, num_batches_tracked 0 (PyTorch's).
+  void reset_running_stats();
   Tensor weight, bias;                                    // (C)
   Tensor running_mean, running_var, num_batches_tracked;  // buffers
   int64_t num_features;
-  double eps, momentum;
+  double eps;
+  // The running statistics' update factor; std::nullopt (PyTorch's momentum
+  // None) averages every batch since the last reset equally: the factor is
+  // 1 / num_batches_tracked (optim::update_bn uses it).
+  std::optional<double> momentum;
 
   // Note [deferred batch norm]: with chunks > 0, training forwards normalise
   // with their own (micro-batch) statistics but leave the running statistics
@@ -212,6 +218,7 @@ class BatchNorm : public Module {
 
  private:
   void accumulate(const Tensor& x);
+  double average_factor() const;
   int64_t dims_lo_, dims_hi_;
   int deferred_chunks_ = 0;
   int deferred_seen_ = 0;
@@ -220,14 +227,14 @@ class BatchNorm : public Module {
 };
 class BatchNorm1d : public BatchNorm {
  public:
-  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
-                       bool track_running_stats = true)
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true)
       : BatchNorm("BatchNorm1d", 2, 3, num_features, eps, momentum, affine, track_running_stats) {}
 };
 class BatchNorm2d : public BatchNorm {
  public:
-  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
-                       bool track_running_stats = true)
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true)
       : BatchNorm("BatchNorm2d", 4, 4, num_features, eps, momentum, affine, track_running_stats) {}
 };
 

@@ -27,6 +27,7 @@ import math
 import os
 
 import torch
+import torch.optim.swa_utils
 from safetensors.torch import save_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -151,6 +152,14 @@ CASES = {
         o, [lambda o: sequential(o, [lambda o: S.LinearLR(o, start_factor=0.5, total_iters=2),
                                      lambda o: S.ExponentialLR(o, gamma=0.8)], [3]),
             lambda o: S.MultiplicativeLR(o, lambda e: 0.95)]), 8, None),
+    # SWALR (torch.optim.swa_utils): cosine and linear annealing to per-group or shared swa_lrs, no annealing.
+    "swalr_cos": ("sgd", lambda o: torch.optim.swa_utils.SWALR(o, swa_lr=[0.05, 0.01], anneal_epochs=3), 6, None),
+    "swalr_linear": ("sgd", lambda o: torch.optim.swa_utils.SWALR(
+        o, swa_lr=0.02, anneal_epochs=4, anneal_strategy="linear"), 6, None),
+    "swalr_no_anneal": ("sgd", lambda o: torch.optim.swa_utils.SWALR(o, swa_lr=0.05, anneal_epochs=0), 3, None),
+    "seq_cos_swalr": ("sgd", lambda o: sequential(
+        o, [lambda o: S.CosineAnnealingLR(o, T_max=4), lambda o: torch.optim.swa_utils.SWALR(
+            o, swa_lr=0.02, anneal_epochs=2)], [3]), 8, None),
 }
 MOMENTUM = {"cyclic_triangular_sgd", "cyclic_exp_range_adam", "seq_onecycle"}
 
