@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -235,6 +236,25 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
 // averaged over the classes (last dim), then reduced over the batch
 Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
                                    Reduction reduction = Reduction::Mean);
+// The multi-class hinge loss: per sample, the sum over the classes i other than
+// the target y of weight[y] max(0, margin - x[y] + x[i])^p, over C. input (N, C)
+// or (C); target (N) (or 0-D) integer class indices in [0, C); p 1 or 2; weight
+// (C) or undefined (not differentiated, as PyTorch). Reduction None gives (N),
+// or a 0-D loss for a 0-D target.
+Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p = 1, double margin = 1.0,
+                         const Tensor& weight = Tensor(), Reduction reduction = Reduction::Mean);
+// The multi-label hinge loss: target (input's shape, integers in [-1, C)) lists
+// each sample's classes up to its first -1; per sample, the sum over the classes
+// j listed and the classes i not listed of max(0, 1 - (x[j] - x[i])), over C (a
+// class listed twice counts twice). input (N, C) or (C); None gives (N) or 0-D.
+Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// A distance between two batches of embeddings, one value per pair.
+using DistanceFunction = std::function<Tensor(const Tensor&, const Tensor&)>;
+// max(0, margin + d(anchor, positive) - d(anchor, negative)) with any distance d
+// (empty: pairwise_distance); swap uses min(d(a, n), d(p, n)). margin > 0.
+Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                                         const DistanceFunction& distance = {}, double margin = 1.0, bool swap = false,
+                                         Reduction reduction = Reduction::Mean);
 
 // ---- connectionist temporal classification (core/ops/ctc.cc) ----
 struct CtcLossOptions {

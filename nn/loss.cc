@@ -73,6 +73,17 @@ MultiLabelSoftMarginLoss::MultiLabelSoftMarginLoss(MultiLabelSoftMarginLossOptio
   weight = buffer_if(*this, "weight", o.weight);
 }
 
+MultiMarginLoss::MultiMarginLoss(MultiMarginLossOptions o)
+    : Loss("MultiMarginLoss", 2, "(input, target)"), p(o.p), margin(o.margin), reduction(o.reduction) {
+  WEFT_CHECK(o.p == 1 || o.p == 2, "MultiMarginLoss: only p == 1 and p == 2 supported, got ", o.p);
+  weight = buffer_if(*this, "weight", o.weight);
+}
+
+TripletMarginWithDistanceLoss::TripletMarginWithDistanceLoss(TripletMarginWithDistanceLossOptions o)
+    : Loss("TripletMarginWithDistanceLoss", 3, "(anchor, positive, negative)"), options(std::move(o)) {
+  WEFT_CHECK(options.margin > 0, "TripletMarginWithDistanceLoss: margin must be greater than 0, got ", options.margin);
+}
+
 PoissonNLLLoss::PoissonNLLLoss(PoissonNLLLossOptions o) : Loss("PoissonNLLLoss", 2, "(input, target)"), options(o) {}
 
 GaussianNLLLoss::GaussianNLLLoss(GaussianNLLLossOptions o)

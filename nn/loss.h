@@ -291,6 +291,57 @@ class TripletMarginLoss : public Loss {
   }
 };
 
+struct MultiMarginLossOptions {
+  int64_t p = 1;  // 1 or 2
+  double margin = 1.0;
+  Tensor weight;  // (C), or undefined
+  Reduction reduction = Reduction::Mean;
+};
+
+// (input (N, C), target class indices (N))
+class MultiMarginLoss : public Loss {
+ public:
+  explicit MultiMarginLoss(MultiMarginLossOptions options = {});
+  int64_t p;
+  double margin;
+  Tensor weight;
+  Reduction reduction;
+
+ protected:
+  Tensor compute(const Tensors& in) override { return multi_margin_loss(in[0], in[1], p, margin, weight, reduction); }
+};
+
+// (input (N, C), target label lists (N, C) ended by -1)
+class MultiLabelMarginLoss : public Loss {
+ public:
+  explicit MultiLabelMarginLoss(Reduction reduction = Reduction::Mean)
+      : Loss("MultiLabelMarginLoss", 2, "(input, target)"), reduction(reduction) {}
+  Reduction reduction;
+
+ protected:
+  Tensor compute(const Tensors& in) override { return multilabel_margin_loss(in[0], in[1], reduction); }
+};
+
+struct TripletMarginWithDistanceLossOptions {
+  DistanceFunction distance_function;  // empty: pairwise_distance
+  double margin = 1.0;
+  bool swap = false;
+  Reduction reduction = Reduction::Mean;
+};
+
+// (anchor, positive, negative)
+class TripletMarginWithDistanceLoss : public Loss {
+ public:
+  explicit TripletMarginWithDistanceLoss(TripletMarginWithDistanceLossOptions options = {});
+  TripletMarginWithDistanceLossOptions options;
+
+ protected:
+  Tensor compute(const Tensors& in) override {
+    return triplet_margin_with_distance_loss(in[0], in[1], in[2], options.distance_function, options.margin,
+                                             options.swap, options.reduction);
+  }
+};
+
 // (log_probs (T, N, C), targets, input_lengths, target_lengths)
 class CTCLoss : public Loss {
  public:

@@ -2,7 +2,9 @@
 // element-wise ops and reductions (contracts in core/nn_ops.h):
 // margin_ranking_loss, hinge_embedding_loss, soft_margin_loss,
 // cosine_embedding_loss, pairwise_distance, triplet_margin_loss,
-// poisson_nll_loss, gaussian_nll_loss and multilabel_soft_margin_loss. Each
+// poisson_nll_loss, gaussian_nll_loss, multilabel_soft_margin_loss,
+// multi_margin_loss, multilabel_margin_loss and
+// triplet_margin_with_distance_loss. Each
 // follows ATen's (or torch.nn.functional's) formula in its order, so values and
 // gradients match PyTorch's to rounding; autograd and every device come from
 // the ops they are made of.
@@ -171,6 +173,112 @@ Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, co
     loss = loss * weight;
   }
   return detail::apply_reduction(sum(loss, {class_dim}) / static_cast<double>(input.size(class_dim)), reduction);
+}
+
+// ---- multi-class and multi-label hinge losses ----
+
+namespace {
+
+// Checks a hinge loss's input (non-empty (C) or (N, C)) and returns it as (N, C).
+Tensor as_frames(const char* op, const Tensor& input) {
+  check_floating(op, {input});
+  WEFT_CHECK((input.dim() == 1 || input.dim() == 2) && input.numel() > 0, op,
+             ": expected a non-empty input of shape (C) or (N, C), got shape ", shape_str(input.sizes()));
+  return input.dim() == 2 ? input : input.unsqueeze(0);
+}
+
+// `target` as int64 values on the host, after checking it holds integers.
+std::vector<int64_t> host_labels(const char* op, const Tensor& target) {
+  WEFT_CHECK(target.defined(), op, ": undefined target");
+  WEFT_CHECK(!is_floating(target.dtype()) && target.dtype() != DType::Bool, op,
+             ": expected an integer target (class indices), got ", target.dtype());
+  Tensor t = target.to(DType::Int64).to(kCPU).contiguous();
+  return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+}
+
+}  // namespace
+
+Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p, double margin, const Tensor& weight,
+                         Reduction reduction) {
+  const char* op = "multi_margin_loss";
+  WEFT_CHECK(p == 1 || p == 2, op, ": only p == 1 and p == 2 supported, got ", p);
+  const Tensor x = as_frames(op, input);  // (N, C)
+  detail::check_devices(op, {input, target, weight});
+  const int64_t n = x.size(0), c = x.size(1);
+  WEFT_CHECK(target.defined() && target.dim() <= 1 && target.numel() == n, op, ": inconsistent target size, expected ",
+             n, " class indices for input shape ", shape_str(input.sizes()), " but got shape ",
+             target.defined() ? shape_str(target.sizes()) : std::string("(undefined)"));
+  const std::vector<int64_t> labels = host_labels(op, target);
+  for (int64_t i = 0; i < n; ++i)
+    WEFT_CHECK(labels[i] >= 0 && labels[i] < c, op, ": target ", labels[i], " of sample ", i, " is out of range for ",
+               c, " classes");
+  if (weight.defined()) {
+    WEFT_CHECK(is_floating(weight.dtype()) && weight.dim() == 1 && weight.numel() == c, op,
+               ": inconsistent weight size, expected one floating value per class (", c, ") but got shape ",
+               shape_str(weight.sizes()), " and dtype ", weight.dtype());
+  }
+  const Tensor y = target.reshape({n}).to(DType::Int64);  // (N)
+  // ATen's order: z = margin - x[y] + x[i]; h = z or z^2 where z > 0; h * weight[y]; the sum over i != y, over C.
+  Tensor h = clamp(margin - gather(x, 1, y.unsqueeze(1)) + x, 0.0, std::nullopt);  // (N, C)
+  if (p == 2) h = h * h;
+  if (weight.defined()) h = h * index_select(weight.detach(), 0, y).unsqueeze(1).to(h.dtype());
+  h = masked_fill(h, one_hot(y, c) == 1.0, 0.0);
+  Tensor loss = sum(h, {1}) / static_cast<double>(c);  // (N)
+  if (target.dim() == 0) loss = loss.reshape({});
+  return detail::apply_reduction(loss, reduction);
+}
+
+Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  const char* op = "multilabel_margin_loss";
+  const Tensor x = as_frames(op, input);  // (N, C)
+  detail::check_devices(op, {input, target});
+  WEFT_CHECK(target.defined() && target.sizes() == input.sizes(), op,
+             ": inconsistent target size: ", target.defined() ? shape_str(target.sizes()) : std::string("(undefined)"),
+             " for input of size: ", shape_str(input.sizes()));
+  const int64_t n = x.size(0), c = x.size(1);
+  const std::vector<int64_t> labels = host_labels(op, target);
+  for (size_t k = 0; k < labels.size(); ++k)
+    WEFT_CHECK(labels[k] >= -1 && labels[k] < c, op, ": target value ", labels[k], " (entry ", k,
+               ") is out of range: labels lie in [0, ", c, ") and -1 ends a sample's list");
+  // listed (N, C_k): entry k is one of the sample's labels; not_target (N, C_i): class i is not listed.
+  std::vector<float> listed(labels.size(), 0.0f), not_target(labels.size(), 1.0f);
+  std::vector<int64_t> index(labels.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < c; ++k) {
+      const int64_t label = labels[i * c + k];
+      if (label < 0) break;
+      listed[i * c + k] = 1.0f;
+      index[i * c + k] = label;
+      not_target[i * c + label] = 0.0f;
+    }
+  }
+  const Tensor listed_t = tensor<float>(listed, {n, c}).to(x.dtype()).to(x.device());
+  const Tensor not_target_t = tensor<float>(not_target, {n, c}).to(x.dtype()).to(x.device());
+  const Tensor label_x = gather(x, 1, tensor<int64_t>(index, {n, c}).to(x.device()));  // (N, C_k): x[y_k]
+  // z = 1 - x[y_k] + x[i] where positive, for listed k and unlisted i; the sum over both, over C.
+  const Tensor h = clamp(1.0 - label_x.unsqueeze(2) + x.unsqueeze(1), 0.0, std::nullopt);  // (N, C_k, C_i)
+  const Tensor pairs = listed_t.unsqueeze(2) * not_target_t.unsqueeze(1);                  // (N, C_k, C_i)
+  Tensor loss = sum(h * pairs, {1, 2}) / static_cast<double>(c);                           // (N)
+  if (input.dim() == 1) loss = loss.reshape({});
+  return detail::apply_reduction(loss, reduction);
+}
+
+Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                                         const DistanceFunction& distance, double margin, bool swap,
+                                         Reduction reduction) {
+  const char* op = "triplet_margin_with_distance_loss";
+  WEFT_CHECK(anchor.defined() && positive.defined() && negative.defined(), op, ": undefined input");
+  WEFT_CHECK(margin > 0, op, ": margin must be greater than 0, got ", margin);
+  WEFT_CHECK(anchor.dim() == positive.dim() && anchor.dim() == negative.dim(), op,
+             ": The anchor, positive, and negative tensors are expected to have the same number of dimensions, but "
+             "got: anchor ",
+             anchor.dim(), "D, positive ", positive.dim(), "D, and negative ", negative.dim(), "D inputs");
+  const DistanceFunction d =
+      distance ? distance : [](const Tensor& a, const Tensor& b) { return pairwise_distance(a, b); };
+  const Tensor dist_pos = d(anchor, positive);
+  Tensor dist_neg = d(anchor, negative);
+  if (swap) dist_neg = minimum(dist_neg, d(positive, negative));
+  return detail::apply_reduction(clamp(margin + dist_pos - dist_neg, 0.0, std::nullopt), reduction);
 }
 
 }  // namespace weft

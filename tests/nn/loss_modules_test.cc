@@ -103,6 +103,29 @@ TEST(LossModules, EachEqualsItsFunctionalForm) {
               {x, y, z});
 }
 
+TEST(LossModules, HingeLossModulesEqualTheirFunctionalForms) {
+  using R = Reduction;
+  const Tensor x = testing::rnd({3, 4}, DType::Float64, 7), y = tensor<int64_t>({2, 0, 3}, {3});
+  const Tensor w = tensor<double>({1.0, 2.0, 0.5, 1.5}, {4});
+  nn::MultiMarginLoss mm({.p = 2, .margin = 0.5, .weight = w, .reduction = R::Sum});
+  expect_same(mm, [&](const Tensors& t) { return multi_margin_loss(t[0], t[1], 2, 0.5, w, R::Sum); }, {x, y});
+  EXPECT_EQ(mm.state_dict().keys(), (std::vector<std::string>{"weight"}));
+  EXPECT_WEFT_ERROR(nn::MultiMarginLoss({.p = 3}), "MultiMarginLoss: only p == 1 and p == 2 supported, got 3");
+  const Tensor labels = tensor<int64_t>({0, 2, -1, 0, 3, -1, 0, 0, 1, 2, 3, -1}, {3, 4});
+  nn::MultiLabelMarginLoss ml(R::None);
+  expect_same(ml, [](const Tensors& t) { return multilabel_margin_loss(t[0], t[1], R::None); }, {x, labels});
+  const DistanceFunction cosine = [](const Tensor& u, const Tensor& v) { return 1.0 - cosine_similarity(u, v); };
+  nn::TripletMarginWithDistanceLoss tw({.distance_function = cosine, .margin = 0.3, .swap = true});
+  const Tensor p = testing::rnd({3, 4}, DType::Float64, 8), n = testing::rnd({3, 4}, DType::Float64, 9);
+  expect_same(tw,
+              [&](const Tensors& t) { return triplet_margin_with_distance_loss(t[0], t[1], t[2], cosine, 0.3, true); },
+              {x, p, n});
+  nn::TripletMarginWithDistanceLoss plain;
+  expect_same(plain, [](const Tensors& t) { return triplet_margin_with_distance_loss(t[0], t[1], t[2]); }, {x, p, n});
+  EXPECT_WEFT_ERROR(nn::TripletMarginWithDistanceLoss({.margin = 0.0}),
+                    "TripletMarginWithDistanceLoss: margin must be greater than 0, got 0");
+}
+
 TEST(LossModules, BCEWithLogitsWeightAgainstPyTorch) {
   const char* reds[] = {"none", "mean", "sum"};
   const Reduction rs[] = {Reduction::None, Reduction::Mean, Reduction::Sum};

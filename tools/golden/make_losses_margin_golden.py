@@ -2,7 +2,8 @@
 """Writes tests/nn/golden/losses_margin_golden.safetensors: PyTorch's values and
 gradients for margin_ranking_loss, hinge_embedding_loss, soft_margin_loss,
 cosine_embedding_loss, triplet_margin_loss, poisson_nll_loss,
-gaussian_nll_loss and multilabel_soft_margin_loss, which
+gaussian_nll_loss, multilabel_soft_margin_loss, multi_margin_loss,
+multilabel_margin_loss and triplet_margin_with_distance_loss, which
 tests/nn/losses_margin_test.cc compares against.
 
 Made with: torch 2.15.0 (PyPI build 2.15.0+cu132, run on CPU) and safetensors 0.8.0, Python 3.11:
@@ -11,7 +12,8 @@ Made with: torch 2.15.0 (PyPI build 2.15.0+cu132, run on CPU) and safetensors 0.
 All tensors are float32, inputs from closed-form formulas (golden_util.wave),
 stored in the file. Names are "<case>.<field>" as golden_util.record writes
 them (x, w and b are the loss's differentiable inputs in its argument order),
-plus "<case>.target", the target (not differentiated). The cases' arguments
+plus "<case>.target", the target (not differentiated; class indices stored
+as float) and "multi_margin_p2_weight_sum.weight". The cases' arguments
 are in build() below and mirrored in the test.
 """
 import os
@@ -70,6 +72,29 @@ def build():
          wave((3, 5), 2.0, 0.39, 0.3), wave((5,), 0.5, 0.8, 0.1, 1.0))
     case("multilabel_none", lambda x, w, _, t: F.multilabel_soft_margin_loss(x, t, reduction="none"), labels,
          wave((3, 5), 2.0, 0.39, 0.3))
+    # multi_margin_loss: targets stored as float, class indices; the weight is a constant (PyTorch does not
+    # differentiate it).
+    classes = torch.tensor([1.0, 0.0, 4.0, 2.0])
+    xm = wave((4, 5), 1.2, 0.43, 0.2)
+    case("multi_margin", lambda x, w, _, t: F.multi_margin_loss(x, t.long()), classes, xm)
+    class_weight = wave((5,), 0.4, 0.9, 0.3, 1.0)
+    case("multi_margin_p2_weight_sum", lambda x, w, _, t: F.multi_margin_loss(
+        x, t.long(), p=2, margin=0.7, weight=class_weight, reduction="sum"), classes, xm)
+    g["multi_margin_p2_weight_sum.weight"] = class_weight.clone()
+    case("multi_margin_none_1d", lambda x, w, _, t: F.multi_margin_loss(x, t.long(), reduction="none"),
+         torch.tensor(3.0), wave((5,), 1.0, 0.51, 0.4))
+    # multilabel_margin_loss: each row's labels end at the first -1 (later entries ignored); row 1 repeats a
+    # label, row 2 lists every class (no loss).
+    label_lists = torch.tensor([[3.0, 0.0, -1.0, 1.0, 2.0], [4.0, 4.0, -1.0, 0.0, 0.0], [0.0, 1.0, 2.0, 3.0, 4.0]])
+    case("multilabel_margin", lambda x, w, _, t: F.multilabel_margin_loss(x, t.long()), label_lists,
+         wave((3, 5), 1.0, 0.47, 0.6))
+    case("multilabel_margin_none_1d", lambda x, w, _, t: F.multilabel_margin_loss(x, t.long(), reduction="none"),
+         torch.tensor([2.0, -1.0, 0.0, 0.0]), wave((4,), 1.0, 0.61, 0.2))
+    # triplet_margin_with_distance_loss: the default distance, and 1 - cosine similarity with swap.
+    case("triplet_distance", lambda x, w, b, t: F.triplet_margin_with_distance_loss(x, w, b), none, an, po, ne)
+    case("triplet_distance_cosine_swap", lambda x, w, b, t: F.triplet_margin_with_distance_loss(
+        x, w, b, distance_function=lambda u, v: 1.0 - F.cosine_similarity(u, v), margin=0.4, swap=True,
+        reduction="sum"), none, an, po, ne)
     return g
 
 
