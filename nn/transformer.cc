@@ -45,15 +45,33 @@ MultiheadAttention::MultiheadAttention(int64_t c, int64_t h, MultiheadAttentionO
     : Module("MultiheadAttention"),
       embed_dim(c),
       num_heads(h),
+      kdim(o.kdim > 0 ? o.kdim : c),
+      vdim(o.vdim > 0 ? o.vdim : c),
+      add_zero_attn(o.add_zero_attn),
       causal(o.causal),
       dropout_p(o.dropout),
       batch_first(o.batch_first),
       output_dropout(false) {
   WEFT_CHECK(h > 0 && c > 0 && c % h == 0, "MultiheadAttention: embed_dim ", c, " must be divisible by num_heads ", h);
   WEFT_CHECK(o.dropout >= 0.0 && o.dropout <= 1.0, "MultiheadAttention: dropout must be in [0, 1], got ", o.dropout);
-  in_proj_weight = register_parameter("in_proj_weight", empty({3 * c, c}));
-  init::xavier_uniform_(in_proj_weight);
+  WEFT_CHECK(o.kdim >= 0 && o.vdim >= 0, "MultiheadAttention: kdim and vdim must be positive (0: embed_dim), got ",
+             o.kdim, " and ", o.vdim);
+  if (kdim == c && vdim == c) {
+    in_proj_weight = register_parameter("in_proj_weight", empty({3 * c, c}));
+    init::xavier_uniform_(in_proj_weight);
+  } else {
+    q_proj_weight = register_parameter("q_proj_weight", empty({c, c}));
+    k_proj_weight = register_parameter("k_proj_weight", empty({c, kdim}));
+    v_proj_weight = register_parameter("v_proj_weight", empty({c, vdim}));
+    for (Tensor* w : {&q_proj_weight, &k_proj_weight, &v_proj_weight}) init::xavier_uniform_(*w);
+  }
   if (o.bias) in_proj_bias = register_parameter("in_proj_bias", zeros({3 * c}));
+  if (o.add_bias_kv) {
+    bias_k = register_parameter("bias_k", empty({1, 1, c}));
+    bias_v = register_parameter("bias_v", empty({1, 1, c}));
+    init::xavier_normal_(bias_k);
+    init::xavier_normal_(bias_v);
+  }
   out_proj = proj = register_module("out_proj", std::make_shared<Linear>(c, c, o.bias));
   if (o.bias) {
     NoGradGuard no_grad;
@@ -65,6 +83,8 @@ MultiheadAttention::MultiheadAttention(int64_t c, int64_t h, bool causal, double
     : Module("MultiheadAttention"),
       embed_dim(c),
       num_heads(h),
+      kdim(c),
+      vdim(c),
       causal(causal),
       dropout_p(dropout),
       batch_first(true),
@@ -77,13 +97,20 @@ MultiheadAttention::MultiheadAttention(int64_t c, int64_t h, bool causal, double
 
 std::string MultiheadAttention::extra_repr() const {
   return "embed_dim=" + std::to_string(embed_dim) + ", num_heads=" + std::to_string(num_heads) +
-         ", dropout=" + std::to_string(dropout_p) + ", batch_first=" + (batch_first ? "true" : "false") +
-         (causal ? ", causal=true" : "");
+         (kdim != embed_dim ? ", kdim=" + std::to_string(kdim) : "") +
+         (vdim != embed_dim ? ", vdim=" + std::to_string(vdim) : "") + ", dropout=" + std::to_string(dropout_p) +
+         ", batch_first=" + (batch_first ? "true" : "false") + (causal ? ", causal=true" : "") +
+         (bias_k.defined() ? ", add_bias_kv=true" : "") + (add_zero_attn ? ", add_zero_attn=true" : "");
 }
 
 Tensor MultiheadAttention::in_projection(const Tensor& x, int64_t first, int64_t count) {
   if (first == 0 && count == 3 && qkv) return (*qkv)(x);
   const int64_t E = embed_dim;
+  if (q_proj_weight.defined()) {  // separate weights: one part at a time
+    WEFT_INTERNAL_ASSERT(count == 1, "MultiheadAttention: separate projection weights project one part at a time");
+    const Tensor& w = first == 0 ? q_proj_weight : first == 1 ? k_proj_weight : v_proj_weight;
+    return linear(x, w, in_proj_bias.defined() ? in_proj_bias.narrow(0, first * E, E) : Tensor());
+  }
   const Tensor& w = qkv ? qkv->weight : in_proj_weight;  // (3E, E)
   const Tensor& b = qkv ? qkv->bias : in_proj_bias;      // (3E)
   return linear(x, w.narrow(0, first * E, count * E), b.defined() ? b.narrow(0, first * E, count * E) : Tensor());
@@ -92,6 +119,8 @@ Tensor MultiheadAttention::in_projection(const Tensor& x, int64_t first, int64_t
 Tensor MultiheadAttention::forward(const Tensor& x_in) {
   WEFT_CHECK(x_in.dim() == 3 && x_in.size(2) == embed_dim, "MultiheadAttention: expected input ",
              batch_first ? "(N, T, " : "(T, N, ", embed_dim, "), got ", shape_str(x_in.sizes()));
+  if (!plain_self_attention())
+    return forward(x_in, x_in, x_in, AttentionMasks{.need_weights = false, .is_causal = causal}).output;
   const Tensor x = to_batch_first(x_in, true, batch_first);
   const int64_t B = x.size(0), T = x.size(1), C = embed_dim, H = num_heads, D = C / H;
   std::vector<Tensor> parts = split(in_projection(x, 0, 3), C, 2);                        // (B, T, 3C) -> 3 x (B, T, C)
@@ -116,16 +145,20 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
   const Tensor k_in = to_batch_first(key, batched, batch_first);    // (N, S, E)
   const Tensor v_in = to_batch_first(value, batched, batch_first);  // (N, S, E)
   const int64_t N = q_in.size(0), L = q_in.size(1), S = k_in.size(1), E = embed_dim, H = num_heads, D = E / H;
-  WEFT_CHECK(q_in.size(2) == E && k_in.size(2) == E && v_in.size(2) == E, op,
-             ": query, key and value must end in embed_dim ", E, ", got ", shape_str(query.sizes()), ", ",
-             shape_str(key.sizes()), ", ", shape_str(value.sizes()));
+  WEFT_CHECK(q_in.size(2) == E && k_in.size(2) == kdim && v_in.size(2) == vdim, op,
+             ": query, key and value must end in embed_dim, kdim and vdim (", E, ", ", kdim, ", ", vdim, "), got ",
+             shape_str(query.sizes()), ", ", shape_str(key.sizes()), ", ", shape_str(value.sizes()));
   WEFT_CHECK(k_in.size(0) == N && v_in.size(0) == N && v_in.size(1) == S, op,
              ": key and value must have query's batch size and the same length, got query ", shape_str(query.sizes()),
              ", key ", shape_str(key.sizes()), ", value ", shape_str(value.sizes()));
 
   // Projections: one GEMM for self-attention, one for key and value when they are the same tensor.
   Tensor q, k, v;  // (N, L|S, E)
-  if (query.is_same(key) && key.is_same(value)) {
+  if (q_proj_weight.defined()) {
+    q = in_projection(q_in, 0, 1);
+    k = in_projection(k_in, 1, 1);
+    v = in_projection(v_in, 2, 1);
+  } else if (query.is_same(key) && key.is_same(value)) {
     std::vector<Tensor> p = split(in_projection(q_in, 0, 3), E, 2);
     q = p[0], k = p[1], v = p[2];
   } else {
@@ -137,6 +170,12 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
       k = in_projection(k_in, 1, 1);
       v = in_projection(v_in, 2, 1);
     }
+  }
+  int64_t Sk = S;          // the keys attended to: S, then bias_k's and the zero key
+  if (bias_k.defined()) {  // (N, S, E) -> (N, S + 1, E)
+    k = cat({k, bias_k.to(k.dtype()).expand({N, 1, E})}, 1);
+    v = cat({v, bias_v.to(v.dtype()).expand({N, 1, E})}, 1);
+    ++Sk;
   }
   auto heads = [&](const Tensor& t, int64_t T) { return t.reshape({N, T, H, D}).transpose(1, 2); };  // (N, H, T, D)
 
@@ -163,11 +202,25 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
       mask = causal_mask(L, S, dt, q.device()).reshape({1, 1, L, S});
     mask = mask.defined() ? add(mask, pad) : pad;
   }
+  Tensor kh = heads(k, Sk), vh = heads(v, Sk);
+  if (add_zero_attn) {  // (N, H, Sk, D) -> (N, H, Sk + 1, D)
+    kh = cat({kh, zeros({N, H, 1, D}, TensorOptions{kh.dtype()}.with_device(kh.device()))}, 2);
+    vh = cat({vh, zeros({N, H, 1, D}, TensorOptions{vh.dtype()}.with_device(vh.device()))}, 2);
+    ++Sk;
+  }
+  if (Sk > S) {  // the appended keys are never masked (PyTorch pads its masks with zeros)
+    if (!mask.defined() && m.is_causal) mask = causal_mask(L, S, dt, q.device()).reshape({1, 1, L, S});
+    if (mask.defined()) {
+      Shape pad = mask.sizes();
+      pad.back() = Sk - S;
+      mask = cat({mask, zeros(pad, TensorOptions{mask.dtype()}.with_device(mask.device()))}, 3);
+    }
+  }
   AttentionOptions ao{.attn_mask = mask,
                       .dropout_p = dropout_p,
                       .is_causal = m.is_causal && !mask.defined(),
                       .training = is_training()};
-  const Tensor qh = heads(q, L), kh = heads(k, S), vh = heads(v, S);
+  const Tensor qh = heads(q, L);
   AttentionOutput out;
   Tensor y;  // (N, H, L, D)
   if (m.need_weights) {

@@ -17,6 +17,12 @@ struct MultiheadAttentionOptions {
   bool bias = true;          // in_proj_bias and out_proj.bias
   bool batch_first = false;  // (N, L, E) rather than PyTorch's default (L, N, E)
   bool causal = false;       // weft's: forward(x) attends to keys j <= i only
+  // The key's and value's features (0: embed_dim). When either differs from
+  // embed_dim the in-projection is three weights, q_proj_weight (E, E),
+  // k_proj_weight (E, kdim) and v_proj_weight (E, vdim), as PyTorch's.
+  int64_t kdim = 0, vdim = 0;
+  bool add_bias_kv = false;    // learned bias_k, bias_v (1, 1, E) appended to the projected keys and values
+  bool add_zero_attn = false;  // a zero key and value appended to each head's keys and values
 };
 
 // The masks and switches of MultiheadAttention::forward(query, key, value, ...),
@@ -39,12 +45,14 @@ struct AttentionOutput {
   Tensor weights;  // with need_weights: (N, L, S) or (N, H, L, S), unbatched without N; undefined otherwise
 };
 
-// Multi-head attention: PyTorch's nn.MultiheadAttention (embed_dim = kdim = vdim).
+// Multi-head attention: PyTorch's nn.MultiheadAttention.
 // Two constructors:
 //  - the PyTorch form, MultiheadAttention(E, H, MultiheadAttentionOptions): PyTorch's
 //    defaults (sequence-first, not causal), parameter names (in_proj_weight (3E, E),
 //    in_proj_bias (3E), out_proj) and initialisation (Xavier-uniform in_proj_weight,
-//    zero biases), so a PyTorch state dict loads as it is;
+//    zero biases; kdim, vdim, add_bias_kv and add_zero_attn as PyTorch's, with
+//    q_proj_weight, k_proj_weight, v_proj_weight, bias_k and bias_v), so a
+//    PyTorch state dict loads as it is;
 //  - the earlier GPT-2 form, MultiheadAttention(E, H, causal, dropout, bias):
 //    batch-first, a Linear `qkv` (GPT-2's c_attn) and `proj` (c_proj) with
 //    Linear's initialisation, and dropout on the output as well (GPT-2's
@@ -65,17 +73,24 @@ class MultiheadAttention : public Module {
   std::string extra_repr() const override;
 
   Tensor in_proj_weight, in_proj_bias;  // (3E, E), (3E) or undefined; undefined in the GPT-2 form
-  std::shared_ptr<Linear> out_proj;     // (E) -> (E)
-  std::shared_ptr<Linear> qkv;          // the GPT-2 form's (E) -> (3E); null in the PyTorch form
-  std::shared_ptr<Linear> proj;         // = out_proj
-  int64_t embed_dim, num_heads;
+  // With kdim or vdim other than E (in_proj_weight then undefined): (E, E), (E, kdim), (E, vdim).
+  Tensor q_proj_weight, k_proj_weight, v_proj_weight;
+  Tensor bias_k, bias_v;             // (1, 1, E) with add_bias_kv
+  std::shared_ptr<Linear> out_proj;  // (E) -> (E)
+  std::shared_ptr<Linear> qkv;       // the GPT-2 form's (E) -> (3E); null in the PyTorch form
+  std::shared_ptr<Linear> proj;      // = out_proj
+  int64_t embed_dim, num_heads, kdim, vdim;
+  bool add_zero_attn = false;
   bool causal;
   double dropout_p;
   bool batch_first;
   bool output_dropout;  // the GPT-2 form's dropout after proj
 
  private:
-  Tensor in_projection(const Tensor& x, int64_t first, int64_t count);  // x (N, T, E) -> (N, T, count * E)
+  // x (N, T, E | kdim | vdim) -> (N, T, count * E): rows [first E, (first + count) E) of the in-projection.
+  Tensor in_projection(const Tensor& x, int64_t first, int64_t count);
+  // Whether forward(x) may take the fused self-attention path.
+  bool plain_self_attention() const { return !q_proj_weight.defined() && !bias_k.defined() && !add_zero_attn; }
 };
 
 // ---- PyTorch's encoder-decoder transformer (nn.Transformer and its layers) ----

@@ -209,6 +209,41 @@ TEST(MultiheadAttention, PyTorchFormAgainstPyTorch) {
   check_mha({"mha_no_bias", 4, {.bias = false, .batch_first = true}, {}});
 }
 
+TEST(MultiheadAttention, KdimVdimBiasKvAndZeroAttnAgainstPyTorch) {
+  check_mha({"mha_kvdim", 2, {.batch_first = true, .kdim = 5, .vdim = 3}, {}});
+  check_mha(
+      {"mha_bias_kv_zero_attn", 2, {.add_bias_kv = true, .add_zero_attn = true}, {.average_attn_weights = false}});
+  check_mha({"mha_kvdim_bias_kv",
+             2,
+             {.batch_first = true, .kdim = 5, .vdim = 3, .add_bias_kv = true},
+             {.need_weights = false}});
+}
+
+TEST(MultiheadAttention, KdimVdimNamesAndTheSelfAttentionCall) {
+  manual_seed(4);
+  nn::MultiheadAttention mha(8, 2, {.kdim = 5, .vdim = 3});
+  std::vector<std::string> names;
+  for (const auto& [n, p] : mha.named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
+                                             "out_proj.weight", "out_proj.bias"}));
+  EXPECT_FALSE(mha.in_proj_weight.defined());
+  EXPECT_EQ(mha.k_proj_weight.sizes(), (Shape{8, 5}));
+  EXPECT_WEFT_ERROR(mha.forward(randn({3, 1, 8}), randn({4, 1, 8}), randn({4, 1, 3})),
+                    "query, key and value must end in embed_dim, kdim and vdim (8, 5, 3), got [3, 1, 8], [4, 1, 8]");
+  EXPECT_WEFT_ERROR(nn::MultiheadAttention(8, 2, {.kdim = -1}), "kdim and vdim must be positive");
+
+  // forward(x) with bias_kv and a zero key takes the full call.
+  nn::MultiheadAttention extra(8, 2, {.causal = true, .add_bias_kv = true, .add_zero_attn = true});
+  EXPECT_EQ(extra.bias_k.sizes(), (Shape{1, 1, 8}));
+  Tensor x = randn({4, 2, 8});
+  nn::AttentionOutput full = extra.forward(x, x, x, {.need_weights = true, .is_causal = true});
+  EXPECT_TRUE(tensors_near(extra(x), full.output, 1e-6));
+  EXPECT_EQ(full.weights.sizes(), (Shape{2, 4, 6}));  // 4 keys, bias_k's and the zero key
+  // Causal over the 4 keys; the appended two are seen by every query.
+  EXPECT_EQ(full.weights.select(1, 0).select(1, 1).abs().max().item<float>(), 0.0f);
+  EXPECT_GT(full.weights.select(1, 0).select(1, 4).min().item<float>(), 0.0f);
+}
+
 TEST(MultiheadAttention, PyTorchFormNamesDefaultsAndInit) {
   manual_seed(13);
   nn::MultiheadAttention mha(16, 4);
@@ -285,7 +320,11 @@ TEST(MultiheadAttention, DropoutOnlyInTraining) {
 TEST(MultiheadAttention, BadInputsAreRefusedByName) {
   nn::MultiheadAttention mha(8, 2, {.batch_first = true});
   Tensor q = randn({2, 3, 8}), kv = randn({2, 5, 8});
-  expect_error([&] { mha.forward(q, randn({2, 5, 6}), kv); }, {"MultiheadAttention", "embed_dim 8", "[2, 5, 6]"});
+  expect_error(
+      [&] {
+        mha.forward(q, randn({2, 5, 6}), kv);
+      },
+      {"MultiheadAttention", "embed_dim, kdim and vdim (8, 8, 8)", "[2, 5, 6]"});
   expect_error([&] { mha.forward(q, randn({3, 5, 8}), randn({3, 5, 8})); }, {"MultiheadAttention", "batch size"});
   expect_error(
       [&] {

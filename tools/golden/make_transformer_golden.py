@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes tests/nn/golden/transformer_golden.safetensors: PyTorch's outputs and
 gradients for F.scaled_dot_product_attention with masks and scales, for
-nn.MultiheadAttention (self- and cross-attention, key padding and attention
+nn.MultiheadAttention (self- and cross-attention, kdim and vdim, add_bias_kv
+and add_zero_attn, key padding and attention
 masks, returned weights), for nn.TransformerEncoderLayer and
 nn.TransformerDecoderLayer (post- and pre-norm, ReLU and GELU) and for a small
 nn.Transformer, which tests/nn/transformer_test.cc compares against.
@@ -129,6 +130,17 @@ def build():
     mha_case(g, "mha_cross_kv_bool", nn.MultiheadAttention(8, 2, batch_first=True), x[:, :3], mem, val,
              attn_mask=mask3, key_padding_mask=torch.tensor([[False] * 4 + [True], [False] * 5]), need_weights=False)
     mha_case(g, "mha_no_bias", nn.MultiheadAttention(8, 4, bias=False, batch_first=True), x)
+    # kdim and vdim other than embed_dim (separate q/k/v weights), add_bias_kv and add_zero_attn
+    key5 = wave((2, 4, 5), 0.9, 0.29, 0.8)
+    val3 = wave((2, 4, 3), 1.1, 0.37, 1.7)
+    mha_case(g, "mha_kvdim", nn.MultiheadAttention(8, 2, kdim=5, vdim=3, batch_first=True), x[:, :3], key5, val3,
+             attn_mask=wave((3, 4), 0.6, 0.41, 0.9), key_padding_mask=kpm)
+    mha_case(g, "mha_bias_kv_zero_attn", nn.MultiheadAttention(8, 2, add_bias_kv=True, add_zero_attn=True),
+             x.transpose(0, 1).contiguous(), key_padding_mask=kpm, attn_mask=causal_float(4),
+             average_attn_weights=False)
+    mha_case(g, "mha_kvdim_bias_kv", nn.MultiheadAttention(8, 2, kdim=5, vdim=3, add_bias_kv=True,
+                                                           batch_first=True), x[:, :3], key5, val3,
+             attn_mask=mask3[:, :, :4].clone(), need_weights=False)
     # ---- encoder and decoder layers, d_model 8, 2 heads, feed-forward 16
     src = wave((5, 2, 8), 1.0, 0.33, 0.5)  # (S, N, E)
     tgt = wave((4, 2, 8), 0.8, 0.39, 1.5)  # (T, N, E)
