@@ -9,3 +9,4 @@
 #include "train/preemption.h"
 #include "train/progress.h"
 #include "train/step_log.h"
+#include "train/weight_averaging.h"
