@@ -17,7 +17,8 @@
 //   (also after request_stop()).
 // - Callbacks run in increasing order() (ties: the order they were added):
 //   LRSchedule -10, user callbacks 0, reporting 5, EarlyStop 10,
-//   Checkpoint 20 (last, so a checkpoint holds what the others changed).
+//   WeightAveraging 15, Checkpoint 20 (last, so a checkpoint holds what the
+//   others changed).
 // - Anything collective a callback does must be done on every rank (the
 //   Trainer calls every callback on every rank); printing and writing files
 //   is for Trainer::lead() only.

@@ -2,7 +2,8 @@
 // Trainer on the synthetic task of tests/train/cases.h: an EMA of every step
 // against the same average taken by hand in double, SWA of epoch ends from a
 // start step with the evaluations it runs, a run resumed from a checkpoint
-// averaging bitwise as the uninterrupted one, and the errors.
+// averaging bitwise as the uninterrupted one, a 2-stage pipeline whose
+// stages' averages make the one-process one, and the errors.
 #include "train/weight_averaging.h"
 
 #include <map>
@@ -14,6 +15,7 @@
 
 #include "optim/swa_utils.h"
 #include "parallel/checkpoint/rotation.h"
+#include "parallel/comm/inproc/testing.h"
 #include "tests/train/cases.h"
 #include "train/callbacks.h"
 #include "train/trainer.h"
@@ -149,6 +151,39 @@ TEST(WeightAveraging, AResumedRunAveragesAsTheUninterruptedOne) {
   const std::string plain = fresh_dir("wa_plain");
   ema_run(plain, "", /*with_averaging=*/false);
   EXPECT_WEFT_ERROR(ema_run(fresh_dir("wa_plain_resumed"), dir_at(plain, kStepsPerEpoch)), "weight_averaging");
+}
+
+// A pipeline of 2 stages (ranks as threads): each rank averages its stage's
+// parameters, which together are the one-process run's average, and the
+// gathered model holds that average at the end.
+TEST(WeightAveraging, EachPipelineStageAveragesItsOwnParameters) {
+  const WeightAveragingOptions ema{.multi_avg_fn = optim::ema_multi_avg_fn(0.8)};
+  io::DataLoader one_train = loader(dataset());
+  Trainer one(Local{}, model(), ce, sgd(sgd_options()));
+  one.add<WeightAveraging>(ema);
+  one.fit(one_train, nullptr, 2);
+  const Weights want = as_map(one.find<WeightAveraging>()->averaged());
+  ASSERT_EQ(want.size(), 4u);
+  ASSERT_FALSE(testing::tensors_near(want.at("0.weight"), weights(*model()).at("0.weight"), 1e-3));  // it moved
+
+  std::vector<Weights> got(2), whole(2);
+  parallel::run_ranks(2, [&](std::shared_ptr<parallel::ProcessGroup> g) {
+    io::DataLoader train = loader(dataset());  // every stage walks the same batches
+    parallel::pipe::PipeOptions po;
+    po.chunks = 2;
+    Trainer t(Pipeline{.group = g, .balance = {2, 1}, .pipe = po}, model(), ce, sgd(sgd_options()));
+    auto& wa = t.add<WeightAveraging>(ema);
+    t.fit(train, nullptr, 2);
+    got[g->rank()] = as_map(wa.averaged());
+    whole[g->rank()] = weights(*t.whole_model());
+  });
+  ASSERT_EQ(got[0].size() + got[1].size(), want.size());
+  for (int r = 0; r < 2; ++r) {
+    for (const auto& [k, v] : got[r])
+      EXPECT_TRUE(testing::tensors_near(v, want.at(k), 1e-5)) << "rank " << r << " " << k;
+    for (const auto& [k, v] : want)
+      EXPECT_TRUE(testing::tensors_near(whole[r].at(k), v, 1e-5)) << "rank " << r << " " << k;
+  }
 }
 
 TEST(WeightAveraging, Errors) {
