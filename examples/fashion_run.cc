@@ -53,6 +53,8 @@ void add_run_callbacks(train::Trainer& t, const TrainFlags& f, RunSpec spec) {
   t.add<train::MetricsLog>(f.metrics);
   t.add<train::Plot>(f.plot, spec.title);
   if (!f.step_log.empty()) t.add<train::StepLog>(f.step_log);
+  if (f.ema > 0)
+    t.add<train::WeightAveraging>(train::WeightAveragingOptions{.multi_avg_fn = optim::ema_multi_avg_fn(f.ema)});
   if (!f.save.empty()) {
     spec.checkpoint.root = f.save;
     spec.checkpoint.keep_last = f.keep_last;

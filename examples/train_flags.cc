@@ -23,6 +23,10 @@ void add_train_flags(FlagParser& p, TrainFlags& f, const TrainFlagsSpec& spec) {
       .add("--lr X", &f.lr, "learning rate, cosine-annealed per epoch")
       .add("--momentum X", &f.momentum, "momentum of sgd and rmsprop")
       .add("--weight-decay X", &f.weight_decay, "weight decay (decoupled for adamw)")
+      .add("--ema DECAY", &f.ema,
+           "evaluate with, and end with, an exponential moving average of the weights (e.g. 0.999), updated "
+           "after every step",
+           "none")
       .add("--seed N", &f.seed, "seed for init and data order")
       .add("--threads N", &f.threads, ranks ? "CPU threads per rank" : "CPU threads",
            ranks ? "cores / ranks on this node, at least 1" : "all cores")
@@ -66,6 +70,7 @@ void resolve_train_flags(TrainFlags& f, std::initializer_list<std::string*> more
   WEFT_FLAG_CHECK(f.lr > 0, "--lr must be positive (got ", f.lr, ")");
   WEFT_FLAG_CHECK(f.momentum >= 0, "--momentum must be >= 0 (got ", f.momentum, ")");
   WEFT_FLAG_CHECK(f.weight_decay >= 0, "--weight-decay must be >= 0 (got ", f.weight_decay, ")");
+  WEFT_FLAG_CHECK(f.ema >= 0 && f.ema < 1, "--ema must be in [0, 1) (0: none; got ", f.ema, ")");
   WEFT_FLAG_CHECK(f.threads >= 0, "--threads must be >= 0 (0: all cores; got ", f.threads, ")");
   WEFT_FLAG_CHECK(f.workers >= 0, "--workers must be >= 0 (got ", f.workers, ")");
   WEFT_FLAG_CHECK(f.limit_train >= 0, "--limit-train must be >= 0 (0: all; got ", f.limit_train, ")");

@@ -61,6 +61,7 @@ struct TrainFlags {
   double lr = 0.05;
   double momentum = 0.9;
   double weight_decay = 5e-4;
+  double ema = 0;  // --ema DECAY: an exponential moving average of the weights (train::WeightAveraging); 0: none
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores (per rank: resolve_threads())
   int workers = 1;

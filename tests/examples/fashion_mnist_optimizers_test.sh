@@ -2,7 +2,7 @@
 # fashion_mnist --optimizer: each optimizer trains the MLP (one epoch on 6,400
 # images lifts test accuracy well above chance, 10%), a checkpoint saves its
 # state and --resume continues with it, and a bad choice is refused naming
-# the flag.
+# the flag. --ema: the weights' moving average is evaluated and checkpointed.
 set -euo pipefail
 bin="$1"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -28,6 +28,23 @@ done
 "$bin" "${common[@]}" --optimizer rmsprop --lr 0.001 --epochs 2 --resume "$tmp/ck" \
   --metrics "$tmp/b.jsonl" --plot "$tmp/b.svg" > "$tmp/resumed.out" 2> /dev/null
 check diff <(grep test_accuracy "$tmp/full.out") <(grep test_accuracy "$tmp/resumed.out")
+
+# --ema: the test accuracy is the average's, above chance; saved and resumed, the average comes back with the
+# checkpoint and the accuracy is the straight run's.
+"$bin" "${common[@]}" --ema 0.9 --epochs 2 --metrics "$tmp/ema.jsonl" --plot "$tmp/ema.svg" > "$tmp/ema.out" 2> /dev/null
+acc=$(sed -n 's/^test_accuracy=//p' "$tmp/ema.out")
+echo "sgd --ema 0.9: test_accuracy=$acc"
+check awk -v a="$acc" 'BEGIN { exit !(a >= 0.6) }'
+"$bin" "${common[@]}" --ema 0.9 --epochs 2 --stop-after-epoch 1 --save "$tmp/ck_ema" \
+  --metrics "$tmp/c.jsonl" --plot "$tmp/c.svg" > /dev/null 2>&1
+"$bin" "${common[@]}" --ema 0.9 --epochs 2 --resume "$tmp/ck_ema" \
+  --metrics "$tmp/d.jsonl" --plot "$tmp/d.svg" > "$tmp/ema_resumed.out" 2> /dev/null
+check diff <(grep test_accuracy "$tmp/ema.out") <(grep test_accuracy "$tmp/ema_resumed.out")
+# Without the average the straight run ends elsewhere (the model is the average, not the last weights).
+"$bin" "${common[@]}" --epochs 2 --metrics "$tmp/plain.jsonl" --plot "$tmp/plain.svg" > "$tmp/plain.out" 2> /dev/null
+check test "$(grep test_accuracy "$tmp/plain.out")" != "$(grep test_accuracy "$tmp/ema.out")"
+if "$bin" --ema 1 > /dev/null 2> "$tmp/bad_ema.err"; then echo "FAILED: --ema 1 was accepted"; fail=$((fail+1)); fi
+check grep -q -- "--ema must be in \[0, 1)" "$tmp/bad_ema.err"
 
 if "$bin" --optimizer lamb > /dev/null 2> "$tmp/bad.err"; then echo "FAILED: --optimizer lamb was accepted"; fail=$((fail+1)); fi
 check grep -q -- "--optimizer" "$tmp/bad.err"

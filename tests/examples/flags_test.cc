@@ -327,11 +327,12 @@ TEST(TrainFlags, ParsedValuesAndPathsResolvedAgainstTheWorkingDirectory) {
   std::ofstream(home + "/ck.weft") << "checkpoint";
   WorkingDirectory wd((home + "/me/run").c_str());
   const Parsed r = parse_train(
-      words("--data fm --model=mlp --epochs 2 --batch-size 64 --lr 0.1 --momentum 0 --weight-decay=0 --seed 7 "
-            "--threads 3 --workers 2 --save ck.weft --resume " +
-            home +
-            "/ck.weft --metrics m.jsonl --plot out/p.svg --limit-train 1024 --limit-test 512 --no-progress "
-            "--chart c.txt"),
+      words(
+          "--data fm --model=mlp --epochs 2 --batch-size 64 --lr 0.1 --momentum 0 --weight-decay=0 --ema 0.99 --seed 7 "
+          "--threads 3 --workers 2 --save ck.weft --resume " +
+          home +
+          "/ck.weft --metrics m.jsonl --plot out/p.svg --limit-train 1024 --limit-test 512 --no-progress "
+          "--chart c.txt"),
       {.program = "fashion_mnist"});
   const TrainFlags& f = r.train;
   EXPECT_EQ(f.data, home + "/me/run/fm");
@@ -341,6 +342,7 @@ TEST(TrainFlags, ParsedValuesAndPathsResolvedAgainstTheWorkingDirectory) {
   EXPECT_DOUBLE_EQ(f.lr, 0.1);
   EXPECT_DOUBLE_EQ(f.momentum, 0.0);
   EXPECT_DOUBLE_EQ(f.weight_decay, 0.0);
+  EXPECT_DOUBLE_EQ(f.ema, 0.99);
   EXPECT_EQ(f.seed, 7u);
   EXPECT_EQ(f.threads, 3);
   EXPECT_EQ(f.workers, 2);
@@ -374,6 +376,7 @@ TEST(TrainFlags, BadValuesAreNamed) {
   EXPECT_WEFT_ERROR(parse_train({"--batch-size", "two"}, spec), "flag --batch-size: 'two' is not an integer");
   EXPECT_WEFT_ERROR(parse_train({"--workers=1.5"}, spec), "flag --workers: '1.5' is not an integer");
   EXPECT_WEFT_ERROR(parse_train({"--momentum", "nan"}, spec), "flag --momentum: 'nan' is not a finite number");
+  EXPECT_WEFT_ERROR(parse_train({"--ema", "1"}, spec), "--ema must be in [0, 1) (0: none; got 1)");
   EXPECT_WEFT_ERROR(parse_train({"--model", "resnet"}, spec), "flag --model must be one of cnn|mlp, got 'resnet'");
   EXPECT_WEFT_ERROR(parse_train({"--metrics"}, spec), "flag --metrics needs a value (--metrics PATH)");
   EXPECT_WEFT_ERROR(parse_train({"--no-progress=yes"}, spec), "flag --no-progress takes no value");
