@@ -3,7 +3,8 @@
 // against the same average taken by hand in double, SWA of epoch ends from a
 // start step with the evaluations it runs, a run resumed from a checkpoint
 // averaging bitwise as the uninterrupted one, a 2-stage pipeline whose
-// stages' averages make the one-process one, and the errors.
+// stages' averages make the one-process one, DataParallel replicas that each
+// keep it, and the errors.
 #include "train/weight_averaging.h"
 
 #include <map>
@@ -16,6 +17,7 @@
 #include "optim/swa_utils.h"
 #include "parallel/checkpoint/rotation.h"
 #include "parallel/comm/inproc/testing.h"
+#include "parallel/data/sampler.h"
 #include "tests/train/cases.h"
 #include "train/callbacks.h"
 #include "train/trainer.h"
@@ -183,6 +185,38 @@ TEST(WeightAveraging, EachPipelineStageAveragesItsOwnParameters) {
       EXPECT_TRUE(testing::tensors_near(v, want.at(k), 1e-5)) << "rank " << r << " " << k;
     for (const auto& [k, v] : want)
       EXPECT_TRUE(testing::tensors_near(whole[r].at(k), v, 1e-5)) << "rank " << r << " " << k;
+  }
+}
+
+// DataParallel over 2 ranks on the global batches: every replica keeps the
+// one-process run's average.
+TEST(WeightAveraging, EveryDataParallelReplicaKeepsTheOneProcessAverage) {
+  const WeightAveragingOptions swa{.start_step = 2, .every_steps = 3};
+  io::DataLoader one_train = loader(dataset());
+  Trainer one(Local{}, model(), ce, sgd(sgd_options()));
+  auto& one_wa = one.add<WeightAveraging>(swa);
+  one.fit(one_train, nullptr, 2);
+  EXPECT_EQ(one_wa.num_averaged(), 4);  // steps 2, 5, 8, 11
+  const Weights want = as_map(one_wa.averaged());
+
+  std::vector<Weights> got(2);
+  std::vector<int64_t> counts(2);
+  parallel::run_ranks(2, [&](std::shared_ptr<parallel::ProcessGroup> g) {
+    auto sampler = std::make_shared<parallel::GlobalBatchSampler>(
+        kRows, kBatch, 2, g->rank(), parallel::GlobalBatchSamplerOptions{.shuffle = true, .seed = kSeed});
+    io::DataLoader train(dataset(), io::DataLoaderOptions{.batch_size = sampler->local_batch()}, sampler);
+    Trainer t(DataParallel{.group = g}, model(kSeed + g->rank()), ce, sgd(sgd_options()));  // DDP broadcasts rank 0's
+    auto& wa = t.add<WeightAveraging>(swa);
+    t.fit(train, nullptr, 2);
+    got[g->rank()] = as_map(wa.averaged());
+    counts[g->rank()] = wa.num_averaged();
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(counts[r], 4) << "rank " << r;
+    ASSERT_EQ(got[r].size(), want.size()) << "rank " << r;
+    for (const auto& [k, v] : want) {
+      EXPECT_TRUE(testing::tensors_near(got[r].at(k), v, 1e-5)) << "rank " << r << " " << k;
+    }
   }
 }
 
