@@ -65,6 +65,32 @@ MultiAvgFn ema_multi_avg_fn(double decay) {
   };
 }
 
+void update_average(std::vector<Tensor>& averaged, const std::vector<Tensor>& current, int64_t n, const AvgFn& avg_fn,
+                    const MultiAvgFn& multi_avg_fn) {
+  WEFT_INTERNAL_ASSERT(averaged.size() == current.size(), "update_average: ", averaged.size(), " averages for ",
+                       current.size(), " tensors");
+  if (n == 0) {
+    for (size_t i = 0; i < averaged.size(); ++i) averaged[i].copy_(current[i]);
+  } else if (avg_fn || !multi_avg_fn) {
+    const AvgFn f = avg_fn ? avg_fn : swa_avg_fn();
+    for (size_t i = 0; i < averaged.size(); ++i) averaged[i].copy_(f(averaged[i], current[i], n));
+  } else {
+    std::vector<std::pair<Device, DType>> keys;
+    std::vector<std::pair<std::vector<Tensor>, std::vector<Tensor>>> groups;
+    for (size_t i = 0; i < averaged.size(); ++i) {
+      const std::pair<Device, DType> key{averaged[i].device(), averaged[i].dtype()};
+      const size_t g = static_cast<size_t>(std::find(keys.begin(), keys.end(), key) - keys.begin());
+      if (g == keys.size()) {
+        keys.push_back(key);
+        groups.emplace_back();
+      }
+      groups[g].first.push_back(averaged[i]);
+      groups[g].second.push_back(current[i]);
+    }
+    for (auto& [avg, cur] : groups) multi_avg_fn(avg, cur, n);
+  }
+}
+
 // ---- AveragedModel ----
 
 namespace {
@@ -124,36 +150,12 @@ void AveragedModel::update_parameters(const nn::Module& model) {
                              with_buffers ? "parameters and buffers" : "parameters");
   const auto buffers = with_buffers ? std::vector<std::pair<Tensor, Tensor>>{}
                                     : pair_up(module->named_buffers(), model.named_buffers(), "buffers");
-  const int64_t n = num_averaged();
-  if (n == 0) {
-    copy_all(pairs);
-  } else if (options_.avg_fn) {
-    for (const auto& [a, c] : pairs) Tensor(a).copy_(options_.avg_fn(a, c, n));
-  } else {
-    // PyTorch's grouping by device and dtype, in order of first appearance.
-    std::vector<std::pair<std::vector<Tensor>, std::vector<Tensor>>> groups;
-    std::vector<std::pair<Device, DType>> keys;
-    for (const auto& [a, c] : pairs) {
-      const std::pair<Device, DType> key{a.device(), a.dtype()};
-      auto it = std::find(keys.begin(), keys.end(), key);
-      if (it == keys.end()) {
-        keys.push_back(key);
-        groups.emplace_back();
-        it = keys.end() - 1;
-      }
-      auto& g = groups[static_cast<size_t>(it - keys.begin())];
-      g.first.push_back(a);
-      g.second.push_back(c);
-    }
-    const AvgFn swa = swa_avg_fn();
-    for (auto& [avg, cur] : groups) {
-      if (options_.multi_avg_fn) {
-        options_.multi_avg_fn(avg, cur, n);
-      } else {  // PyTorch's CPU path (its CUDA path lerps, equal to rounding)
-        for (size_t i = 0; i < avg.size(); ++i) avg[i].copy_(swa(avg[i], cur[i], n));
-      }
-    }
+  std::vector<Tensor> averaged, current;
+  for (const auto& [a, c] : pairs) {
+    averaged.push_back(a);
+    current.push_back(c);
   }
+  update_average(averaged, current, num_averaged(), options_.avg_fn, options_.multi_avg_fn);
   copy_all(buffers);
   n_averaged.add_(1);
 }

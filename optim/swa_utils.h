@@ -63,6 +63,15 @@ AvgFn ema_avg_fn(double decay = 0.999);
 MultiAvgFn swa_multi_avg_fn();
 MultiAvgFn ema_multi_avg_fn(double decay = 0.999);
 
+// One update of an average (AveragedModel::update_parameters' rule, which
+// train::WeightAveraging shares): with num_averaged 0 `current` is copied into
+// `averaged`; otherwise avg_fn runs tensor by tensor, multi_avg_fn once per
+// (device, dtype) group in order of first appearance (PyTorch's grouping),
+// or, with neither, the equal-weight average tensor by tensor (PyTorch's CPU
+// path). averaged[i] is updated in place; current[i] is on its device.
+void update_average(std::vector<Tensor>& averaged, const std::vector<Tensor>& current, int64_t num_averaged,
+                    const AvgFn& avg_fn, const MultiAvgFn& multi_avg_fn);
+
 struct AveragedModelOptions {
   AvgFn avg_fn;              // empty: the equal-weight (SWA) average
   MultiAvgFn multi_avg_fn;   // exclusive with avg_fn

@@ -58,20 +58,9 @@ void WeightAveraging::on_prepared(Trainer& t) {
 
 void WeightAveraging::update() {
   NoGradGuard no_grad;
-  if (n_averaged_ == 0) {
-    for (size_t i = 0; i < live_.size(); ++i) average_[i].copy_(live_[i].second);
-  } else if (options_.avg_fn) {
-    for (size_t i = 0; i < live_.size(); ++i)
-      average_[i].copy_(options_.avg_fn(average_[i], live_[i].second.detach(), n_averaged_));
-  } else if (options_.multi_avg_fn) {
-    std::vector<Tensor> current;
-    for (const auto& [name, v] : live_) current.push_back(v.detach());
-    options_.multi_avg_fn(average_, current, n_averaged_);
-  } else {  // the equal-weight average, tensor by tensor (AveragedModel's CPU path)
-    const optim::AvgFn swa = optim::swa_avg_fn();
-    for (size_t i = 0; i < live_.size(); ++i)
-      average_[i].copy_(swa(average_[i], live_[i].second.detach(), n_averaged_));
-  }
+  std::vector<Tensor> current;
+  for (const auto& [name, v] : live_) current.push_back(v.detach());
+  optim::update_average(average_, current, n_averaged_, options_.avg_fn, options_.multi_avg_fn);
   ++n_averaged_;
 }
 
