@@ -332,6 +332,9 @@ void micro_kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __r
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) acc[i][0] = init0, acc[i][1] = init1;
+  // the C tile or the epilogue's rows, fetched while the k loop runs (as in gemm_avx512.cc)
+  if (ep) prefetch_epilogue_rows(*ep, c, ldc, mr, nr, load_c);
+  else prefetch_c_tile(c, ldc, mr, nr);
   for (int64_t p = 0; p < kp; ++p) {
     const __m512i b0 = _mm512_load_si512(bp), b1 = _mm512_load_si512(bp + 16);
 #pragma GCC unroll 12

@@ -72,6 +72,18 @@ inline void store_c(float* cp, __mmask16 mk, __m512 r, const GemmEpilogue* ep, i
   }
 }
 
+// Fetches the rows x cols tile of C at c (leading dimension ldc) into L1: each
+// row's first and last line, and the middle one of a 32-column row that does
+// not start on a line.
+inline void prefetch_c_tile(const float* c, int64_t ldc, int rows, int cols) {
+  for (int i = 0; i < rows; ++i) {
+    const float* row = c + i * ldc;
+    _mm_prefetch(reinterpret_cast<const char*>(row), _MM_HINT_T0);
+    if (cols > 16) _mm_prefetch(reinterpret_cast<const char*>(row + 16), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(row + cols - 1), _MM_HINT_T0);
+  }
+}
+
 // Fetches the rows [0, rows) x columns [0, cols) that the epilogue reads or
 // writes for a tile (pointers at the tile's first element), and C's own when
 // the epilogue still stores there or load_c reads it.
@@ -101,11 +113,8 @@ inline void prefetch_epilogue_rows(const GemmEpilogue& ep, float* c, int64_t ldc
         __builtin_prefetch(q, 1, 3);
         __builtin_prefetch(q + bytes * (cols - 1), 1, 3);
       }
-    if (c_used) {
-      __builtin_prefetch(c + i * ldc, 1, 3);
-      __builtin_prefetch(c + i * ldc + cols - 1, 1, 3);
-    }
   }
+  if (c_used) prefetch_c_tile(c, ldc, rows, cols);
 }
 
 }  // namespace weft::cpu
