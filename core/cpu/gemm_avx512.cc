@@ -324,6 +324,8 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, floa
   float* apack = buf.a.get();
   float* bpack = buf.b.get();
   const int64_t kcb = k_block(k);
+  GemmEpilogue et;  // the epilogue at each tile (GemmEpilogue::place)
+  if (epilogue) et = *epilogue;
   for (int64_t pc = 0; pc < k; pc += kcb) {
     const int64_t kc = std::min(kcb, k - pc);
     const bool load_c = accumulate || pc > 0;
@@ -394,8 +396,7 @@ void gemm_tile(int64_t m, int64_t n, int64_t k, Operand<S> A, Operand<S> B, floa
             const int64_t nr = std::min<int64_t>(kNR, nc - jr);
             const int v = nr > 16 ? 2 : 1;
             pf.next();
-            GemmEpilogue et;
-            if (ep_k) et = ep_k->at(ic + row0(i), jc + jr);
+            if (ep_k) et.place(*ep_k, ic + row0(i), jc + jr);
             kKernels[mr - 1][v - 1](kc, ap, bpack + jr * kc, crow + jr, ldc, lanes(nr - 16 * (v - 1)), load_c,
                                     bias_k ? bias_k + jc + jr : nullptr, ep_k ? &et : nullptr);
           }

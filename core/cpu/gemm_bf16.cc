@@ -365,6 +365,8 @@ void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs
   uint32_t* apack = buf.a.get();
   uint32_t* bpack = buf.b.get();
   const int64_t pairs = (k + 1) / 2, blocks = (pairs + kKP - 1) / kKP, kpb = (pairs + blocks - 1) / blocks;
+  GemmEpilogue et;  // the epilogue at each tile (GemmEpilogue::place)
+  if (ep) et = *ep;
   for (int64_t p0 = 0; p0 < pairs; p0 += kpb) {
     const int64_t kp = std::min(kpb, pairs - p0);
     for (int64_t ic = 0; ic < m; ic += kMC) {
@@ -376,9 +378,8 @@ void pairs_tile(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs
         for (int64_t i = 0; i < panels; ++i)
           for (int64_t jr = 0; jr < nc; jr += kNR) {
             const int64_t at = (ic + i * kMR) * ldc + jc + jr;
-            GemmEpilogue et;
             const bool last = ep && p0 + kp == pairs;
-            if (last) et = ep->at(ic + i * kMR, jc + jr);
+            if (last) et.place(*ep, ic + i * kMR, jc + jr);
             micro_kernel<kNative>(kp, apack + i * kMR * kp, bpack + jr * kp, c + at, ldc,
                                   static_cast<int>(std::min<int64_t>(kMR, mc - i * kMR)),
                                   static_cast<int>(std::min<int64_t>(kNR, nc - jr)), p0 > 0, last ? &et : nullptr,
