@@ -126,7 +126,7 @@ const char* fma_kind() { return __builtin_cpu_supports("avx512f") ? "AVX-512" : 
 // core (the default bfloat16 path follows from it: core/cpu/gemm_bf16.h).
 // 24 chains, as many as the GEMM's micro-tile has accumulators: with 12, Zen 5
 // waits on VDPBF16PS's latency (417-425 GFLOP/s against 452-464 with 16 or 24).
-__attribute__((target("avx512f,avx512bf16"))) double dpbf16_peak_avx512() {
+__attribute__((target("avx512f,avx512bf16"), noinline)) double dpbf16_peak_avx512() {
   constexpr int kChains = 24;
   double best = 0;
   for (int run = 0; run < 5; ++run) {
