@@ -129,12 +129,16 @@ void run_reduce(const T* in, const ReduceGeom& g, const Op& op) {
       col_block(o, 0, inner, c * rb, std::min(r, (c + 1) * rb), part.get() + t * inner);
     }
   });
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t j = 0; j < inner; ++j) {
-      Acc a = part[(o * nb) * inner + j];
-      for (int64_t c = 1; c < nb; ++c) a = op.merge(a, part[(o * nb + c) * inner + j]);
-      op.write(o * inner + j, a);
+  // Merged block by block, each block's row in order (the same merges per
+  // output as one output at a time, which read the blocks `inner` apart).
+  for (int64_t o = 0; o < outer; ++o) {
+    Acc* acc = part.get() + (o * nb) * inner;
+    for (int64_t c = 1; c < nb; ++c) {
+      const Acc* row = part.get() + (o * nb + c) * inner;
+      for (int64_t j = 0; j < inner; ++j) acc[j] = op.merge(acc[j], row[j]);
     }
+    for (int64_t j = 0; j < inner; ++j) op.write(o * inner + j, acc[j]);
+  }
 }
 
 // ---- vectorisable exp for float (Cephes-style polynomial, ~1 ulp) ----
